@@ -1,0 +1,82 @@
+// Configuration: embedded defaults, then a TOML file, then command-line flags.
+//
+// Every key is declared once in a table (config.cc) with its type, bounds and
+// whether CONFIG SET may change it at run time. The TOML loader, the CLI, and
+// the server's CONFIG GET/SET all go through that table, so a key cannot be
+// valid in one place and unknown in another.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tierkv {
+
+struct Config {
+  // server
+  std::string bind = "127.0.0.1";
+  int64_t port = 6380;
+  std::string unixsocket;  // empty: no Unix socket
+  int64_t io_threads = 0;  // 0: number of cores
+  int64_t maxclients = 10000;
+  int64_t timeout_s = 0;  // idle client timeout; 0 disables
+  std::string requirepass;
+  int64_t proto_max_bulk_len = int64_t{1} << 30;
+  int64_t max_multibulk_args = 1 << 20;
+  int64_t max_inline_len = 64 << 10;
+  int64_t client_output_buffer_limit = int64_t{256} << 20;
+  std::string metrics_bind = "127.0.0.1";
+  int64_t metrics_port = 9380;  // 0 disables the HTTP endpoint
+  std::string log_level = "info";
+
+  // data model
+  int64_t max_key_size = 64 << 10;
+  int64_t max_object_size = int64_t{1} << 30;
+  int64_t chunk_size = 1 << 20;
+
+  // memory tier
+  int64_t memory = int64_t{1} << 30;
+  std::string eviction_policy = "s3fifo";
+  int64_t memory_shards = 32;
+  double lease_max_fraction = 0.25;
+  int64_t lease_ttl_ms = 10000;
+  int64_t active_expire_hz = 10;
+
+  // flash tier (used once the flash tier lands)
+  std::string flash_path = "./tierkv-data";
+  int64_t flash_size = int64_t{8} << 30;
+  int64_t region_size = int64_t{64} << 20;
+};
+
+// One configuration key, as the table describes it.
+struct ConfigKey {
+  std::string_view name;
+  std::string_view help;
+  bool runtime_settable;
+};
+
+const std::vector<ConfigKey>& config_keys();
+
+// Sets `name` from text ("64mb", "yes", "lru", ...). Errors name the key.
+Status config_set(Config& config, std::string_view name, std::string_view value);
+// The current value as CONFIG GET prints it; NotFound for unknown keys.
+Result<std::string> config_get(const Config& config, std::string_view name);
+// Cross-key checks (chunk size vs object size, budget vs chunk, ...).
+Status config_validate(const Config& config);
+
+// Applies a TOML document (keys as in the table, '-' or '_' both accepted).
+Status config_apply_toml_file(Config& config, const std::string& path);
+Status config_apply_toml_text(Config& config, std::string_view text);
+
+// Parses "1gb", "256MiB", "4k", "1048576" into bytes.
+Result<int64_t> parse_byte_size(std::string_view text);
+
+// Builds the whole configuration for a program: defaults, then --config FILE,
+// then one --<key> flag per table entry. On --help, returns Unavailable with
+// the help text as its message.
+Result<Config> load_config(int argc, const char* const* argv, std::string_view program);
+
+}  // namespace tierkv

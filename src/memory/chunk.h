@@ -1,0 +1,77 @@
+// Chunks: the unit of residency, eviction and I/O. A chunk is one allocation:
+// this header followed by its bytes. It is reference counted: the index holds
+// one reference, and every ChunkPin one more. The bytes are freed, and their
+// charge returned to the budget, when the last reference goes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+#include "memory/eviction_policy.h"
+
+namespace tierkv::memory {
+
+struct Object;
+
+struct Chunk {
+  static constexpr uint8_t kUseOnce = 1;  // streaming: dropped first
+  static constexpr uint8_t kLeased = 2;   // protected until lease_until_ms
+
+  PolicyHook hook;  // first member: policies hand back PolicyHook*
+  std::atomic<uint32_t> refs{1};
+  uint32_t size = 0;
+  uint32_t index = 0;
+  uint8_t flags = 0;
+  int64_t lease_until_ms = 0;
+  Object* owner = nullptr;               // null once detached from the index
+  std::atomic<int64_t>* used = nullptr;  // budget counter to credit on free
+  uint32_t charge = 0;                   // bytes credited back on free
+
+  char* data() { return reinterpret_cast<char*>(this + 1); }
+  const char* data() const { return reinterpret_cast<const char*>(this + 1); }
+  bool pinned() const { return refs.load(std::memory_order_acquire) > 1; }
+
+  static Chunk* from_hook(PolicyHook* h) { return reinterpret_cast<Chunk*>(h); }
+  // Allocates header + bytes. The caller has already reserved `charge` in
+  // *used (MemoryTier::reserve); the last release() credits it back.
+  static Chunk* allocate(uint32_t size, uint32_t charge, std::atomic<int64_t>* used);
+  // Bytes this chunk costs the budget, allocator rounding included.
+  static size_t charge_for(uint32_t size);
+  void add_ref() { refs.fetch_add(1, std::memory_order_relaxed); }
+  void release();
+};
+static_assert(offsetof(Chunk, hook) == 0);
+
+// Keeps one chunk alive (and unevictable) while its bytes are read or sent.
+class ChunkPin {
+ public:
+  ChunkPin() = default;
+  explicit ChunkPin(Chunk* c) : chunk_(c) { chunk_->add_ref(); }
+  ChunkPin(const ChunkPin& o) : chunk_(o.chunk_) {
+    if (chunk_) chunk_->add_ref();
+  }
+  ChunkPin& operator=(const ChunkPin& o) {
+    ChunkPin copy(o);
+    std::swap(chunk_, copy.chunk_);
+    return *this;
+  }
+  ChunkPin(ChunkPin&& o) noexcept : chunk_(std::exchange(o.chunk_, nullptr)) {}
+  ChunkPin& operator=(ChunkPin&& o) noexcept {
+    std::swap(chunk_, o.chunk_);
+    return *this;
+  }
+  ~ChunkPin() {
+    if (chunk_) chunk_->release();
+  }
+
+  std::string_view bytes() const { return {chunk_->data(), chunk_->size}; }
+  uint32_t index() const { return chunk_->index; }
+
+ private:
+  Chunk* chunk_ = nullptr;
+};
+
+}  // namespace tierkv::memory

@@ -1,0 +1,278 @@
+#include "memory/memory_tier.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+
+#include "core/clock.h"
+#include "core/hash.h"
+#include "memory/memory_tier_internal.h"
+
+namespace tierkv::memory {
+
+MemoryTier::MemoryTier(const MemoryTierOptions& o)
+    : chunk_size_(o.chunk_size),
+      shard_bits_(static_cast<uint32_t>(std::countr_zero(std::bit_ceil(std::max(o.shards, 1u))))),
+      lease_max_fraction_(o.lease_max_fraction),
+      shards_(new Shard[size_t{1} << shard_bits_]),
+      shard_count_(size_t{1} << shard_bits_),
+      budget_(o.budget_bytes) {
+  for (size_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[i];
+    absl::MutexLock lock(&s.mu);
+    s.policy = make_policy(o.policy);
+    if (o.expected_objects > 0) s.index.reserve(o.expected_objects / shard_count_ + 1);
+    s.index_charge = index_table_bytes(s.index.capacity());
+    used_.fetch_add(s.index_charge, std::memory_order_relaxed);
+  }
+}
+
+MemoryTier::~MemoryTier() {
+  stop_active_expiry();
+  clear();
+}
+
+MemoryTier::Shard& MemoryTier::shard_for(uint64_t hash) {
+  // Top bits pick the shard, so hash order is (shard, hash) order: SCAN's
+  // cursor relies on that.
+  return shards_[shard_bits_ == 0 ? 0 : hash >> (64 - shard_bits_)];
+}
+
+size_t MemoryTier::charge_for_object(size_t key_size, uint64_t value_size) const {
+  size_t chunks = value_size == 0 ? 1 : (value_size + chunk_size_ - 1) / chunk_size_;
+  size_t overhead = shards_[0].policy->overhead_per_entry();
+  size_t total = static_cast<size_t>(Object::metadata_charge(key_size, chunks));
+  for (size_t i = 0; i < chunks; ++i) {
+    uint64_t left = value_size - std::min<uint64_t>(value_size, i * uint64_t{chunk_size_});
+    total += Chunk::charge_for(static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_))) + overhead;
+  }
+  return total;
+}
+
+Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
+  if (bytes > budget_.load(std::memory_order_relaxed))
+    return Status::out_of_memory(
+        fmt::format("object needs {} bytes, memory budget is {}", bytes, budget_.load()));
+  size_t home = shard_bits_ == 0 ? 0 : home_hash >> (64 - shard_bits_);
+  for (;;) {
+    int64_t cur = used_.load(std::memory_order_relaxed);
+    if (cur + bytes <= budget_.load(std::memory_order_relaxed)) {
+      if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed)) return Status::ok();
+      continue;
+    }
+    // Round-robin over shards spreads eviction pressure evenly; starting
+    // from the writer's own shard would punish keys that share it.
+    size_t start = shard_count_ == 1 ? home : evict_cursor_.fetch_add(1) % shard_count_;
+    if (!evict_one(start))
+      return Status::out_of_memory("memory budget full of pinned or leased data");
+  }
+}
+
+bool MemoryTier::expired(const Object* obj, int64_t now_ms) const {
+  return obj->expire_at_ms != 0 && obj->expire_at_ms <= now_ms;
+}
+
+void MemoryTier::end_lease_locked(Chunk* c, bool read) {
+  c->flags &= static_cast<uint8_t>(~Chunk::kLeased);
+  leased_.fetch_sub(c->size, std::memory_order_relaxed);
+  if (!read) lease_expired_unread_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool MemoryTier::evictable(const Chunk* c, int64_t now_ms) {
+  for (Chunk* ch : c->owner->chunks) {
+    if (ch->pinned()) return false;
+    if (ch->flags & Chunk::kLeased) {
+      if (ch->lease_until_ms > now_ms) return false;
+      end_lease_locked(ch, false);
+    }
+  }
+  return true;
+}
+
+void MemoryTier::detach_locked(Shard& s, Object* obj, std::vector<Chunk*>& to_release) {
+  for (Chunk* c : obj->chunks) {
+    if (c->hook.linked) {
+      if (c->flags & Chunk::kUseOnce) s.use_once.unlink(&c->hook);
+      else s.policy->remove(&c->hook);
+    }
+    if (c->flags & Chunk::kLeased) end_lease_locked(c, false);
+    c->owner = nullptr;
+    to_release.push_back(c);
+  }
+  s.chunks -= obj->chunks.size();
+  set_expiry_locked(s, obj, 0);
+  s.index.erase(obj);
+  unreserve(obj->charge);
+  delete obj;
+}
+
+void MemoryTier::release_all(std::vector<Chunk*>& chunks) {
+  for (Chunk* c : chunks) c->release();
+  chunks.clear();
+}
+
+bool MemoryTier::evict_one(size_t first_shard) {
+  int64_t now = unix_time_ms();
+  std::vector<Chunk*> to_release;
+  for (size_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[(first_shard + i) % shard_count_];
+    absl::MutexLock lock(&s.mu);
+    auto can_evict = [&](const PolicyHook* h) {
+      return evictable(Chunk::from_hook(const_cast<PolicyHook*>(h)), now);
+    };
+    PolicyHook* victim = nullptr;
+    for (PolicyHook* h = s.use_once.back(); h && !victim; h = s.use_once.newer(h)) {
+      if (can_evict(h)) victim = h;
+    }
+    if (victim) s.use_once.unlink(victim);
+    else victim = s.policy->evict(can_evict);
+    if (!victim) continue;
+    Object* obj = Chunk::from_hook(victim)->owner;
+    evicted_objects_.fetch_add(1, std::memory_order_relaxed);
+    evicted_chunks_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
+    detach_locked(s, obj, to_release);
+    break;
+  }
+  bool freed = !to_release.empty();
+  release_all(to_release);
+  return freed;
+}
+
+int64_t MemoryTier::index_growth_charge(Shard& s) {
+  absl::MutexLock lock(&s.mu);
+  size_t cap = s.index.capacity();
+  if (s.index.size() + 1 <= cap - cap / 8) return 0;
+  return index_table_bytes(cap * 2 + 1) - index_table_bytes(cap) +
+         static_cast<int64_t>(s.with_ttl.capacity() * sizeof(Object*));
+}
+
+// Brings the shard's index charge up to date after an insert; `reserved`
+// was set aside for it beforehand. Only a racing insert in the same shard can
+// need more than was reserved, and then by one table growth at most.
+void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
+  int64_t now = index_table_bytes(s.index.capacity()) +
+                static_cast<int64_t>(s.with_ttl.capacity() * sizeof(Object*));
+  int64_t delta = now - s.index_charge;
+  s.index_charge = now;
+  if (delta > reserved) used_.fetch_add(delta - reserved, std::memory_order_relaxed);
+  else unreserve(reserved - delta);
+}
+
+Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
+  uint64_t hash = hash64(key);
+  size_t count = size == 0 ? 1 : (size + chunk_size_ - 1) / chunk_size_;
+  int64_t meta = Object::metadata_charge(key.size(), count);
+  int64_t total = static_cast<int64_t>(charge_for_object(key.size(), size));
+  TIERKV_RETURN_IF_ERROR(reserve(total, hash));
+  size_t overhead = shards_[0].policy->overhead_per_entry();
+  std::vector<Chunk*> chunks;
+  chunks.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t left = size - std::min<uint64_t>(size, i * uint64_t{chunk_size_});
+    uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_));
+    Chunk* c = Chunk::allocate(len, static_cast<uint32_t>(Chunk::charge_for(len) + overhead), &used_);
+    c->index = static_cast<uint32_t>(i);
+    c->hook.id = chunk_hash(hash, c->index);
+    chunks.push_back(c);
+  }
+  return ObjectWriter(this, std::string(key), hash, size, std::move(chunks), meta);
+}
+
+Result<WriteResult> MemoryTier::put(std::string_view key, std::string_view value,
+                                    const WriteOptions& options) {
+  Result<ObjectWriter> w = prepare(key, value.size());
+  if (!w) return w.status();
+  w->append(value);
+  return publish(std::move(*w), options);
+}
+
+Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOptions& opts) {
+  if (writer.tier_ != this) return Status::invalid_argument("writer does not belong to this tier");
+  if (writer.filled_ != writer.size_)
+    return Status::invalid_argument(
+        fmt::format("object incomplete: {} of {} bytes written", writer.filled_, writer.size_));
+  Shard& s = shard_for(writer.hash_);
+  int64_t index_reserve = index_growth_charge(s);
+  TIERKV_RETURN_IF_ERROR(reserve(index_reserve, writer.hash_));
+
+  WriteResult result;
+  std::vector<Chunk*> to_release;
+  int64_t now = unix_time_ms();
+  {
+    absl::MutexLock lock(&s.mu);
+    Object* old = find_live_locked(s, writer.key_, writer.hash_, now, to_release);
+    if (old && opts.return_previous) result.previous = view_locked(old, GetOptions{.touch = false}, now);
+    bool ok = true;
+    switch (opts.condition) {
+      case WriteCondition::kAlways: break;
+      case WriteCondition::kIfAbsent: ok = old == nullptr; break;
+      case WriteCondition::kIfPresent: ok = old != nullptr; break;
+      case WriteCondition::kIfVersion: ok = (old ? old->version : 0) == opts.expected_version; break;
+    }
+    if (ok) {
+      auto* obj = new Object();
+      obj->key = std::move(writer.key_);
+      obj->hash = writer.hash_;
+      obj->size = writer.size_;
+      obj->version = next_version_.fetch_add(1, std::memory_order_relaxed);
+      obj->charge = std::exchange(writer.meta_charge_, 0);
+      int64_t expire_at = opts.keep_ttl && old ? old->expire_at_ms : opts.expire_at_ms;
+      if (old) detach_locked(s, old, to_release);
+      for (Chunk* c : writer.chunks_) {
+        c->owner = obj;
+        obj->chunks.push_back(c);
+        if (opts.use_once) {
+          c->flags |= Chunk::kUseOnce;
+          s.use_once.push_front(&c->hook);
+        } else {
+          s.policy->insert(&c->hook);
+        }
+      }
+      s.chunks += obj->chunks.size();
+      writer.chunks_.clear();
+      s.index.insert(obj);
+      set_expiry_locked(s, obj, expire_at);
+      result.written = true;
+      result.version = obj->version;
+    }
+    settle_index_charge(s, index_reserve);
+  }
+  release_all(to_release);
+  writer.reset();
+  return result;
+}
+
+ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now_ms) {
+  uint64_t offset = std::min(o.offset, obj->size);
+  uint64_t length = std::min(o.length, obj->size - offset);
+  absl::InlinedVector<ChunkPin, 2> pins;
+  if (length > 0) {
+    size_t first = offset / chunk_size_;
+    size_t last = (offset + length - 1) / chunk_size_;
+    for (size_t i = first; i <= last; ++i) {
+      Chunk* c = obj->chunks[i];
+      pins.emplace_back(c);
+      if (o.touch && !(c->flags & Chunk::kUseOnce)) shard_for(obj->hash).policy->touch(&c->hook);
+      if (o.end_lease && (c->flags & Chunk::kLeased)) end_lease_locked(c, c->lease_until_ms > now_ms);
+    }
+  }
+  return ObjectView(obj->version, obj->size, obj->expire_at_ms, offset, length, std::move(pins),
+                    chunk_size_);
+}
+
+Result<ObjectView> MemoryTier::get(std::string_view key, const GetOptions& options) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  int64_t now = unix_time_ms();
+  std::vector<Chunk*> to_release;
+  Result<ObjectView> out = Status::not_found();
+  {
+    absl::MutexLock lock(&s.mu);
+    if (Object* obj = find_live_locked(s, key, hash, now, to_release))
+      out = view_locked(obj, options, now);
+  }
+  release_all(to_release);
+  return out;
+}
+
+}  // namespace tierkv::memory

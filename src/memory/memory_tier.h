@@ -1,0 +1,236 @@
+// MemoryTier: the DRAM tier. A byte-budgeted, sharded cache of chunked objects.
+//
+// * Budget: every byte the tier holds is charged to one counter: chunk
+//   buffers (as allocated), chunk and object metadata, the index tables and
+//   the policy's per-entry overhead. reserve() never lets it pass the budget;
+//   it evicts first, or fails with OutOfMemory.
+// * Versions: a write builds a complete new object off to the side and swaps
+//   it into the index under the shard lock. Readers pin the chunks of the
+//   version they found, so an overwrite never tears a read.
+// * Pins and leases: a pinned chunk (being read) or a leased chunk (promised
+//   to an upcoming reader) is never chosen for eviction. Leased bytes are
+//   capped at lease_max_fraction of the budget.
+// * Expiry: lazy on access, plus active sampling (Redis's algorithm) from a
+//   background thread when start_active_expiry() is called.
+// * Use-once lane: chunks written with use_once are evicted before anything
+//   the policy holds, so a streaming scan cannot push out hot data.
+//
+// Thread-safe. Objects are dropped whole when any chunk is evicted: with no
+// lower tier, a partial object would be unservable.
+#pragma once
+
+#include <absl/container/inlined_vector.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "memory/chunk.h"
+#include "memory/eviction_policy.h"
+#include "memory/object_view.h"
+
+namespace tierkv::memory {
+
+struct MemoryTierOptions {
+  int64_t budget_bytes = int64_t{1} << 30;
+  uint32_t chunk_size = 1 << 20;  // power of two
+  PolicyKind policy = PolicyKind::kS3Fifo;
+  uint32_t shards = 32;  // power of two
+  double lease_max_fraction = 0.25;
+  // Pre-sizes the index for this many objects (its bytes are charged at once).
+  size_t expected_objects = 0;
+};
+
+enum class WriteCondition : uint8_t { kAlways, kIfAbsent, kIfPresent, kIfVersion };
+
+struct WriteOptions {
+  WriteCondition condition = WriteCondition::kAlways;
+  uint64_t expected_version = 0;  // for kIfVersion; 0 means "absent"
+  int64_t expire_at_ms = 0;       // unix ms; 0 = no expiry
+  bool keep_ttl = false;          // keep the old object's expiry
+  bool return_previous = false;   // pin and return the replaced version
+  bool use_once = false;          // put the chunks in the use-once lane
+};
+
+struct WriteResult {
+  bool written = false;
+  uint64_t version = 0;  // of the new object, if written
+  std::optional<ObjectView> previous;
+};
+
+struct GetOptions {
+  uint64_t offset = 0;
+  uint64_t length = UINT64_MAX;  // clipped to the object
+  bool touch = true;             // count as an access for the policy
+  bool end_lease = true;         // a read consumes a prefetch lease
+};
+
+struct ChunkInfo {
+  uint32_t index = 0;
+  uint32_t size = 0;
+  uint32_t pins = 0;
+  bool leased = false;
+  bool use_once = false;
+};
+
+struct ObjectInfo {
+  uint64_t version = 0;
+  uint64_t size = 0;
+  int64_t expire_at_ms = 0;
+  std::vector<ChunkInfo> chunks;
+};
+
+struct MemoryTierStats {
+  int64_t used_bytes = 0;
+  int64_t budget_bytes = 0;
+  int64_t index_bytes = 0;
+  int64_t leased_bytes = 0;
+  uint64_t objects = 0;
+  uint64_t chunks = 0;
+  uint64_t evicted_objects = 0;
+  uint64_t evicted_chunks = 0;
+  uint64_t expired_objects = 0;
+  uint64_t lease_refused = 0;
+  uint64_t lease_expired_unread = 0;
+};
+
+struct ScanPage {
+  uint64_t next_cursor = 0;  // 0: iteration complete
+  std::vector<std::string> keys;
+};
+
+class ObjectWriter;
+
+class MemoryTier {
+ public:
+  explicit MemoryTier(const MemoryTierOptions& options);
+  ~MemoryTier();
+  MemoryTier(const MemoryTier&) = delete;
+  MemoryTier& operator=(const MemoryTier&) = delete;
+
+  // Two-step write: reserve chunk buffers (evicting if needed), fill them,
+  // then publish() makes them visible as one new version.
+  Result<ObjectWriter> prepare(std::string_view key, uint64_t size);
+  Result<WriteResult> publish(ObjectWriter&& writer, const WriteOptions& options = {});
+  // Convenience: prepare + copy + publish.
+  Result<WriteResult> put(std::string_view key, std::string_view value,
+                          const WriteOptions& options = {});
+
+  Result<ObjectView> get(std::string_view key, const GetOptions& options = {});
+  // Presence without side effects on the policy (lazy expiry still applies).
+  bool contains(std::string_view key);
+  std::optional<ObjectInfo> stat(std::string_view key);
+  bool remove(std::string_view key);
+
+  // expire_at_ms = 0 clears the expiry. False if the key is absent.
+  bool set_expiry(std::string_view key, int64_t expire_at_ms);
+  // Leases protect the object's resident chunks until ttl ends or a get.
+  Status grant_lease(std::string_view key, int64_t ttl_ms);
+
+  ScanPage scan(uint64_t cursor, size_t count);
+  std::optional<std::string> random_key();
+  void clear();
+
+  // One active-expiry pass over every shard; returns keys expired.
+  size_t expire_cycle(int64_t now_ms);
+  void start_active_expiry(int hz);
+  void stop_active_expiry();
+
+  Status set_budget(int64_t bytes);
+  MemoryTierStats stats() const;
+  uint64_t object_count() const;
+  uint32_t chunk_size() const { return chunk_size_; }
+  int64_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
+  int64_t budget_bytes() const { return budget_.load(std::memory_order_relaxed); }
+  // What one object of this key and value length costs the budget.
+  size_t charge_for_object(size_t key_size, uint64_t value_size) const;
+
+ private:
+  friend class ObjectWriter;
+  struct Shard;
+
+  Shard& shard_for(uint64_t hash);
+  // Adds `bytes` to used_ without passing the budget, evicting as needed.
+  Status reserve(int64_t bytes, uint64_t home_hash);
+  void unreserve(int64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
+  bool evict_one(size_t first_shard);
+  bool evictable(const Chunk* c, int64_t now_ms);
+  void detach_locked(Shard& s, Object* obj, std::vector<Chunk*>& to_release);
+  void release_all(std::vector<Chunk*>& chunks);
+  bool expired(const Object* obj, int64_t now_ms) const;
+  // The live object for a key, expiring it lazily if it is due.
+  Object* find_live_locked(Shard& s, std::string_view key, uint64_t hash, int64_t now,
+                           std::vector<Chunk*>& to_release);
+  int64_t index_growth_charge(Shard& s);
+  void settle_index_charge(Shard& s, int64_t reserved);
+  ObjectView view_locked(Object* obj, const GetOptions& options, int64_t now_ms);
+  void end_lease_locked(Chunk* c, bool read);
+  void set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms);
+  size_t expire_shard(Shard& s, int64_t now_ms);
+
+  const uint32_t chunk_size_;
+  const uint32_t shard_bits_;
+  const double lease_max_fraction_;
+  std::unique_ptr<Shard[]> shards_;
+  const size_t shard_count_;
+  std::atomic<int64_t> used_{0};
+  std::atomic<int64_t> budget_;
+  std::atomic<int64_t> leased_{0};
+  std::atomic<uint64_t> next_version_{1};
+  std::atomic<size_t> evict_cursor_{0};
+  std::atomic<uint64_t> evicted_objects_{0}, evicted_chunks_{0}, expired_objects_{0};
+  std::atomic<uint64_t> lease_refused_{0}, lease_expired_unread_{0};
+
+  std::mutex expiry_mu_;
+  std::condition_variable expiry_cv_;
+  bool expiry_stop_ = false;
+  std::thread expiry_thread_;
+};
+
+// Chunk buffers reserved for one object that is not yet visible. Fill them
+// in place (chunk(i) or append()), then hand the writer to publish(). A
+// writer dropped unpublished returns its bytes to the budget.
+class ObjectWriter {
+ public:
+  ObjectWriter(ObjectWriter&& o) noexcept;
+  ObjectWriter& operator=(ObjectWriter&& o) noexcept;
+  ~ObjectWriter();
+
+  const std::string& key() const { return key_; }
+  uint64_t size() const { return size_; }
+  size_t chunk_count() const { return chunks_.size(); }
+  char* chunk_data(size_t i) { return chunks_[i]->data(); }
+  uint32_t chunk_length(size_t i) const { return chunks_[i]->size; }
+  // Sequential fill: copies bytes at the write cursor; false past the end.
+  bool append(std::string_view bytes);
+  uint64_t filled() const { return filled_; }
+  // Where the next append() writes, as a writable span (for in-place reads
+  // from a socket). Empty when the object is full.
+  std::pair<char*, size_t> next_writable();
+  void advance(size_t n) { filled_ += n; }
+
+ private:
+  friend class MemoryTier;
+  ObjectWriter(MemoryTier* tier, std::string key, uint64_t hash, uint64_t size,
+               std::vector<Chunk*> chunks, int64_t meta_charge);
+  void reset();
+
+  MemoryTier* tier_ = nullptr;
+  std::string key_;
+  uint64_t hash_ = 0;
+  uint64_t size_ = 0;
+  uint64_t filled_ = 0;
+  std::vector<Chunk*> chunks_;
+  int64_t meta_charge_ = 0;  // object metadata, reserved up front
+};
+
+}  // namespace tierkv::memory

@@ -1,0 +1,56 @@
+// Shard layout shared by the memory tier's implementation files.
+#pragma once
+
+#include <absl/container/flat_hash_set.h>
+#include <absl/synchronization/mutex.h>
+
+#include <memory>
+#include <vector>
+
+#include "memory/eviction_policy.h"
+#include "memory/hook_list.h"
+#include "memory/memory_tier.h"
+#include "memory/object.h"
+
+namespace tierkv::memory {
+
+struct KeyRef {
+  std::string_view key;
+  uint64_t hash;
+};
+
+struct ObjectHash {
+  using is_transparent = void;
+  size_t operator()(const Object* o) const { return o->hash; }
+  size_t operator()(const KeyRef& k) const { return k.hash; }
+};
+
+struct ObjectEq {
+  using is_transparent = void;
+  bool operator()(const Object* a, const Object* b) const { return a == b; }
+  bool operator()(const Object* a, const KeyRef& k) const {
+    return a->hash == k.hash && a->key == k.key;
+  }
+  bool operator()(const KeyRef& k, const Object* a) const { return (*this)(a, k); }
+};
+
+using ObjectIndex = absl::flat_hash_set<Object*, ObjectHash, ObjectEq>;
+
+struct alignas(64) MemoryTier::Shard {
+  absl::Mutex mu;
+  ObjectIndex index ABSL_GUARDED_BY(mu);
+  std::unique_ptr<EvictionPolicy> policy ABSL_GUARDED_BY(mu);
+  HookList use_once ABSL_GUARDED_BY(mu);
+  std::vector<Object*> with_ttl ABSL_GUARDED_BY(mu);  // sampled by active expiry
+  int64_t index_charge ABSL_GUARDED_BY(mu) = 0;
+  uint64_t chunks ABSL_GUARDED_BY(mu) = 0;
+};
+
+// Bytes a flat_hash_set of pointers with this capacity occupies: one slot
+// and one control byte per bucket, plus a group of cloned control bytes.
+inline int64_t index_table_bytes(size_t capacity) {
+  if (capacity == 0) return 0;
+  return static_cast<int64_t>(capacity * (sizeof(Object*) + 1) + 16);
+}
+
+}  // namespace tierkv::memory

@@ -1,0 +1,373 @@
+// MemoryTier: key-space operations (presence, removal, expiry, leases, scan)
+// and the background expiry thread.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "core/clock.h"
+#include "core/hash.h"
+#include "memory/memory_tier.h"
+#include "memory/memory_tier_internal.h"
+
+namespace tierkv::memory {
+
+Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t hash, int64_t now,
+                                     std::vector<Chunk*>& to_release) {
+  auto it = s.index.find(KeyRef{key, hash});
+  if (it == s.index.end()) return nullptr;
+  Object* obj = *it;
+  if (!expired(obj, now)) return obj;
+  expired_objects_.fetch_add(1, std::memory_order_relaxed);
+  detach_locked(s, obj, to_release);
+  return nullptr;
+}
+
+bool MemoryTier::contains(std::string_view key) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  std::vector<Chunk*> to_release;
+  bool found;
+  {
+    absl::MutexLock lock(&s.mu);
+    Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
+    found = obj != nullptr;
+  }
+  release_all(to_release);
+  return found;
+}
+
+std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  std::vector<Chunk*> to_release;
+  std::optional<ObjectInfo> info;
+  {
+    absl::MutexLock lock(&s.mu);
+    Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
+    if (obj) {
+      info.emplace();
+      info->version = obj->version;
+      info->size = obj->size;
+      info->expire_at_ms = obj->expire_at_ms;
+      for (const Chunk* c : obj->chunks) {
+        info->chunks.push_back({c->index, c->size, c->refs.load() - 1,
+                                (c->flags & Chunk::kLeased) != 0,
+                                (c->flags & Chunk::kUseOnce) != 0});
+      }
+    }
+  }
+  release_all(to_release);
+  return info;
+}
+
+bool MemoryTier::remove(std::string_view key) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  std::vector<Chunk*> to_release;
+  bool removed = false;
+  {
+    absl::MutexLock lock(&s.mu);
+    Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
+    if (obj) {
+      detach_locked(s, obj, to_release);
+      removed = true;
+    }
+  }
+  release_all(to_release);
+  return removed;
+}
+
+void MemoryTier::set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms) {
+  obj->expire_at_ms = expire_at_ms;
+  if (expire_at_ms == 0 && obj->ttl_slot != Object::kNoTtlSlot) {
+    Object* last = s.with_ttl.back();
+    s.with_ttl[obj->ttl_slot] = last;
+    last->ttl_slot = obj->ttl_slot;
+    s.with_ttl.pop_back();
+    obj->ttl_slot = Object::kNoTtlSlot;
+  } else if (expire_at_ms != 0 && obj->ttl_slot == Object::kNoTtlSlot) {
+    obj->ttl_slot = static_cast<uint32_t>(s.with_ttl.size());
+    s.with_ttl.push_back(obj);
+  }
+}
+
+bool MemoryTier::set_expiry(std::string_view key, int64_t expire_at_ms) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  std::vector<Chunk*> to_release;
+  bool found = false;
+  {
+    absl::MutexLock lock(&s.mu);
+    Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
+    if (obj) {
+      set_expiry_locked(s, obj, expire_at_ms);
+      found = true;
+    }
+  }
+  release_all(to_release);
+  return found;
+}
+
+Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  std::vector<Chunk*> to_release;
+  Status st;
+  int64_t now = unix_time_ms();
+  int64_t cap = static_cast<int64_t>(static_cast<double>(budget_bytes()) * lease_max_fraction_);
+  {
+    absl::MutexLock lock(&s.mu);
+    Object* obj = find_live_locked(s, key, hash, now, to_release);
+    if (!obj) {
+      st = Status::not_found();
+    } else {
+      for (Chunk* c : obj->chunks) {
+        if (!(c->flags & Chunk::kLeased)) {
+          if (leased_.load(std::memory_order_relaxed) + c->size > cap) {
+            lease_refused_.fetch_add(1, std::memory_order_relaxed);
+            st = Status::busy("leased bytes at their cap");
+            break;
+          }
+          leased_.fetch_add(c->size, std::memory_order_relaxed);
+          c->flags |= Chunk::kLeased;
+        }
+        c->lease_until_ms = now + ttl_ms;
+      }
+    }
+  }
+  release_all(to_release);
+  return st;
+}
+
+ScanPage MemoryTier::scan(uint64_t cursor, size_t count) {
+  ScanPage page;
+  count = std::max<size_t>(count, 1);
+  int64_t now = unix_time_ms();
+  size_t shard = shard_bits_ == 0 ? 0 : cursor >> (64 - shard_bits_);
+  for (; shard < shard_count_; ++shard) {
+    Shard& s = shards_[shard];
+    absl::MutexLock lock(&s.mu);
+    std::vector<const Object*> candidates;
+    for (const Object* o : s.index) {
+      if (o->hash >= cursor && !expired(o, now)) candidates.push_back(o);
+    }
+    size_t want = count - page.keys.size();
+    auto by_hash = [](const Object* a, const Object* b) { return a->hash < b->hash; };
+    if (candidates.size() > want) {
+      std::nth_element(candidates.begin(), candidates.begin() + want, candidates.end(), by_hash);
+      candidates.resize(want);
+      std::sort(candidates.begin(), candidates.end(), by_hash);
+      for (const Object* o : candidates) page.keys.push_back(o->key);
+      uint64_t last = candidates.back()->hash;
+      page.next_cursor = last == UINT64_MAX ? 0 : last + 1;
+      return page;
+    }
+    for (const Object* o : candidates) page.keys.push_back(o->key);
+    cursor = shard_bits_ == 0 ? 0 : (uint64_t{shard} + 1) << (64 - shard_bits_);
+    if (page.keys.size() >= count) {
+      page.next_cursor = shard + 1 < shard_count_ ? cursor : 0;
+      return page;
+    }
+  }
+  page.next_cursor = 0;
+  return page;
+}
+
+std::optional<std::string> MemoryTier::random_key() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  int64_t now = unix_time_ms();
+  size_t start = rng() % shard_count_;
+  for (size_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[(start + i) % shard_count_];
+    absl::MutexLock lock(&s.mu);
+    if (s.index.empty()) continue;
+    size_t skip = rng() % std::min<size_t>(s.index.size(), 64);
+    for (const Object* o : s.index) {
+      if (skip > 0) {
+        --skip;
+      } else if (!expired(o, now)) {
+        return o->key;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void MemoryTier::clear() {
+  for (size_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[i];
+    std::vector<Chunk*> to_release;
+    {
+      absl::MutexLock lock(&s.mu);
+      std::vector<Object*> all(s.index.begin(), s.index.end());
+      for (Object* o : all) detach_locked(s, o, to_release);
+      ObjectIndex fresh;
+      s.index.swap(fresh);
+      std::vector<Object*>().swap(s.with_ttl);
+      unreserve(s.index_charge);
+      s.index_charge = 0;
+    }
+    release_all(to_release);
+  }
+}
+
+size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
+  // Redis's active expiry: sample 20 keys with a TTL, delete the expired
+  // ones, and go again while more than a quarter of the sample had expired.
+  constexpr size_t kSample = 20;
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  size_t total = 0;
+  for (int round = 0; round < 16; ++round) {
+    std::vector<Chunk*> to_release;
+    size_t hits = 0, sampled = 0;
+    {
+      absl::MutexLock lock(&s.mu);
+      for (; sampled < kSample && !s.with_ttl.empty(); ++sampled) {
+        Object* o = s.with_ttl[rng() % s.with_ttl.size()];
+        if (!expired(o, now_ms)) continue;
+        detach_locked(s, o, to_release);
+        ++hits;
+      }
+    }
+    release_all(to_release);
+    total += hits;
+    expired_objects_.fetch_add(hits, std::memory_order_relaxed);
+    if (sampled == 0 || hits * 4 <= sampled) break;
+  }
+  return total;
+}
+
+size_t MemoryTier::expire_cycle(int64_t now_ms) {
+  size_t total = 0;
+  for (size_t i = 0; i < shard_count_; ++i) total += expire_shard(shards_[i], now_ms);
+  return total;
+}
+
+void MemoryTier::start_active_expiry(int hz) {
+  if (hz <= 0 || expiry_thread_.joinable()) return;
+  expiry_stop_ = false;
+  expiry_thread_ = std::thread([this, hz] {
+    std::unique_lock lock(expiry_mu_);
+    while (!expiry_stop_) {
+      lock.unlock();
+      expire_cycle(unix_time_ms());
+      lock.lock();
+      expiry_cv_.wait_for(lock, std::chrono::milliseconds(1000 / hz), [&] { return expiry_stop_; });
+    }
+  });
+}
+
+void MemoryTier::stop_active_expiry() {
+  {
+    std::lock_guard lock(expiry_mu_);
+    expiry_stop_ = true;
+  }
+  expiry_cv_.notify_all();
+  if (expiry_thread_.joinable()) expiry_thread_.join();
+}
+
+Status MemoryTier::set_budget(int64_t bytes) {
+  budget_.store(bytes, std::memory_order_relaxed);
+  while (used_bytes() > bytes) {
+    if (!evict_one(evict_cursor_.fetch_add(1) % shard_count_))
+      return Status::out_of_memory("cannot shrink below pinned and leased data");
+  }
+  return Status::ok();
+}
+
+uint64_t MemoryTier::object_count() const {
+  uint64_t n = 0;
+  for (size_t i = 0; i < shard_count_; ++i) {
+    absl::MutexLock lock(&shards_[i].mu);
+    n += shards_[i].index.size();
+  }
+  return n;
+}
+
+MemoryTierStats MemoryTier::stats() const {
+  MemoryTierStats st;
+  for (size_t i = 0; i < shard_count_; ++i) {
+    absl::MutexLock lock(&shards_[i].mu);
+    st.objects += shards_[i].index.size();
+    st.chunks += shards_[i].chunks;
+    st.index_bytes += shards_[i].index_charge;
+  }
+  st.used_bytes = used_bytes();
+  st.budget_bytes = budget_bytes();
+  st.leased_bytes = leased_.load();
+  st.evicted_objects = evicted_objects_.load();
+  st.evicted_chunks = evicted_chunks_.load();
+  st.expired_objects = expired_objects_.load();
+  st.lease_refused = lease_refused_.load();
+  st.lease_expired_unread = lease_expired_unread_.load();
+  return st;
+}
+
+// --- ObjectWriter ---
+
+ObjectWriter::ObjectWriter(MemoryTier* tier, std::string key, uint64_t hash, uint64_t size,
+                           std::vector<Chunk*> chunks, int64_t meta_charge)
+    : tier_(tier),
+      key_(std::move(key)),
+      hash_(hash),
+      size_(size),
+      chunks_(std::move(chunks)),
+      meta_charge_(meta_charge) {}
+
+ObjectWriter::ObjectWriter(ObjectWriter&& o) noexcept
+    : tier_(std::exchange(o.tier_, nullptr)),
+      key_(std::move(o.key_)),
+      hash_(o.hash_),
+      size_(o.size_),
+      filled_(o.filled_),
+      chunks_(std::move(o.chunks_)),
+      meta_charge_(std::exchange(o.meta_charge_, 0)) {
+  o.chunks_.clear();
+}
+
+ObjectWriter& ObjectWriter::operator=(ObjectWriter&& o) noexcept {
+  if (this != &o) {
+    reset();
+    tier_ = std::exchange(o.tier_, nullptr);
+    key_ = std::move(o.key_);
+    hash_ = o.hash_;
+    size_ = o.size_;
+    filled_ = o.filled_;
+    chunks_ = std::move(o.chunks_);
+    o.chunks_.clear();
+    meta_charge_ = std::exchange(o.meta_charge_, 0);
+  }
+  return *this;
+}
+
+ObjectWriter::~ObjectWriter() { reset(); }
+
+void ObjectWriter::reset() {
+  for (Chunk* c : chunks_) c->release();
+  chunks_.clear();
+  if (tier_ && meta_charge_) tier_->unreserve(meta_charge_);
+  meta_charge_ = 0;
+}
+
+std::pair<char*, size_t> ObjectWriter::next_writable() {
+  if (filled_ >= size_) return {nullptr, 0};
+  size_t cs = tier_->chunk_size();
+  size_t i = filled_ / cs;
+  size_t off = filled_ % cs;
+  return {chunks_[i]->data() + off, chunks_[i]->size - off};
+}
+
+bool ObjectWriter::append(std::string_view bytes) {
+  if (bytes.size() > size_ - filled_) return false;
+  while (!bytes.empty()) {
+    auto [dst, room] = next_writable();
+    size_t n = std::min(room, bytes.size());
+    std::memcpy(dst, bytes.data(), n);
+    bytes.remove_prefix(n);
+    filled_ += n;
+  }
+  return true;
+}
+
+}  // namespace tierkv::memory

@@ -1,0 +1,137 @@
+// S3-FIFO (Yang et al., SOSP'23): a small FIFO that filters one-hit wonders,
+// a main FIFO with lazy reinsertion, and a ghost FIFO of recently filtered ids.
+//
+// Sizes are in bytes and relative: the small queue's share is 10% of what the
+// policy holds, so the policy needs no capacity and works under the tier's
+// shared budget. The ghost queue keeps at most as many ids as main holds
+// entries; overhead_per_entry() charges that bound to the budget.
+#include <absl/container/flat_hash_map.h>
+
+#include <deque>
+
+#include "memory/hook_list.h"
+#include "memory/policies.h"
+
+namespace tierkv::memory {
+namespace {
+
+constexpr uint8_t kSmall = 0;
+constexpr uint8_t kMain = 1;
+constexpr uint8_t kMaxFreq = 3;
+constexpr double kSmallShare = 0.10;
+
+class GhostQueue {
+ public:
+  // Returns true, and forgets the id, if it was recently filtered.
+  bool take(uint64_t id) { return seq_of_.erase(id) > 0; }
+
+  void add(uint64_t id, size_t limit) {
+    seq_of_[id] = next_seq_;
+    fifo_.push_back({id, next_seq_++});
+    trim(limit);
+  }
+
+  void trim(size_t limit) {
+    // Entries taken by a hit stay in the FIFO as stale records; drop those
+    // freely, and live ones only while over the limit.
+    while (!fifo_.empty() && (seq_of_.size() > limit || fifo_.size() > 2 * limit + 64)) {
+      auto [id, seq] = fifo_.front();
+      fifo_.pop_front();
+      auto it = seq_of_.find(id);
+      if (it != seq_of_.end() && it->second == seq) seq_of_.erase(it);
+    }
+  }
+
+ private:
+  struct Record {
+    uint64_t id;
+    uint64_t seq;
+  };
+  std::deque<Record> fifo_;
+  absl::flat_hash_map<uint64_t, uint64_t> seq_of_;
+  uint64_t next_seq_ = 0;
+};
+
+class S3FifoPolicy final : public EvictionPolicy {
+ public:
+  void insert(PolicyHook* h) override {
+    h->freq = 0;
+    if (ghost_.take(h->id)) {
+      h->queue = kMain;
+      main_.push_front(h);
+    } else {
+      h->queue = kSmall;
+      small_.push_front(h);
+    }
+  }
+  void touch(PolicyHook* h) override {
+    if (h->freq < kMaxFreq) ++h->freq;
+  }
+  void remove(PolicyHook* h) override { queue_of(h).unlink(h); }
+  size_t entries() const override { return small_.size() + main_.size(); }
+  size_t overhead_per_entry() const override { return 48; }
+
+  PolicyHook* evict(Evictable evictable) override {
+    for (size_t steps = 4 * entries() + 4; steps > 0 && entries() > 0; --steps) {
+      PolicyHook* victim = small_over_share() ? step_small(evictable) : step_main(evictable);
+      if (victim) return victim;
+    }
+    return nullptr;
+  }
+
+ private:
+  HookList& queue_of(PolicyHook* h) { return h->queue == kSmall ? small_ : main_; }
+
+  bool small_over_share() const {
+    if (small_.empty()) return false;
+    if (main_.empty()) return true;
+    double total = static_cast<double>(small_.bytes() + main_.bytes());
+    return static_cast<double>(small_.bytes()) >= kSmallShare * total;
+  }
+
+  // One step at the small queue's tail: promote a re-referenced entry to
+  // main, or evict it and remember its id in the ghost queue.
+  PolicyHook* step_small(Evictable evictable) {
+    PolicyHook* h = small_.back();
+    small_.unlink(h);
+    if (h->freq > 0) {
+      h->freq = 0;
+      h->queue = kMain;
+      main_.push_front(h);
+      return nullptr;
+    }
+    if (!evictable(h)) {
+      small_.push_front(h);
+      return nullptr;
+    }
+    ghost_.add(h->id, main_.size());
+    return h;
+  }
+
+  // One step at main's tail: reinsert entries with credit, else evict.
+  PolicyHook* step_main(Evictable evictable) {
+    PolicyHook* h = main_.back();
+    if (h->freq > 0) {
+      --h->freq;
+      main_.move_to_front(h);
+      return nullptr;
+    }
+    if (!evictable(h)) {
+      main_.move_to_front(h);
+      return nullptr;
+    }
+    main_.unlink(h);
+    ghost_.trim(main_.size());
+    return h;
+  }
+
+  HookList small_;
+  HookList main_;
+  GhostQueue ghost_;
+};
+
+}  // namespace
+
+std::unique_ptr<EvictionPolicy> make_s3fifo_policy() { return std::make_unique<S3FifoPolicy>(); }
+
+}  // namespace tierkv::memory
