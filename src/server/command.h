@@ -1,0 +1,155 @@
+// The command table and what a command handler sees.
+//
+// A handler gets the parsed arguments, the calling client's state, the
+// server-wide context, and a ReplyBuffer to answer into. Handlers never
+// block: everything they touch is in memory. Arity follows Redis: a positive
+// arity is exact (name included), a negative one is a minimum.
+#pragma once
+
+#include <absl/container/flat_hash_map.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.h"
+#include "core/metrics.h"
+#include "server/reply.h"
+#include "store/store.h"
+
+namespace tierkv::server {
+
+struct ClientState {
+  uint64_t id = 0;
+  std::string name;
+  std::string lib_name, lib_ver;
+  std::string addr;   // "ip:port" or "/path:0"
+  std::string laddr;
+  int64_t created_ms = 0;
+  int64_t last_active_ms = 0;
+  std::string last_command;
+  bool authenticated = false;
+  Proto proto = Proto::kResp2;
+  bool close_after_reply = false;  // QUIT, or a fatal protocol error
+};
+
+class ServerContext;
+
+// Arguments of one command. For a large SET the parser streams the value
+// straight into a Store writer instead of argv: then `value_writer` is set
+// and argv[value_arg] is empty.
+struct Invocation {
+  std::vector<std::string_view> argv;
+  ObjectWriter* value_writer = nullptr;
+  size_t value_arg = 0;
+};
+
+struct CommandContext {
+  Invocation& inv;
+  ReplyBuffer& reply;
+  ClientState& client;
+  ServerContext& server;
+  Store& store;
+
+  size_t argc() const { return inv.argv.size(); }
+  std::string_view arg(size_t i) const { return inv.argv[i]; }
+};
+
+using CommandHandler = void (*)(CommandContext& ctx);
+
+enum CommandFlags : uint32_t {
+  kWrite = 1 << 0,
+  kReadOnly = 1 << 1,
+  kNoAuth = 1 << 2,    // allowed before AUTH (AUTH, HELLO, QUIT, ...)
+  kFast = 1 << 3,
+  kAdmin = 1 << 4,
+  kStreamsValue = 1 << 5,  // the parser may stream argument `value_arg` into a writer
+};
+
+struct CommandSpec {
+  std::string_view name;  // lower case
+  int arity;
+  uint32_t flags;
+  int first_key, last_key, key_step;  // as in COMMAND INFO
+  CommandHandler handler;
+  std::string_view summary;  // for COMMAND DOCS
+  int value_arg = 0;         // with kStreamsValue: the argument index of the value
+};
+
+class CommandTable {
+ public:
+  void add(const CommandSpec& spec);
+  // Case-insensitive lookup; nullptr if unknown.
+  const CommandSpec* find(std::string_view name) const;
+  const std::vector<CommandSpec>& all() const { return specs_; }
+
+ private:
+  std::vector<CommandSpec> specs_;
+  absl::flat_hash_map<std::string, size_t> by_name_;
+};
+
+// Registration, one function per command family (one .cc file each).
+void register_connection_commands(CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT
+void register_server_commands(CommandTable& table);      // COMMAND CONFIG INFO DBSIZE FLUSH* TIME SHUTDOWN
+void register_string_commands(CommandTable& table);      // GET SET ... INCRBYFLOAT
+void register_key_commands(CommandTable& table);         // DEL ... RANDOMKEY
+void register_tier_commands(CommandTable& table);        // TIER.*
+
+// Redis's exact error texts, shared by every handler.
+namespace errors {
+inline constexpr std::string_view kSyntax = "ERR syntax error";
+inline constexpr std::string_view kNotInteger = "ERR value is not an integer or out of range";
+inline constexpr std::string_view kNotFloat = "ERR value is not a valid float";
+inline constexpr std::string_view kOverflow = "ERR increment or decrement would overflow";
+inline constexpr std::string_view kWrongType =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+inline constexpr std::string_view kNoAuth = "NOAUTH Authentication required.";
+std::string wrong_arity(std::string_view command);       // ERR wrong number of arguments for 'x' command
+std::string unknown_command(const Invocation& inv);      // ERR unknown command 'x', with args beginning with: ...
+std::string invalid_expire(std::string_view command);    // ERR invalid expire time in 'x' command
+}  // namespace errors
+
+// Argument parsing helpers with Redis's semantics.
+std::optional<int64_t> parse_int64(std::string_view s);   // strict, like string2ll
+std::optional<double> parse_double(std::string_view s);   // like strtold, rejects nan
+bool iequals(std::string_view a, std::string_view b);
+std::string format_double(double v);                      // like Redis's %.17Lg formatting
+
+// Server-wide state visible to handlers.
+class ServerContext {
+ public:
+  ServerContext(Config config, Store& store, MetricsRegistry& metrics);
+
+  Store& store() { return store_; }
+  MetricsRegistry& metrics() { return metrics_; }
+  const CommandTable& commands() const { return commands_; }
+  CommandTable& mutable_commands() { return commands_; }
+
+  // Configuration, changed at run time by CONFIG SET.
+  Config config() const;
+  Status set_config(std::string_view key, std::string_view value);
+
+  // Hooks the network layer installs.
+  std::function<void()> request_shutdown;
+  std::function<std::vector<std::string>()> list_clients;  // CLIENT LIST lines
+  std::function<std::string(std::string_view section)> info_section;
+
+  uint64_t next_client_id() { return next_client_id_.fetch_add(1) ; }
+  int64_t start_time_ms() const { return start_time_ms_; }
+
+ private:
+  mutable std::mutex config_mu_;
+  Config config_;
+  Store& store_;
+  MetricsRegistry& metrics_;
+  CommandTable commands_;
+  std::atomic<uint64_t> next_client_id_{1};
+  int64_t start_time_ms_;
+};
+
+}  // namespace tierkv::server

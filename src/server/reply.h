@@ -1,0 +1,73 @@
+// ReplyBuffer: the bytes queued for one client, in RESP2 or RESP3.
+//
+// Small replies are encoded into an owned byte buffer. Large bulk values are
+// queued as pinned ObjectView segments and written with scatter-gather I/O
+// straight from the chunk buffers: a 64 MiB GET never builds a 64 MiB copy.
+// The connection drains it with gather() / consume().
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "memory/object_view.h"
+
+namespace tierkv::server {
+
+enum class Proto : uint8_t { kResp2 = 2, kResp3 = 3 };
+
+class ReplyBuffer {
+ public:
+  // Values of at least this many bytes are sent from their chunks, not copied.
+  static constexpr size_t kZeroCopyThreshold = 16 * 1024;
+
+  explicit ReplyBuffer(Proto proto = Proto::kResp2) : proto_(proto) {}
+  void set_proto(Proto p) { proto_ = p; }
+  Proto proto() const { return proto_; }
+
+  void simple(std::string_view s);       // +s
+  void ok() { simple("OK"); }
+  void error(std::string_view message);  // -message (message carries its prefix: "ERR ...")
+  void error(const Status& status);      // -PREFIX message, prefix from error_prefix()
+  void integer(int64_t v);               // :v
+  void bulk(std::string_view s);         // $len s (copied)
+  void bulk(const memory::ObjectView& view);  // $len + segments (zero-copy when large)
+  void null();                           // RESP2 $-1, RESP3 _
+  void null_array();                     // RESP2 *-1, RESP3 _
+  void array(size_t n);                  // *n header; n elements follow
+  void map(size_t pairs);                // RESP3 %n; RESP2 *2n
+  void set(size_t n);                    // RESP3 ~n; RESP2 *n
+  void dbl(double v);                    // RESP3 ,v; RESP2 bulk string (Redis formatting)
+  void boolean(bool v);                  // RESP3 #t/#f; RESP2 :1/:0
+  void verbatim(std::string_view s);     // RESP3 =len txt:s; RESP2 bulk
+  void raw(std::string_view bytes);      // pre-encoded bytes
+
+  // Bytes queued and not yet consumed (the output-buffer-limit measure).
+  size_t pending_bytes() const { return pending_; }
+  bool empty() const { return pending_ == 0; }
+  // Appends up to `max_segments` views of pending bytes, in order.
+  void gather(std::vector<std::string_view>& out, size_t max_segments) const;
+  // Drops `n` bytes from the front after they were written.
+  void consume(size_t n);
+  void clear();
+
+ private:
+  struct Segment {
+    std::string owned;           // used when view is empty
+    memory::ObjectView view;     // pinned value bytes
+    size_t view_segment = 0;     // for views: which segment of the view
+    size_t offset = 0;           // bytes already consumed from this segment
+    bool is_view = false;
+    std::string_view bytes() const;
+  };
+  std::string& tail_buffer();
+
+  Proto proto_;
+  std::deque<Segment> segments_;
+  size_t pending_ = 0;
+};
+
+}  // namespace tierkv::server

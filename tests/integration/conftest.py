@@ -1,0 +1,130 @@
+"""Fixtures for over-the-wire tests: a real redis-server next to tierkv-server.
+
+Both servers bind to 127.0.0.1 on free ports and are stopped after the session.
+`pair` gives two redis-py clients; `same(...)` runs one command on both and
+asserts identical replies (error texts included).
+
+Set TIERKV_SERVER to the tierkv-server binary (the test script does); the
+default is build/src/server/tierkv-server relative to the repository root.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+import redis
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TIERKV_SERVER = os.environ.get(
+    "TIERKV_SERVER", os.path.join(ROOT, "build", "src", "server", "tierkv-server"))
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, proc, timeout=15.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server did not listen on {port}")
+
+
+class ServerProcess:
+    def __init__(self, argv, port, workdir):
+        self.port = port
+        self.workdir = workdir
+        self.log_path = os.path.join(workdir, "server.log")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
+        wait_for_port(port, self.proc)
+
+    def client(self, **kw):
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def start_redis(workdir, extra=()):
+    port = free_port()
+    argv = [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", workdir, *extra]
+    return ServerProcess(argv, port, workdir)
+
+
+def start_tierkv(workdir, extra=()):
+    port = free_port()
+    argv = [TIERKV_SERVER, "--port", str(port), "--bind", "127.0.0.1",
+            "--metrics-port", str(free_port()), "--memory", "512mb", *extra]
+    return ServerProcess(argv, port, workdir)
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    d = tempfile.mkdtemp(prefix="redis-")
+    s = start_redis(d)
+    yield s
+    s.stop()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tierkv_server():
+    d = tempfile.mkdtemp(prefix="tierkv-")
+    s = start_tierkv(d)
+    yield s
+    s.stop()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def reply_of(client, *args):
+    """The reply to one command, or ('error', text) for an error reply."""
+    try:
+        return client.execute_command(*args)
+    except redis.exceptions.ResponseError as e:
+        return ("error", str(e))
+
+
+class Pair:
+    def __init__(self, ours, theirs):
+        self.ours = ours
+        self.theirs = theirs
+
+    def both(self, *args):
+        return reply_of(self.ours, *args), reply_of(self.theirs, *args)
+
+    def same(self, *args):
+        a, b = self.both(*args)
+        assert a == b, f"{args!r}: tierkv={a!r} redis={b!r}"
+        return a
+
+
+@pytest.fixture
+def pair(redis_server, tierkv_server):
+    ours = tierkv_server.client()
+    theirs = redis_server.client()
+    ours.flushall()
+    theirs.flushall()
+    yield Pair(ours, theirs)
+    ours.close()
+    theirs.close()
