@@ -10,7 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-redis python3-pytest
   redis-server redis-tools memcached fio
-  zstd xz-utils gzip procps
+  zstd xz-utils gzip procps libzstd-dev liblzma-dev zlib1g-dev linux-perf valgrind
 )
 
 missing=()
