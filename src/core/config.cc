@@ -1,8 +1,8 @@
 #include "core/config.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <toml++/toml.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -35,54 +35,155 @@ constexpr double kMaxI = static_cast<double>(std::numeric_limits<int64_t>::max()
 const std::vector<KeySpec>& specs() {
   static const std::vector<KeySpec> table = {
       {{"bind", "address to listen on", false}, Kind::kString, 0, 0, {}, field_of(&Config::bind)},
-      {{"port", "TCP port (0 disables TCP)", false}, Kind::kInt, 0, 65535, {}, field_of(&Config::port)},
-      {{"unixsocket", "Unix socket path (empty: none)", false}, Kind::kString, 0, 0, {},
+      {{"port", "TCP port (0 disables TCP)", false},
+       Kind::kInt,
+       0,
+       65535,
+       {},
+       field_of(&Config::port)},
+      {{"unixsocket", "Unix socket path (empty: none)", false},
+       Kind::kString,
+       0,
+       0,
+       {},
        field_of(&Config::unixsocket)},
-      {{"io-threads", "network threads (0: one per core)", false}, Kind::kInt, 0, 256, {},
+      {{"io-threads", "network threads (0: one per core)", false},
+       Kind::kInt,
+       0,
+       256,
+       {},
        field_of(&Config::io_threads)},
-      {{"maxclients", "maximum connected clients", true}, Kind::kInt, 1, 1000000, {},
+      {{"maxclients", "maximum connected clients", true},
+       Kind::kInt,
+       1,
+       1000000,
+       {},
        field_of(&Config::maxclients)},
-      {{"timeout", "close clients idle this many seconds (0: never)", true}, Kind::kInt, 0,
-       kMaxI, {}, field_of(&Config::timeout_s)},
-      {{"requirepass", "password for AUTH (empty: no auth)", true}, Kind::kString, 0, 0, {},
+      {{"timeout", "close clients idle this many seconds (0: never)", true},
+       Kind::kInt,
+       0,
+       kMaxI,
+       {},
+       field_of(&Config::timeout_s)},
+      {{"requirepass", "password for AUTH (empty: no auth)", true},
+       Kind::kString,
+       0,
+       0,
+       {},
        field_of(&Config::requirepass)},
-      {{"proto-max-bulk-len", "largest bulk string accepted", true}, Kind::kBytes, 1 << 20, kMaxI,
-       {}, field_of(&Config::proto_max_bulk_len)},
-      {{"max-multibulk-args", "most arguments in one command", true}, Kind::kInt, 1, 1 << 30, {},
+      {{"proto-max-bulk-len", "largest bulk string accepted", true},
+       Kind::kBytes,
+       1 << 20,
+       kMaxI,
+       {},
+       field_of(&Config::proto_max_bulk_len)},
+      {{"max-multibulk-args", "most arguments in one command", true},
+       Kind::kInt,
+       1,
+       1 << 30,
+       {},
        field_of(&Config::max_multibulk_args)},
-      {{"max-inline-len", "longest inline command", true}, Kind::kBytes, 1024, 1 << 30, {},
+      {{"max-inline-len", "longest inline command", true},
+       Kind::kBytes,
+       1024,
+       1 << 30,
+       {},
        field_of(&Config::max_inline_len)},
       {{"client-output-buffer-limit", "bytes queued to one client before it is cut off", true},
-       Kind::kBytes, 1 << 16, kMaxI, {}, field_of(&Config::client_output_buffer_limit)},
-      {{"metrics-bind", "address of the HTTP /metrics endpoint", false}, Kind::kString, 0, 0, {},
+       Kind::kBytes,
+       1 << 16,
+       kMaxI,
+       {},
+       field_of(&Config::client_output_buffer_limit)},
+      {{"metrics-bind", "address of the HTTP /metrics endpoint", false},
+       Kind::kString,
+       0,
+       0,
+       {},
        field_of(&Config::metrics_bind)},
-      {{"metrics-port", "port of the HTTP /metrics endpoint (0 disables)", false}, Kind::kInt, 0,
-       65535, {}, field_of(&Config::metrics_port)},
-      {{"log-level", "trace, debug, info, warn, error", true}, Kind::kEnum, 0, 0,
-       {"trace", "debug", "info", "warn", "error"}, field_of(&Config::log_level)},
-      {{"max-key-size", "longest key accepted", true}, Kind::kBytes, 1, 512 << 20, {},
+      {{"metrics-port", "port of the HTTP /metrics endpoint (0 disables)", false},
+       Kind::kInt,
+       0,
+       65535,
+       {},
+       field_of(&Config::metrics_port)},
+      {{"log-level", "trace, debug, info, warn, error", true},
+       Kind::kEnum,
+       0,
+       0,
+       {"trace", "debug", "info", "warn", "error"},
+       field_of(&Config::log_level)},
+      {{"max-key-size", "longest key accepted", true},
+       Kind::kBytes,
+       1,
+       512 << 20,
+       {},
        field_of(&Config::max_key_size)},
-      {{"max-object-size", "largest value accepted", true}, Kind::kBytes, 1, kMaxI, {},
+      {{"max-object-size", "largest value accepted", true},
+       Kind::kBytes,
+       1,
+       kMaxI,
+       {},
        field_of(&Config::max_object_size)},
-      {{"chunk-size", "unit of residency and I/O (power of two, 4k..64m)", false}, Kind::kBytes,
-       4096, 64 << 20, {}, field_of(&Config::chunk_size)},
-      {{"memory", "DRAM budget of the memory tier", true}, Kind::kBytes, 1 << 20, kMaxI, {},
+      {{"chunk-size", "unit of residency and I/O (power of two, 4k..64m)", false},
+       Kind::kBytes,
+       4096,
+       64 << 20,
+       {},
+       field_of(&Config::chunk_size)},
+      {{"memory", "DRAM budget of the memory tier", true},
+       Kind::kBytes,
+       1 << 20,
+       kMaxI,
+       {},
        field_of(&Config::memory)},
-      {{"eviction-policy", "s3fifo, lru, clock or sieve", false}, Kind::kEnum, 0, 0,
-       {"s3fifo", "lru", "clock", "sieve"}, field_of(&Config::eviction_policy)},
-      {{"memory-shards", "index shards (power of two)", false}, Kind::kInt, 1, 4096, {},
+      {{"eviction-policy", "s3fifo, lru, clock or sieve", false},
+       Kind::kEnum,
+       0,
+       0,
+       {"s3fifo", "lru", "clock", "sieve"},
+       field_of(&Config::eviction_policy)},
+      {{"memory-shards", "index shards (power of two)", false},
+       Kind::kInt,
+       1,
+       4096,
+       {},
        field_of(&Config::memory_shards)},
-      {{"lease-max-fraction", "share of memory that leases may protect", true}, Kind::kDouble, 0,
-       1, {}, field_of(&Config::lease_max_fraction)},
-      {{"lease-ttl-ms", "default lease length", true}, Kind::kInt, 1, kMaxI, {},
+      {{"lease-max-fraction", "share of memory that leases may protect", true},
+       Kind::kDouble,
+       0,
+       1,
+       {},
+       field_of(&Config::lease_max_fraction)},
+      {{"lease-ttl-ms", "default lease length", true},
+       Kind::kInt,
+       1,
+       kMaxI,
+       {},
        field_of(&Config::lease_ttl_ms)},
-      {{"active-expire-hz", "active expiry cycles per second (0: lazy only)", true}, Kind::kInt, 0,
-       500, {}, field_of(&Config::active_expire_hz)},
-      {{"flash-path", "file or block device of the flash tier", false}, Kind::kString, 0, 0, {},
+      {{"active-expire-hz", "active expiry cycles per second (0: lazy only)", true},
+       Kind::kInt,
+       0,
+       500,
+       {},
+       field_of(&Config::active_expire_hz)},
+      {{"flash-path", "file or block device of the flash tier", false},
+       Kind::kString,
+       0,
+       0,
+       {},
        field_of(&Config::flash_path)},
-      {{"flash-size", "bytes of flash to use", false}, Kind::kBytes, 1 << 20, kMaxI, {},
+      {{"flash-size", "bytes of flash to use", false},
+       Kind::kBytes,
+       1 << 20,
+       kMaxI,
+       {},
        field_of(&Config::flash_size)},
-      {{"region-size", "flash region size", false}, Kind::kBytes, 1 << 20, 1 << 30, {},
+      {{"region-size", "flash region size", false},
+       Kind::kBytes,
+       1 << 20,
+       1 << 30,
+       {},
        field_of(&Config::region_size)},
   };
   return table;
@@ -106,9 +207,13 @@ const KeySpec* find_spec(std::string_view name) {
 }
 
 Status out_of_bounds(const KeySpec& s, std::string_view value) {
-  return Status::invalid_argument(fmt::format("invalid value '{}' for '{}': must be between {} and {}",
-                                              value, s.key.name, static_cast<int64_t>(s.min),
-                                              static_cast<int64_t>(s.max)));
+  // kMaxI is not exactly representable as int64_t once it is a double.
+  if (s.max >= kMaxI)
+    return Status::invalid_argument(fmt::format("invalid value '{}' for '{}': must be at least {}",
+                                                value, s.key.name, static_cast<int64_t>(s.min)));
+  return Status::invalid_argument(
+      fmt::format("invalid value '{}' for '{}': must be between {} and {}", value, s.key.name,
+                  static_cast<int64_t>(s.min), static_cast<int64_t>(s.max)));
 }
 
 Result<int64_t> parse_int(std::string_view text) {
@@ -149,7 +254,8 @@ Status set_by_spec(Config& c, const KeySpec& s, std::string_view value) {
       char* end = nullptr;
       double v = std::strtod(tmp.c_str(), &end);
       if (tmp.empty() || end != tmp.c_str() + tmp.size()) return bad("not a number");
-      if (v < s.min || v > s.max) return bad(fmt::format("must be between {} and {}", s.min, s.max));
+      if (v < s.min || v > s.max)
+        return bad(fmt::format("must be between {} and {}", s.min, s.max));
       *static_cast<double*>(f) = v;
       return Status::ok();
     }
@@ -161,10 +267,13 @@ std::string format_value(const Config& c, const KeySpec& s) {
   void* f = s.field(const_cast<Config&>(c));
   switch (s.kind) {
     case Kind::kString:
-    case Kind::kEnum: return *static_cast<std::string*>(f);
+    case Kind::kEnum:
+      return *static_cast<std::string*>(f);
     case Kind::kInt:
-    case Kind::kBytes: return std::to_string(*static_cast<int64_t*>(f));
-    case Kind::kDouble: return fmt::format("{}", *static_cast<double*>(f));
+    case Kind::kBytes:
+      return std::to_string(*static_cast<int64_t*>(f));
+    case Kind::kDouble:
+      return fmt::format("{}", *static_cast<double*>(f));
   }
   return "";
 }
@@ -207,12 +316,18 @@ Result<int64_t> parse_byte_size(std::string_view text) {
   if (!base) return Status::invalid_argument("number too large");
   std::string unit = normalize(text.substr(i));
   int shift = 0;
-  if (unit.empty() || unit == "b") shift = 0;
-  else if (unit == "k" || unit == "kb" || unit == "kib") shift = 10;
-  else if (unit == "m" || unit == "mb" || unit == "mib") shift = 20;
-  else if (unit == "g" || unit == "gb" || unit == "gib") shift = 30;
-  else if (unit == "t" || unit == "tb" || unit == "tib") shift = 40;
-  else return Status::invalid_argument("unknown unit '" + unit + "'");
+  if (unit.empty() || unit == "b")
+    shift = 0;
+  else if (unit == "k" || unit == "kb" || unit == "kib")
+    shift = 10;
+  else if (unit == "m" || unit == "mb" || unit == "mib")
+    shift = 20;
+  else if (unit == "g" || unit == "gb" || unit == "gib")
+    shift = 30;
+  else if (unit == "t" || unit == "tb" || unit == "tib")
+    shift = 40;
+  else
+    return Status::invalid_argument("unknown unit '" + unit + "'");
   if (*base > (std::numeric_limits<int64_t>::max() >> shift))
     return Status::invalid_argument("size too large");
   return *base << shift;
@@ -254,8 +369,8 @@ Status config_apply_toml_text(Config& config, std::string_view text) {
   try {
     return apply_table(config, toml::parse(text), "config");
   } catch (const toml::parse_error& err) {
-    return Status::invalid_argument(fmt::format("config line {}: {}", err.source().begin.line,
-                                                err.description()));
+    return Status::invalid_argument(
+        fmt::format("config line {}: {}", err.source().begin.line, err.description()));
   }
 }
 
@@ -263,8 +378,8 @@ Status config_apply_toml_file(Config& config, const std::string& path) {
   try {
     return apply_table(config, toml::parse_file(path), path);
   } catch (const toml::parse_error& err) {
-    return Status::invalid_argument(fmt::format("{}:{}: {}", path, err.source().begin.line,
-                                                err.description()));
+    return Status::invalid_argument(
+        fmt::format("{}:{}: {}", path, err.source().begin.line, err.description()));
   }
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <cmath>
 #include <map>
 
 namespace tierkv {
@@ -71,7 +72,9 @@ void Histogram::reset() {
 
 uint64_t HistogramSnapshot::percentile(double q) const {
   if (count == 0) return 0;
-  uint64_t rank = static_cast<uint64_t>(q * static_cast<double>(count) + 0.5);
+  // Nearest rank: the smallest value with at least q of the samples at or
+  // below it. The epsilon keeps 0.9 * 10 from rounding up to rank 10.
+  uint64_t rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(count) - 1e-9));
   if (rank < 1) rank = 1;
   uint64_t seen = 0;
   for (size_t i = 0; i < buckets.size(); ++i) {

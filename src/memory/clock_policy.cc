@@ -10,9 +10,12 @@ class ClockPolicy final : public EvictionPolicy {
  public:
   void insert(PolicyHook* h) override {
     h->freq = 0;
-    // New entries go just behind the hand: the last place it will look.
-    if (hand_ == nullptr) list_.push_front(h);
-    else list_.insert_before(hand_, h);
+    // New entries go just behind the hand: the hand sweeps toward newer
+    // entries, so the slot just older than it is the last place it looks.
+    if (hand_ == nullptr)
+      list_.push_front(h);
+    else
+      list_.insert_after(hand_, h);
   }
   void touch(PolicyHook* h) override { h->freq = 1; }
   void remove(PolicyHook* h) override {
@@ -53,6 +56,8 @@ class ClockPolicy final : public EvictionPolicy {
 
 }  // namespace
 
-std::unique_ptr<EvictionPolicy> make_clock_policy() { return std::make_unique<ClockPolicy>(); }
+std::unique_ptr<EvictionPolicy> make_clock_policy() {
+  return std::make_unique<ClockPolicy>();
+}
 
 }  // namespace tierkv::memory

@@ -28,6 +28,8 @@ class HookList {
   void push_back(PolicyHook* h) { link_after(head_.prev, h); }
   // Inserts h just newer than `pos` (i.e. before it in front-to-back order).
   void insert_before(PolicyHook* pos, PolicyHook* h) { link_after(pos->prev, h); }
+  // Inserts h just older than `pos` (after it in front-to-back order).
+  void insert_after(PolicyHook* pos, PolicyHook* h) { link_after(pos, h); }
 
   void unlink(PolicyHook* h) {
     assert(h->linked);

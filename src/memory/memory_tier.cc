@@ -44,7 +44,8 @@ size_t MemoryTier::charge_for_object(size_t key_size, uint64_t value_size) const
   size_t total = static_cast<size_t>(Object::metadata_charge(key_size, chunks));
   for (size_t i = 0; i < chunks; ++i) {
     uint64_t left = value_size - std::min<uint64_t>(value_size, i * uint64_t{chunk_size_});
-    total += Chunk::charge_for(static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_))) + overhead;
+    total +=
+        Chunk::charge_for(static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_))) + overhead;
   }
   return total;
 }
@@ -57,7 +58,8 @@ Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
   for (;;) {
     int64_t cur = used_.load(std::memory_order_relaxed);
     if (cur + bytes <= budget_.load(std::memory_order_relaxed)) {
-      if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed)) return Status::ok();
+      if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed))
+        return Status::ok();
       continue;
     }
     // Round-robin over shards spreads eviction pressure evenly; starting
@@ -92,8 +94,10 @@ bool MemoryTier::evictable(const Chunk* c, int64_t now_ms) {
 void MemoryTier::detach_locked(Shard& s, Object* obj, std::vector<Chunk*>& to_release) {
   for (Chunk* c : obj->chunks) {
     if (c->hook.linked) {
-      if (c->flags & Chunk::kUseOnce) s.use_once.unlink(&c->hook);
-      else s.policy->remove(&c->hook);
+      if (c->flags & Chunk::kUseOnce)
+        s.use_once.unlink(&c->hook);
+      else
+        s.policy->remove(&c->hook);
     }
     if (c->flags & Chunk::kLeased) end_lease_locked(c, false);
     c->owner = nullptr;
@@ -124,8 +128,10 @@ bool MemoryTier::evict_one(size_t first_shard) {
     for (PolicyHook* h = s.use_once.back(); h && !victim; h = s.use_once.newer(h)) {
       if (can_evict(h)) victim = h;
     }
-    if (victim) s.use_once.unlink(victim);
-    else victim = s.policy->evict(can_evict);
+    if (victim)
+      s.use_once.unlink(victim);
+    else
+      victim = s.policy->evict(can_evict);
     if (!victim) continue;
     Object* obj = Chunk::from_hook(victim)->owner;
     evicted_objects_.fetch_add(1, std::memory_order_relaxed);
@@ -142,8 +148,9 @@ int64_t MemoryTier::index_growth_charge(Shard& s) {
   absl::MutexLock lock(&s.mu);
   size_t cap = s.index.capacity();
   if (s.index.size() + 1 <= cap - cap / 8) return 0;
+  // The TTL list may double in the same insert (from 0 to 1 slot at least).
   return index_table_bytes(cap * 2 + 1) - index_table_bytes(cap) +
-         static_cast<int64_t>(s.with_ttl.capacity() * sizeof(Object*));
+         static_cast<int64_t>(std::max<size_t>(s.with_ttl.capacity(), 1) * sizeof(Object*));
 }
 
 // Brings the shard's index charge up to date after an insert; `reserved`
@@ -154,8 +161,10 @@ void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
                 static_cast<int64_t>(s.with_ttl.capacity() * sizeof(Object*));
   int64_t delta = now - s.index_charge;
   s.index_charge = now;
-  if (delta > reserved) used_.fetch_add(delta - reserved, std::memory_order_relaxed);
-  else unreserve(reserved - delta);
+  if (delta > reserved)
+    used_.fetch_add(delta - reserved, std::memory_order_relaxed);
+  else
+    unreserve(reserved - delta);
 }
 
 Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
@@ -170,7 +179,8 @@ Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
   for (size_t i = 0; i < count; ++i) {
     uint64_t left = size - std::min<uint64_t>(size, i * uint64_t{chunk_size_});
     uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_));
-    Chunk* c = Chunk::allocate(len, static_cast<uint32_t>(Chunk::charge_for(len) + overhead), &used_);
+    Chunk* c =
+        Chunk::allocate(len, static_cast<uint32_t>(Chunk::charge_for(len) + overhead), &used_);
     c->index = static_cast<uint32_t>(i);
     c->hook.id = chunk_hash(hash, c->index);
     chunks.push_back(c);
@@ -201,13 +211,21 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
   {
     absl::MutexLock lock(&s.mu);
     Object* old = find_live_locked(s, writer.key_, writer.hash_, now, to_release);
-    if (old && opts.return_previous) result.previous = view_locked(old, GetOptions{.touch = false}, now);
+    if (old && opts.return_previous)
+      result.previous = view_locked(old, GetOptions{.touch = false}, now);
     bool ok = true;
     switch (opts.condition) {
-      case WriteCondition::kAlways: break;
-      case WriteCondition::kIfAbsent: ok = old == nullptr; break;
-      case WriteCondition::kIfPresent: ok = old != nullptr; break;
-      case WriteCondition::kIfVersion: ok = (old ? old->version : 0) == opts.expected_version; break;
+      case WriteCondition::kAlways:
+        break;
+      case WriteCondition::kIfAbsent:
+        ok = old == nullptr;
+        break;
+      case WriteCondition::kIfPresent:
+        ok = old != nullptr;
+        break;
+      case WriteCondition::kIfVersion:
+        ok = (old ? old->version : 0) == opts.expected_version;
+        break;
     }
     if (ok) {
       auto* obj = new Object();
@@ -253,7 +271,8 @@ ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now
       Chunk* c = obj->chunks[i];
       pins.emplace_back(c);
       if (o.touch && !(c->flags & Chunk::kUseOnce)) shard_for(obj->hash).policy->touch(&c->hook);
-      if (o.end_lease && (c->flags & Chunk::kLeased)) end_lease_locked(c, c->lease_until_ms > now_ms);
+      if (o.end_lease && (c->flags & Chunk::kLeased))
+        end_lease_locked(c, c->lease_until_ms > now_ms);
     }
   }
   return ObjectView(obj->version, obj->size, obj->expire_at_ms, offset, length, std::move(pins),

@@ -122,17 +122,24 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms) {
     if (!obj) {
       st = Status::not_found();
     } else {
-      for (Chunk* c : obj->chunks) {
-        if (!(c->flags & Chunk::kLeased)) {
-          if (leased_.load(std::memory_order_relaxed) + c->size > cap) {
-            lease_refused_.fetch_add(1, std::memory_order_relaxed);
-            st = Status::busy("leased bytes at their cap");
-            break;
-          }
-          leased_.fetch_add(c->size, std::memory_order_relaxed);
-          c->flags |= Chunk::kLeased;
+      // All or nothing: a half-leased object would still be evicted whole.
+      int64_t needed = 0;
+      for (const Chunk* c : obj->chunks) {
+        if (!(c->flags & Chunk::kLeased)) needed += c->size;
+      }
+      int64_t cur = leased_.load(std::memory_order_relaxed);
+      do {
+        if (needed > 0 && cur + needed > cap) {
+          lease_refused_.fetch_add(1, std::memory_order_relaxed);
+          st = Status::busy("leased bytes at their cap");
+          break;
         }
-        c->lease_until_ms = now + ttl_ms;
+      } while (!leased_.compare_exchange_weak(cur, cur + needed, std::memory_order_relaxed));
+      if (st.is_ok()) {
+        for (Chunk* c : obj->chunks) {
+          c->flags |= Chunk::kLeased;
+          c->lease_until_ms = now + ttl_ms;
+        }
       }
     }
   }
@@ -341,7 +348,9 @@ ObjectWriter& ObjectWriter::operator=(ObjectWriter&& o) noexcept {
   return *this;
 }
 
-ObjectWriter::~ObjectWriter() { reset(); }
+ObjectWriter::~ObjectWriter() {
+  reset();
+}
 
 void ObjectWriter::reset() {
   for (Chunk* c : chunks_) c->release();

@@ -3,8 +3,8 @@
 //
 // Sizes are in bytes and relative: the small queue's share is 10% of what the
 // policy holds, so the policy needs no capacity and works under the tier's
-// shared budget. The ghost queue keeps at most as many ids as main holds
-// entries; overhead_per_entry() charges that bound to the budget.
+// shared budget. The ghost queue keeps at most as many ids as the policy
+// holds entries; overhead_per_entry() charges that bound to the budget.
 #include <absl/container/flat_hash_map.h>
 
 #include <deque>
@@ -69,17 +69,33 @@ class S3FifoPolicy final : public EvictionPolicy {
   }
   void remove(PolicyHook* h) override { queue_of(h).unlink(h); }
   size_t entries() const override { return small_.size() + main_.size(); }
-  size_t overhead_per_entry() const override { return 48; }
+  // Ghost bytes per resident entry, worst case: a map slot (16 bytes + 1
+  // control byte) at abseil's lowest load factor (7/16) is 39 bytes, plus up
+  // to two 16-byte FIFO records (live and stale).
+  size_t overhead_per_entry() const override { return 72; }
 
   PolicyHook* evict(Evictable evictable) override {
-    for (size_t steps = 4 * entries() + 4; steps > 0 && entries() > 0; --steps) {
-      PolicyHook* victim = small_over_share() ? step_small(evictable) : step_main(evictable);
+    // A queue whose every entry was found pinned or leased in this call is
+    // "blocked": eviction falls back to the other queue instead of failing
+    // while the other one still holds victims.
+    Pass small{small_}, main{main_};
+    for (size_t steps = 4 * entries() + 4; steps > 0; --steps) {
+      bool use_small = small.open() && (small_over_share() || !main.open());
+      if (!use_small && !main.open()) return nullptr;
+      PolicyHook* victim = use_small ? step_small(evictable, small) : step_main(evictable, main);
       if (victim) return victim;
     }
     return nullptr;
   }
 
  private:
+  // Unevictable entries seen in one queue during one evict() call.
+  struct Pass {
+    const HookList& list;
+    size_t skipped = 0;
+    bool open() const { return !list.empty() && skipped < list.size(); }
+  };
+
   HookList& queue_of(PolicyHook* h) { return h->queue == kSmall ? small_ : main_; }
 
   bool small_over_share() const {
@@ -89,9 +105,14 @@ class S3FifoPolicy final : public EvictionPolicy {
     return static_cast<double>(small_.bytes()) >= kSmallShare * total;
   }
 
+  // The ghost remembers as many ids as the policy holds entries (the paper
+  // sizes it like main, which is 90% of the cache); overhead_per_entry()
+  // charges that bound.
+  size_t ghost_limit() const { return entries(); }
+
   // One step at the small queue's tail: promote a re-referenced entry to
   // main, or evict it and remember its id in the ghost queue.
-  PolicyHook* step_small(Evictable evictable) {
+  PolicyHook* step_small(Evictable evictable, Pass& pass) {
     PolicyHook* h = small_.back();
     small_.unlink(h);
     if (h->freq > 0) {
@@ -102,14 +123,15 @@ class S3FifoPolicy final : public EvictionPolicy {
     }
     if (!evictable(h)) {
       small_.push_front(h);
+      ++pass.skipped;
       return nullptr;
     }
-    ghost_.add(h->id, main_.size());
+    ghost_.add(h->id, ghost_limit());
     return h;
   }
 
   // One step at main's tail: reinsert entries with credit, else evict.
-  PolicyHook* step_main(Evictable evictable) {
+  PolicyHook* step_main(Evictable evictable, Pass& pass) {
     PolicyHook* h = main_.back();
     if (h->freq > 0) {
       --h->freq;
@@ -118,10 +140,11 @@ class S3FifoPolicy final : public EvictionPolicy {
     }
     if (!evictable(h)) {
       main_.move_to_front(h);
+      ++pass.skipped;
       return nullptr;
     }
     main_.unlink(h);
-    ghost_.trim(main_.size());
+    ghost_.trim(ghost_limit());
     return h;
   }
 
@@ -132,6 +155,8 @@ class S3FifoPolicy final : public EvictionPolicy {
 
 }  // namespace
 
-std::unique_ptr<EvictionPolicy> make_s3fifo_policy() { return std::make_unique<S3FifoPolicy>(); }
+std::unique_ptr<EvictionPolicy> make_s3fifo_policy() {
+  return std::make_unique<S3FifoPolicy>();
+}
 
 }  // namespace tierkv::memory
