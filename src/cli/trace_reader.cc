@@ -1,0 +1,185 @@
+#include "cli/trace_reader.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace tierkv::trace {
+namespace {
+
+constexpr size_t kOracleRecord = 24;  // uint32 ts, uint64 id, uint32 size, int64 next
+
+uint64_t load_le64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+uint32_t load_be32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Splits on '\n' and calls fn(line_number, line) for every line; stops at
+// the first error fn returns.
+template <typename Fn>
+Status for_each_line(std::string_view text, Fn fn) {
+  size_t line_no = 0;
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    TIERKV_RETURN_IF_ERROR(fn(++line_no, trim(line)));
+  }
+  return Status::ok();
+}
+
+// Parses the next whitespace-separated unsigned decimal from `s`.
+std::optional<uint64_t> next_number(std::string_view& s) {
+  s = trim(s);
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || (ptr != s.data() + s.size() && !is_space(*ptr))) return std::nullopt;
+  s.remove_prefix(static_cast<size_t>(ptr - s.data()));
+  return v;
+}
+
+Status bad_line(std::string_view what, size_t line_no, std::string_view line) {
+  return Status::corruption(fmt::format("{} line {}: '{}'", what, line_no,
+                                        line.substr(0, std::min<size_t>(line.size(), 60))));
+}
+
+}  // namespace
+
+std::string_view format_name(TraceFormat format) {
+  switch (format) {
+    case TraceFormat::kOracleGeneral:
+      return "oracle";
+    case TraceFormat::kLis:
+      return "lis";
+    case TraceFormat::kInt32BigEndian:
+      return "int32be";
+    case TraceFormat::kLines:
+      return "lines";
+  }
+  return "unknown";
+}
+
+std::optional<TraceFormat> parse_format(std::string_view name) {
+  for (TraceFormat f : {TraceFormat::kOracleGeneral, TraceFormat::kLis,
+                        TraceFormat::kInt32BigEndian, TraceFormat::kLines}) {
+    if (format_name(f) == name) return f;
+  }
+  return std::nullopt;
+}
+
+Result<std::vector<uint64_t>> parse_oracle_general(std::string_view bytes) {
+  if (bytes.size() % kOracleRecord != 0)
+    return Status::corruption(fmt::format(
+        "oracleGeneral: {} bytes is not a whole number of 24-byte records", bytes.size()));
+  std::vector<uint64_t> ids;
+  ids.reserve(bytes.size() / kOracleRecord);
+  for (size_t off = 0; off < bytes.size(); off += kOracleRecord)
+    ids.push_back(load_le64(&bytes[off + 4]));
+  return ids;
+}
+
+Result<std::vector<uint64_t>> parse_lis(std::string_view text) {
+  std::vector<uint64_t> ids;
+  Status st = for_each_line(text, [&](size_t line_no, std::string_view line) {
+    if (line.empty()) return Status::ok();
+    std::string_view rest = line;
+    std::optional<uint64_t> start = next_number(rest);
+    std::optional<uint64_t> count = next_number(rest);
+    if (!start || !count) return bad_line("lis", line_no, line);
+    // One line stands for `count` consecutive page requests.
+    for (uint64_t i = 0; i < *count; ++i) ids.push_back(*start + i);
+    return Status::ok();
+  });
+  if (!st) return st;
+  return ids;
+}
+
+Result<std::vector<uint64_t>> parse_int32_big_endian(std::string_view bytes) {
+  if (bytes.size() % 4 != 0)
+    return Status::corruption(
+        fmt::format("int32be: {} bytes is not a whole number of 4-byte records", bytes.size()));
+  std::vector<uint64_t> ids;
+  ids.reserve(bytes.size() / 4);
+  for (size_t off = 0; off < bytes.size(); off += 4) ids.push_back(load_be32(&bytes[off]));
+  return ids;
+}
+
+Result<std::vector<uint64_t>> parse_lines(std::string_view text) {
+  std::vector<uint64_t> ids;
+  Status st = for_each_line(text, [&](size_t line_no, std::string_view line) {
+    if (line.empty() || line == "*") return Status::ok();
+    std::string_view rest = line;
+    std::optional<uint64_t> id = next_number(rest);
+    if (!id || !trim(rest).empty()) return bad_line("lines", line_no, line);
+    ids.push_back(*id);
+    return Status::ok();
+  });
+  if (!st) return st;
+  return ids;
+}
+
+Result<std::vector<uint64_t>> parse_trace(std::string_view bytes, TraceFormat format) {
+  switch (format) {
+    case TraceFormat::kOracleGeneral:
+      return parse_oracle_general(bytes);
+    case TraceFormat::kLis:
+      return parse_lis(bytes);
+    case TraceFormat::kInt32BigEndian:
+      return parse_int32_big_endian(bytes);
+    case TraceFormat::kLines:
+      return parse_lines(bytes);
+  }
+  return Status::invalid_argument("unknown trace format");
+}
+
+TraceFormat guess_format(std::string_view file_name, std::string_view bytes) {
+  if (file_name.find(".oracleGeneral") != std::string_view::npos)
+    return TraceFormat::kOracleGeneral;
+  if (file_name.find(".lis") != std::string_view::npos) return TraceFormat::kLis;
+  for (char c : bytes) {
+    if (!(c >= '0' && c <= '9') && c != '*' && !is_space(c)) return TraceFormat::kInt32BigEndian;
+  }
+  return TraceFormat::kLines;
+}
+
+Result<Trace> read_trace(const std::string& path, std::optional<TraceFormat> format) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::io_error(fmt::format("cannot open trace '{}'", path));
+  std::ostringstream raw;
+  raw << in.rdbuf();
+  if (in.bad()) return Status::io_error(fmt::format("cannot read trace '{}'", path));
+  Result<std::string> bytes = decompress(std::move(raw).str());
+  if (!bytes)
+    return Status(bytes.status().code(), fmt::format("{}: {}", path, bytes.status().message()));
+  std::string file_name = std::filesystem::path(path).filename().string();
+  TraceFormat f = format.value_or(guess_format(file_name, *bytes));
+  Result<std::vector<uint64_t>> ids = parse_trace(*bytes, f);
+  if (!ids) return Status(ids.status().code(), fmt::format("{}: {}", path, ids.status().message()));
+  if (ids->empty()) return Status::invalid_argument(fmt::format("{}: trace has no requests", path));
+  Trace t;
+  t.name = file_name.substr(0, file_name.find('.'));
+  t.ids = std::move(*ids);
+  return t;
+}
+
+}  // namespace tierkv::trace
