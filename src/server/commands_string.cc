@@ -1,0 +1,613 @@
+// String commands: GET, SET and its variants, ranges, counters.
+//
+// Handlers run concurrently on several I/O threads, so every
+// read-modify-write (INCR*, APPEND, SETRANGE, ...) is optimistic: read a
+// version, compute, then write with WriteCondition::kIfVersion and retry if
+// another writer got in between. Expected version 0 means "still absent".
+// Counters keep the key's TTL like Redis; SET-like commands replace it.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+
+#include "core/clock.h"
+#include "server/command.h"
+
+namespace tierkv::server {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Shared helpers
+
+// Replies to a failed store call: a missing key is null, anything else an error.
+void reply_view_or_null(CommandContext& ctx, const Result<ObjectView>& v) {
+  if (v)
+    ctx.reply.bulk(*v);
+  else if (v.status().code() == StatusCode::kNotFound)
+    ctx.reply.null();
+  else
+    ctx.reply.error(v.status());
+}
+
+// Copies a small value out of a view into `buf` (for number parsing).
+// False if it does not fit: no valid number is that long.
+template <size_t N>
+bool copy_small(const ObjectView& v, char (&buf)[N], std::string_view& out) {
+  if (v.length() >= N) return false;
+  size_t n = 0;
+  v.for_each_segment([&](std::string_view s) {
+    std::memcpy(buf + n, s.data(), s.size());
+    n += s.size();
+  });
+  buf[n] = '\0';
+  out = std::string_view(buf, n);
+  return true;
+}
+
+// Deletes `key` only if it still holds `version`. The Store has no
+// conditional remove, so this swaps in an already-expired empty object under
+// the version check (atomic), then reaps it with a presence probe.
+Status remove_if_version(Store& store, std::string_view key, uint64_t version) {
+  Result<WriteResult> r = store.put(
+      key, {},
+      WriteOptions{
+          .condition = WriteCondition::kIfVersion, .expected_version = version, .expire_at_ms = 1});
+  if (!r) return r.status();
+  if (r->written) store.exists(key);
+  return Status::ok();
+}
+
+// The error for a value that would pass the object size limit. Redis names
+// proto-max-bulk-len here; tierkv's limit is max-object-size.
+constexpr std::string_view kStringTooLong =
+    "ERR string exceeds maximum allowed size (max-object-size)";
+
+bool exceeds_object_limit(CommandContext& ctx, uint64_t size) {
+  return size > static_cast<uint64_t>(ctx.server.config().max_object_size);
+}
+
+// Appends bytes [from, to) of `view` (offsets relative to the view) to `w`.
+void append_view_range(ObjectWriter& w, const ObjectView& view, uint64_t from, uint64_t to) {
+  uint64_t pos = 0;
+  view.for_each_segment([&](std::string_view s) {
+    uint64_t seg_end = pos + s.size();
+    if (seg_end > from && pos < to) {
+      uint64_t a = std::max(pos, from) - pos;
+      uint64_t b = std::min(seg_end, to) - pos;
+      w.append(s.substr(a, b - a));
+    }
+    pos = seg_end;
+  });
+}
+
+void append_zeros(ObjectWriter& w, uint64_t n) {
+  while (n > 0) {
+    auto [dst, room] = w.next_writable();
+    if (room == 0) return;
+    size_t k = static_cast<size_t>(std::min<uint64_t>(room, n));
+    std::memset(dst, 0, k);
+    w.advance(k);
+    n -= k;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Expiry arguments (Redis's getExpireMillisecondsOrReply)
+
+// Parses an EX/PX/EXAT/PXAT argument into a unix-ms deadline, or replies
+// with the error and returns nullopt.
+std::optional<int64_t> parse_expire_arg(CommandContext& ctx, std::string_view arg, bool seconds,
+                                        bool relative, std::string_view command) {
+  std::optional<int64_t> v = parse_int64(arg);
+  if (!v) {
+    ctx.reply.error(errors::kNotInteger);
+    return std::nullopt;
+  }
+  int64_t ms = *v;
+  if (ms <= 0 || (seconds && ms > INT64_MAX / 1000)) {
+    ctx.reply.error(errors::invalid_expire(command));
+    return std::nullopt;
+  }
+  if (seconds) ms *= 1000;
+  if (relative) {
+    int64_t now = unix_time_ms();
+    if (ms > INT64_MAX - now) {
+      ctx.reply.error(errors::invalid_expire(command));
+      return std::nullopt;
+    }
+    ms += now;
+  }
+  return ms;
+}
+
+enum SetFlag : uint32_t {
+  kNx = 1 << 0,
+  kXx = 1 << 1,
+  kGet = 1 << 2,
+  kKeepTtl = 1 << 3,
+  kPersist = 1 << 4,
+  kEx = 1 << 5,
+  kPx = 1 << 6,
+  kExAt = 1 << 7,
+  kPxAt = 1 << 8,
+};
+constexpr uint32_t kAnyExpire = kEx | kPx | kExAt | kPxAt;
+
+struct ExtendedArgs {
+  uint32_t flags = 0;
+  std::string_view expire;
+};
+
+// Redis's parseExtendedStringArgumentsOrReply for SET (is_set) and GETEX.
+// Note the conflict rules never reject repeating the same option: like Redis,
+// "EX 1 EX 2" is accepted and the last value wins.
+bool parse_extended_args(CommandContext& ctx, size_t first, bool is_set, ExtendedArgs& out) {
+  for (size_t j = first; j < ctx.argc(); ++j) {
+    std::string_view opt = ctx.arg(j);
+    bool has_next = j + 1 < ctx.argc();
+    uint32_t f = out.flags;
+    uint32_t expire_flag = 0;
+    if (is_set && iequals(opt, "nx") && !(f & kXx)) {
+      out.flags |= kNx;
+    } else if (is_set && iequals(opt, "xx") && !(f & kNx)) {
+      out.flags |= kXx;
+    } else if (is_set && iequals(opt, "get")) {
+      out.flags |= kGet;
+    } else if (is_set && iequals(opt, "keepttl") && !(f & (kPersist | kAnyExpire))) {
+      out.flags |= kKeepTtl;
+    } else if (!is_set && iequals(opt, "persist") && !(f & (kKeepTtl | kAnyExpire))) {
+      out.flags |= kPersist;
+    } else if (iequals(opt, "ex")) {
+      expire_flag = kEx;
+    } else if (iequals(opt, "px")) {
+      expire_flag = kPx;
+    } else if (iequals(opt, "exat")) {
+      expire_flag = kExAt;
+    } else if (iequals(opt, "pxat")) {
+      expire_flag = kPxAt;
+    } else {
+      ctx.reply.error(errors::kSyntax);
+      return false;
+    }
+    if (expire_flag != 0) {
+      uint32_t conflicts = kKeepTtl | kPersist | (kAnyExpire & ~expire_flag);
+      if ((f & conflicts) || !has_next) {
+        ctx.reply.error(errors::kSyntax);
+        return false;
+      }
+      out.flags |= expire_flag;
+      out.expire = ctx.arg(++j);
+    }
+  }
+  return true;
+}
+
+// The deadline the parsed flags ask for (0: none), or nullopt after an error reply.
+std::optional<int64_t> expire_deadline(CommandContext& ctx, const ExtendedArgs& a,
+                                       std::string_view command) {
+  if (!(a.flags & kAnyExpire)) return 0;
+  return parse_expire_arg(ctx, a.expire, (a.flags & (kEx | kExAt)) != 0,
+                          (a.flags & (kEx | kPx)) != 0, command);
+}
+
+// ---------------------------------------------------------------------------
+// GET / SET family
+
+void get_command(CommandContext& ctx) {
+  reply_view_or_null(ctx, ctx.store.get(ctx.arg(1)));
+}
+
+void set_command(CommandContext& ctx) {
+  WriteOptions wo;
+  uint32_t flags = 0;
+  if (ctx.argc() > 3) {
+    ExtendedArgs a;
+    if (!parse_extended_args(ctx, 3, /*is_set=*/true, a)) return;
+    std::optional<int64_t> deadline = expire_deadline(ctx, a, "set");
+    if (!deadline) return;
+    flags = a.flags;
+    wo.expire_at_ms = *deadline;
+    wo.keep_ttl = (flags & kKeepTtl) != 0;
+    wo.return_previous = (flags & kGet) != 0;
+    if (flags & kNx) wo.condition = WriteCondition::kIfAbsent;
+    if (flags & kXx) wo.condition = WriteCondition::kIfPresent;
+  }
+  Result<WriteResult> r = ctx.inv.value_writer
+                              ? ctx.store.commit(std::move(*ctx.inv.value_writer), wo)
+                              : ctx.store.put(ctx.arg(1), ctx.arg(2), wo);
+  if (!r) return ctx.reply.error(r.status());
+  if (flags & kGet) {
+    if (r->previous)
+      ctx.reply.bulk(*r->previous);
+    else
+      ctx.reply.null();
+  } else if (r->written) {
+    ctx.reply.ok();
+  } else {
+    ctx.reply.null();
+  }
+}
+
+void setnx_command(CommandContext& ctx) {
+  Result<WriteResult> r =
+      ctx.store.put(ctx.arg(1), ctx.arg(2), WriteOptions{.condition = WriteCondition::kIfAbsent});
+  if (!r) return ctx.reply.error(r.status());
+  ctx.reply.integer(r->written ? 1 : 0);
+}
+
+void setex_generic(CommandContext& ctx, bool seconds, std::string_view command) {
+  std::optional<int64_t> deadline = parse_expire_arg(ctx, ctx.arg(2), seconds, true, command);
+  if (!deadline) return;
+  Result<WriteResult> r =
+      ctx.store.put(ctx.arg(1), ctx.arg(3), WriteOptions{.expire_at_ms = *deadline});
+  if (!r) return ctx.reply.error(r.status());
+  ctx.reply.ok();
+}
+
+void setex_command(CommandContext& ctx) {
+  setex_generic(ctx, true, "setex");
+}
+void psetex_command(CommandContext& ctx) {
+  setex_generic(ctx, false, "psetex");
+}
+
+void getset_command(CommandContext& ctx) {
+  Result<WriteResult> r =
+      ctx.store.put(ctx.arg(1), ctx.arg(2), WriteOptions{.return_previous = true});
+  if (!r) return ctx.reply.error(r.status());
+  if (r->previous)
+    ctx.reply.bulk(*r->previous);
+  else
+    ctx.reply.null();
+}
+
+void getdel_command(CommandContext& ctx) {
+  // One atomic swap: the present value is replaced by an already-expired
+  // empty object and returned; the probe afterwards reaps the placeholder.
+  std::string_view key = ctx.arg(1);
+  Result<WriteResult> r = ctx.store.put(
+      key, {},
+      WriteOptions{
+          .condition = WriteCondition::kIfPresent, .expire_at_ms = 1, .return_previous = true});
+  if (!r) return ctx.reply.error(r.status());
+  if (!r->written || !r->previous) return ctx.reply.null();
+  ctx.store.exists(key);
+  ctx.reply.bulk(*r->previous);
+}
+
+void getex_command(CommandContext& ctx) {
+  ExtendedArgs a;
+  if (!parse_extended_args(ctx, 2, /*is_set=*/false, a)) return;
+  std::optional<int64_t> deadline = expire_deadline(ctx, a, "getex");
+  if (!deadline) return;
+  std::string_view key = ctx.arg(1);
+  Result<ObjectView> v = ctx.store.get(key);
+  if (!v) return reply_view_or_null(ctx, v);
+  if (*deadline != 0) {
+    ctx.store.set_expiry(key, *deadline);
+    // A deadline already past deletes the key now, as Redis does.
+    if (*deadline <= unix_time_ms()) ctx.store.exists(key);
+  } else if (a.flags & kPersist) {
+    ctx.store.set_expiry(key, 0);
+  }
+  ctx.reply.bulk(*v);
+}
+
+void mget_command(CommandContext& ctx) {
+  ctx.reply.array(ctx.argc() - 1);
+  for (size_t i = 1; i < ctx.argc(); ++i) reply_view_or_null(ctx, ctx.store.get(ctx.arg(i)));
+}
+
+void mset_command(CommandContext& ctx) {
+  if (ctx.argc() % 2 != 1) return ctx.reply.error(errors::wrong_arity("mset"));
+  for (size_t i = 1; i < ctx.argc(); i += 2) {
+    Result<WriteResult> r = ctx.store.put(ctx.arg(i), ctx.arg(i + 1));
+    if (!r) return ctx.reply.error(r.status());
+  }
+  ctx.reply.ok();
+}
+
+// MSETNX: all keys are checked absent, then each is written with "if
+// absent". If a concurrent writer creates one of the keys in between, the
+// keys this command already wrote are removed again (only if they still
+// hold the version written here) and the reply is 0. So the command never
+// leaves a partial result behind, though a concurrent reader may briefly see
+// some of its keys before the rollback.
+void msetnx_command(CommandContext& ctx) {
+  if (ctx.argc() % 2 != 1) return ctx.reply.error(errors::wrong_arity("msetnx"));
+  // A key given twice is written once, with its last value (Redis's result).
+  std::vector<std::string_view> keys;
+  std::vector<size_t> value_index;
+  absl::flat_hash_map<std::string_view, size_t> slot;
+  for (size_t i = 1; i < ctx.argc(); i += 2) {
+    auto [it, inserted] = slot.try_emplace(ctx.arg(i), keys.size());
+    if (inserted) {
+      keys.push_back(ctx.arg(i));
+      value_index.push_back(i + 1);
+    } else {
+      value_index[it->second] = i + 1;
+    }
+  }
+  for (bool present : ctx.store.exist(keys))
+    if (present) return ctx.reply.integer(0);
+
+  std::vector<uint64_t> written_versions;
+  written_versions.reserve(keys.size());
+  auto rollback = [&] {
+    for (size_t i = 0; i < written_versions.size(); ++i)
+      (void)remove_if_version(ctx.store, keys[i], written_versions[i]);
+  };
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Result<WriteResult> r = ctx.store.put(keys[i], ctx.arg(value_index[i]),
+                                          WriteOptions{.condition = WriteCondition::kIfAbsent});
+    if (!r) {
+      rollback();
+      return ctx.reply.error(r.status());
+    }
+    if (!r->written) {
+      rollback();
+      return ctx.reply.integer(0);
+    }
+    written_versions.push_back(r->version);
+  }
+  ctx.reply.integer(1);
+}
+
+// ---------------------------------------------------------------------------
+// Lengths and ranges
+
+void strlen_command(CommandContext& ctx) {
+  Result<ObjectView> v = ctx.store.get_range(ctx.arg(1), 0, 0);
+  if (v) return ctx.reply.integer(static_cast<int64_t>(v->object_size()));
+  if (v.status().code() == StatusCode::kNotFound) return ctx.reply.integer(0);
+  ctx.reply.error(v.status());
+}
+
+void getrange_command(CommandContext& ctx) {
+  std::optional<int64_t> start = parse_int64(ctx.arg(2));
+  std::optional<int64_t> end = parse_int64(ctx.arg(3));
+  if (!start || !end) return ctx.reply.error(errors::kNotInteger);
+  std::string_view key = ctx.arg(1);
+  // Redis answers these from the arguments alone: empty, present or not.
+  if (*start < 0 && *end < 0 && *start > *end) return ctx.reply.bulk(std::string_view{});
+  for (;;) {
+    // Negative indexes need the length first; the range read must then see
+    // the same version, or the clamping would be computed for another value.
+    uint64_t expect_version = 0;
+    int64_t s = *start, e = *end;
+    if (s < 0 || e < 0) {
+      Result<ObjectView> probe = ctx.store.get_range(key, 0, 0);
+      if (!probe) {
+        if (probe.status().code() == StatusCode::kNotFound)
+          return ctx.reply.bulk(std::string_view{});
+        return ctx.reply.error(probe.status());
+      }
+      int64_t len = static_cast<int64_t>(probe->object_size());
+      expect_version = probe->version();
+      if (s < 0) s = std::max<int64_t>(len + s, 0);
+      if (e < 0) e = std::max<int64_t>(len + e, 0);
+    }
+    if (s > e) {
+      // Empty whatever the length; the key's absence gives the same answer.
+      return ctx.reply.bulk(std::string_view{});
+    }
+    uint64_t length = static_cast<uint64_t>(e) - static_cast<uint64_t>(s) + 1;
+    Result<ObjectView> v = ctx.store.get_range(key, static_cast<uint64_t>(s), length);
+    if (!v) {
+      if (v.status().code() == StatusCode::kNotFound) return ctx.reply.bulk(std::string_view{});
+      return ctx.reply.error(v.status());
+    }
+    if (expect_version != 0 && v->version() != expect_version) continue;
+    return ctx.reply.bulk(*v);
+  }
+}
+
+void setrange_command(CommandContext& ctx) {
+  std::optional<int64_t> offset_arg = parse_int64(ctx.arg(2));
+  if (!offset_arg) return ctx.reply.error(errors::kNotInteger);
+  if (*offset_arg < 0) return ctx.reply.error("ERR offset is out of range");
+  std::string_view key = ctx.arg(1);
+  std::string_view patch = ctx.arg(3);
+  uint64_t offset = static_cast<uint64_t>(*offset_arg);
+  for (;;) {
+    Result<ObjectView> old = ctx.store.get(key);
+    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
+    uint64_t old_size = old ? old->object_size() : 0;
+    if (patch.empty()) return ctx.reply.integer(static_cast<int64_t>(old_size));
+    if (exceeds_object_limit(ctx, offset + patch.size())) return ctx.reply.error(kStringTooLong);
+    uint64_t new_size = std::max(old_size, offset + patch.size());
+    Result<ObjectWriter> w = ctx.store.begin_put(key, new_size);
+    if (!w) return ctx.reply.error(w.status());
+    if (old) append_view_range(*w, *old, 0, std::min(offset, old_size));
+    if (offset > old_size) append_zeros(*w, offset - old_size);
+    w->append(patch);
+    if (old && offset + patch.size() < old_size)
+      append_view_range(*w, *old, offset + patch.size(), old_size);
+    Result<WriteResult> r =
+        ctx.store.commit(std::move(*w), WriteOptions{.condition = WriteCondition::kIfVersion,
+                                                     .expected_version = old ? old->version() : 0,
+                                                     .keep_ttl = true});
+    if (!r) return ctx.reply.error(r.status());
+    if (r->written) return ctx.reply.integer(static_cast<int64_t>(new_size));
+  }
+}
+
+void append_command(CommandContext& ctx) {
+  std::string_view key = ctx.arg(1);
+  std::string_view suffix = ctx.arg(2);
+  for (;;) {
+    Result<ObjectView> old = ctx.store.get(key);
+    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
+    uint64_t old_size = old ? old->object_size() : 0;
+    if (exceeds_object_limit(ctx, old_size + suffix.size())) return ctx.reply.error(kStringTooLong);
+    Result<ObjectWriter> w = ctx.store.begin_put(key, old_size + suffix.size());
+    if (!w) return ctx.reply.error(w.status());
+    if (old) append_view_range(*w, *old, 0, old_size);
+    w->append(suffix);
+    Result<WriteResult> r =
+        ctx.store.commit(std::move(*w), WriteOptions{.condition = WriteCondition::kIfVersion,
+                                                     .expected_version = old ? old->version() : 0,
+                                                     .keep_ttl = true});
+    if (!r) return ctx.reply.error(r.status());
+    if (r->written) return ctx.reply.integer(static_cast<int64_t>(old_size + suffix.size()));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Counters
+
+void incr_by(CommandContext& ctx, int64_t delta) {
+  std::string_view key = ctx.arg(1);
+  for (;;) {
+    Result<ObjectView> old = ctx.store.get(key);
+    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
+    int64_t current = 0;
+    if (old) {
+      char buf[24];
+      std::string_view text;
+      std::optional<int64_t> parsed;
+      if (copy_small(*old, buf, text)) parsed = parse_int64(text);
+      if (!parsed) return ctx.reply.error(errors::kNotInteger);
+      current = *parsed;
+    }
+    if ((delta < 0 && current < 0 && delta < INT64_MIN - current) ||
+        (delta > 0 && current > 0 && delta > INT64_MAX - current))
+      return ctx.reply.error(errors::kOverflow);
+    int64_t next = current + delta;
+    char out[24];
+    char* end = std::to_chars(out, out + sizeof(out), next).ptr;
+    Result<WriteResult> r =
+        ctx.store.put(key, std::string_view(out, static_cast<size_t>(end - out)),
+                      WriteOptions{.condition = WriteCondition::kIfVersion,
+                                   .expected_version = old ? old->version() : 0,
+                                   .keep_ttl = true});
+    if (!r) return ctx.reply.error(r.status());
+    if (r->written) return ctx.reply.integer(next);
+  }
+}
+
+void incr_command(CommandContext& ctx) {
+  incr_by(ctx, 1);
+}
+void decr_command(CommandContext& ctx) {
+  incr_by(ctx, -1);
+}
+
+void incrby_command(CommandContext& ctx) {
+  std::optional<int64_t> delta = parse_int64(ctx.arg(2));
+  if (!delta) return ctx.reply.error(errors::kNotInteger);
+  incr_by(ctx, *delta);
+}
+
+void decrby_command(CommandContext& ctx) {
+  std::optional<int64_t> delta = parse_int64(ctx.arg(2));
+  if (!delta) return ctx.reply.error(errors::kNotInteger);
+  if (*delta == INT64_MIN) return ctx.reply.error("ERR decrement would overflow");
+  incr_by(ctx, -*delta);
+}
+
+// Redis keeps INCRBYFLOAT values as long double (MAX_LONG_DOUBLE_CHARS).
+constexpr size_t kMaxLongDoubleChars = 5 * 1024;
+
+// Redis's string2ld(): strtold over the whole text, no leading space, no NaN,
+// no overflow to infinity or underflow to zero reported by ERANGE.
+std::optional<long double> parse_long_double(std::string_view s) {
+  if (s.empty() || s.size() >= kMaxLongDoubleChars) return std::nullopt;
+  char buf[kMaxLongDoubleChars];
+  std::memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  if (std::isspace(static_cast<unsigned char>(buf[0]))) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  long double v = std::strtold(buf, &end);
+  if (static_cast<size_t>(end - buf) != s.size()) return std::nullopt;
+  if (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || std::fpclassify(v) == FP_ZERO))
+    return std::nullopt;
+  if (errno == EINVAL || std::isnan(v)) return std::nullopt;
+  return v;
+}
+
+// Redis's ld2string(LD_STR_HUMAN): "%.17Lf" with trailing zeros (and a
+// trailing point) removed, and "-0" printed as "0".
+std::string format_long_double_human(long double v) {
+  char buf[kMaxLongDoubleChars];
+  int n = std::snprintf(buf, sizeof(buf), "%.17Lf", v);
+  size_t len = n < 0 ? 0 : std::min(static_cast<size_t>(n), sizeof(buf) - 1);
+  if (std::memchr(buf, '.', len) != nullptr) {
+    while (len > 0 && buf[len - 1] == '0') --len;
+    if (len > 0 && buf[len - 1] == '.') --len;
+  }
+  if (len == 2 && buf[0] == '-' && buf[1] == '0') return "0";
+  return std::string(buf, len);
+}
+
+void incrbyfloat_command(CommandContext& ctx) {
+  std::string_view key = ctx.arg(1);
+  std::optional<long double> incr = parse_long_double(ctx.arg(2));
+  for (;;) {
+    Result<ObjectView> old = ctx.store.get(key);
+    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
+    long double current = 0;
+    if (old) {
+      std::string text;
+      std::optional<long double> parsed;
+      if (old->length() < kMaxLongDoubleChars) {
+        old->append_to(text);
+        parsed = parse_long_double(text);
+      }
+      if (!parsed) return ctx.reply.error(errors::kNotFloat);
+      current = *parsed;
+    }
+    // Redis checks the stored value before the increment argument.
+    if (!incr) return ctx.reply.error(errors::kNotFloat);
+    long double next = current + *incr;
+    if (std::isnan(next) || std::isinf(next))
+      return ctx.reply.error("ERR increment would produce NaN or Infinity");
+    std::string text = format_long_double_human(next);
+    Result<WriteResult> r = ctx.store.put(key, text,
+                                          WriteOptions{.condition = WriteCondition::kIfVersion,
+                                                       .expected_version = old ? old->version() : 0,
+                                                       .keep_ttl = true});
+    if (!r) return ctx.reply.error(r.status());
+    if (r->written) return ctx.reply.bulk(text);
+  }
+}
+
+}  // namespace
+
+void register_string_commands(CommandTable& table) {
+  constexpr uint32_t kWriteFast = kWrite | kFast;
+  constexpr uint32_t kReadFast = kReadOnly | kFast;
+  table.add({"get", 2, kReadFast, 1, 1, 1, get_command, "Get the value of a key"});
+  table.add({"set", -3, kWrite | kStreamsValue, 1, 1, 1, set_command,
+             "Set a key's value, with optional conditions and expiry", 2});
+  table.add({"setnx", 3, kWriteFast, 1, 1, 1, setnx_command, "Set a key only if it is absent"});
+  table.add({"setex", 4, kWrite, 1, 1, 1, setex_command, "Set a value with a TTL in seconds"});
+  table.add({"psetex", 4, kWrite, 1, 1, 1, psetex_command, "Set a value with a TTL in ms"});
+  table.add({"getset", 3, kWriteFast, 1, 1, 1, getset_command, "Set a value, return the old one"});
+  table.add({"getdel", 2, kWriteFast, 1, 1, 1, getdel_command, "Get a value and delete the key"});
+  table.add({"getex", -2, kWriteFast, 1, 1, 1, getex_command, "Get a value and change its expiry"});
+  table.add({"mget", -2, kReadFast, 1, -1, 1, mget_command, "Get the values of several keys"});
+  table.add({"mset", -3, kWrite, 1, -1, 2, mset_command, "Set several keys"});
+  table.add(
+      {"msetnx", -3, kWrite, 1, -1, 2, msetnx_command, "Set several keys only if none exists"});
+  table.add({"append", 3, kWriteFast, 1, 1, 1, append_command, "Append to a value"});
+  table.add({"strlen", 2, kReadFast, 1, 1, 1, strlen_command, "Length of a value"});
+  table.add({"getrange", 4, kReadOnly, 1, 1, 1, getrange_command, "Get a substring of a value"});
+  table.add(
+      {"setrange", 4, kWrite, 1, 1, 1, setrange_command, "Overwrite part of a value at an offset"});
+  table.add({"incr", 2, kWriteFast, 1, 1, 1, incr_command, "Increment an integer value by one"});
+  table.add({"incrby", 3, kWriteFast, 1, 1, 1, incrby_command, "Increment an integer value"});
+  table.add({"decr", 2, kWriteFast, 1, 1, 1, decr_command, "Decrement an integer value by one"});
+  table.add({"decrby", 3, kWriteFast, 1, 1, 1, decrby_command, "Decrement an integer value"});
+  table.add(
+      {"incrbyfloat", 3, kWriteFast, 1, 1, 1, incrbyfloat_command, "Increment a float value"});
+}
+
+}  // namespace tierkv::server
