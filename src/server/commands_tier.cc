@@ -1,0 +1,77 @@
+// TIER.* commands: tierkv extensions that expose where an object lives.
+//
+//   TIER.STAT key                      -> map, or null if the key is absent
+//   TIER.EXISTS key [key ...] [PREFETCH] -> count of present keys
+//
+// TIER.EXISTS with PREFETCH is the KV-cache probe: "is it there, and I am
+// about to read it". The answer never waits for the prefetch.
+#include <algorithm>
+#include <span>
+
+#include "core/clock.h"
+#include "server/command.h"
+
+namespace tierkv::server {
+namespace {
+
+void reply_chunk(ReplyBuffer& reply, const memory::ChunkInfo& c) {
+  reply.map(6);
+  reply.bulk("index");
+  reply.integer(c.index);
+  reply.bulk("bytes");
+  reply.integer(c.size);
+  // Every chunk of a present object is in memory until the flash tier lands.
+  reply.bulk("residency");
+  reply.bulk("memory");
+  reply.bulk("pins");
+  reply.integer(c.pins);
+  reply.bulk("leased");
+  reply.boolean(c.leased);
+  reply.bulk("use_once");
+  reply.boolean(c.use_once);
+}
+
+void tier_stat_command(CommandContext& ctx) {
+  std::optional<ObjectInfo> info = ctx.store.stat(ctx.arg(1));
+  if (!info) return ctx.reply.null();
+  int64_t ttl_ms = -1;
+  if (info->expire_at_ms != 0) ttl_ms = std::max<int64_t>(info->expire_at_ms - unix_time_ms(), 0);
+  ctx.reply.map(5);
+  ctx.reply.bulk("size");
+  ctx.reply.integer(static_cast<int64_t>(info->size));
+  ctx.reply.bulk("version");
+  ctx.reply.integer(static_cast<int64_t>(info->version));
+  ctx.reply.bulk("chunks");
+  ctx.reply.integer(static_cast<int64_t>(info->chunks.size()));
+  ctx.reply.bulk("ttl_ms");
+  ctx.reply.integer(ttl_ms);
+  ctx.reply.bulk("chunk_residency");
+  ctx.reply.array(info->chunks.size());
+  for (const memory::ChunkInfo& c : info->chunks) reply_chunk(ctx.reply, c);
+}
+
+void tier_exists_command(CommandContext& ctx) {
+  // A trailing PREFETCH is the option, not a key, once at least one key precedes it.
+  size_t end = ctx.argc();
+  ExistOptions options;
+  if (end >= 3 && iequals(ctx.arg(end - 1), "prefetch")) {
+    options.prefetch_to_memory = true;
+    --end;
+  }
+  std::span<const std::string_view> keys =
+      std::span<const std::string_view>(ctx.inv.argv).subspan(1, end - 1);
+  int64_t n = 0;
+  for (bool present : ctx.store.exist(keys, options)) n += present ? 1 : 0;
+  ctx.reply.integer(n);
+}
+
+}  // namespace
+
+void register_tier_commands(CommandTable& table) {
+  table.add({"tier.stat", 2, kReadOnly, 1, 1, 1, tier_stat_command,
+             "Size, version, TTL and per-chunk residency of an object"});
+  table.add({"tier.exists", -2, kReadOnly | kFast, 1, -1, 1, tier_exists_command,
+             "Count existing keys; PREFETCH starts promoting them to memory"});
+}
+
+}  // namespace tierkv::server
