@@ -1,0 +1,196 @@
+#include "core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tierkv {
+namespace {
+
+// A one-line error that names the offending key in quotes.
+void expect_names_key(const Status& s, const std::string& key) {
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'" + key + "'"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+}
+
+TEST(ConfigTest, DefaultsMatchTheDesign) {
+  Config c;
+  EXPECT_EQ(c.bind, "127.0.0.1");
+  EXPECT_EQ(c.port, 6380);
+  EXPECT_EQ(c.memory, int64_t{1} << 30);
+  EXPECT_EQ(c.chunk_size, 1 << 20);
+  EXPECT_EQ(c.max_key_size, 64 << 10);
+  EXPECT_EQ(c.max_object_size, int64_t{1} << 30);
+  EXPECT_EQ(c.eviction_policy, "s3fifo");
+  EXPECT_EQ(c.metrics_port, 9380);
+  EXPECT_EQ(c.flash_size, int64_t{8} << 30);
+  EXPECT_DOUBLE_EQ(c.lease_max_fraction, 0.25);
+  EXPECT_TRUE(config_validate(c).is_ok());
+  EXPECT_EQ(*config_get(c, "memory"), "1073741824");
+  EXPECT_EQ(*config_get(c, "eviction-policy"), "s3fifo");
+}
+
+TEST(ConfigTest, EveryKeyRoundTripsThroughGet) {
+  Config c;
+  for (const ConfigKey& k : config_keys()) {
+    Result<std::string> v = config_get(c, k.name);
+    ASSERT_TRUE(v) << k.name;
+    EXPECT_TRUE(config_set(c, k.name, *v).is_ok()) << k.name << "=" << *v;
+  }
+  EXPECT_EQ(config_get(c, "no-such-key").status().code(), StatusCode::kNotFound);
+}
+
+TEST(ConfigTest, SetParsesEachKind) {
+  Config c;
+  ASSERT_TRUE(config_set(c, "memory", "256mb").is_ok());
+  EXPECT_EQ(c.memory, 256 << 20);
+  ASSERT_TRUE(config_set(c, "PORT", "7000").is_ok());  // names are case-insensitive
+  EXPECT_EQ(c.port, 7000);
+  ASSERT_TRUE(config_set(c, "eviction_policy", "LRU").is_ok());  // '_' means '-'
+  EXPECT_EQ(c.eviction_policy, "lru");
+  ASSERT_TRUE(config_set(c, "lease-max-fraction", "0.5").is_ok());
+  EXPECT_DOUBLE_EQ(c.lease_max_fraction, 0.5);
+  ASSERT_TRUE(config_set(c, "bind", "0.0.0.0").is_ok());
+  EXPECT_EQ(c.bind, "0.0.0.0");
+}
+
+TEST(ConfigTest, BadValuesGiveOneLineErrorNamingTheKey) {
+  Config c;
+  expect_names_key(config_set(c, "memory", "lots"), "memory");
+  expect_names_key(config_set(c, "memory", "1k"), "memory");  // below the minimum
+  expect_names_key(config_set(c, "port", "70000"), "port");
+  expect_names_key(config_set(c, "port", "12ab"), "port");
+  expect_names_key(config_set(c, "eviction-policy", "random"), "eviction-policy");
+  expect_names_key(config_set(c, "lease-max-fraction", "1.5"), "lease-max-fraction");
+  expect_names_key(config_set(c, "lease-max-fraction", "half"), "lease-max-fraction");
+  expect_names_key(config_set(c, "no-such-key", "1"), "no-such-key");
+  EXPECT_EQ(c.memory, int64_t{1} << 30) << "a rejected value must not be applied";
+  EXPECT_EQ(c.port, 6380);
+}
+
+TEST(ConfigTest, UnboundedMaximumIsNotPrintedAsGarbage) {
+  Config c;
+  Status s = config_set(c, "memory", "1k");
+  EXPECT_NE(s.message().find("at least 1048576"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("-9223372036854775808"), std::string::npos) << s.message();
+}
+
+TEST(ConfigTest, ValidateCrossKeyRules) {
+  Config c;
+  c.chunk_size = 3 << 20;
+  expect_names_key(config_validate(c), "chunk-size");
+  c = Config{};
+  c.memory_shards = 12;
+  expect_names_key(config_validate(c), "memory-shards");
+  c = Config{};
+  c.memory = 2 << 20;  // fewer than 4 chunks of 1 MiB
+  expect_names_key(config_validate(c), "memory");
+  c = Config{};
+  c.max_object_size = c.proto_max_bulk_len + 1;
+  expect_names_key(config_validate(c), "max-object-size");
+}
+
+TEST(ConfigTest, TomlOverridesDefaults) {
+  Config c;
+  Status s = config_apply_toml_text(c, R"(
+memory = "256mb"
+chunk_size = 65536
+eviction-policy = "sieve"
+lease-max-fraction = 0.5
+port = 7001
+)");
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(c.memory, 256 << 20);
+  EXPECT_EQ(c.chunk_size, 65536);
+  EXPECT_EQ(c.eviction_policy, "sieve");
+  EXPECT_DOUBLE_EQ(c.lease_max_fraction, 0.5);
+  EXPECT_EQ(c.port, 7001);
+  EXPECT_EQ(c.bind, "127.0.0.1");  // untouched keys keep their defaults
+}
+
+TEST(ConfigTest, TomlErrorsNameTheKey) {
+  Config c;
+  expect_names_key(config_apply_toml_text(c, "memory = \"lots\"\n"), "memory");
+  expect_names_key(config_apply_toml_text(c, "colour = 3\n"), "colour");
+  expect_names_key(config_apply_toml_text(c, "[memory]\nx = 1\n"), "memory");
+  Status syntax = config_apply_toml_text(c, "memory = = 3\n");
+  EXPECT_EQ(syntax.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(syntax.message().find("line 1"), std::string::npos) << syntax.message();
+}
+
+class LoadConfigTest : public ::testing::Test {
+ protected:
+  std::string write_toml(const std::string& text) {
+    std::string path = ::testing::TempDir() + "/tierkv_config_test.toml";
+    std::ofstream(path) << text;
+    return path;
+  }
+  static Result<Config> load(std::vector<std::string> args) {
+    std::vector<const char*> argv{"tierkv-server"};
+    for (auto& a : args) argv.push_back(a.c_str());
+    return load_config(static_cast<int>(argv.size()), argv.data(), "tierkv-server");
+  }
+};
+
+TEST_F(LoadConfigTest, NoArgumentsGiveDefaults) {
+  Result<Config> c = load({});
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_EQ(c->memory, Config{}.memory);
+  EXPECT_EQ(c->port, 6380);
+}
+
+TEST_F(LoadConfigTest, FlagsOverrideTomlWhichOverridesDefaults) {
+  std::string path = write_toml("memory = \"256mb\"\nport = 7002\n");
+  Result<Config> c = load({"--config", path, "--memory", "512mb", "--eviction-policy", "clock"});
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_EQ(c->memory, 512 << 20);  // flag wins over the file
+  EXPECT_EQ(c->port, 7002);         // file wins over the default
+  EXPECT_EQ(c->eviction_policy, "clock");
+  std::remove(path.c_str());
+}
+
+TEST_F(LoadConfigTest, BadFlagValueNamesTheKey) {
+  Result<Config> c = load({"--memory", "plenty"});
+  expect_names_key(c.status(), "memory");
+  c = load({"--chunk-size", "3mb"});
+  expect_names_key(c.status(), "chunk-size");
+}
+
+TEST_F(LoadConfigTest, BadFileValueNamesTheKey) {
+  std::string path = write_toml("port = \"x\"\n");
+  Result<Config> c = load({"-c", path});
+  expect_names_key(c.status(), "port");
+  std::remove(path.c_str());
+}
+
+TEST_F(LoadConfigTest, HelpReturnsUnavailableWithText) {
+  Result<Config> c = load({"--help"});
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(c.status().message().find("--memory"), std::string::npos);
+}
+
+TEST(ParseByteSizeTest, UnitsAndErrors) {
+  EXPECT_EQ(*parse_byte_size("4096"), 4096);
+  EXPECT_EQ(*parse_byte_size("0"), 0);
+  EXPECT_EQ(*parse_byte_size("12b"), 12);
+  EXPECT_EQ(*parse_byte_size("4k"), 4096);
+  EXPECT_EQ(*parse_byte_size("64kb"), 64 << 10);
+  EXPECT_EQ(*parse_byte_size("64KiB"), 64 << 10);
+  EXPECT_EQ(*parse_byte_size("256MiB"), 256 << 20);
+  EXPECT_EQ(*parse_byte_size("1gb"), int64_t{1} << 30);
+  EXPECT_EQ(*parse_byte_size("1GB"), int64_t{1} << 30);
+  EXPECT_EQ(*parse_byte_size("2t"), int64_t{2} << 40);
+  for (const char* bad :
+       {"", "gb", "-1", "1.5gb", "12xb", "1 gb", "99999999999999999999", "9000000000t"}) {
+    EXPECT_FALSE(parse_byte_size(bad)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace tierkv
