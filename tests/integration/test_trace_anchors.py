@@ -1,0 +1,106 @@
+"""tierkv-trace against the anchor figures of the shared traces' README.
+
+Runs the built tierkv-trace binary (env TIERKV_TRACE, default
+build/src/cli/tierkv-trace) on every trace in the traces directory (env
+TIERKV_TRACES_DIR, default ../shared/traces next to the repository) and checks
+its LRU and MIN miss ratios against the README's table, which this test reads
+itself rather than trusting the copy compiled into the tool.
+"""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TIERKV_TRACE = os.environ.get("TIERKV_TRACE", os.path.join(ROOT, "build", "src", "cli", "tierkv-trace"))
+TRACES_DIR = os.environ.get("TIERKV_TRACES_DIR", os.path.join(ROOT, "..", "shared", "traces"))
+TOLERANCE = 0.001
+
+
+def readme_anchors():
+    """{(trace, fraction): row} from the README's "Anchor numbers" table."""
+    anchors = {}
+    trace = requests = unique = None
+    with open(os.path.join(TRACES_DIR, "README.md"), encoding="utf-8") as f:
+        for line in f:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) != 9:
+                continue
+            size = re.fullmatch(r"(\d+)% = ([\d,]+)", cells[5])
+            if not size:
+                continue
+            if cells[0]:
+                trace = cells[0]
+                requests = int(cells[1].replace(",", ""))
+                unique = int(cells[2].replace(",", ""))
+            anchors[(trace, int(size.group(1)) / 100)] = {
+                "requests": requests, "unique": unique,
+                "capacity": int(size.group(2).replace(",", "")),
+                "lru": float(cells[6]), "min": float(cells[7]), "opt": float(cells[8])}
+    return anchors
+
+
+def run_tool(*args, timeout=300):
+    return subprocess.run([TIERKV_TRACE, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("trace") / "results.json"
+    proc = run_tool("--traces-dir", TRACES_DIR, "--policies", "lru", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(out) as f:
+        return json.load(f)
+
+
+def test_readme_table_is_parsed():
+    anchors = readme_anchors()
+    assert len(anchors) == 8
+    assert {t for t, _ in anchors} == {"cloudPhysicsIO", "OLTP", "orm-busy", "multi2"}
+
+
+def test_every_anchor_is_replayed(results):
+    replayed = {(t["name"], s["fraction"]) for t in results["traces"] for s in t["sizes"]}
+    assert set(readme_anchors()) <= replayed
+    assert results["anchors_hold"] is True
+
+
+@pytest.mark.parametrize("key", sorted(readme_anchors()))
+def test_lru_and_min_match_the_readme(results, key):
+    trace, fraction = key
+    anchor = readme_anchors()[key]
+    t = next(t for t in results["traces"] if t["name"] == trace)
+    assert t["requests"] == anchor["requests"]
+    assert t["unique"] == anchor["unique"]
+    s = next(s for s in t["sizes"] if s["fraction"] == fraction)
+    assert s["capacity"] == anchor["capacity"]
+    lru = s["policies"]["lru"]["miss_ratio"]
+    assert abs(lru - anchor["lru"]) <= TOLERANCE, f"{trace} {fraction}: LRU {lru} vs {anchor['lru']}"
+    assert abs(s["min"] - anchor["min"]) <= TOLERANCE, f"{trace} {fraction}: MIN {s['min']} vs {anchor['min']}"
+    assert abs(s["opt"] - anchor["opt"]) <= TOLERANCE, f"{trace} {fraction}: OPT {s['opt']} vs {anchor['opt']}"
+    assert s["opt"] <= s["min"] <= lru
+
+
+def test_a_figure_off_its_anchor_fails_the_run(tmp_path):
+    # A trace named like an anchored one whose LRU figures cannot match.
+    (tmp_path / "multi2.trace").write_text("1\n2\n1\n2\n3\n" * 50)
+    proc = run_tool("--traces-dir", str(tmp_path), "--policies", "lru")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "MISS" in proc.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["--trace", "no-such-trace"],
+    ["--fractions", "abc"],
+    ["--fractions", "0"],
+    ["--policies", "fifo"],
+    ["--format", "csv"],
+    ["--no-such-flag"],
+])
+def test_bad_input_is_one_line_error(args):
+    proc = run_tool("--traces-dir", TRACES_DIR, *args)
+    assert proc.returncode != 0
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
