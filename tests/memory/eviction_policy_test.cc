@@ -1,0 +1,226 @@
+// Each policy on small sequences checked by hand against its algorithm,
+// through the EvictionPolicy interface alone.
+#include "memory/eviction_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace tierkv::memory {
+namespace {
+
+class PolicyBench {
+ public:
+  explicit PolicyBench(PolicyKind kind) : policy_(make_policy(kind)) {
+    for (int i = 0; i < 26; ++i) {
+      hooks_[i].id = 1000 + i;
+      hooks_[i].bytes = 1;
+    }
+  }
+  PolicyHook* h(char name) { return &hooks_[name - 'A']; }
+  void insert(const std::string& names) {
+    for (char c : names) policy_->insert(h(c));
+  }
+  void touch(const std::string& names) {
+    for (char c : names) policy_->touch(h(c));
+  }
+  void pin(const std::string& names) {
+    for (char c : names) pinned_.insert(h(c));
+  }
+  // Evicts n victims and names them in order; '-' where nothing was evictable.
+  std::string evict(int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) {
+      PolicyHook* v = policy_->evict([&](const PolicyHook* x) { return !pinned_.count(x); });
+      out += v ? static_cast<char>('A' + (v - hooks_)) : '-';
+      if (v) {
+        EXPECT_FALSE(v->linked);
+      }
+    }
+    return out;
+  }
+  EvictionPolicy& policy() { return *policy_; }
+
+ private:
+  std::unique_ptr<EvictionPolicy> policy_;
+  PolicyHook hooks_[26];
+  std::set<const PolicyHook*> pinned_;
+};
+
+TEST(PolicyNamesTest, ParseAndName) {
+  for (PolicyKind k : kAllPolicies) EXPECT_EQ(parse_policy(policy_name(k)), k);
+  EXPECT_FALSE(parse_policy("arc"));
+}
+
+TEST(LruPolicyTest, EvictsLeastRecentlyUsed) {
+  PolicyBench b(PolicyKind::kLru);
+  b.insert("ABCD");
+  b.touch("A");  // order, newest first: A D C B
+  EXPECT_EQ(b.evict(2), "BC");
+  b.insert("E");  // E A D
+  b.touch("D");   // D E A
+  EXPECT_EQ(b.evict(3), "AED");
+  EXPECT_EQ(b.evict(1), "-");
+}
+
+TEST(LruPolicyTest, PinnedTailIsPassedOver) {
+  PolicyBench b(PolicyKind::kLru);
+  b.insert("ABC");
+  b.pin("A");
+  EXPECT_EQ(b.evict(1), "B");  // A moves to the front as if just used
+  EXPECT_EQ(b.evict(1), "C");
+  EXPECT_EQ(b.evict(1), "-");
+  EXPECT_EQ(b.policy().entries(), 1u);
+}
+
+TEST(ClockPolicyTest, ReferenceBitGivesASecondChance) {
+  PolicyBench b(PolicyKind::kClock);
+  b.insert("ABCD");
+  b.touch("B");
+  // Hand starts at the oldest (A): A goes; B's bit is cleared; C goes.
+  EXPECT_EQ(b.evict(2), "AC");
+  // Hand now at D. E goes just behind the hand: the last place it looks.
+  b.insert("E");
+  EXPECT_EQ(b.evict(3), "DBE");
+}
+
+TEST(ClockPolicyTest, AllReferencedStillEvictsAfterOneSweep) {
+  PolicyBench b(PolicyKind::kClock);
+  b.insert("ABC");
+  b.touch("ABC");
+  EXPECT_EQ(b.evict(1), "A");  // one sweep clears every bit
+  b.pin("B");
+  EXPECT_EQ(b.evict(2), "C-");
+}
+
+TEST(ClockPolicyTest, RemovingTheHandEntryMovesTheHand) {
+  PolicyBench b(PolicyKind::kClock);
+  b.insert("ABCD");
+  EXPECT_EQ(b.evict(1), "A");  // hand now at B
+  b.policy().remove(b.h('B'));
+  EXPECT_EQ(b.evict(1), "C");
+}
+
+TEST(SievePolicyTest, VisitedSurvivorsKeepTheirPlace) {
+  PolicyBench b(PolicyKind::kSieve);
+  b.insert("ABCD");
+  b.touch("AC");
+  // Hand from the tail: A visited (cleared), B evicted; then C cleared, D evicted.
+  EXPECT_EQ(b.evict(2), "BD");
+  // Hand wraps to the tail: A (cleared earlier) goes; hand stays at C.
+  EXPECT_EQ(b.evict(1), "A");
+  b.insert("E");  // new entries go to the head, away from the hand
+  EXPECT_EQ(b.evict(2), "CE");
+}
+
+TEST(SievePolicyTest, AllVisitedEvictsTheTailAfterOnePass) {
+  PolicyBench b(PolicyKind::kSieve);
+  b.insert("ABCD");
+  b.touch("ABCD");
+  // One pass clears every bit without moving anything; the hand wraps to A.
+  EXPECT_EQ(b.evict(1), "A");
+  b.touch("B");
+  EXPECT_EQ(b.evict(1), "C");  // the hand went on from A's place: B is skipped
+}
+
+TEST(S3FifoPolicyTest, OneHitWondersLeaveFromTheSmallQueue) {
+  PolicyBench b(PolicyKind::kS3Fifo);
+  b.insert("ABCDEFGHIJ");
+  b.touch("B");
+  // A (never hit) is evicted into the ghost; B moves to main; C is evicted.
+  EXPECT_EQ(b.evict(2), "AC");
+  // A returns while remembered by the ghost: it goes straight to main.
+  b.insert("A");
+  EXPECT_EQ(b.h('A')->queue, b.h('B')->queue);
+  // Small drains first (it holds well over 10%), then main in FIFO order.
+  EXPECT_EQ(b.evict(9), "DEFGHIJBA");
+  EXPECT_EQ(b.evict(1), "-");
+}
+
+TEST(S3FifoPolicyTest, MainReinsertsEntriesWithFrequency) {
+  PolicyBench b(PolicyKind::kS3Fifo);
+  b.insert("XY");
+  b.touch("XY");
+  b.insert("Z");
+  // X and Y were hit in small: both move to main; Z was not: it goes.
+  EXPECT_EQ(b.evict(1), "Z");
+  b.touch("X");
+  b.touch("X");  // X has 2 credits: it is reinserted twice before Y is not
+  EXPECT_EQ(b.evict(2), "YX");
+}
+
+TEST(S3FifoPolicyTest, FrequencyIsCappedAtThree) {
+  PolicyBench b(PolicyKind::kS3Fifo);
+  b.insert("PQ");
+  b.touch("PQ");
+  b.insert("R");
+  EXPECT_EQ(b.evict(1), "R");  // P and Q now in main: front Q P back
+  for (int i = 0; i < 10; ++i) b.touch("P");
+  b.touch("QQQ");
+  // P has 3 credits (capped, not 10), Q 3; P, nearer the tail, runs out first.
+  EXPECT_EQ(b.evict(2), "PQ");
+}
+
+TEST(S3FifoPolicyTest, PinnedSmallQueueFallsBackToMain) {
+  PolicyBench b(PolicyKind::kS3Fifo);
+  b.insert("M");
+  b.touch("M");
+  b.insert("PQ");
+  b.pin("PQ");
+  // Small (P, Q) is over its share but all pinned: M, promoted to main, goes.
+  EXPECT_EQ(b.evict(1), "M");
+  EXPECT_EQ(b.evict(1), "-");
+}
+
+TEST(S3FifoPolicyTest, PinnedMainFallsBackToSmall) {
+  PolicyBench b(PolicyKind::kS3Fifo);
+  b.insert("ABCDEFGHIJKLMNOPQRST");
+  b.touch("ABCDEFGHIJKLMNOPQRS");
+  b.pin("ABCDEFGHIJKLMNOPQRS");
+  // Every hit entry moves to main; T (unhit) is evicted from small.
+  EXPECT_EQ(b.evict(1), "T");
+  b.insert("U");  // small: U only, under 10% of 20 entries
+  EXPECT_EQ(b.evict(1), "U");
+}
+
+TEST(S3FifoPolicyTest, GhostIsBoundedByResidentEntries) {
+  PolicyBench b(PolicyKind::kS3Fifo);
+  b.insert("AB");
+  EXPECT_EQ(b.evict(1), "A");  // ghost limit: 1 resident entry
+  EXPECT_EQ(b.evict(1), "B");  // ghost limit 0: A forgotten, B too
+  b.insert("A");
+  EXPECT_EQ(b.h('A')->queue, 0) << "a forgotten id must enter the small queue";
+}
+
+class AnyPolicyTest : public ::testing::TestWithParam<PolicyKind> {};
+
+TEST_P(AnyPolicyTest, RemoveThenEvictNeverReturnsRemoved) {
+  PolicyBench b(GetParam());
+  b.insert("ABCDEF");
+  b.touch("BD");
+  b.policy().remove(b.h('C'));
+  b.policy().remove(b.h('A'));
+  EXPECT_EQ(b.policy().entries(), 4u);
+  std::string out = b.evict(5);
+  EXPECT_EQ(out.back(), '-');
+  std::string victims = out.substr(0, 4);
+  std::sort(victims.begin(), victims.end());
+  EXPECT_EQ(victims, "BDEF");
+}
+
+TEST_P(AnyPolicyTest, NothingEvictableReturnsNull) {
+  PolicyBench b(GetParam());
+  EXPECT_EQ(b.evict(1), "-");
+  b.insert("ABC");
+  b.touch("B");
+  b.pin("ABC");
+  EXPECT_EQ(b.evict(1), "-");
+  EXPECT_EQ(b.policy().entries(), 3u);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AnyPolicyTest, ::testing::ValuesIn(kAllPolicies),
+                         [](const auto& info) { return std::string(policy_name(info.param)); });
+
+}  // namespace
+}  // namespace tierkv::memory
