@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -512,40 +510,9 @@ void decrby_command(CommandContext& ctx) {
   incr_by(ctx, -*delta);
 }
 
-// Redis keeps INCRBYFLOAT values as long double (MAX_LONG_DOUBLE_CHARS).
+// Redis keeps INCRBYFLOAT values as long double text of fewer than
+// MAX_LONG_DOUBLE_CHARS bytes; longer values are not floats.
 constexpr size_t kMaxLongDoubleChars = 5 * 1024;
-
-// Redis's string2ld(): strtold over the whole text, no leading space, no NaN,
-// no overflow to infinity or underflow to zero reported by ERANGE.
-std::optional<long double> parse_long_double(std::string_view s) {
-  if (s.empty() || s.size() >= kMaxLongDoubleChars) return std::nullopt;
-  char buf[kMaxLongDoubleChars];
-  std::memcpy(buf, s.data(), s.size());
-  buf[s.size()] = '\0';
-  if (std::isspace(static_cast<unsigned char>(buf[0]))) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  long double v = std::strtold(buf, &end);
-  if (static_cast<size_t>(end - buf) != s.size()) return std::nullopt;
-  if (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || std::fpclassify(v) == FP_ZERO))
-    return std::nullopt;
-  if (errno == EINVAL || std::isnan(v)) return std::nullopt;
-  return v;
-}
-
-// Redis's ld2string(LD_STR_HUMAN): "%.17Lf" with trailing zeros (and a
-// trailing point) removed, and "-0" printed as "0".
-std::string format_long_double_human(long double v) {
-  char buf[kMaxLongDoubleChars];
-  int n = std::snprintf(buf, sizeof(buf), "%.17Lf", v);
-  size_t len = n < 0 ? 0 : std::min(static_cast<size_t>(n), sizeof(buf) - 1);
-  if (std::memchr(buf, '.', len) != nullptr) {
-    while (len > 0 && buf[len - 1] == '0') --len;
-    if (len > 0 && buf[len - 1] == '.') --len;
-  }
-  if (len == 2 && buf[0] == '-' && buf[1] == '0') return "0";
-  return std::string(buf, len);
-}
 
 void incrbyfloat_command(CommandContext& ctx) {
   std::string_view key = ctx.arg(1);
@@ -569,7 +536,7 @@ void incrbyfloat_command(CommandContext& ctx) {
     long double next = current + *incr;
     if (std::isnan(next) || std::isinf(next))
       return ctx.reply.error("ERR increment would produce NaN or Infinity");
-    std::string text = format_long_double_human(next);
+    std::string text = format_long_double(next);
     Result<WriteResult> r = ctx.store.put(key, text,
                                           WriteOptions{.condition = WriteCondition::kIfVersion,
                                                        .expected_version = old ? old->version() : 0,
