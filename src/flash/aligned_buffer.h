@@ -1,0 +1,50 @@
+// AlignedBuffer: an owned, zero-initialised byte buffer whose address and
+// length are multiples of the device block (4 KiB), as O_DIRECT requires.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace tierkv::flash {
+
+inline constexpr size_t kBlockSize = 4096;
+
+inline constexpr size_t align_up(size_t n, size_t a = kBlockSize) {
+  return (n + a - 1) / a * a;
+}
+
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  // Rounds `size` up to a whole number of blocks.
+  explicit AlignedBuffer(size_t size) : size_(align_up(size)) {
+    if (size_ == 0) return;
+    data_ = static_cast<char*>(std::aligned_alloc(kBlockSize, size_));
+    if (data_ == nullptr) throw std::bad_alloc();
+    std::memset(data_, 0, size_);
+  }
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(data_); }
+
+  char* data() { return data_; }
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace tierkv::flash

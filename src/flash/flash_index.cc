@@ -1,0 +1,241 @@
+#include "flash/flash_index.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace tierkv::flash {
+
+std::string_view FlashIndex::Entry::key() const {
+  return {reinterpret_cast<const char*>(block.get() + slots), key_length};
+}
+
+FlashIndex::FlashIndex(uint32_t shards)
+    : shard_count_(std::bit_ceil(std::max<uint32_t>(shards, 1))),
+      shards_(new Shard[shard_count_]) {}
+
+FlashIndex::~FlashIndex() = default;
+
+size_t FlashIndex::block_bytes(uint32_t slots, uint32_t key_length) {
+  return size_t{slots} * sizeof(uint64_t) + key_length;
+}
+
+// Allocator's real footprint for one block: usable size plus its header.
+static size_t heap_footprint(const void* p) {
+  return malloc_usable_size(const_cast<void*>(p)) + 8;
+}
+
+void FlashIndex::reset_entry(Shard& s, Entry& e, std::string_view key, uint64_t version,
+                             uint64_t object_size, uint32_t slots) {
+  if (e.block) s.block_bytes -= heap_footprint(e.block.get());
+  s.chunks -= e.resident;
+  const size_t words = (block_bytes(slots, key.size()) + 7) / 8;
+  e.block.reset(new uint64_t[words]());
+  std::memcpy(e.block.get() + slots, key.data(), key.size());
+  s.block_bytes += heap_footprint(e.block.get());
+  e.version = version;
+  e.object_size = object_size;
+  e.key_length = static_cast<uint32_t>(key.size());
+  e.slots = slots;
+  e.resident = 0;
+  s.max_version = std::max(s.max_version, version);
+}
+
+void FlashIndex::resize_block(Shard& s, Entry& e, uint32_t slots) {
+  const size_t words = (block_bytes(slots, e.key_length) + 7) / 8;
+  std::unique_ptr<uint64_t[]> block(new uint64_t[words]());
+  std::memcpy(block.get(), e.block.get(), size_t{e.slots} * sizeof(uint64_t));
+  std::memcpy(block.get() + slots, e.block.get() + e.slots, e.key_length);
+  s.block_bytes -= heap_footprint(e.block.get());
+  s.block_bytes += heap_footprint(block.get());
+  e.block = std::move(block);
+  e.slots = slots;
+}
+
+void FlashIndex::erase_chunk(Shard& s, Entry& e, uint32_t chunk_index) {
+  if (chunk_index >= e.slots || e.locations()[chunk_index] == 0) return;
+  e.locations()[chunk_index] = 0;
+  --e.resident;
+  --s.chunks;
+}
+
+bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
+                     uint64_t version, uint64_t object_size, uint64_t loc,
+                     uint32_t chunk_count_hint) {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  const uint32_t wanted = std::max(chunk_index + 1, chunk_count_hint);
+  auto [it, inserted] = s.map.try_emplace(key_hash);
+  Entry& e = it->second;
+  if (inserted || e.key() != key) {
+    reset_entry(s, e, key, version, object_size, wanted);
+  } else if (version < e.version) {
+    return false;
+  } else if (version > e.version) {
+    reset_entry(s, e, key, version, object_size, wanted);
+  } else if (chunk_index >= e.slots) {
+    // Unknown final count: grow geometrically so sequential adds stay cheap.
+    resize_block(s, e, std::max(wanted, e.slots + e.slots / 2));
+  }
+  if (object_size != 0) e.object_size = object_size;
+  uint64_t& slot = e.locations()[chunk_index];
+  if (slot == 0) {
+    ++e.resident;
+    ++s.chunks;
+  }
+  slot = location::place(loc);
+  return true;
+}
+
+std::optional<IndexedChunk> FlashIndex::lookup(std::string_view key, uint64_t key_hash,
+                                               uint32_t chunk_index,
+                                               std::optional<uint64_t> version, bool mark_hit) {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end()) return std::nullopt;
+  Entry& e = it->second;
+  if (e.key() != key || chunk_index >= e.slots) return std::nullopt;
+  if (version && *version != e.version) return std::nullopt;
+  uint64_t& slot = e.locations()[chunk_index];
+  if (slot == 0 || location::relocating(slot)) return std::nullopt;
+  if (mark_hit) slot |= location::kHitBit;
+  return IndexedChunk{location::place(slot), e.version, e.object_size};
+}
+
+std::optional<FlashObjectInfo> FlashIndex::object(std::string_view key, uint64_t key_hash) const {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end() || it->second.key() != key) return std::nullopt;
+  const Entry& e = it->second;
+  FlashObjectInfo info{e.version, e.object_size, {}};
+  for (uint32_t i = 0; i < e.slots; ++i) {
+    const uint64_t slot = e.block[i];
+    if (slot != 0 && !location::relocating(slot)) info.chunks.push_back(i);
+  }
+  return info;
+}
+
+bool FlashIndex::remove(std::string_view key, uint64_t key_hash) {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end() || it->second.key() != key) return false;
+  s.chunks -= it->second.resident;
+  s.block_bytes -= heap_footprint(it->second.block.get());
+  s.map.erase(it);
+  return true;
+}
+
+bool FlashIndex::drop_chunk(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
+                            uint64_t loc) {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end()) return false;
+  Entry& e = it->second;
+  if (e.key() != key || chunk_index >= e.slots) return false;
+  if (location::place(e.locations()[chunk_index]) != location::place(loc)) return false;
+  erase_chunk(s, e, chunk_index);
+  if (e.resident == 0) {
+    s.block_bytes -= heap_footprint(e.block.get());
+    s.map.erase(it);
+  }
+  return true;
+}
+
+size_t FlashIndex::drop_region(uint32_t region, std::vector<ReinsertCandidate>* hits) {
+  size_t touched = 0;
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[i];
+    std::lock_guard lock(s.mu);
+    for (auto it = s.map.begin(); it != s.map.end();) {
+      Entry& e = it->second;
+      for (uint32_t c = 0; c < e.slots; ++c) {
+        uint64_t& slot = e.locations()[c];
+        if (slot == 0 || location::region(slot) != region) continue;
+        ++touched;
+        if (hits != nullptr && location::hit(slot) && !location::relocating(slot)) {
+          hits->push_back({std::string(e.key()), it->first, c, e.version, e.object_size,
+                           location::place(slot)});
+          slot = location::place(slot) | location::kRelocatingBit;
+        } else {
+          erase_chunk(s, e, c);
+        }
+      }
+      if (e.resident == 0) {
+        s.block_bytes -= heap_footprint(e.block.get());
+        s.map.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return touched;
+}
+
+bool FlashIndex::relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
+                          uint64_t version, uint64_t new_location) {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end()) return false;
+  Entry& e = it->second;
+  if (e.key() != key || e.version != version || chunk_index >= e.slots) return false;
+  uint64_t& slot = e.locations()[chunk_index];
+  if (!location::relocating(slot)) return false;
+  slot = location::place(new_location);
+  return true;
+}
+
+uint64_t FlashIndex::object_count() const {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    n += shards_[i].map.size();
+  }
+  return n;
+}
+
+uint64_t FlashIndex::chunk_count() const {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    n += shards_[i].chunks;
+  }
+  return n;
+}
+
+uint64_t FlashIndex::max_version() const {
+  uint64_t v = 0;
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    v = std::max(v, shards_[i].max_version);
+  }
+  return v;
+}
+
+size_t FlashIndex::memory_bytes() const {
+  // flat_hash_map: one slot plus one control byte per bucket of capacity.
+  constexpr size_t kSlot = sizeof(std::pair<const uint64_t, Entry>) + 1;
+  size_t n = sizeof(*this) + shard_count_ * sizeof(Shard);
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    n += shards_[i].map.capacity() * kSlot + shards_[i].block_bytes;
+  }
+  return n;
+}
+
+void FlashIndex::clear() {
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    std::lock_guard lock(shards_[i].mu);
+    shards_[i].map.clear();
+    shards_[i].block_bytes = 0;
+    shards_[i].chunks = 0;
+  }
+}
+
+}  // namespace tierkv::flash

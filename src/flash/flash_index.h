@@ -1,0 +1,160 @@
+// FlashIndex: the DRAM index of flash-resident chunks.
+//
+// One entry per object, keyed by the key's 64-bit hash. An entry holds the
+// object's version and size and a single heap block: one packed 8-byte
+// location per chunk slot, followed by the key bytes. So a chunk costs 8
+// bytes (plus slack from geometric growth when the chunk count is unknown)
+// and an object costs one table slot, its key once, and the block header.
+//
+// Only one version per object is indexed: adding a chunk of a newer version
+// drops the older version's chunks (their records become garbage that FIFO
+// reclaim removes); adding an older version is refused.
+//
+// Two keys with the same 64-bit hash cannot both be indexed: the later one
+// replaces the earlier (a lookup always compares the key, so nothing wrong is
+// ever served; the cost is a spurious miss with probability ~n/2^64).
+//
+// Thread-safe: sharded by key hash, one mutex per shard.
+#pragma once
+
+#include <absl/container/flat_hash_map.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tierkv::flash {
+
+// A chunk's place on flash, packed into 8 bytes:
+//   bits  0-19  offset inside the region, in 4 KiB blocks
+//   bits 20-39  record size, in 4 KiB blocks
+//   bits 40-61  region number
+//   bit  62     read since written (for hit-based reinsertion)
+//   bit  63     being relocated by reinsertion: not readable yet
+// 0 means "no chunk": offset 0 of a region is its header, never a record.
+namespace location {
+inline constexpr uint64_t kMaxBlocks = (uint64_t{1} << 20) - 1;
+inline constexpr uint64_t kMaxRegion = (uint64_t{1} << 22) - 1;
+inline constexpr uint64_t kHitBit = uint64_t{1} << 62;
+inline constexpr uint64_t kRelocatingBit = uint64_t{1} << 63;
+
+inline uint64_t pack(uint32_t region, uint64_t offset_blocks, uint64_t size_blocks) {
+  return offset_blocks | (size_blocks << 20) | (uint64_t{region} << 40);
+}
+inline uint64_t offset_blocks(uint64_t loc) {
+  return loc & kMaxBlocks;
+}
+inline uint64_t size_blocks(uint64_t loc) {
+  return (loc >> 20) & kMaxBlocks;
+}
+inline uint32_t region(uint64_t loc) {
+  return static_cast<uint32_t>((loc >> 40) & kMaxRegion);
+}
+inline bool hit(uint64_t loc) {
+  return (loc & kHitBit) != 0;
+}
+inline bool relocating(uint64_t loc) {
+  return (loc & kRelocatingBit) != 0;
+}
+// The location without its flag bits.
+inline uint64_t place(uint64_t loc) {
+  return loc & ~(kHitBit | kRelocatingBit);
+}
+}  // namespace location
+
+struct IndexedChunk {
+  uint64_t location = 0;
+  uint64_t version = 0;
+  uint64_t object_size = 0;
+};
+
+struct FlashObjectInfo {
+  uint64_t version = 0;
+  uint64_t object_size = 0;
+  std::vector<uint32_t> chunks;  // indexes of the chunks on flash, ascending
+};
+
+// A chunk whose region is being reclaimed and that was read since it was
+// written: the tier rewrites it at the head of the log.
+struct ReinsertCandidate {
+  std::string key;
+  uint64_t key_hash = 0;
+  uint32_t chunk_index = 0;
+  uint64_t version = 0;
+  uint64_t object_size = 0;
+  uint64_t location = 0;  // where it is now (flag bits cleared)
+};
+
+class FlashIndex {
+ public:
+  explicit FlashIndex(uint32_t shards = 16);
+  ~FlashIndex();
+  FlashIndex(const FlashIndex&) = delete;
+  FlashIndex& operator=(const FlashIndex&) = delete;
+
+  // Indexes a chunk at `location`. False (nothing changed) if the object
+  // already has a newer version. `chunk_count_hint` (0: unknown) sizes the
+  // object's location array exactly.
+  bool add(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t version,
+           uint64_t object_size, uint64_t location, uint32_t chunk_count_hint = 0);
+  // The chunk's location, if indexed (and of `version`, if given). With
+  // mark_hit, records the read for hit-based reinsertion.
+  std::optional<IndexedChunk> lookup(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
+                                     std::optional<uint64_t> version, bool mark_hit);
+  std::optional<FlashObjectInfo> object(std::string_view key, uint64_t key_hash) const;
+  bool remove(std::string_view key, uint64_t key_hash);
+  // Drops one chunk if it is still at `location` (e.g. it failed to verify).
+  bool drop_chunk(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t location);
+
+  // Drops every chunk stored in `region`. If `hits` is given, chunks read
+  // since they were written stay indexed but marked relocating (unreadable)
+  // and are appended to *hits; relocate() or drop_chunk() settles them.
+  // Returns the number of chunks dropped or marked.
+  size_t drop_region(uint32_t region, std::vector<ReinsertCandidate>* hits);
+  // Completes a reinsertion: points a relocating chunk at its new place.
+  // False if the chunk was removed or superseded meanwhile.
+  bool relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t version,
+                uint64_t new_location);
+
+  uint64_t object_count() const;
+  uint64_t chunk_count() const;
+  uint64_t max_version() const;
+  // DRAM used by the index: table slots and control bytes, plus heap blocks.
+  size_t memory_bytes() const;
+  void clear();
+
+ private:
+  struct Entry {
+    uint64_t version = 0;
+    uint64_t object_size = 0;
+    uint32_t key_length = 0;
+    uint32_t slots = 0;
+    uint32_t resident = 0;
+    std::unique_ptr<uint64_t[]> block;  // slots locations, then the key
+    std::string_view key() const;
+    uint64_t* locations() { return block.get(); }
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    absl::flat_hash_map<uint64_t, Entry> map;
+    size_t block_bytes = 0;
+    uint64_t chunks = 0;
+    uint64_t max_version = 0;
+  };
+
+  Shard& shard_for(uint64_t key_hash) const { return shards_[key_hash & (shard_count_ - 1)]; }
+  static size_t block_bytes(uint32_t slots, uint32_t key_length);
+  static void resize_block(Shard& s, Entry& e, uint32_t slots);
+  static void reset_entry(Shard& s, Entry& e, std::string_view key, uint64_t version,
+                          uint64_t object_size, uint32_t slots);
+  static void erase_chunk(Shard& s, Entry& e, uint32_t chunk_index);
+
+  const uint32_t shard_count_;
+  std::unique_ptr<Shard[]> shards_;
+};
+
+}  // namespace tierkv::flash

@@ -1,0 +1,351 @@
+// FlashTier: opening the device, recovering the index, starting the engine,
+// and shutting down.
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/hash.h"
+#include "flash/flash_tier.h"
+#include "flash/flash_tier_internal.h"
+#include "flash/record.h"
+
+namespace tierkv::flash {
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+FlashMetrics::FlashMetrics(MetricsRegistry& r)
+    : bytes_used(r.gauge("tierkv_flash_bytes_used", "Bytes written in live flash regions")),
+      bytes_free(r.gauge("tierkv_flash_bytes_free", "Flash bytes not in live regions")),
+      records(r.gauge("tierkv_flash_records", "Chunk records indexed on flash")),
+      objects(r.gauge("tierkv_flash_objects", "Objects with chunks on flash")),
+      regions(r.gauge("tierkv_flash_regions", "Flash regions")),
+      regions_used(r.gauge("tierkv_flash_regions_used", "Flash regions holding data")),
+      index_bytes(r.gauge("tierkv_flash_index_bytes", "DRAM used by the flash index")),
+      write_amplification_permille(r.gauge("tierkv_flash_write_amplification_permille",
+                                           "Device bytes written per 1000 user bytes")),
+      reclaims(r.counter("tierkv_flash_reclaims_total", "Flash regions reclaimed")),
+      reinsertions(r.counter("tierkv_flash_reinsertions_total", "Chunks reinserted on reclaim")),
+      reads(r.counter("tierkv_flash_reads_total", "Chunk reads from the device")),
+      read_bytes(r.counter("tierkv_flash_read_bytes_total", "Chunk data bytes read")),
+      read_misses(r.counter("tierkv_flash_read_misses_total", "Reads of chunks not indexed")),
+      read_races(
+          r.counter("tierkv_flash_read_races_total", "Reads that lost their region to reclaim")),
+      read_latency(r.latency("tierkv_flash_read_latency", "Chunk read latency")),
+      device_write_bytes(r.counter("tierkv_flash_write_bytes_total",
+                                   "Bytes written to the device (headers, padding)")),
+      user_write_bytes(
+          r.counter("tierkv_flash_user_write_bytes_total", "Chunk data bytes written by callers")),
+      checksum_failures(
+          r.counter("tierkv_flash_checksum_failures_total", "Reads that failed verification")),
+      write_errors(r.counter("tierkv_flash_write_errors_total", "Failed device writes")),
+      read_errors(r.counter("tierkv_flash_read_errors_total", "Failed device reads")),
+      recovered_records(
+          r.counter("tierkv_flash_recovered_records_total", "Chunk records recovered at open")),
+      recovery_dropped_records(r.counter("tierkv_flash_recovery_dropped_records_total",
+                                         "Torn or corrupt records dropped at open")) {}
+
+std::string_view fsync_policy_name(FsyncPolicy policy) {
+  switch (policy) {
+    case FsyncPolicy::kNone:
+      return "none";
+    case FsyncPolicy::kEverySec:
+      return "everysec";
+    case FsyncPolicy::kAlways:
+      return "always";
+  }
+  return "?";
+}
+
+Result<FsyncPolicy> parse_fsync_policy(std::string_view text) {
+  if (text == "none" || text == "no") return FsyncPolicy::kNone;
+  if (text == "everysec") return FsyncPolicy::kEverySec;
+  if (text == "always") return FsyncPolicy::kAlways;
+  return Status::invalid_argument("fsync policy must be none, everysec or always");
+}
+
+Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, buf + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::io_error(std::string("flash read: ") + std::strerror(errno));
+    if (n == 0) return Status::io_error("flash read: unexpected end of file");
+    done += static_cast<uint64_t>(n);
+  }
+  return Status::ok();
+}
+
+namespace {
+
+std::string errno_text(const std::string& what, const std::string& path, int err) {
+  return what + " " + path + ": " + std::strerror(err);
+}
+
+}  // namespace
+
+FlashTier::FlashTier(const FlashOptions& options, MetricsRegistry* metrics) : options_(options) {
+  if (metrics == nullptr) {
+    owned_metrics_ = std::make_unique<MetricsRegistry>();
+    metrics = owned_metrics_.get();
+  }
+  impl_ = std::make_unique<Impl>(*metrics);
+}
+
+Result<std::unique_ptr<FlashTier>> FlashTier::open(const FlashOptions& options,
+                                                   MetricsRegistry* metrics) {
+  if (options.path.empty()) return Status::invalid_argument("flash: empty path");
+  if (options.region_size % kBlockSize != 0 || options.region_size < 16 * kBlockSize ||
+      options.region_size > (uint64_t{1} << 30)) {
+    return Status::invalid_argument(
+        "flash: region size must be a multiple of 4 KiB in [64 KiB, 1 GiB]");
+  }
+  if (options.write_buffer_size == 0 || options.write_buffer_size % kBlockSize != 0) {
+    return Status::invalid_argument("flash: write buffer size must be a multiple of 4 KiB");
+  }
+  if (options.queue_depth == 0 || options.max_write_inflight == 0) {
+    return Status::invalid_argument("flash: queue depth and write slots must be positive");
+  }
+  std::unique_ptr<FlashTier> tier(new FlashTier(options, metrics));
+  TIERKV_RETURN_IF_ERROR(tier->open_device());
+  TIERKV_RETURN_IF_ERROR(tier->recover());
+  TIERKV_RETURN_IF_ERROR(tier->start_engine());
+  return tier;
+}
+
+Status FlashTier::open_device() {
+  std::string path = options_.path;
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if ((exists && S_ISDIR(st.st_mode)) || path.back() == '/') {
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    if (!exists && ::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status::io_error(errno_text("flash: cannot create directory", path, errno));
+    }
+    path += "/flash.dat";
+  }
+  file_path_ = path;
+  const bool block_device = ::stat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode);
+  const int flags = O_RDWR | O_CLOEXEC | (block_device ? 0 : O_CREAT);
+  int fd = -1;
+  if (options_.direct_io) {
+    fd = ::open(path.c_str(), flags | O_DIRECT, 0644);
+    if (fd >= 0) {
+      // Some file systems accept O_DIRECT at open and refuse it at I/O time.
+      AlignedBuffer probe(kBlockSize);
+      if (::pread(fd, probe.data(), kBlockSize, 0) < 0 && errno == EINVAL) {
+        ::close(fd);
+        fd = -1;
+      }
+    } else if (errno != EINVAL) {
+      return Status::io_error(errno_text("flash: cannot open", path, errno));
+    }
+    if (fd < 0) spdlog::info("flash: {} does not support O_DIRECT; using buffered I/O", path);
+  }
+  direct_io_ = fd >= 0;
+  if (fd < 0) fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return Status::io_error(errno_text("flash: cannot open", path, errno));
+  impl_->fd = UniqueFd(fd);
+
+  uint64_t size = options_.size;
+  if (block_device) {
+    uint64_t device_bytes = 0;
+    if (::ioctl(fd, BLKGETSIZE64, &device_bytes) != 0) {
+      return Status::io_error(errno_text("flash: cannot size device", path, errno));
+    }
+    size = std::min(size, device_bytes);
+  }
+  const uint64_t regions = size / options_.region_size;
+  if (regions < 2) {
+    return Status::invalid_argument("flash: size " + std::to_string(size) +
+                                    " holds fewer than 2 regions of " +
+                                    std::to_string(options_.region_size) + " bytes");
+  }
+  if (regions > location::kMaxRegion) return Status::invalid_argument("flash: too many regions");
+  region_count_ = static_cast<uint32_t>(regions);
+  const uint64_t bytes = capacity();
+  if (block_device) return Status::ok();
+
+  if (::fstat(fd, &st) != 0) return Status::io_error(errno_text("flash: cannot stat", path, errno));
+  if (options_.preallocate) {
+    // Check first: a fallocate that runs out of space part-way fills the disk.
+    struct statvfs vfs {};
+    const uint64_t allocated = static_cast<uint64_t>(st.st_blocks) * 512;
+    if (::fstatvfs(fd, &vfs) == 0 && bytes > allocated &&
+        bytes - allocated > uint64_t{vfs.f_bavail} * vfs.f_frsize) {
+      return Status::io_error("flash: no space left on the device for " + std::to_string(bytes) +
+                              " bytes at " + path + " (ENOSPC)");
+    }
+    if (::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0) return Status::ok();
+    if (errno != EOPNOTSUPP && errno != ENOSYS) {
+      return Status::io_error(errno_text(
+          "flash: cannot allocate " + std::to_string(bytes) + " bytes for", path, errno));
+    }
+  }
+  if (static_cast<uint64_t>(st.st_size) < bytes &&
+      ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    return Status::io_error(errno_text("flash: cannot size", path, errno));
+  }
+  return Status::ok();
+}
+
+Status FlashTier::recover() {
+  Impl& im = *impl_;
+  const uint64_t start = mono_ns();
+  im.regions.assign(region_count_, RegionState{});
+  std::vector<std::pair<uint64_t, uint32_t>> live;  // (seq, region)
+  AlignedBuffer header(kBlockSize);
+  for (uint32_t r = 0; r < region_count_; ++r) {
+    TIERKV_RETURN_IF_ERROR(
+        read_exact(im.fd.get(), header.data(), kBlockSize, uint64_t{r} * options_.region_size));
+    Result<RegionHeader> h = decode_region_header(header.data(), kBlockSize);
+    if (!h.is_ok()) {
+      uint32_t magic = 0;
+      std::memcpy(&magic, header.data(), sizeof(magic));
+      if (magic == kRegionMagic) ++recovery_.regions_corrupt;
+      continue;
+    }
+    // A header from another layout (region size changed) describes nothing here.
+    if (h->region_index != r || h->region_size != options_.region_size || h->seq == 0) continue;
+    live.emplace_back(h->seq, r);
+  }
+  std::sort(live.begin(), live.end());
+  std::vector<bool> used(region_count_, false);
+  if (!live.empty()) {
+    AlignedBuffer region_buffer(options_.region_size);
+    for (auto [seq, r] : live) {
+      TIERKV_RETURN_IF_ERROR(scan_region(r, seq, region_buffer));
+      im.regions[r].seq = seq;
+      im.fifo.push_back(r);
+      im.next_seq = std::max(im.next_seq, seq + 1);
+      used[r] = true;
+      ++recovery_.regions_scanned;
+    }
+  }
+  for (uint32_t r = 0; r < region_count_; ++r) {
+    if (!used[r]) im.free_regions.push_back(r);
+  }
+  recovery_.objects = im.index.object_count();
+  recovery_.duration_us = (mono_ns() - start) / 1000;
+  recovered_max_version_ = im.index.max_version();
+  im.metrics.regions.set(region_count_);
+  im.metrics.recovered_records.add(recovery_.records_recovered);
+  im.metrics.recovery_dropped_records.add(recovery_.records_dropped);
+  {
+    std::lock_guard lock(im.write_mu);
+    update_space_gauges_locked();
+  }
+  update_index_gauges();
+  spdlog::info(
+      "flash: recovered {} objects ({} chunk records) from {} regions in {:.1f} ms; dropped {} "
+      "torn or corrupt records, {} corrupt region headers",
+      recovery_.objects, recovery_.records_recovered, recovery_.regions_scanned,
+      recovery_.duration_us / 1000.0, recovery_.records_dropped, recovery_.regions_corrupt);
+  return Status::ok();
+}
+
+// Indexes every valid record of one region incarnation. Records are found by
+// walking block by block, so a corrupt record costs only itself: the walk
+// resumes at the next block that starts a valid record of this incarnation.
+Status FlashTier::scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buffer) {
+  Impl& im = *impl_;
+  const uint64_t region_size = options_.region_size;
+  TIERKV_RETURN_IF_ERROR(
+      read_exact(im.fd.get(), buffer.data(), region_size, uint64_t{region} * region_size));
+  uint64_t offset = kBlockSize;
+  uint64_t end = kBlockSize;
+  bool gap = false;          // unreadable blocks since the last good record
+  bool gap_counted = false;  // ... already counted as a dropped record
+  while (offset + kBlockSize <= region_size) {
+    const char* p = buffer.data() + offset;
+    const uint64_t left = region_size - offset;
+    if (!is_record_start(p, left, seq)) {
+      gap = true;
+      offset += kBlockSize;
+      continue;
+    }
+    Result<RecordView> rec = decode_record(p, left);
+    if (!rec.is_ok()) {
+      ++recovery_.records_dropped;
+      gap = gap_counted = true;
+      offset += kBlockSize;
+      continue;
+    }
+    // A damaged header hides its record; the good record after it shows it.
+    if (gap && !gap_counted) ++recovery_.records_dropped;
+    gap = gap_counted = false;
+    const uint64_t size = record_size(rec->key.size(), rec->data.size());
+    im.index.add(rec->key, hash64(rec->key), rec->header.chunk_index, rec->header.object_version,
+                 rec->header.object_size,
+                 location::pack(region, offset / kBlockSize, size / kBlockSize));
+    ++recovery_.records_recovered;
+    offset += size;
+    end = offset;
+  }
+  im.regions[region].fill = end;
+  im.used_bytes += end;
+  return Status::ok();
+}
+
+Status FlashTier::start_engine() {
+  Impl& im = *impl_;
+  IoEngineOptions eo;
+  eo.fd = im.fd.get();
+  eo.queue_depth = options_.queue_depth + options_.max_write_inflight;
+  eo.read_latency_ns = options_.backing_latency_ns;
+  if (options_.io_backend != IoBackend::kThreadPool) {
+    Result<std::unique_ptr<IoEngine>> uring = make_uring_engine(eo);
+    if (uring.is_ok()) {
+      im.engine = std::move(*uring);
+    } else if (options_.io_backend == IoBackend::kUring) {
+      return uring.status();
+    } else {
+      spdlog::warn("flash: io_uring unavailable ({}); using a pread/pwrite thread pool",
+                   uring.status().message());
+    }
+  }
+  if (!im.engine) im.engine = make_thread_pool_engine(eo);
+  spdlog::info("flash: {} ({} regions of {} KiB) via {}, {} I/O, fsync {}", file_path_,
+               region_count_, options_.region_size >> 10, im.engine->name(),
+               direct_io_ ? "direct" : "buffered", fsync_policy_name(options_.fsync));
+  if (options_.fsync == FsyncPolicy::kEverySec) {
+    im.sync_thread = std::thread([&im] {
+      std::unique_lock lock(im.sync_mu);
+      while (!im.sync_cv.wait_for(lock, std::chrono::seconds(1), [&] { return im.sync_stop; })) {
+        if (im.dirty.exchange(false)) ::fdatasync(im.fd.get());
+      }
+    });
+  }
+  return Status::ok();
+}
+
+FlashTier::~FlashTier() {
+  Impl& im = *impl_;
+  if (im.engine) {
+    flush();
+    std::unique_lock lock(im.read_mu);
+    im.reads_idle.wait(lock, [&] { return im.reads_outstanding == 0; });
+  }
+  if (im.sync_thread.joinable()) {
+    {
+      std::lock_guard lock(im.sync_mu);
+      im.sync_stop = true;
+    }
+    im.sync_cv.notify_all();
+    im.sync_thread.join();
+  }
+  im.engine.reset();  // joins the I/O threads: no callback runs after this
+  if (options_.fsync != FsyncPolicy::kNone && im.fd.get() >= 0) ::fdatasync(im.fd.get());
+}
+
+}  // namespace tierkv::flash

@@ -1,0 +1,549 @@
+// FlashTier's write and read paths. Opening and recovery: flash_open.cc.
+#include "flash/flash_tier.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/hash.h"
+#include "flash/flash_tier_internal.h"
+#include "flash/record.h"
+
+namespace tierkv::flash {
+
+// Reinsertion copies at most this share of a region, so a region full of hot
+// chunks cannot fill its successor with nothing but copies.
+constexpr double kReinsertMaxFraction = 0.5;
+
+struct FlashTier::Reinsert {
+  PendingChunk chunk;
+  AlignedBuffer buffer;
+  std::string_view data;  // inside buffer
+};
+
+void FlashTier::WriteBatch::on_complete(int64_t result) {
+  tier->on_write_done(this, result);
+}
+void FlashTier::ReadOp::on_complete(int64_t result) {
+  tier->on_read_done(this, result);
+}
+
+// ---------------------------------------------------------------- writes
+
+Status FlashTier::write_chunk(const ChunkWrite& chunk, WriteCallback done) {
+  std::vector<WriteCallback> callbacks;
+  callbacks.push_back(std::move(done));
+  return enqueue_writes(std::span(&chunk, 1), std::move(callbacks));
+}
+
+Status FlashTier::write_chunks(std::span<const ChunkWrite> chunks, WriteCallback done) {
+  if (chunks.empty()) {
+    done(Status::ok());
+    return Status::ok();
+  }
+  struct Join {
+    std::mutex mu;
+    size_t remaining;
+    Status first_error;
+    WriteCallback done;
+  };
+  auto join = std::make_shared<Join>();
+  join->remaining = chunks.size();
+  join->done = std::move(done);
+  std::vector<WriteCallback> callbacks;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    callbacks.push_back([join](Status st) {
+      std::unique_lock lock(join->mu);
+      if (!st.is_ok() && join->first_error.is_ok()) join->first_error = std::move(st);
+      if (--join->remaining > 0) return;
+      Status result = std::move(join->first_error);
+      lock.unlock();
+      join->done(std::move(result));
+    });
+  }
+  Status st = enqueue_writes(chunks, std::move(callbacks));
+  if (!st.is_ok()) {
+    // Chunks queued before the failure still land; the caller hears only
+    // this error, so the joined callback must not run.
+    std::lock_guard lock(join->mu);
+    join->done = [](Status) {};
+  }
+  return st;
+}
+
+Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
+                                 std::vector<WriteCallback> done) {
+  const uint64_t max_record = options_.region_size - kBlockSize;
+  uint64_t total = 0;
+  for (const ChunkWrite& c : chunks) {
+    const uint64_t size = record_size(c.key.size(), c.data.size());
+    if (c.key.empty()) return Status::invalid_argument("flash: empty key");
+    if (size > max_record || c.key.size() > UINT32_MAX || c.data.size() > UINT32_MAX) {
+      return Status::too_large("flash: chunk record of " + std::to_string(size) +
+                               " bytes exceeds the region payload of " +
+                               std::to_string(max_record));
+    }
+    total += size;
+  }
+  std::vector<IoRequest*> to_submit;
+  {
+    std::lock_guard lock(impl_->write_mu);
+    if (impl_->pending_bytes > 0 &&
+        impl_->pending_bytes + total > options_.max_pending_write_bytes) {
+      return Status::busy("flash write queue full");
+    }
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const ChunkWrite& c = chunks[i];
+      PendingChunk p;
+      p.key.assign(c.key);
+      p.key_hash = hash64(c.key);
+      p.chunk_index = c.chunk_index;
+      p.version = c.version;
+      p.object_size = c.object_size;
+      p.chunk_count = c.chunk_count;
+      p.done = std::move(done[i]);
+      Status st = append_locked(std::move(p), c.data);
+      if (!st.is_ok()) {
+        kick_locked(to_submit);
+        if (!to_submit.empty()) impl_->engine->submit(to_submit);
+        return st;
+      }
+    }
+    kick_locked(to_submit);
+  }
+  if (!to_submit.empty()) impl_->engine->submit(to_submit);
+  return Status::ok();
+}
+
+Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
+  Impl& im = *impl_;
+  const uint64_t size = record_size(chunk.key.size(), data.size());
+  if (im.active_region < 0 || im.active_offset + size > options_.region_size) {
+    TIERKV_RETURN_IF_ERROR(open_region_locked());
+  }
+  const auto region = static_cast<uint32_t>(im.active_region);
+  RegionState& st = im.regions[region];
+  if (!im.active || im.active->used + size > im.active->buffer.size()) {
+    seal_locked();
+    im.active = new_batch_locked(region, im.active_offset, size);
+  }
+  encode_record(im.active->buffer.data() + im.active->used, chunk.key, data,
+                {chunk.chunk_index, chunk.version, st.seq, chunk.object_size});
+  chunk.location = location::pack(region, im.active_offset / kBlockSize, size / kBlockSize);
+  chunk.data_bytes = data.size();
+  im.active->used += size;
+  im.active->chunks.push_back(std::move(chunk));
+  im.active_offset += size;
+  st.fill += size;
+  im.used_bytes += size;
+  im.pending_bytes += size;
+  update_space_gauges_locked();
+  return Status::ok();
+}
+
+Status FlashTier::open_region_locked() {
+  Impl& im = *impl_;
+  uint32_t region = 0;
+  std::vector<Reinsert> reinserts;
+  if (!im.free_regions.empty()) {
+    region = im.free_regions.front();
+    im.free_regions.pop_front();
+  } else {
+    region = im.fifo.front();
+    if (im.regions[region].pending_writes > 0) {
+      return Status::busy("flash: oldest region still has writes in flight");
+    }
+    im.fifo.pop_front();
+    reclaim_locked(region, reinserts);
+  }
+  seal_locked();
+  RegionState& st = im.regions[region];
+  st.seq = im.next_seq++;
+  st.fill = kBlockSize;
+  im.used_bytes += kBlockSize;
+  im.pending_bytes += kBlockSize;
+  im.fifo.push_back(region);
+  im.active_region = region;
+  im.active = new_batch_locked(region, 0, kBlockSize);
+  encode_region_header(im.active->buffer.data(), region, st.seq, options_.region_size);
+  im.active->used = kBlockSize;
+  im.active_offset = kBlockSize;
+  for (Reinsert& r : reinserts) {
+    // Fits: reinserted bytes are capped well below a region.
+    Status ok = append_locked(std::move(r.chunk), r.data);
+    if (!ok.is_ok()) spdlog::warn("flash: reinsertion failed: {}", ok.to_string());
+  }
+  update_space_gauges_locked();
+  return Status::ok();
+}
+
+// Reads exactly `length` bytes at `offset`; used outside the engine.
+Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
+
+void FlashTier::reclaim_locked(uint32_t region, std::vector<Reinsert>& reinserts) {
+  Impl& im = *impl_;
+  std::vector<ReinsertCandidate> hits;
+  im.index.drop_region(region, options_.reinsertion ? &hits : nullptr);
+  // Readers compare this epoch: a record that changed under a read after a
+  // reclaim is a race, not corruption.
+  im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
+  RegionState& st = im.regions[region];
+  im.used_bytes -= st.fill;
+  st.fill = 0;
+  st.seq = 0;
+  im.metrics.reclaims.add();
+
+  auto budget = static_cast<uint64_t>(options_.region_size * kReinsertMaxFraction);
+  for (ReinsertCandidate& h : hits) {
+    const uint64_t size = location::size_blocks(h.location) * kBlockSize;
+    const uint64_t offset =
+        uint64_t{region} * options_.region_size + location::offset_blocks(h.location) * kBlockSize;
+    AlignedBuffer buffer;
+    Result<RecordView> rec = Status::corruption("over reinsertion budget");
+    if (size <= budget) {
+      buffer = AlignedBuffer(size);
+      Status st_read = read_exact(im.fd.get(), buffer.data(), size, offset);
+      rec = st_read.is_ok() ? decode_record(buffer.data(), size) : Result<RecordView>(st_read);
+    }
+    if (!rec.is_ok() || rec->key != h.key || rec->header.chunk_index != h.chunk_index ||
+        rec->header.object_version != h.version) {
+      im.index.drop_chunk(h.key, h.key_hash, h.chunk_index, h.location);
+      continue;
+    }
+    budget -= size;
+    Reinsert r;
+    r.chunk.key = std::move(h.key);
+    r.chunk.key_hash = h.key_hash;
+    r.chunk.chunk_index = h.chunk_index;
+    r.chunk.version = h.version;
+    r.chunk.object_size = h.object_size;
+    r.chunk.old_location = h.location;
+    r.chunk.reinsertion = true;
+    r.data = rec->data;
+    r.buffer = std::move(buffer);  // the heap block, and so r.data, stays put
+    reinserts.push_back(std::move(r));
+  }
+}
+
+std::unique_ptr<FlashTier::WriteBatch> FlashTier::new_batch_locked(uint32_t region, uint64_t offset,
+                                                                   uint64_t bytes) {
+  Impl& im = *impl_;
+  auto batch = std::make_unique<WriteBatch>();
+  batch->tier = this;
+  batch->op = IoRequest::Op::kWrite;
+  batch->region = region;
+  batch->region_offset = offset;
+  const uint64_t room = options_.region_size - offset;
+  const uint64_t capacity = std::min(std::max(options_.write_buffer_size, bytes), room);
+  if (capacity == options_.write_buffer_size && !im.spare_buffers.empty()) {
+    batch->buffer = std::move(im.spare_buffers.back());
+    im.spare_buffers.pop_back();
+  } else {
+    batch->buffer = AlignedBuffer(capacity);
+  }
+  ++im.regions[region].pending_writes;
+  return batch;
+}
+
+void FlashTier::seal_locked() {
+  Impl& im = *impl_;
+  if (im.active) im.sealed.push_back(std::move(im.active));
+}
+
+void FlashTier::kick_locked(std::vector<IoRequest*>& to_submit) {
+  Impl& im = *impl_;
+  while (im.writes_in_flight < options_.max_write_inflight) {
+    std::unique_ptr<WriteBatch> batch;
+    if (!im.sealed.empty()) {
+      batch = std::move(im.sealed.front());
+      im.sealed.pop_front();
+    } else if (im.active) {
+      batch = std::move(im.active);  // group commit: whatever has gathered
+    } else {
+      break;
+    }
+    batch->buf = batch->buffer.data();
+    batch->length = batch->used;
+    batch->offset = uint64_t{batch->region} * options_.region_size + batch->region_offset;
+    batch->done = 0;
+    ++im.writes_in_flight;
+    to_submit.push_back(batch.release());
+  }
+}
+
+void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
+  Impl& im = *impl_;
+  if (result >= 0 && options_.fsync == FsyncPolicy::kAlways && !raw->fsynced) {
+    raw->fsynced = true;
+    raw->op = IoRequest::Op::kFsync;
+    im.engine->submit(raw);
+    return;
+  }
+  std::unique_ptr<WriteBatch> batch(raw);
+  const bool ok = result >= 0;
+  std::vector<Status> outcomes(batch->chunks.size());
+  uint64_t user_bytes = 0;
+  // Index before releasing the region: once pending_writes drops, the region
+  // may be reclaimed, and its entries must already be there to be dropped.
+  for (size_t i = 0; i < batch->chunks.size(); ++i) {
+    PendingChunk& c = batch->chunks[i];
+    if (!ok) {
+      if (c.reinsertion) im.index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.old_location);
+      outcomes[i] = Status::io_error(std::string("flash write: ") + std::strerror(-result));
+    } else if (c.reinsertion) {
+      if (im.index.relocate(c.key, c.key_hash, c.chunk_index, c.version, c.location)) {
+        im.metrics.reinsertions.add();
+      }
+    } else if (!im.index.add(c.key, c.key_hash, c.chunk_index, c.version, c.object_size, c.location,
+                             c.chunk_count)) {
+      outcomes[i] = Status::conflict("flash: a newer version was written meanwhile");
+    } else {
+      user_bytes += c.data_bytes;
+    }
+  }
+  if (ok) {
+    im.metrics.device_write_bytes.add(batch->used);
+    im.metrics.user_write_bytes.add(user_bytes);
+    im.dirty.store(true, std::memory_order_relaxed);
+  } else {
+    im.metrics.write_errors.add();
+    spdlog::error("flash: write of {} bytes at offset {} failed: {}", batch->used, batch->offset,
+                  std::strerror(static_cast<int>(-result)));
+  }
+  std::vector<IoRequest*> next;
+  {
+    std::lock_guard lock(im.write_mu);
+    --im.writes_in_flight;
+    --im.regions[batch->region].pending_writes;
+    im.pending_bytes -= batch->used;
+    kick_locked(next);
+    if (batch->buffer.size() == options_.write_buffer_size &&
+        im.spare_buffers.size() < options_.max_write_inflight) {
+      im.spare_buffers.push_back(std::move(batch->buffer));
+    }
+    if (im.writes_in_flight == 0) im.writes_idle.notify_all();
+  }
+  if (!next.empty()) im.engine->submit(next);
+  update_index_gauges();
+  for (size_t i = 0; i < batch->chunks.size(); ++i) {
+    if (batch->chunks[i].done) batch->chunks[i].done(std::move(outcomes[i]));
+  }
+}
+
+void FlashTier::flush() {
+  Impl& im = *impl_;
+  std::vector<IoRequest*> to_submit;
+  {
+    std::lock_guard lock(im.write_mu);
+    seal_locked();
+    kick_locked(to_submit);
+  }
+  if (!to_submit.empty()) im.engine->submit(to_submit);
+  {
+    std::unique_lock lock(im.write_mu);
+    im.writes_idle.wait(
+        lock, [&] { return im.writes_in_flight == 0 && im.sealed.empty() && !im.active; });
+  }
+  if (options_.fsync != FsyncPolicy::kNone && im.dirty.exchange(false)) ::fdatasync(im.fd.get());
+}
+
+void FlashTier::update_space_gauges_locked() {
+  Impl& im = *impl_;
+  im.metrics.bytes_used.set(static_cast<int64_t>(im.used_bytes));
+  im.metrics.bytes_free.set(static_cast<int64_t>(capacity() - im.used_bytes));
+  im.metrics.regions_used.set(static_cast<int64_t>(im.fifo.size()));
+}
+
+void FlashTier::update_index_gauges() {
+  Impl& im = *impl_;
+  im.metrics.records.set(static_cast<int64_t>(im.index.chunk_count()));
+  im.metrics.objects.set(static_cast<int64_t>(im.index.object_count()));
+  im.metrics.index_bytes.set(static_cast<int64_t>(im.index.memory_bytes()));
+  const uint64_t user = im.metrics.user_write_bytes.value();
+  if (user > 0) {
+    im.metrics.write_amplification_permille.set(
+        static_cast<int64_t>(im.metrics.device_write_bytes.value() * 1000 / user));
+  }
+}
+
+// ----------------------------------------------------------------- reads
+
+Status FlashTier::read_chunk(std::string_view key, uint32_t chunk_index,
+                             std::optional<uint64_t> version, ReadCallback done) {
+  ReadOp* op = make_read_op(key, chunk_index, version);
+  if (op == nullptr) return Status::not_found("chunk not on flash");
+  op->done = std::move(done);
+  submit_reads(std::span(&op, 1));
+  return Status::ok();
+}
+
+void FlashTier::read_chunks(std::string_view key, std::span<const uint32_t> chunk_indexes,
+                            std::optional<uint64_t> version, ChunkReadCallback done) {
+  std::vector<ReadOp*> ops;
+  for (uint32_t index : chunk_indexes) {
+    ReadOp* op = make_read_op(key, index, version);
+    if (op == nullptr) {
+      done(index, Status::not_found("chunk not on flash"));
+      continue;
+    }
+    op->done = [done, index](Result<FlashChunk> r) { done(index, std::move(r)); };
+    ops.push_back(op);
+  }
+  if (!ops.empty()) submit_reads(ops);
+}
+
+FlashTier::ReadOp* FlashTier::make_read_op(std::string_view key, uint32_t chunk_index,
+                                           std::optional<uint64_t> version) {
+  Impl& im = *impl_;
+  const uint64_t key_hash = hash64(key);
+  // Taken before the lookup: see reclaim_locked().
+  const uint64_t epoch = im.reclaim_epoch.load(std::memory_order_acquire);
+  auto found = im.index.lookup(key, key_hash, chunk_index, version, options_.reinsertion);
+  if (!found) {
+    im.metrics.read_misses.add();
+    return nullptr;
+  }
+  auto op = std::make_unique<ReadOp>();
+  op->tier = this;
+  op->key.assign(key);
+  op->key_hash = key_hash;
+  op->chunk_index = chunk_index;
+  op->version = found->version;
+  op->location = found->location;
+  op->reclaim_epoch = epoch;
+  op->start_ns = mono_ns();
+  const uint64_t size = location::size_blocks(found->location) * kBlockSize;
+  op->buffer = AlignedBuffer(size);
+  op->op = IoRequest::Op::kRead;
+  op->buf = op->buffer.data();
+  op->length = size;
+  op->offset = uint64_t{location::region(found->location)} * options_.region_size +
+               location::offset_blocks(found->location) * kBlockSize;
+  return op.release();
+}
+
+void FlashTier::submit_reads(std::span<ReadOp* const> ops) {
+  Impl& im = *impl_;
+  std::vector<IoRequest*> now;
+  {
+    std::lock_guard lock(im.read_mu);
+    im.reads_outstanding += ops.size();
+    for (ReadOp* op : ops) {
+      if (im.reads_in_flight < options_.queue_depth) {
+        ++im.reads_in_flight;
+        now.push_back(op);
+      } else {
+        im.read_queue.push_back(op);
+      }
+    }
+  }
+  if (!now.empty()) im.engine->submit(now);
+}
+
+void FlashTier::on_read_done(ReadOp* raw, int64_t result) {
+  Impl& im = *impl_;
+  std::unique_ptr<ReadOp> op(raw);
+  std::vector<IoRequest*> next;  // keep the device busy before the callback
+  {
+    std::lock_guard lock(im.read_mu);
+    --im.reads_in_flight;
+    while (im.reads_in_flight < options_.queue_depth && !im.read_queue.empty()) {
+      next.push_back(im.read_queue.front());
+      im.read_queue.pop_front();
+      ++im.reads_in_flight;
+    }
+  }
+  if (!next.empty()) im.engine->submit(next);
+  Result<FlashChunk> chunk = finish_read(*op, result);
+  im.metrics.read_latency.record(mono_ns() - op->start_ns);
+  op->done(std::move(chunk));
+  op.reset();
+  std::lock_guard lock(im.read_mu);
+  if (--im.reads_outstanding == 0) im.reads_idle.notify_all();
+}
+
+Result<FlashChunk> FlashTier::finish_read(ReadOp& op, int64_t result) {
+  Impl& im = *impl_;
+  im.metrics.reads.add();
+  if (result < 0) {
+    im.metrics.read_errors.add();
+    spdlog::error("flash: read at offset {} failed: {}", op.offset,
+                  std::strerror(static_cast<int>(-result)));
+    return Status::io_error(std::string("flash read: ") + std::strerror(static_cast<int>(-result)));
+  }
+  Result<RecordView> rec = decode_record(op.buffer.data(), op.buffer.size());
+  const bool matches = rec.is_ok() && rec->key == op.key &&
+                       rec->header.chunk_index == op.chunk_index &&
+                       rec->header.object_version == op.version;
+  if (!matches) {
+    if (im.reclaim_epoch.load(std::memory_order_acquire) != op.reclaim_epoch) {
+      im.metrics.read_races.add();
+      return Status::not_found("flash region reclaimed during the read");
+    }
+    im.metrics.checksum_failures.add();
+    spdlog::warn("flash: record for chunk {} of a {}-byte key at offset {} failed verification: {}",
+                 op.chunk_index, op.key.size(), op.offset,
+                 rec.is_ok() ? "identity mismatch" : rec.status().message());
+    im.index.drop_chunk(op.key, op.key_hash, op.chunk_index, op.location);
+    return Status::not_found("flash record failed verification");
+  }
+  im.metrics.read_bytes.add(rec->data.size());
+  const auto data_offset = static_cast<uint32_t>(rec->data.data() - op.buffer.data());
+  const auto data_length = static_cast<uint32_t>(rec->data.size());
+  const uint64_t object_size = rec->header.object_size;
+  return FlashChunk(std::move(op.buffer), data_offset, data_length, op.chunk_index, op.version,
+                    object_size);
+}
+
+// ------------------------------------------------------------ index only
+
+std::optional<FlashObjectInfo> FlashTier::lookup(std::string_view key) const {
+  return impl_->index.object(key, hash64(key));
+}
+
+bool FlashTier::contains(std::string_view key, uint32_t chunk_index,
+                         std::optional<uint64_t> version) const {
+  return impl_->index.lookup(key, hash64(key), chunk_index, version, false).has_value();
+}
+
+bool FlashTier::remove(std::string_view key) {
+  const bool removed = impl_->index.remove(key, hash64(key));
+  if (removed) update_index_gauges();
+  return removed;
+}
+
+FlashStats FlashTier::stats() const {
+  Impl& im = *impl_;
+  FlashStats s;
+  s.capacity_bytes = capacity();
+  s.regions = region_count_;
+  {
+    std::lock_guard lock(im.write_mu);
+    s.used_bytes = im.used_bytes;
+    s.regions_used = im.fifo.size();
+  }
+  s.objects = im.index.object_count();
+  s.chunks = im.index.chunk_count();
+  s.index_bytes = im.index.memory_bytes();
+  s.reclaims = im.metrics.reclaims.value();
+  s.reinsertions = im.metrics.reinsertions.value();
+  s.reads = im.metrics.reads.value();
+  s.read_bytes = im.metrics.read_bytes.value();
+  s.checksum_failures = im.metrics.checksum_failures.value();
+  s.device_write_bytes = im.metrics.device_write_bytes.value();
+  s.user_write_bytes = im.metrics.user_write_bytes.value();
+  if (s.user_write_bytes > 0) {
+    s.write_amplification =
+        static_cast<double>(s.device_write_bytes) / static_cast<double>(s.user_write_bytes);
+  }
+  return s;
+}
+
+std::string_view FlashTier::io_backend() const {
+  return impl_->engine->name();
+}
+
+}  // namespace tierkv::flash

@@ -1,0 +1,226 @@
+// FlashTier: the SSD tier. A log of checksummed chunk records on one file or
+// block device, cut into regions, with a compact DRAM index.
+//
+//   auto flash = tierkv::flash::FlashTier::open({.path = "/data/tierkv/"}, &metrics);
+//   (*flash)->write_chunk({.key = k, .chunk_index = 0, .version = v, .data = bytes},
+//                         [](tierkv::Status st) { ... });          // after it lands
+//   (*flash)->read_chunk(k, 0, v, [](tierkv::Result<FlashChunk> r) { ... });
+//
+// * Writes append records to the active region through 4 KiB-aligned buffers
+//   (O_DIRECT where the file system allows it). While the allowed number of
+//   buffer writes is in flight, new records gather in the next buffer and go
+//   down together (group commit). A chunk becomes readable, and its callback
+//   runs, when its buffer has landed (and been fsynced, with fsync=always).
+// * Reads are asynchronous with at most `queue_depth` in flight; more wait in
+//   a queue. Every read verifies the checksum and the record's identity; a
+//   mismatch is a miss (logged, counted), never bad data.
+// * When no free region is left, the oldest region is reclaimed (FIFO): its
+//   chunks leave the index. With reinsertion on, chunks read since they were
+//   written are first copied to the head of the log.
+// * open() rebuilds the index by scanning the regions in sequence order; the
+//   newest version of each chunk wins, torn or corrupt records are dropped.
+// * Removal only drops index entries: a removed or overwritten object's old
+//   records may be found again by recovery after a restart (the newest
+//   version still wins).
+//
+// Callbacks run on the tier's I/O threads and must not block for long. All
+// methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/metrics.h"
+#include "core/status.h"
+#include "flash/aligned_buffer.h"
+#include "flash/flash_index.h"
+
+namespace tierkv::flash {
+
+struct IoRequest;
+struct PendingChunk;
+
+enum class FsyncPolicy : uint8_t { kNone, kEverySec, kAlways };
+enum class IoBackend : uint8_t { kAuto, kUring, kThreadPool };
+
+struct FlashOptions {
+  // A file, a block device, or a directory (existing, or ending in '/'),
+  // which then holds the file "flash.dat".
+  std::string path = "./tierkv-data/";
+  uint64_t size = uint64_t{8} << 30;          // rounded down to whole regions
+  uint64_t region_size = uint64_t{64} << 20;  // multiple of 4 KiB, 64 KiB..1 GiB
+  FsyncPolicy fsync = FsyncPolicy::kNone;
+  uint32_t queue_depth = 64;  // device reads in flight
+  bool reinsertion = false;   // hit-based reinsertion on reclaim
+  uint64_t backing_latency_ns = 0;
+  IoBackend io_backend = IoBackend::kAuto;  // kAuto: io_uring, else threads
+  bool direct_io = true;                    // O_DIRECT when supported
+  bool preallocate = true;                  // fallocate the file at open
+  uint64_t write_buffer_size = uint64_t{4} << 20;
+  uint32_t max_write_inflight = 4;  // buffer writes in flight
+  // Accepted-but-unwritten bytes beyond which writes answer Busy.
+  uint64_t max_pending_write_bytes = uint64_t{64} << 20;
+};
+
+std::string_view fsync_policy_name(FsyncPolicy policy);
+Result<FsyncPolicy> parse_fsync_policy(std::string_view text);  // none|everysec|always
+
+struct ChunkWrite {
+  std::string_view key;
+  uint32_t chunk_index = 0;
+  uint64_t version = 0;
+  uint64_t object_size = 0;  // of the whole object; 0 if unknown
+  uint32_t chunk_count = 0;  // of the whole object; 0 if unknown (sizes the index)
+  std::string_view data;
+};
+
+// One chunk read back from flash. Owns its (aligned) buffer.
+class FlashChunk {
+ public:
+  FlashChunk(AlignedBuffer buffer, uint32_t data_offset, uint32_t data_length, uint32_t chunk_index,
+             uint64_t version, uint64_t object_size)
+      : buffer_(std::move(buffer)),
+        data_offset_(data_offset),
+        data_length_(data_length),
+        chunk_index_(chunk_index),
+        version_(version),
+        object_size_(object_size) {}
+
+  std::string_view data() const { return {buffer_.data() + data_offset_, data_length_}; }
+  uint32_t chunk_index() const { return chunk_index_; }
+  uint64_t version() const { return version_; }
+  uint64_t object_size() const { return object_size_; }
+
+ private:
+  AlignedBuffer buffer_;
+  uint32_t data_offset_;
+  uint32_t data_length_;
+  uint32_t chunk_index_;
+  uint64_t version_;
+  uint64_t object_size_;
+};
+
+struct RecoveryStats {
+  uint64_t regions_scanned = 0;
+  uint64_t regions_corrupt = 0;  // header present but failed its checksum
+  uint64_t records_recovered = 0;
+  uint64_t records_dropped = 0;  // torn or corrupt
+  uint64_t objects = 0;
+  uint64_t duration_us = 0;
+};
+
+struct FlashStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;  // written extents of live regions
+  uint64_t regions = 0;
+  uint64_t regions_used = 0;
+  uint64_t objects = 0;
+  uint64_t chunks = 0;
+  uint64_t index_bytes = 0;
+  uint64_t reclaims = 0;
+  uint64_t reinsertions = 0;
+  uint64_t reads = 0;
+  uint64_t read_bytes = 0;
+  uint64_t checksum_failures = 0;
+  uint64_t device_write_bytes = 0;
+  uint64_t user_write_bytes = 0;
+  double write_amplification = 0;  // device bytes / user data bytes
+};
+
+class FlashTier {
+ public:
+  using WriteCallback = std::function<void(Status)>;
+  using ReadCallback = std::function<void(Result<FlashChunk>)>;
+  using ChunkReadCallback = std::function<void(uint32_t chunk_index, Result<FlashChunk>)>;
+
+  // Opens (or creates) the flash file and recovers its index. Metrics go to
+  // `metrics` if given, else to a registry the tier owns.
+  static Result<std::unique_ptr<FlashTier>> open(const FlashOptions& options,
+                                                 MetricsRegistry* metrics = nullptr);
+  // Waits for accepted writes and started reads to finish.
+  ~FlashTier();
+  FlashTier(const FlashTier&) = delete;
+  FlashTier& operator=(const FlashTier&) = delete;
+
+  // Queues one chunk. On OK, `done` runs once the chunk is durable per the
+  // fsync policy and readable (Conflict if a newer version was indexed
+  // meanwhile, IOError if the device failed). On error (TooLarge, Busy),
+  // nothing was queued and `done` never runs.
+  Status write_chunk(const ChunkWrite& chunk, WriteCallback done);
+  // Several chunks, submitted together; `done` runs once, after the last,
+  // with the first error if any.
+  Status write_chunks(std::span<const ChunkWrite> chunks, WriteCallback done);
+
+  // Reads one chunk (of `version`, if given). On OK, `done` runs exactly once
+  // with the chunk or a miss. NotFound (and no callback) if not indexed.
+  Status read_chunk(std::string_view key, uint32_t chunk_index, std::optional<uint64_t> version,
+                    ReadCallback done);
+  // Reads several chunks of one object, issued together. `done` runs once per
+  // chunk, in completion order; for chunks not on flash, before this returns.
+  void read_chunks(std::string_view key, std::span<const uint32_t> chunk_indexes,
+                   std::optional<uint64_t> version, ChunkReadCallback done);
+
+  // Index-only questions: no I/O.
+  std::optional<FlashObjectInfo> lookup(std::string_view key) const;
+  bool contains(std::string_view key, uint32_t chunk_index,
+                std::optional<uint64_t> version = std::nullopt) const;
+  bool remove(std::string_view key);
+
+  // Pushes out buffered writes and waits until all accepted so far landed
+  // (fdatasync'ed too unless fsync=none).
+  void flush();
+
+  FlashStats stats() const;
+  const RecoveryStats& recovery() const { return recovery_; }
+  // Highest object version indexed at open: new versions must exceed it.
+  uint64_t recovered_max_version() const { return recovered_max_version_; }
+  std::string_view io_backend() const;
+  bool direct_io() const { return direct_io_; }
+  const std::string& file_path() const { return file_path_; }
+  uint64_t capacity() const { return uint64_t{region_count_} * options_.region_size; }
+
+ private:
+  struct Impl;
+  struct WriteBatch;
+  struct ReadOp;
+  struct Reinsert;
+  FlashTier(const FlashOptions& options, MetricsRegistry* metrics);
+  // Opening (flash_open.cc).
+  Status open_device();
+  Status recover();
+  Status scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buffer);
+  Status start_engine();
+  // Write path (flash_tier.cc); *_locked need impl_->write_mu.
+  Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done);
+  Status append_locked(PendingChunk chunk, std::string_view data);
+  Status open_region_locked();
+  void reclaim_locked(uint32_t region, std::vector<Reinsert>& reinserts);
+  std::unique_ptr<WriteBatch> new_batch_locked(uint32_t region, uint64_t offset, uint64_t bytes);
+  void seal_locked();
+  void kick_locked(std::vector<IoRequest*>& to_submit);
+  void on_write_done(WriteBatch* batch, int64_t result);
+  void update_space_gauges_locked();
+  void update_index_gauges();
+  // Read path.
+  ReadOp* make_read_op(std::string_view key, uint32_t chunk_index, std::optional<uint64_t> version);
+  void submit_reads(std::span<ReadOp* const> ops);
+  void on_read_done(ReadOp* op, int64_t result);
+  Result<FlashChunk> finish_read(ReadOp& op, int64_t result);
+
+  FlashOptions options_;
+  std::string file_path_;
+  bool direct_io_ = false;
+  uint32_t region_count_ = 0;
+  RecoveryStats recovery_;
+  uint64_t recovered_max_version_ = 0;
+  std::unique_ptr<MetricsRegistry> owned_metrics_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tierkv::flash

@@ -1,0 +1,153 @@
+// FlashTier's private state, shared by flash_tier.cc (I/O paths) and
+// flash_open.cc (open and recovery). Not part of the public interface.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/metrics.h"
+#include "flash/aligned_buffer.h"
+#include "flash/flash_index.h"
+#include "flash/flash_tier.h"
+#include "flash/io_engine.h"
+
+namespace tierkv::flash {
+
+// Closes a file descriptor on scope exit.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~UniqueFd();
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+struct FlashMetrics {
+  explicit FlashMetrics(MetricsRegistry& r);
+  Gauge& bytes_used;
+  Gauge& bytes_free;
+  Gauge& records;
+  Gauge& objects;
+  Gauge& regions;
+  Gauge& regions_used;
+  Gauge& index_bytes;
+  Gauge& write_amplification_permille;
+  Counter& reclaims;
+  Counter& reinsertions;
+  Counter& reads;
+  Counter& read_bytes;
+  Counter& read_misses;
+  Counter& read_races;
+  Histogram& read_latency;
+  Counter& device_write_bytes;
+  Counter& user_write_bytes;
+  Counter& checksum_failures;
+  Counter& write_errors;
+  Counter& read_errors;
+  Counter& recovered_records;
+  Counter& recovery_dropped_records;
+};
+
+struct PendingChunk {
+  std::string key;
+  uint64_t key_hash = 0;
+  uint32_t chunk_index = 0;
+  uint64_t version = 0;
+  uint64_t object_size = 0;
+  uint32_t chunk_count = 0;
+  uint64_t location = 0;      // where it is being written
+  uint64_t old_location = 0;  // reinsertion only: where it came from
+  uint64_t data_bytes = 0;
+  bool reinsertion = false;
+  FlashTier::WriteCallback done;
+};
+
+// One buffer write: consecutive records of one region.
+struct FlashTier::WriteBatch final : IoRequest {
+  void on_complete(int64_t result) override;
+
+  FlashTier* tier = nullptr;
+  AlignedBuffer buffer;
+  uint64_t used = 0;  // bytes filled (a whole number of blocks)
+  uint32_t region = 0;
+  uint64_t region_offset = 0;  // where buffer[0] lands inside the region
+  bool fsynced = false;
+  std::vector<PendingChunk> chunks;
+};
+
+struct FlashTier::ReadOp final : IoRequest {
+  void on_complete(int64_t result) override;
+
+  FlashTier* tier = nullptr;
+  std::string key;
+  uint64_t key_hash = 0;
+  uint32_t chunk_index = 0;
+  uint64_t version = 0;
+  uint64_t location = 0;
+  uint64_t reclaim_epoch = 0;  // at lookup: a reclaim since explains a mismatch
+  uint64_t start_ns = 0;
+  AlignedBuffer buffer;
+  ReadCallback done;
+};
+
+struct RegionState {
+  uint64_t seq = 0;             // 0: free
+  uint64_t fill = 0;            // bytes written (header included)
+  uint32_t pending_writes = 0;  // batches for this region not yet landed
+};
+
+struct FlashTier::Impl {
+  explicit Impl(MetricsRegistry& registry) : metrics(registry) {}
+
+  UniqueFd fd;
+  std::unique_ptr<IoEngine> engine;
+  FlashIndex index;
+  FlashMetrics metrics;
+  std::atomic<uint64_t> reclaim_epoch{0};
+
+  // Write side, guarded by write_mu.
+  std::mutex write_mu;
+  std::condition_variable writes_idle;
+  std::vector<RegionState> regions;
+  std::deque<uint32_t> free_regions;
+  std::deque<uint32_t> fifo;  // regions holding data, oldest first
+  int64_t active_region = -1;
+  uint64_t active_offset = 0;  // next record's offset in the active region
+  std::unique_ptr<WriteBatch> active;
+  std::deque<std::unique_ptr<WriteBatch>> sealed;  // waiting for a write slot
+  uint32_t writes_in_flight = 0;
+  uint64_t pending_bytes = 0;
+  uint64_t next_seq = 1;
+  uint64_t used_bytes = 0;
+  std::vector<AlignedBuffer> spare_buffers;
+  std::atomic<bool> dirty{false};  // written since the last fdatasync
+
+  // Read side, guarded by read_mu.
+  std::mutex read_mu;
+  std::condition_variable reads_idle;
+  std::deque<ReadOp*> read_queue;
+  uint32_t reads_in_flight = 0;
+  uint64_t reads_outstanding = 0;  // queued + in flight + callback running
+
+  // fsync=everysec
+  std::mutex sync_mu;
+  std::condition_variable sync_cv;
+  bool sync_stop = false;
+  std::thread sync_thread;
+};
+
+}  // namespace tierkv::flash

@@ -1,0 +1,283 @@
+#include "flash/io_engine.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+
+namespace tierkv::flash {
+namespace {
+
+// Timed sleeps wake up to ~50 us late on a busy machine; the last stretch
+// before a deadline is spun instead.
+constexpr uint64_t kSpinNs = 80'000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+void spin_until(uint64_t deadline_ns) {
+  while (mono_ns() < deadline_ns) cpu_relax();
+}
+
+// Runs one request synchronously; returns bytes or -errno.
+int64_t run_blocking(int fd, IoRequest& r) {
+  if (r.op == IoRequest::Op::kFsync) return ::fdatasync(fd) == 0 ? 0 : -errno;
+  while (r.done < r.length) {
+    char* p = r.buf + r.done;
+    const size_t n = r.length - r.done;
+    const off_t off = static_cast<off_t>(r.offset + r.done);
+    const ssize_t got =
+        r.op == IoRequest::Op::kRead ? ::pread(fd, p, n, off) : ::pwrite(fd, p, n, off);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (got == 0) return r.op == IoRequest::Op::kRead ? -ENODATA : -EIO;
+    r.done += static_cast<uint64_t>(got);
+  }
+  return static_cast<int64_t>(r.length);
+}
+
+class UringEngine final : public IoEngine {
+ public:
+  explicit UringEngine(const IoEngineOptions& options)
+      : fd_(options.fd), latency_ns_(options.read_latency_ns) {}
+
+  // Sets up the ring and starts the reaper; on failure nothing is left open.
+  Status init(unsigned entries) {
+    const int rc = io_uring_queue_init(entries, &ring_, 0);
+    if (rc < 0)
+      return Status::unavailable(std::string("io_uring_queue_init: ") + std::strerror(-rc));
+    // Waiting with a timeout while other threads submit needs EXT_ARG (5.11+);
+    // without it liburing would queue a timeout SQE from the reaper thread.
+    if ((ring_.features & IORING_FEAT_EXT_ARG) == 0 || (ring_.features & IORING_FEAT_NODROP) == 0) {
+      io_uring_queue_exit(&ring_);
+      return Status::unavailable("io_uring lacks EXT_ARG/NODROP (kernel too old)");
+    }
+    initialized_ = true;
+    reaper_ = std::thread([this] { reap_loop(); });
+    return Status::ok();
+  }
+
+  ~UringEngine() override {
+    if (!initialized_) return;
+    {
+      std::lock_guard lock(submit_mu_);
+      io_uring_sqe* sqe = next_sqe_locked();
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data(sqe, nullptr);  // the stop sentinel
+      io_uring_submit(&ring_);
+    }
+    reaper_.join();
+    io_uring_queue_exit(&ring_);
+  }
+
+  using IoEngine::submit;
+  void submit(std::span<IoRequest* const> requests) override {
+    std::lock_guard lock(submit_mu_);
+    for (IoRequest* r : requests) prep_locked(r);
+    io_uring_submit(&ring_);
+  }
+
+  std::string_view name() const override { return "io_uring"; }
+
+ private:
+  struct Delayed {
+    IoRequest* request;
+    int64_t result;
+    uint64_t deadline_ns;
+  };
+
+  io_uring_sqe* next_sqe_locked() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    while (sqe == nullptr) {  // SQ full: push what is queued to the kernel
+      io_uring_submit(&ring_);
+      sqe = io_uring_get_sqe(&ring_);
+    }
+    return sqe;
+  }
+
+  void prep_locked(IoRequest* r) {
+    io_uring_sqe* sqe = next_sqe_locked();
+    const unsigned n = static_cast<unsigned>(r->length - r->done);
+    switch (r->op) {
+      case IoRequest::Op::kRead:
+        io_uring_prep_read(sqe, fd_, r->buf + r->done, n, r->offset + r->done);
+        break;
+      case IoRequest::Op::kWrite:
+        io_uring_prep_write(sqe, fd_, r->buf + r->done, n, r->offset + r->done);
+        break;
+      case IoRequest::Op::kFsync:
+        io_uring_prep_fsync(sqe, fd_, IORING_FSYNC_DATASYNC);
+        break;
+    }
+    io_uring_sqe_set_data(sqe, r);
+  }
+
+  // Returns true when the stop sentinel arrived.
+  bool handle(io_uring_cqe* cqe, std::deque<Delayed>& delayed) {
+    auto* r = static_cast<IoRequest*>(io_uring_cqe_get_data(cqe));
+    if (r == nullptr) return true;
+    const int res = cqe->res;
+    if (res == -EAGAIN || res == -EINTR ||
+        (res > 0 && r->op != IoRequest::Op::kFsync && r->done + res < r->length)) {
+      if (res > 0) r->done += static_cast<uint64_t>(res);
+      submit(r);  // short or interrupted transfer: continue where it stopped
+      return false;
+    }
+    int64_t result = res;
+    if (res > 0) result = static_cast<int64_t>(r->length);
+    if (res == 0 && r->op != IoRequest::Op::kFsync && r->length > 0) result = -ENODATA;
+    if (r->op == IoRequest::Op::kRead && latency_ns_ > 0) {
+      delayed.push_back({r, result, mono_ns() + latency_ns_});
+    } else {
+      r->on_complete(result);
+    }
+    return false;
+  }
+
+  void reap_loop() {
+    std::deque<Delayed> delayed;  // deadlines ascend: the latency is fixed
+    bool stopping = false;
+    while (!stopping || !delayed.empty()) {
+      io_uring_cqe* cqe = nullptr;
+      if (delayed.empty()) {
+        io_uring_wait_cqe(&ring_, &cqe);
+      } else {
+        const uint64_t now = mono_ns();
+        const uint64_t due = delayed.front().deadline_ns;
+        if (!stopping && due > now + kSpinNs) {
+          const uint64_t wait = due - now - kSpinNs;
+          __kernel_timespec ts{static_cast<int64_t>(wait / 1'000'000'000),
+                               static_cast<long long>(wait % 1'000'000'000)};
+          io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+        }
+      }
+      unsigned head = 0;
+      unsigned seen = 0;
+      io_uring_for_each_cqe(&ring_, head, cqe) {
+        ++seen;
+        if (handle(cqe, delayed)) stopping = true;
+      }
+      io_uring_cq_advance(&ring_, seen);
+      // Deliver what is due; spin for a deadline that is only microseconds away.
+      while (!delayed.empty() && delayed.front().deadline_ns <= mono_ns() + kSpinNs) {
+        spin_until(delayed.front().deadline_ns);
+        Delayed d = delayed.front();
+        delayed.pop_front();
+        d.request->on_complete(d.result);
+      }
+    }
+  }
+
+  const int fd_;
+  const uint64_t latency_ns_;
+  io_uring ring_{};
+  bool initialized_ = false;
+  std::mutex submit_mu_;
+  std::thread reaper_;
+};
+
+class ThreadPoolEngine final : public IoEngine {
+ public:
+  explicit ThreadPoolEngine(const IoEngineOptions& options)
+      : fd_(options.fd), latency_ns_(options.read_latency_ns) {
+    const uint32_t n = std::clamp<uint32_t>(options.queue_depth, 1, 64);
+    for (uint32_t i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
+  }
+
+  ~ThreadPoolEngine() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  using IoEngine::submit;
+  void submit(std::span<IoRequest* const> requests) override {
+    {
+      std::lock_guard lock(mu_);
+      queue_.insert(queue_.end(), requests.begin(), requests.end());
+    }
+    if (requests.size() == 1) {
+      cv_.notify_one();
+    } else {
+      cv_.notify_all();
+    }
+  }
+
+  std::string_view name() const override { return "thread-pool"; }
+
+ private:
+  void work() {
+    for (;;) {
+      IoRequest* r = nullptr;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        r = queue_.front();
+        queue_.pop_front();
+      }
+      const int64_t result = run_blocking(fd_, *r);
+      if (r->op == IoRequest::Op::kRead && latency_ns_ > 0) wait_until_ns(mono_ns() + latency_ns_);
+      r->on_complete(result);
+    }
+  }
+
+  const int fd_;
+  const uint64_t latency_ns_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<IoRequest*> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+void wait_until_ns(uint64_t deadline_ns) {
+  for (;;) {
+    const uint64_t now = mono_ns();
+    if (now >= deadline_ns) return;
+    if (deadline_ns - now <= kSpinNs) {
+      spin_until(deadline_ns);
+      return;
+    }
+    // mono_ns() is steady_clock, which is CLOCK_MONOTONIC on Linux.
+    const uint64_t wake = deadline_ns - kSpinNs;
+    timespec ts{static_cast<time_t>(wake / 1'000'000'000), static_cast<long>(wake % 1'000'000'000)};
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
+  }
+}
+
+Result<std::unique_ptr<IoEngine>> make_uring_engine(const IoEngineOptions& options) {
+  // Room for every request the owner may have in flight plus the sentinel.
+  const unsigned entries = std::bit_ceil(std::max<unsigned>(options.queue_depth, 8) + 1);
+  auto engine = std::make_unique<UringEngine>(options);
+  TIERKV_RETURN_IF_ERROR(engine->init(entries));
+  return std::unique_ptr<IoEngine>(std::move(engine));
+}
+
+std::unique_ptr<IoEngine> make_thread_pool_engine(const IoEngineOptions& options) {
+  return std::make_unique<ThreadPoolEngine>(options);
+}
+
+}  // namespace tierkv::flash

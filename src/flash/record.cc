@@ -1,0 +1,99 @@
+// Static linking only: exposes XXH3_state_t so the state can live on the stack.
+#define XXH_STATIC_LINKING_ONLY
+#include "flash/record.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "flash/aligned_buffer.h"
+
+namespace tierkv::flash {
+namespace {
+
+uint64_t record_checksum(RecordHeader header, std::string_view key, std::string_view data) {
+  header.checksum = 0;
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, &header, sizeof(header));
+  XXH3_64bits_update(&state, key.data(), key.size());
+  XXH3_64bits_update(&state, data.data(), data.size());
+  return XXH3_64bits_digest(&state);
+}
+
+uint64_t region_checksum(RegionHeader header) {
+  header.checksum = 0;
+  return XXH3_64bits(&header, sizeof(header));
+}
+
+}  // namespace
+
+uint64_t record_size(uint64_t key_length, uint64_t data_length) {
+  return align_up(sizeof(RecordHeader) + key_length + data_length);
+}
+
+uint64_t encode_record(char* dst, std::string_view key, std::string_view data,
+                       const RecordFields& fields) {
+  RecordHeader h;
+  h.key_length = static_cast<uint32_t>(key.size());
+  h.chunk_index = fields.chunk_index;
+  h.object_version = fields.object_version;
+  h.region_seq = fields.region_seq;
+  h.object_size = fields.object_size;
+  h.data_length = static_cast<uint32_t>(data.size());
+  h.checksum = record_checksum(h, key, data);
+  std::memcpy(dst, &h, sizeof(h));
+  std::memcpy(dst + sizeof(h), key.data(), key.size());
+  std::memcpy(dst + sizeof(h) + key.size(), data.data(), data.size());
+  const uint64_t used = sizeof(h) + key.size() + data.size();
+  const uint64_t total = record_size(key.size(), data.size());
+  std::memset(dst + used, 0, total - used);
+  return total;
+}
+
+bool is_record_start(const char* buf, uint64_t len, uint64_t region_seq) {
+  if (len < sizeof(RecordHeader)) return false;
+  RecordHeader h;
+  std::memcpy(&h, buf, sizeof(h));
+  return h.magic == kRecordMagic && h.format_version == kFormatVersion &&
+         h.region_seq == region_seq;
+}
+
+Result<RecordView> decode_record(const char* buf, uint64_t len) {
+  if (len < sizeof(RecordHeader)) return Status::corruption("record shorter than its header");
+  RecordView view;
+  RecordHeader& h = view.header;
+  std::memcpy(&h, buf, sizeof(h));
+  if (h.magic != kRecordMagic) return Status::corruption("bad record magic");
+  if (h.format_version != kFormatVersion) return Status::corruption("unknown record format");
+  const uint64_t body = uint64_t{h.key_length} + h.data_length;
+  if (body > len - sizeof(RecordHeader)) return Status::corruption("record runs past its extent");
+  view.key = std::string_view(buf + sizeof(h), h.key_length);
+  view.data = std::string_view(buf + sizeof(h) + h.key_length, h.data_length);
+  if (record_checksum(h, view.key, view.data) != h.checksum) {
+    return Status::corruption("record checksum mismatch");
+  }
+  return view;
+}
+
+void encode_region_header(char* dst, uint32_t region_index, uint64_t seq, uint64_t region_size) {
+  RegionHeader h;
+  h.region_index = region_index;
+  h.seq = seq;
+  h.region_size = region_size;
+  h.checksum = region_checksum(h);
+  std::memset(dst, 0, kBlockSize);
+  std::memcpy(dst, &h, sizeof(h));
+}
+
+Result<RegionHeader> decode_region_header(const char* buf, uint64_t len) {
+  if (len < sizeof(RegionHeader)) return Status::corruption("region header truncated");
+  RegionHeader h;
+  std::memcpy(&h, buf, sizeof(h));
+  if (h.magic != kRegionMagic) return Status::corruption("no region header");
+  if (h.format_version != kFormatVersion) return Status::corruption("unknown region format");
+  if (region_checksum(h) != h.checksum) return Status::corruption("region header checksum");
+  return h;
+}
+
+}  // namespace tierkv::flash
