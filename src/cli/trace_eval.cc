@@ -207,9 +207,10 @@ std::string format_table(const std::vector<TraceResult>& results, bool markdown)
     out += line + "\n";
     if (markdown && r == 0) {
       out += "|";
-      for (size_t c = 0; c < width.size(); ++c)
-        out += fmt::format("{}{}|", (c == 0 || c == 3) ? ":" : "-", std::string(width[c] + 1, '-'));
-      out.back() = '|';
+      for (size_t c = 0; c < width.size(); ++c) {
+        std::string dashes(width[c] + 1, '-');
+        out += (c == 0 || c == 3) ? ":" + dashes + "|" : dashes + ":|";
+      }
       out += "\n";
     }
   }
