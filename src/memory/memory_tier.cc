@@ -144,18 +144,38 @@ bool MemoryTier::evict_one(size_t first_shard) {
   return freed;
 }
 
-int64_t MemoryTier::index_growth_charge(Shard& s) {
-  absl::MutexLock lock(&s.mu);
+int64_t MemoryTier::index_growth_locked(Shard& s, bool adds_ttl) {
+  int64_t growth = 0;
   size_t cap = s.index.capacity();
-  if (s.index.size() + 1 <= cap - cap / 8) return 0;
-  // The TTL list may double in the same insert (from 0 to 1 slot at least).
-  return index_table_bytes(cap * 2 + 1) - index_table_bytes(cap) +
-         static_cast<int64_t>(std::max<size_t>(s.with_ttl.capacity(), 1) * sizeof(Object*));
+  if (s.index.size() + 1 > cap - cap / 8)
+    growth += index_table_bytes(cap * 2 + 1) - index_table_bytes(cap);
+  // A new expiry may double the TTL list (from 0 to 1 slot at least).
+  if (adds_ttl && s.with_ttl.size() == s.with_ttl.capacity())
+    growth += static_cast<int64_t>(std::max<size_t>(s.with_ttl.capacity(), 1) * sizeof(Object*));
+  return growth;
+}
+
+Status MemoryTier::lock_with_index_room(Shard& s, uint64_t hash, bool adds_ttl, int64_t& reserved) {
+  // The room is reserved outside the lock (reserving may evict, which locks
+  // shards); if a racing insert used it up meanwhile, reserve more and retry.
+  for (;;) {
+    s.mu.Lock();
+    int64_t need = index_growth_locked(s, adds_ttl);
+    if (need <= reserved) return Status::ok();
+    s.mu.Unlock();
+    Status st = reserve(need - reserved, hash);
+    if (!st.is_ok()) {
+      unreserve(std::exchange(reserved, 0));
+      return st;
+    }
+    reserved = need;
+  }
 }
 
 // Brings the shard's index charge up to date after an insert; `reserved`
-// was set aside for it beforehand. Only a racing insert in the same shard can
-// need more than was reserved, and then by one table growth at most.
+// was set aside for it under the same lock. It can still fall short: abseil
+// also grows a small or tombstone-heavy table early. The caller then calls
+// trim_to_budget() once the lock is released.
 void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
   int64_t now = index_table_bytes(s.index.capacity()) +
                 static_cast<int64_t>(s.with_ttl.capacity() * sizeof(Object*));
@@ -165,6 +185,13 @@ void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
     used_.fetch_add(delta - reserved, std::memory_order_relaxed);
   else
     unreserve(reserved - delta);
+}
+
+bool MemoryTier::trim_to_budget() {
+  while (used_bytes() > budget_bytes()) {
+    if (!evict_one(evict_cursor_.fetch_add(1) % shard_count_)) return false;
+  }
+  return true;
 }
 
 Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
@@ -202,14 +229,14 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
     return Status::invalid_argument(
         fmt::format("object incomplete: {} of {} bytes written", writer.filled_, writer.size_));
   Shard& s = shard_for(writer.hash_);
-  int64_t index_reserve = index_growth_charge(s);
-  TIERKV_RETURN_IF_ERROR(reserve(index_reserve, writer.hash_));
-
   WriteResult result;
   std::vector<Chunk*> to_release;
   int64_t now = unix_time_ms();
+  int64_t index_reserve = 0;
+  bool adds_ttl = opts.expire_at_ms != 0 || opts.keep_ttl;
+  TIERKV_RETURN_IF_ERROR(lock_with_index_room(s, writer.hash_, adds_ttl, index_reserve));
   {
-    absl::MutexLock lock(&s.mu);
+    AdoptedLock lock(s.mu);
     Object* old = find_live_locked(s, writer.key_, writer.hash_, now, to_release);
     if (old && opts.return_previous)
       result.previous = view_locked(old, GetOptions{.touch = false}, now);
@@ -257,6 +284,7 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
   }
   release_all(to_release);
   writer.reset();
+  trim_to_budget();
   return result;
 }
 

@@ -170,8 +170,15 @@ class MemoryTier {
   // The live object for a key, expiring it lazily if it is due.
   Object* find_live_locked(Shard& s, std::string_view key, uint64_t hash, int64_t now,
                            std::vector<Chunk*>& to_release);
-  int64_t index_growth_charge(Shard& s);
+  // Bytes the shard's index (and TTL list, if adds_ttl) may grow by on one
+  // more insert.
+  int64_t index_growth_locked(Shard& s, bool adds_ttl);
+  // Locks s.mu with index_growth_locked() bytes held in `reserved` (which
+  // may already hold some); on error the lock is not held and nothing is.
+  Status lock_with_index_room(Shard& s, uint64_t hash, bool adds_ttl, int64_t& reserved);
   void settle_index_charge(Shard& s, int64_t reserved);
+  // Evicts until used <= budget; false if only pinned/leased data is left.
+  bool trim_to_budget();
   ObjectView view_locked(Object* obj, const GetOptions& options, int64_t now_ms);
   void end_lease_locked(Chunk* c, bool read);
   void set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms);

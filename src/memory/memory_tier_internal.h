@@ -46,6 +46,18 @@ struct alignas(64) MemoryTier::Shard {
   uint64_t chunks ABSL_GUARDED_BY(mu) = 0;
 };
 
+// Unlocks, on scope exit, a mutex the caller already holds.
+class AdoptedLock {
+ public:
+  explicit AdoptedLock(absl::Mutex& mu) : mu_(mu) {}
+  ~AdoptedLock() { mu_.Unlock(); }
+  AdoptedLock(const AdoptedLock&) = delete;
+  AdoptedLock& operator=(const AdoptedLock&) = delete;
+
+ private:
+  absl::Mutex& mu_;
+};
+
 // Bytes a flat_hash_set of pointers with this capacity occupies: one slot
 // and one control byte per bucket, plus a group of cloned control bytes.
 inline int64_t index_table_bytes(size_t capacity) {

@@ -97,15 +97,22 @@ bool MemoryTier::set_expiry(std::string_view key, int64_t expire_at_ms) {
   Shard& s = shard_for(hash);
   std::vector<Chunk*> to_release;
   bool found = false;
+  int64_t reserved = 0;
+  // If memory is full of pinned data the TTL list still gets its slot:
+  // a few bytes over the budget beat losing an expiry.
+  bool room = lock_with_index_room(s, hash, expire_at_ms != 0, reserved).is_ok();
+  if (!room) s.mu.Lock();
   {
-    absl::MutexLock lock(&s.mu);
+    AdoptedLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
     if (obj) {
       set_expiry_locked(s, obj, expire_at_ms);
       found = true;
     }
+    settle_index_charge(s, reserved);
   }
   release_all(to_release);
+  trim_to_budget();
   return found;
 }
 
@@ -276,10 +283,7 @@ void MemoryTier::stop_active_expiry() {
 
 Status MemoryTier::set_budget(int64_t bytes) {
   budget_.store(bytes, std::memory_order_relaxed);
-  while (used_bytes() > bytes) {
-    if (!evict_one(evict_cursor_.fetch_add(1) % shard_count_))
-      return Status::out_of_memory("cannot shrink below pinned and leased data");
-  }
+  if (!trim_to_budget()) return Status::out_of_memory("cannot shrink below pinned and leased data");
   return Status::ok();
 }
 
