@@ -28,7 +28,7 @@ struct ClientState {
   uint64_t id = 0;
   std::string name;
   std::string lib_name, lib_ver;
-  std::string addr;   // "ip:port" or "/path:0"
+  std::string addr;  // "ip:port" or "/path:0"
   std::string laddr;
   int64_t created_ms = 0;
   int64_t last_active_ms = 0;
@@ -65,7 +65,7 @@ using CommandHandler = void (*)(CommandContext& ctx);
 enum CommandFlags : uint32_t {
   kWrite = 1 << 0,
   kReadOnly = 1 << 1,
-  kNoAuth = 1 << 2,    // allowed before AUTH (AUTH, HELLO, QUIT, ...)
+  kNoAuth = 1 << 2,  // allowed before AUTH (AUTH, HELLO, QUIT, ...)
   kFast = 1 << 3,
   kAdmin = 1 << 4,
   kStreamsValue = 1 << 5,  // the parser may stream argument `value_arg` into a writer
@@ -94,11 +94,13 @@ class CommandTable {
 };
 
 // Registration, one function per command family (one .cc file each).
-void register_connection_commands(CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT
-void register_server_commands(CommandTable& table);      // COMMAND CONFIG INFO DBSIZE FLUSH* TIME SHUTDOWN
-void register_string_commands(CommandTable& table);      // GET SET ... INCRBYFLOAT
-void register_key_commands(CommandTable& table);         // DEL ... RANDOMKEY
-void register_tier_commands(CommandTable& table);        // TIER.*
+void register_connection_commands(
+    CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT
+void register_server_commands(
+    CommandTable& table);  // COMMAND CONFIG INFO DBSIZE FLUSH* TIME SHUTDOWN
+void register_string_commands(CommandTable& table);  // GET SET ... INCRBYFLOAT
+void register_key_commands(CommandTable& table);     // DEL ... RANDOMKEY
+void register_tier_commands(CommandTable& table);    // TIER.*
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {
@@ -109,16 +111,21 @@ inline constexpr std::string_view kOverflow = "ERR increment or decrement would 
 inline constexpr std::string_view kWrongType =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 inline constexpr std::string_view kNoAuth = "NOAUTH Authentication required.";
-std::string wrong_arity(std::string_view command);       // ERR wrong number of arguments for 'x' command
-std::string unknown_command(const Invocation& inv);      // ERR unknown command 'x', with args beginning with: ...
-std::string invalid_expire(std::string_view command);    // ERR invalid expire time in 'x' command
+std::string wrong_arity(std::string_view command);  // ERR wrong number of arguments for 'x' command
+std::string unknown_command(
+    const Invocation& inv);  // ERR unknown command 'x', with args beginning with: ...
+std::string invalid_expire(std::string_view command);  // ERR invalid expire time in 'x' command
 }  // namespace errors
 
 // Argument parsing helpers with Redis's semantics.
-std::optional<int64_t> parse_int64(std::string_view s);   // strict, like string2ll
-std::optional<double> parse_double(std::string_view s);   // like strtold, rejects nan
+std::optional<int64_t> parse_int64(std::string_view s);  // strict, like string2ll
+std::optional<double> parse_double(std::string_view s);  // like strtold, rejects nan
 bool iequals(std::string_view a, std::string_view b);
-std::string format_double(double v);                      // like Redis's %.17Lg formatting
+std::string format_double(double v);  // like Redis's %.17Lg formatting
+// Long-double forms, for INCRBYFLOAT's exact Redis results ("10.6", not
+// "10.59999999999999964"): strtold parsing and %.17Lf minus trailing zeros.
+std::optional<long double> parse_long_double(std::string_view s);
+std::string format_long_double(long double v);
 
 // Server-wide state visible to handlers.
 class ServerContext {
@@ -130,16 +137,29 @@ class ServerContext {
   const CommandTable& commands() const { return commands_; }
   CommandTable& mutable_commands() { return commands_; }
 
-  // Configuration, changed at run time by CONFIG SET.
+  // Configuration, changed at run time by CONFIG SET. Errors: NotFound
+  // (unknown key), Unavailable (not settable at run time), InvalidArgument.
   Config config() const;
   Status set_config(std::string_view key, std::string_view value);
+
+  // The limits the network path reads per command, without the config lock.
+  struct Limits {
+    std::atomic<int64_t> proto_max_bulk_len{0};
+    std::atomic<int64_t> max_multibulk_args{0};
+    std::atomic<int64_t> max_inline_len{0};
+    std::atomic<int64_t> client_output_buffer_limit{0};
+    std::atomic<int64_t> maxclients{0};
+    std::atomic<int64_t> timeout_s{0};
+    std::atomic<bool> auth_required{false};
+  };
+  const Limits& limits() const { return limits_; }
 
   // Hooks the network layer installs.
   std::function<void()> request_shutdown;
   std::function<std::vector<std::string>()> list_clients;  // CLIENT LIST lines
   std::function<std::string(std::string_view section)> info_section;
 
-  uint64_t next_client_id() { return next_client_id_.fetch_add(1) ; }
+  uint64_t next_client_id() { return next_client_id_.fetch_add(1); }
   int64_t start_time_ms() const { return start_time_ms_; }
 
  private:
@@ -150,6 +170,8 @@ class ServerContext {
   CommandTable commands_;
   std::atomic<uint64_t> next_client_id_{1};
   int64_t start_time_ms_;
+  Limits limits_;
+  void publish_limits();  // config_ -> limits_, with config_mu_ held
 };
 
 }  // namespace tierkv::server

@@ -28,22 +28,25 @@ class ReplyBuffer {
   void set_proto(Proto p) { proto_ = p; }
   Proto proto() const { return proto_; }
 
-  void simple(std::string_view s);       // +s
+  void simple(std::string_view s);  // +s
   void ok() { simple("OK"); }
-  void error(std::string_view message);  // -message (message carries its prefix: "ERR ...")
-  void error(const Status& status);      // -PREFIX message, prefix from error_prefix()
-  void integer(int64_t v);               // :v
-  void bulk(std::string_view s);         // $len s (copied)
+  void error(std::string_view message);       // -message (message carries its prefix: "ERR ...")
+  void error(const Status& status);           // -PREFIX message, prefix from error_prefix()
+  void integer(int64_t v);                    // :v
+  void bulk(std::string_view s);              // $len s (copied)
   void bulk(const memory::ObjectView& view);  // $len + segments (zero-copy when large)
-  void null();                           // RESP2 $-1, RESP3 _
-  void null_array();                     // RESP2 *-1, RESP3 _
-  void array(size_t n);                  // *n header; n elements follow
-  void map(size_t pairs);                // RESP3 %n; RESP2 *2n
-  void set(size_t n);                    // RESP3 ~n; RESP2 *n
-  void dbl(double v);                    // RESP3 ,v; RESP2 bulk string (Redis formatting)
-  void boolean(bool v);                  // RESP3 #t/#f; RESP2 :1/:0
-  void verbatim(std::string_view s);     // RESP3 =len txt:s; RESP2 bulk
-  void raw(std::string_view bytes);      // pre-encoded bytes
+  void null();                                // RESP2 $-1, RESP3 _
+  void null_array();                          // RESP2 *-1, RESP3 _
+  void array(size_t n);                       // *n header; n elements follow
+  void map(size_t pairs);                     // RESP3 %n; RESP2 *2n
+  void set(size_t n);                         // RESP3 ~n; RESP2 *n
+  void dbl(double v);                         // RESP3 ,v; RESP2 bulk string (Redis formatting)
+  void boolean(bool v);                       // RESP3 #t/#f; RESP2 :1/:0
+  void verbatim(std::string_view s);          // RESP3 =len txt:s; RESP2 bulk
+  void raw(std::string_view bytes);           // pre-encoded bytes
+
+  // Error replies added so far (per-command failed-call accounting).
+  uint64_t error_count() const { return errors_; }
 
   // Bytes queued and not yet consumed (the output-buffer-limit measure).
   size_t pending_bytes() const { return pending_; }
@@ -56,10 +59,10 @@ class ReplyBuffer {
 
  private:
   struct Segment {
-    std::string owned;           // used when view is empty
-    memory::ObjectView view;     // pinned value bytes
-    size_t view_segment = 0;     // for views: which segment of the view
-    size_t offset = 0;           // bytes already consumed from this segment
+    std::string owned;        // used when view is empty
+    memory::ObjectView view;  // pinned value bytes
+    size_t view_segment = 0;  // for views: which segment of the view
+    size_t offset = 0;        // bytes already consumed from this segment
     bool is_view = false;
     std::string_view bytes() const;
   };
@@ -68,6 +71,7 @@ class ReplyBuffer {
   Proto proto_;
   std::deque<Segment> segments_;
   size_t pending_ = 0;
+  uint64_t errors_ = 0;
 };
 
 }  // namespace tierkv::server

@@ -1,0 +1,210 @@
+// The command table, Redis's shared error texts and argument parsers, and
+// the server-wide context.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "server/command.h"
+
+namespace tierkv::server {
+namespace {
+
+char lower(char c) {
+  return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+}
+
+}  // namespace
+
+void CommandTable::add(const CommandSpec& spec) {
+  std::string key(spec.name);
+  for (char& c : key) c = lower(c);
+  auto it = by_name_.find(key);
+  if (it != by_name_.end()) {
+    specs_[it->second] = spec;
+    return;
+  }
+  by_name_.emplace(std::move(key), specs_.size());
+  specs_.push_back(spec);
+}
+
+const CommandSpec* CommandTable::find(std::string_view name) const {
+  // Lower-case into a stack buffer: lookups happen once per command.
+  char buf[64];
+  if (name.size() > sizeof(buf)) return nullptr;  // no command name is that long
+  for (size_t i = 0; i < name.size(); ++i) buf[i] = lower(name[i]);
+  auto it = by_name_.find(absl::string_view(buf, name.size()));
+  return it == by_name_.end() ? nullptr : &specs_[it->second];
+}
+
+namespace errors {
+
+std::string wrong_arity(std::string_view command) {
+  return fmt::format("ERR wrong number of arguments for '{}' command", command);
+}
+
+// Redis: "unknown command '%.128s', with args beginning with: " followed by
+// each argument as "'%.*s' " while fewer than 128 bytes were written.
+std::string unknown_command(const Invocation& inv) {
+  std::string args;
+  for (size_t i = 1; i < inv.argv.size() && args.size() < 128; ++i) {
+    std::string_view a = inv.argv[i].substr(0, 128 - args.size());
+    args += '\'';
+    args.append(a);
+    args += "' ";
+  }
+  std::string_view name = inv.argv.empty() ? std::string_view() : inv.argv[0].substr(0, 128);
+  return fmt::format("ERR unknown command '{}', with args beginning with: {}", name, args);
+}
+
+std::string invalid_expire(std::string_view command) {
+  return fmt::format("ERR invalid expire time in '{}' command", command);
+}
+
+}  // namespace errors
+
+// Redis's string2ll: no spaces, no '+', no leading zeros, fits in int64.
+std::optional<int64_t> parse_int64(std::string_view s) {
+  if (s.empty() || s.size() >= 21) return std::nullopt;
+  if (s.size() == 1 && s[0] == '0') return 0;
+  size_t i = 0;
+  bool negative = false;
+  if (s[0] == '-') {
+    negative = true;
+    i = 1;
+    if (s.size() == 1) return std::nullopt;
+  }
+  if (s[i] < '1' || s[i] > '9') return std::nullopt;
+  uint64_t v = 0;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return std::nullopt;
+    uint64_t d = static_cast<uint64_t>(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return std::nullopt;
+    v = v * 10 + d;
+  }
+  if (negative) {
+    if (v > uint64_t{1} << 63) return std::nullopt;
+    return static_cast<int64_t>(0 - v);
+  }
+  if (v > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+  return static_cast<int64_t>(v);
+}
+
+std::optional<long double> parse_long_double(std::string_view s) {
+  // Redis's string2ld: strtold on a bounded copy, no leading space, whole
+  // string consumed, no overflow, no NaN.
+  char buf[5 * 1024];
+  if (s.empty() || s.size() >= sizeof(buf)) return std::nullopt;
+  if (std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
+  std::memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  char* end = nullptr;
+  errno = 0;
+  long double v = std::strtold(buf, &end);
+  if (end != buf + s.size()) return std::nullopt;
+  if (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || std::fpclassify(v) == FP_ZERO))
+    return std::nullopt;
+  if (std::isnan(v)) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_double(std::string_view s) {
+  char buf[5 * 1024];
+  if (s.empty() || s.size() >= sizeof(buf)) return std::nullopt;
+  if (std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
+  std::memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(buf, &end);
+  if (end != buf + s.size()) return std::nullopt;
+  if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL || std::fpclassify(v) == FP_ZERO))
+    return std::nullopt;
+  if (std::isnan(v)) return std::nullopt;
+  return v;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+std::string format_double(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  int n = std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Redis's ld2string in LD_STR_HUMAN mode (INCRBYFLOAT): %.17Lf with the
+// trailing zeros (and a bare dot) removed, "-0" printed as "0".
+std::string format_long_double(long double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[5 * 1024];
+  int n = std::snprintf(buf, sizeof(buf), "%.17Lf", v);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof(buf)) return "0";
+  std::string out(buf, static_cast<size_t>(n));
+  if (out.find('.') != std::string::npos) {
+    while (!out.empty() && out.back() == '0') out.pop_back();
+    if (!out.empty() && out.back() == '.') out.pop_back();
+  }
+  if (out == "-0") out = "0";
+  return out;
+}
+
+ServerContext::ServerContext(Config config, Store& store, MetricsRegistry& metrics)
+    : config_(std::move(config)),
+      store_(store),
+      metrics_(metrics),
+      start_time_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count()) {
+  publish_limits();
+}
+
+void ServerContext::publish_limits() {
+  limits_.proto_max_bulk_len.store(config_.proto_max_bulk_len);
+  limits_.max_multibulk_args.store(config_.max_multibulk_args);
+  limits_.max_inline_len.store(config_.max_inline_len);
+  limits_.client_output_buffer_limit.store(config_.client_output_buffer_limit);
+  limits_.maxclients.store(config_.maxclients);
+  limits_.timeout_s.store(config_.timeout_s);
+  limits_.auth_required.store(!config_.requirepass.empty());
+}
+
+Config ServerContext::config() const {
+  std::lock_guard lock(config_mu_);
+  return config_;
+}
+
+Status ServerContext::set_config(std::string_view key, std::string_view value) {
+  const ConfigKey* spec = nullptr;
+  for (const ConfigKey& k : config_keys()) {
+    if (iequals(k.name, key)) spec = &k;
+  }
+  if (spec == nullptr) return Status::not_found(fmt::format("unknown option '{}'", key));
+  if (!spec->runtime_settable) return Status::unavailable("can't set immutable config");
+
+  std::lock_guard lock(config_mu_);
+  Config next = config_;
+  TIERKV_RETURN_IF_ERROR(config_set(next, spec->name, value));
+  TIERKV_RETURN_IF_ERROR(config_validate(next));
+  if (next.memory != config_.memory) TIERKV_RETURN_IF_ERROR(store_.set_memory_budget(next.memory));
+  if (next.max_key_size != config_.max_key_size || next.max_object_size != config_.max_object_size)
+    store_.set_limits(next.max_key_size, next.max_object_size);
+  if (next.log_level != config_.log_level)
+    spdlog::set_level(spdlog::level::from_str(next.log_level));
+  config_ = std::move(next);
+  publish_limits();
+  return Status::ok();
+}
+
+}  // namespace tierkv::server

@@ -1,0 +1,292 @@
+// Connection commands: PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT.
+// Replies and error texts follow Redis 7.0.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+
+#include "server/command.h"
+#include "server/info.h"
+
+namespace tierkv::server {
+namespace {
+
+constexpr std::string_view kWrongPass =
+    "WRONGPASS invalid username-password pair or user is disabled.";
+
+// Constant-time comparison: a password check must not leak how many leading
+// bytes matched.
+bool password_matches(std::string_view given, std::string_view expected) {
+  if (expected.empty()) return false;
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  size_t n = std::min(given.size(), expected.size());
+  for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  return diff == 0;
+}
+
+// Redis's ACL check for the default user: a user other than "default" does
+// not exist here.
+bool check_credentials(CommandContext& ctx, std::string_view user, std::string_view pass) {
+  if (user != "default") return false;
+  return password_matches(pass, ctx.server.config().requirepass);
+}
+
+void ping_command(CommandContext& ctx) {
+  if (ctx.argc() > 2) {
+    ctx.reply.error(errors::wrong_arity("ping"));
+  } else if (ctx.argc() == 2) {
+    ctx.reply.bulk(ctx.arg(1));
+  } else {
+    ctx.reply.simple("PONG");
+  }
+}
+
+void echo_command(CommandContext& ctx) {
+  ctx.reply.bulk(ctx.arg(1));
+}
+
+void auth_command(CommandContext& ctx) {
+  if (ctx.argc() > 3) {
+    ctx.reply.error(errors::kSyntax);
+    return;
+  }
+  std::string requirepass = ctx.server.config().requirepass;
+  if (ctx.argc() == 2 && requirepass.empty()) {
+    ctx.reply.error(
+        "ERR AUTH <password> called without any password configured for the default user. Are "
+        "you sure your configuration is correct?");
+    return;
+  }
+  std::string_view user = ctx.argc() == 3 ? ctx.arg(1) : std::string_view("default");
+  std::string_view pass = ctx.argc() == 3 ? ctx.arg(2) : ctx.arg(1);
+  // With no password configured, the default user accepts any password.
+  if (requirepass.empty() ? user == "default" : check_credentials(ctx, user, pass)) {
+    ctx.client.authenticated = true;
+    ctx.reply.ok();
+  } else {
+    ctx.reply.error(kWrongPass);
+  }
+}
+
+void hello_reply(CommandContext& ctx) {
+  ctx.reply.map(7);
+  ctx.reply.bulk("server");
+  ctx.reply.bulk("redis");
+  ctx.reply.bulk("version");
+  ctx.reply.bulk(kRedisCompatVersion);
+  ctx.reply.bulk("proto");
+  ctx.reply.integer(static_cast<int64_t>(ctx.client.proto));
+  ctx.reply.bulk("id");
+  ctx.reply.integer(static_cast<int64_t>(ctx.client.id));
+  ctx.reply.bulk("mode");
+  ctx.reply.bulk("standalone");
+  ctx.reply.bulk("role");
+  ctx.reply.bulk("master");
+  ctx.reply.bulk("modules");
+  ctx.reply.array(0);
+}
+
+bool valid_client_name(std::string_view name) {
+  for (char c : name) {
+    if (c < '!' || c > '~') return false;
+  }
+  return true;
+}
+
+void hello_command(CommandContext& ctx) {
+  int64_t proto = static_cast<int64_t>(ctx.client.proto);
+  size_t i = 1;
+  if (ctx.argc() >= 2) {
+    std::optional<int64_t> v = parse_int64(ctx.arg(1));
+    if (!v) {
+      ctx.reply.error("ERR Protocol version is not an integer or out of range");
+      return;
+    }
+    if (*v < 2 || *v > 3) {
+      ctx.reply.error("NOPROTO unsupported protocol version");
+      return;
+    }
+    proto = *v;
+    i = 2;
+  }
+  std::string_view user, pass, name;
+  bool has_auth = false, has_name = false;
+  for (; i < ctx.argc(); ++i) {
+    size_t more = ctx.argc() - i - 1;
+    if (iequals(ctx.arg(i), "auth") && more >= 2) {
+      user = ctx.arg(i + 1);
+      pass = ctx.arg(i + 2);
+      has_auth = true;
+      i += 2;
+    } else if (iequals(ctx.arg(i), "setname") && more >= 1) {
+      name = ctx.arg(i + 1);
+      has_name = true;
+      i += 1;
+    } else {
+      ctx.reply.error(fmt::format("ERR Syntax error in HELLO option '{}'", ctx.arg(i)));
+      return;
+    }
+  }
+  bool auth_required = ctx.server.limits().auth_required.load(std::memory_order_relaxed);
+  if (has_auth) {
+    bool ok = auth_required ? check_credentials(ctx, user, pass) : user == "default";
+    if (!ok) {
+      ctx.reply.error(kWrongPass);
+      return;
+    }
+    ctx.client.authenticated = true;
+  }
+  if (auth_required && !ctx.client.authenticated) {
+    ctx.reply.error(
+        "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO "
+        "AUTH <user> <pass> option can be used to authenticate the client and select the RESP "
+        "protocol version at the same time");
+    return;
+  }
+  if (has_name) {
+    if (!valid_client_name(name)) {
+      ctx.reply.error("ERR Client names cannot contain spaces, newlines or special characters.");
+      return;
+    }
+    ctx.client.name = std::string(name);
+  }
+  ctx.client.proto = proto == 3 ? Proto::kResp3 : Proto::kResp2;
+  ctx.reply.set_proto(ctx.client.proto);
+  hello_reply(ctx);
+}
+
+void select_command(CommandContext& ctx) {
+  std::optional<int64_t> db = parse_int64(ctx.arg(1));
+  if (!db || *db < INT32_MIN || *db > INT32_MAX) {
+    ctx.reply.error(errors::kNotInteger);
+  } else if (*db != 0) {
+    ctx.reply.error("ERR DB index is out of range");
+  } else {
+    ctx.reply.ok();
+  }
+}
+
+void quit_command(CommandContext& ctx) {
+  ctx.client.close_after_reply = true;
+  ctx.reply.ok();
+}
+
+void reset_command(CommandContext& ctx) {
+  ctx.client.proto = Proto::kResp2;
+  ctx.reply.set_proto(Proto::kResp2);
+  ctx.client.name.clear();
+  ctx.client.authenticated = !ctx.server.limits().auth_required.load(std::memory_order_relaxed);
+  ctx.reply.simple("RESET");
+}
+
+// The own client's CLIENT LIST line, found by id.
+std::string own_client_line(CommandContext& ctx) {
+  std::string prefix = fmt::format("id={} ", ctx.client.id);
+  for (std::string& line : ctx.server.list_clients()) {
+    if (line.starts_with(prefix)) return line;
+  }
+  return prefix;
+}
+
+void client_help(CommandContext& ctx) {
+  static constexpr std::string_view kLines[] = {
+      "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+      "GETNAME",
+      "    Return the name of the current connection.",
+      "ID",
+      "    Return the ID of the current connection.",
+      "INFO",
+      "    Return information about the current client connection.",
+      "LIST",
+      "    Return information about client connections.",
+      "SETINFO <LIB-NAME|LIB-VER> <value>",
+      "    Set client library name or version.",
+      "SETNAME <name>",
+      "    Assign the name <name> to the current connection.",
+      "HELP",
+      "    Print this help.",
+  };
+  ctx.reply.array(std::size(kLines));
+  for (std::string_view l : kLines) ctx.reply.simple(l);
+}
+
+void client_command(CommandContext& ctx) {
+  std::string_view sub = ctx.arg(1);
+  size_t argc = ctx.argc();
+  auto arity_error = [&](std::string_view name) {
+    ctx.reply.error(errors::wrong_arity(fmt::format("client|{}", name)));
+  };
+  if (iequals(sub, "id")) {
+    if (argc != 2) return arity_error("id");
+    ctx.reply.integer(static_cast<int64_t>(ctx.client.id));
+  } else if (iequals(sub, "getname")) {
+    if (argc != 2) return arity_error("getname");
+    if (ctx.client.name.empty()) {
+      ctx.reply.null();
+    } else {
+      ctx.reply.bulk(ctx.client.name);
+    }
+  } else if (iequals(sub, "setname")) {
+    if (argc != 3) return arity_error("setname");
+    if (!valid_client_name(ctx.arg(2))) {
+      ctx.reply.error("ERR Client names cannot contain spaces, newlines or special characters.");
+      return;
+    }
+    ctx.client.name = std::string(ctx.arg(2));
+    ctx.reply.ok();
+  } else if (iequals(sub, "setinfo")) {
+    if (argc != 4) return arity_error("setinfo");
+    std::string_view attr = ctx.arg(2);
+    bool is_name = iequals(attr, "lib-name");
+    if (!is_name && !iequals(attr, "lib-ver")) {
+      ctx.reply.error(fmt::format("ERR Unrecognized option '{}'", attr));
+      return;
+    }
+    if (!valid_client_name(ctx.arg(3))) {
+      ctx.reply.error(fmt::format("ERR {} cannot contain spaces, newlines or special characters.",
+                                  is_name ? "lib-name" : "lib-ver"));
+      return;
+    }
+    (is_name ? ctx.client.lib_name : ctx.client.lib_ver) = std::string(ctx.arg(3));
+    ctx.reply.ok();
+  } else if (iequals(sub, "info")) {
+    if (argc != 2) return arity_error("info");
+    ctx.reply.verbatim(own_client_line(ctx) + "\n");
+  } else if (iequals(sub, "list")) {
+    if (argc != 2) {
+      // TYPE normal is every client here; other filters are not supported.
+      if (!(argc == 4 && iequals(ctx.arg(2), "type") && iequals(ctx.arg(3), "normal"))) {
+        ctx.reply.error(errors::kSyntax);
+        return;
+      }
+    }
+    std::string out;
+    for (const std::string& line : ctx.server.list_clients()) {
+      out += line;
+      out += '\n';
+    }
+    ctx.reply.verbatim(out);
+  } else if (iequals(sub, "help")) {
+    if (argc != 2) return arity_error("help");
+    client_help(ctx);
+  } else {
+    ctx.reply.error(
+        fmt::format("ERR unknown subcommand '{}'. Try CLIENT HELP.", sub.substr(0, 128)));
+  }
+}
+
+}  // namespace
+
+void register_connection_commands(CommandTable& table) {
+  table.add({"ping", -1, kFast, 0, 0, 0, ping_command, "Ping the server"});
+  table.add({"echo", 2, kFast, 0, 0, 0, echo_command, "Return the given string"});
+  table.add({"hello", -1, kNoAuth | kFast, 0, 0, 0, hello_command,
+             "Handshake: protocol version, authentication, client name"});
+  table.add({"auth", -2, kNoAuth | kFast, 0, 0, 0, auth_command, "Authenticate the connection"});
+  table.add({"select", 2, kFast, 0, 0, 0, select_command, "Change the selected database"});
+  table.add({"quit", -1, kNoAuth | kFast, 0, 0, 0, quit_command, "Close the connection"});
+  table.add({"reset", 1, kNoAuth | kFast, 0, 0, 0, reset_command, "Reset the connection"});
+  table.add({"client", -2, 0, 0, 0, 0, client_command, "Manage client connections"});
+}
+
+}  // namespace tierkv::server

@@ -1,0 +1,295 @@
+#include "server/connection.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "server/server.h"
+
+namespace tierkv::server {
+namespace {
+
+// At most this many buffers per writev (IOV_MAX is 1024).
+constexpr size_t kMaxIov = 128;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A buffer sequence that refers to the connection's reused iovec vector, so
+// an asynchronous write does not copy it.
+struct IovRef {
+  using value_type = asio::const_buffer;
+  using const_iterator = std::vector<asio::const_buffer>::const_iterator;
+  const std::vector<asio::const_buffer>* v;
+  const_iterator begin() const { return v->begin(); }
+  const_iterator end() const { return v->end(); }
+};
+
+}  // namespace
+
+Connection::Connection(Server& server, IoThread& thread, Socket socket, std::string addr,
+                       std::string laddr)
+    : server_(server), thread_(thread), socket_(std::move(socket)) {
+  state_.id = server_.context().next_client_id();
+  state_.addr = std::move(addr);
+  state_.laddr = std::move(laddr);
+  state_.created_ms = now_ms();
+  state_.last_active_ms = state_.created_ms;
+  last_active_ms_.store(state_.created_ms, std::memory_order_relaxed);
+  fd_ = static_cast<int>(socket_.native_handle());
+  gather_.reserve(kMaxIov);
+  iov_.reserve(kMaxIov);
+}
+
+Connection::~Connection() = default;
+
+void Connection::start() {
+  if (!server_.register_client(this)) {
+    // Like Redis: tell the client why, best effort, then close.
+    static constexpr std::string_view kFull = "-ERR max number of clients reached\r\n";
+    asio::error_code ec;
+    socket_.write_some(asio::buffer(kFull.data(), kFull.size()), ec);
+    server_.rejected_connections().add();
+    closed_ = true;
+    socket_.close(ec);
+    return;
+  }
+  thread_.connections.insert(this);
+  start_read();
+}
+
+void Connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  asio::error_code ec;
+  socket_.shutdown(asio::socket_base::shutdown_both, ec);
+  socket_.close(ec);
+  thread_.connections.erase(this);
+  server_.unregister_client(this);
+  value_writer_.reset();
+}
+
+void Connection::check_idle(int64_t now, int64_t timeout_ms) {
+  if (now - state_.last_active_ms > timeout_ms) close();
+}
+
+RespParser::Limits Connection::parser_limits() const {
+  const ServerContext::Limits& l = server_.context().limits();
+  RespParser::Limits p;
+  p.max_bulk_len = l.proto_max_bulk_len.load(std::memory_order_relaxed);
+  p.max_multibulk_args = l.max_multibulk_args.load(std::memory_order_relaxed);
+  p.max_inline_len = l.max_inline_len.load(std::memory_order_relaxed);
+  p.unauthenticated = l.auth_required.load(std::memory_order_relaxed) && !state_.authenticated;
+  return p;
+}
+
+void Connection::start_read() {
+  if (reading_ || closed_ || state_.close_after_reply) return;
+  if (out_.pending_bytes() + writing_.pending_bytes() > kPauseReadBytes) return;
+  bool direct = parser_.wants_direct();
+  std::span<char> span = direct ? parser_.direct_span() : parser_.prepare();
+  reading_ = true;
+  socket_.async_read_some(
+      asio::buffer(span.data(), span.size()),
+      [self = shared_from_this(), direct](const asio::error_code& ec, size_t n) {
+        self->on_read(ec, n, direct);
+      });
+}
+
+void Connection::on_read(const asio::error_code& ec, size_t n, bool direct) {
+  reading_ = false;
+  if (closed_) return;
+  if (ec) {
+    close();
+    return;
+  }
+  if (direct) {
+    parser_.direct_commit(n);
+  } else {
+    parser_.commit(n);
+  }
+  state_.last_active_ms = now_ms();
+  last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
+  process_input();
+  flush();
+  start_read();
+}
+
+void Connection::process_input() {
+  parser_.set_limits(parser_limits());
+  while (!closed_ && !state_.close_after_reply) {
+    switch (parser_.next()) {
+      case RespParser::Event::kNeedMore:
+        return;
+      case RespParser::Event::kLargeValue:
+        on_large_value();
+        break;
+      case RespParser::Event::kError:
+        out_.error(parser_.error());
+        state_.close_after_reply = true;
+        return;
+      case RespParser::Event::kCommand: {
+        size_t before = out_.pending_bytes() + writing_.pending_bytes();
+        dispatch(parser_.argv());
+        size_t after = out_.pending_bytes() + writing_.pending_bytes();
+        // One reply may be as large as the object it returns; what is cut
+        // off is a client that lets replies pile up.
+        int64_t limit =
+            server_.context().limits().client_output_buffer_limit.load(std::memory_order_relaxed);
+        if (before > 0 && static_cast<int64_t>(after) > limit) {
+          spdlog::info("client id={} addr={} closed: output buffer {} bytes over limit {}",
+                       state_.id, state_.addr, after, limit);
+          close();
+          return;
+        }
+        // The auth state may have changed the parser's limits.
+        parser_.set_limits(parser_limits());
+        break;
+      }
+    }
+  }
+}
+
+void Connection::on_large_value() {
+  const std::vector<std::string_view>& argv = parser_.argv();
+  const CommandSpec* spec = server_.context().commands().find(argv[0]);
+  bool authorized = state_.authenticated ||
+                    !server_.context().limits().auth_required.load(std::memory_order_relaxed);
+  if (spec == nullptr || !(spec->flags & kStreamsValue) || !authorized ||
+      static_cast<size_t>(spec->value_arg) != parser_.large_index() || spec->first_key <= 0 ||
+      static_cast<size_t>(spec->first_key) >= argv.size()) {
+    parser_.buffer();
+    return;
+  }
+  Result<ObjectWriter> writer = server_.context().store().begin_put(
+      argv[static_cast<size_t>(spec->first_key)], parser_.large_length());
+  if (!writer) {
+    value_error_ = writer.status();
+    parser_.discard();
+    return;
+  }
+  value_writer_.emplace(std::move(*writer));
+  parser_.stream_into(&*value_writer_);
+}
+
+void Connection::dispatch(const std::vector<std::string_view>& argv) {
+  inv_.argv.assign(argv.begin(), argv.end());
+  inv_.value_writer = nullptr;
+  inv_.value_arg = 0;
+  out_.set_proto(state_.proto);
+  const CommandSpec* spec = server_.context().commands().find(argv[0]);
+  if (spec == nullptr) {
+    out_.error(errors::unknown_command(inv_));
+    value_writer_.reset();
+    value_error_ = Status::ok();
+    return;
+  }
+  int argc = static_cast<int>(argv.size());
+  const CommandStats& stats = server_.stats_for(*spec);
+  if ((spec->arity > 0 && argc != spec->arity) || argc < -spec->arity) {
+    stats.rejected->add();
+    out_.error(errors::wrong_arity(spec->name));
+  } else if (!state_.authenticated && !(spec->flags & kNoAuth) &&
+             server_.context().limits().auth_required.load(std::memory_order_relaxed)) {
+    stats.rejected->add();
+    out_.error(errors::kNoAuth);
+  } else if (!value_error_.is_ok()) {
+    stats.failed->add();
+    out_.error(value_error_);
+  } else {
+    if (value_writer_) {
+      inv_.value_writer = &*value_writer_;
+      inv_.value_arg = static_cast<size_t>(spec->value_arg);
+    }
+    run_command(*spec);
+  }
+  value_writer_.reset();
+  value_error_ = Status::ok();
+}
+
+void Connection::run_command(const CommandSpec& spec) {
+  const CommandStats& stats = server_.stats_for(spec);
+  state_.last_command.assign(spec.name);
+  last_spec_.store(&spec, std::memory_order_relaxed);
+  uint64_t errors_before = out_.error_count();
+  auto start = std::chrono::steady_clock::now();
+  CommandContext ctx{inv_, out_, state_, server_.context(), server_.context().store()};
+  spec.handler(ctx);
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  stats.latency->record(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+  stats.calls->add();
+  server_.commands_processed().add();
+  if (out_.error_count() != errors_before) stats.failed->add();
+  if (server_.is_identity_command(&spec)) publish_identity();
+}
+
+void Connection::publish_identity() {
+  std::lock_guard lock(info_mu_);
+  shared_name_ = state_.name;
+  shared_lib_name_ = state_.lib_name;
+  shared_lib_ver_ = state_.lib_ver;
+  shared_proto_ = static_cast<int>(state_.proto);
+}
+
+void Connection::flush() {
+  if (writing_in_flight_ || closed_) return;
+  if (writing_.empty()) {
+    if (out_.empty()) {
+      if (state_.close_after_reply) close();
+      return;
+    }
+    std::swap(out_, writing_);
+  }
+  start_write();
+}
+
+void Connection::start_write() {
+  gather_.clear();
+  writing_.gather(gather_, kMaxIov);
+  iov_.clear();
+  for (std::string_view s : gather_) iov_.emplace_back(s.data(), s.size());
+  writing_in_flight_ = true;
+  socket_.async_write_some(
+      IovRef{&iov_},
+      [self = shared_from_this()](const asio::error_code& ec, size_t n) { self->on_write(ec, n); });
+}
+
+void Connection::on_write(const asio::error_code& ec, size_t n) {
+  writing_in_flight_ = false;
+  if (closed_) return;
+  if (ec) {
+    close();
+    return;
+  }
+  writing_.consume(n);
+  output_bytes_.store(out_.pending_bytes() + writing_.pending_bytes(), std::memory_order_relaxed);
+  flush();
+  start_read();
+}
+
+std::string Connection::describe(int64_t now) const {
+  std::string name, lib_name, lib_ver;
+  int proto;
+  {
+    std::lock_guard lock(info_mu_);
+    name = shared_name_;
+    lib_name = shared_lib_name_;
+    lib_ver = shared_lib_ver_;
+    proto = shared_proto_;
+  }
+  const CommandSpec* last = last_spec_.load(std::memory_order_relaxed);
+  return fmt::format(
+      "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db=0 sub=0 psub=0 ssub=0 "
+      "multi=-1 omem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+      state_.id, state_.addr, state_.laddr, fd_, name, (now - state_.created_ms) / 1000,
+      (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000,
+      output_bytes_.load(std::memory_order_relaxed), last ? last->name : "NULL", proto, lib_name,
+      lib_ver);
+}
+
+}  // namespace tierkv::server

@@ -1,0 +1,94 @@
+// Connection: one client socket, served entirely on one I/O thread.
+//
+// Reads go into the RespParser's buffer (or, for a large SET value, straight
+// into the store's chunk buffers); each complete command is dispatched at
+// once, so pipelined commands are answered in order from one read. Replies
+// accumulate in one ReplyBuffer while the other is being written with
+// scatter-gather I/O; large values go out from their pinned chunks.
+//
+// Backpressure: while more than kPauseReadBytes of replies wait for the
+// client, the connection stops reading, so a client that pipelines without
+// reading cannot grow the server's memory. A client whose queued replies
+// pass client-output-buffer-limit is disconnected.
+#pragma once
+
+#include <asio.hpp>
+#include <asio/generic/stream_protocol.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/command.h"
+#include "server/resp_parser.h"
+
+namespace tierkv::server {
+
+class Server;
+struct IoThread;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using Socket = asio::generic::stream_protocol::socket;
+  static constexpr size_t kPauseReadBytes = 1 << 20;
+
+  Connection(Server& server, IoThread& thread, Socket socket, std::string addr, std::string laddr);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs on the connection's thread.
+  void start();
+  void close();
+  // Closes the client if it has been idle longer than `timeout_ms`.
+  void check_idle(int64_t now_ms, int64_t timeout_ms);
+
+  uint64_t id() const { return state_.id; }
+  // One CLIENT LIST line; safe from any thread.
+  std::string describe(int64_t now_ms) const;
+
+ private:
+  void start_read();
+  void on_read(const asio::error_code& ec, size_t n, bool direct);
+  void process_input();
+  void on_large_value();
+  void dispatch(const std::vector<std::string_view>& argv);
+  void run_command(const CommandSpec& spec);
+  void flush();
+  void start_write();
+  void on_write(const asio::error_code& ec, size_t n);
+  void publish_identity();
+  RespParser::Limits parser_limits() const;
+
+  Server& server_;
+  IoThread& thread_;
+  Socket socket_;
+  RespParser parser_;
+  ReplyBuffer out_;      // replies being produced
+  ReplyBuffer writing_;  // replies being written
+  std::vector<std::string_view> gather_;
+  std::vector<asio::const_buffer> iov_;
+  Invocation inv_;
+  ClientState state_;
+  std::optional<ObjectWriter> value_writer_;
+  Status value_error_;
+  bool reading_ = false;
+  bool writing_in_flight_ = false;
+  bool closed_ = false;
+
+  // What other threads read (CLIENT LIST): copied under info_mu_ when a
+  // command that changes it runs.
+  mutable std::mutex info_mu_;
+  std::string shared_name_, shared_lib_name_, shared_lib_ver_;
+  int shared_proto_ = 2;
+  std::atomic<int64_t> last_active_ms_{0};
+  std::atomic<const CommandSpec*> last_spec_{nullptr};
+  std::atomic<uint64_t> output_bytes_{0};
+  int fd_ = -1;
+};
+
+}  // namespace tierkv::server

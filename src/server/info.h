@@ -1,0 +1,38 @@
+// INFO: the server's figures in Redis's "# Section\r\nkey:value\r\n" format.
+// The same numbers feed /metrics (http_metrics.cc), so both always agree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tierkv::server {
+
+// The Redis version whose behaviour tierkv follows (HELLO, INFO).
+inline constexpr std::string_view kRedisCompatVersion = "7.0.0";
+inline constexpr std::string_view kTierkvVersion = "0.1.0";
+
+class Server;
+
+// `section` is empty or "default", "all", "everything", or one section name
+// (case-insensitive). An unknown section gives an empty string, like Redis.
+std::string render_info(Server& server, std::string_view section);
+
+// Memory and key-space gauges shared by INFO and /metrics.
+struct MemoryFigures {
+  int64_t used_bytes = 0;
+  int64_t budget_bytes = 0;
+  int64_t leased_bytes = 0;
+  int64_t index_bytes = 0;
+  uint64_t objects = 0;
+  uint64_t chunks = 0;
+  uint64_t evicted_objects = 0;
+  uint64_t evicted_chunks = 0;
+  uint64_t expired_objects = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  int64_t rss_bytes = 0;
+};
+MemoryFigures memory_figures(Server& server);
+
+}  // namespace tierkv::server

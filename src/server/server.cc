@@ -1,0 +1,296 @@
+#include "server/server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+
+#include "server/connection.h"
+#include "server/http_metrics.h"
+#include "server/info.h"
+
+namespace tierkv::server {
+namespace {
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+template <typename Endpoint>
+std::string endpoint_text(const Endpoint& ep) {
+  return fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+
+}  // namespace
+
+Server::Server(Config config, Store& store, MetricsRegistry& metrics)
+    : context_(std::move(config), store, metrics), store_(store), metrics_(metrics) {
+  register_commands();
+  context_.request_shutdown = [this] { shutdown(); };
+  context_.list_clients = [this] { return client_lines(); };
+  context_.info_section = [this](std::string_view section) { return render_info(*this, section); };
+  commands_processed_ = &metrics_.counter("tierkv_commands_processed_total", "commands executed");
+  rejected_connections_ =
+      &metrics_.counter("tierkv_rejected_connections_total", "connections refused by maxclients");
+  total_connections_ =
+      &metrics_.counter("tierkv_connections_received_total", "connections accepted");
+}
+
+Server::~Server() {
+  stop();
+}
+
+void Server::register_commands() {
+  CommandTable& t = context_.mutable_commands();
+  register_connection_commands(t);
+  register_server_commands(t);
+  register_string_commands(t);
+  register_key_commands(t);
+  register_tier_commands(t);
+  for (const CommandSpec& spec : t.all()) {
+    std::string label = fmt::format("cmd=\"{}\"", spec.name);
+    CommandStats s;
+    s.calls = &metrics_.counter("tierkv_command_calls_total", "calls per command", label);
+    s.rejected = &metrics_.counter("tierkv_command_rejected_calls_total",
+                                   "calls refused before running (arity, auth)", label);
+    s.failed = &metrics_.counter("tierkv_command_failed_calls_total",
+                                 "calls that answered an error", label);
+    s.latency = &metrics_.latency("tierkv_command_latency_seconds", "command latency", label);
+    command_stats_.push_back(s);
+  }
+  for (std::string_view name : {"auth", "hello", "client", "reset"}) {
+    if (const CommandSpec* spec = t.find(name)) identity_commands_.push_back(spec);
+  }
+}
+
+bool Server::is_identity_command(const CommandSpec* spec) const {
+  for (const CommandSpec* s : identity_commands_) {
+    if (s == spec) return true;
+  }
+  return false;
+}
+
+Status Server::start() {
+  Config config = context_.config();
+  size_t n = config.io_threads > 0 ? static_cast<size_t>(config.io_threads)
+                                   : std::max(1u, std::thread::hardware_concurrency());
+  for (size_t i = 0; i < n; ++i) threads_.push_back(std::make_unique<IoThread>());
+  asio::io_context& main_io = threads_[0]->io;
+
+  try {
+    if (config.port > 0) {
+      asio::ip::tcp::endpoint ep(asio::ip::make_address(config.bind),
+                                 static_cast<uint16_t>(config.port));
+      tcp_acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(main_io);
+      tcp_acceptor_->open(ep.protocol());
+      tcp_acceptor_->set_option(asio::socket_base::reuse_address(true));
+      tcp_acceptor_->bind(ep);
+      tcp_acceptor_->listen(asio::socket_base::max_listen_connections);
+      tcp_port_ = tcp_acceptor_->local_endpoint().port();
+    }
+    if (!config.unixsocket.empty()) {
+      unix_path_ = config.unixsocket;
+      std::remove(unix_path_.c_str());
+      unix_acceptor_ = std::make_unique<asio::local::stream_protocol::acceptor>(
+          main_io, asio::local::stream_protocol::endpoint(unix_path_));
+    }
+  } catch (const std::system_error& e) {
+    return Status::unavailable(fmt::format("cannot listen: {}", e.what()));
+  }
+  if (!tcp_acceptor_ && !unix_acceptor_)
+    return Status::invalid_argument("nothing to listen on: port is 0 and no unixsocket");
+
+  if (config.metrics_port > 0) {
+    http_ = std::make_unique<HttpMetricsServer>(*this, main_io);
+    TIERKV_RETURN_IF_ERROR(
+        http_->listen(config.metrics_bind, static_cast<uint16_t>(config.metrics_port)));
+  }
+
+  signals_ = std::make_unique<asio::signal_set>(main_io, SIGINT, SIGTERM);
+  signals_->async_wait([this](const asio::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {} received, shutting down", sig);
+    shutdown();
+  });
+  std::signal(SIGPIPE, SIG_IGN);
+
+  if (tcp_acceptor_) accept_tcp();
+  if (unix_acceptor_) accept_unix();
+  for (auto& t : threads_) schedule_idle_sweep(*t);
+  schedule_ops_sample();
+  for (auto& t : threads_) {
+    IoThread* raw = t.get();
+    raw->thread = std::thread([raw] {
+      auto guard = asio::make_work_guard(raw->io);
+      raw->io.run();
+    });
+  }
+
+  StoreStats st = store_.stats();
+  if (tcp_acceptor_) spdlog::info("listening on {}:{}", config.bind, tcp_port_);
+  if (unix_acceptor_) spdlog::info("listening on unix socket {}", unix_path_);
+  if (http_) spdlog::info("metrics on http://{}:{}/metrics", config.metrics_bind, http_->port());
+  spdlog::info("memory budget {} bytes, eviction policy {}, chunk size {}, io threads {}",
+               st.memory.budget_bytes, config.eviction_policy, config.chunk_size, n);
+  return Status::ok();
+}
+
+uint16_t Server::metrics_port() const {
+  return http_ ? http_->port() : 0;
+}
+
+IoThread& Server::pick_thread() {
+  return *threads_[next_thread_.fetch_add(1, std::memory_order_relaxed) % threads_.size()];
+}
+
+template <typename Socket>
+void Server::adopt(IoThread& t, Socket socket, std::string addr, std::string laddr) {
+  total_connections_->add();
+  // The socket was accepted onto t's io_context: hand it over there.
+  auto conn = std::make_shared<Connection>(*this, t, Connection::Socket(std::move(socket)),
+                                           std::move(addr), std::move(laddr));
+  asio::post(t.io, [conn] { conn->start(); });
+}
+
+void Server::accept_tcp() {
+  IoThread& t = pick_thread();
+  tcp_acceptor_->async_accept(
+      t.io, [this, &t](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+        if (ec == asio::error::operation_aborted) return;
+        if (!ec) {
+          asio::error_code ignored;
+          socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+          auto remote = socket.remote_endpoint(ignored);
+          auto local = socket.local_endpoint(ignored);
+          adopt(t, std::move(socket), endpoint_text(remote), endpoint_text(local));
+        } else {
+          spdlog::warn("accept failed: {}", ec.message());
+        }
+        accept_tcp();
+      });
+}
+
+void Server::accept_unix() {
+  IoThread& t = pick_thread();
+  unix_acceptor_->async_accept(
+      t.io, [this, &t](const asio::error_code& ec, asio::local::stream_protocol::socket socket) {
+        if (ec == asio::error::operation_aborted) return;
+        if (!ec) {
+          adopt(t, std::move(socket), unix_path_ + ":0", unix_path_ + ":0");
+        } else {
+          spdlog::warn("accept failed: {}", ec.message());
+        }
+        accept_unix();
+      });
+}
+
+void Server::schedule_idle_sweep(IoThread& t) {
+  if (!t.idle_timer) t.idle_timer = std::make_unique<asio::steady_timer>(t.io);
+  t.idle_timer->expires_after(std::chrono::seconds(1));
+  t.idle_timer->async_wait([this, &t](const asio::error_code& ec) {
+    if (ec) return;
+    int64_t timeout_s = context_.limits().timeout_s.load(std::memory_order_relaxed);
+    if (timeout_s > 0) {
+      int64_t now = wall_ms();
+      std::vector<Connection*> conns(t.connections.begin(), t.connections.end());
+      for (Connection* c : conns) c->check_idle(now, timeout_s * 1000);
+    }
+    schedule_idle_sweep(t);
+  });
+}
+
+void Server::schedule_ops_sample() {
+  if (!ops_timer_) ops_timer_ = std::make_unique<asio::steady_timer>(threads_[0]->io);
+  ops_timer_->expires_after(std::chrono::seconds(1));
+  ops_timer_->async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    uint64_t total = commands_processed_->value();
+    ops_per_sec_.store(total - ops_last_total_.exchange(total));
+    schedule_ops_sample();
+  });
+}
+
+uint64_t Server::instantaneous_ops() const {
+  return ops_per_sec_.load();
+}
+
+bool Server::register_client(Connection* c) {
+  int64_t max = context_.limits().maxclients.load(std::memory_order_relaxed);
+  std::lock_guard lock(clients_mu_);
+  if (static_cast<int64_t>(clients_.size()) >= max) return false;
+  clients_.emplace(c->id(), c);
+  client_count_.store(clients_.size(), std::memory_order_relaxed);
+  return true;
+}
+
+void Server::unregister_client(Connection* c) {
+  std::lock_guard lock(clients_mu_);
+  clients_.erase(c->id());
+  client_count_.store(clients_.size(), std::memory_order_relaxed);
+}
+
+std::vector<std::string> Server::client_lines() const {
+  int64_t now = wall_ms();
+  std::lock_guard lock(clients_mu_);
+  std::vector<std::pair<uint64_t, std::string>> lines;
+  for (const auto& [id, c] : clients_) lines.emplace_back(id, c->describe(now));
+  std::sort(lines.begin(), lines.end());
+  std::vector<std::string> out;
+  for (auto& [id, line] : lines) out.push_back(std::move(line));
+  return out;
+}
+
+void Server::shutdown() {
+  std::lock_guard lock(stop_mu_);
+  stop_requested_ = true;
+  stop_cv_.notify_all();
+}
+
+void Server::wait() {
+  {
+    std::unique_lock lock(stop_mu_);
+    stop_cv_.wait(lock, [this] { return stop_requested_; });
+  }
+  stop();
+}
+
+void Server::stop() {
+  {
+    std::lock_guard lock(stop_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  if (threads_.empty()) return;
+  // Close listeners and clients on their own threads, then stop the loops.
+  asio::post(threads_[0]->io, [this] {
+    asio::error_code ec;
+    if (tcp_acceptor_) tcp_acceptor_->close(ec);
+    if (unix_acceptor_) unix_acceptor_->close(ec);
+    if (signals_) signals_->cancel(ec);
+    if (ops_timer_) ops_timer_->cancel();
+    if (http_) http_->stop();
+  });
+  for (auto& t : threads_) {
+    IoThread* raw = t.get();
+    asio::post(raw->io, [raw] {
+      std::vector<Connection*> conns(raw->connections.begin(), raw->connections.end());
+      for (Connection* c : conns) c->close();
+      if (raw->idle_timer) raw->idle_timer->cancel();
+    });
+  }
+  for (auto& t : threads_) {
+    // Let the posted closes run, then stop.
+    asio::post(t->io, [raw = t.get()] { raw->io.stop(); });
+  }
+  for (auto& t : threads_) {
+    if (t->thread.joinable()) t->thread.join();
+  }
+  if (!unix_path_.empty()) std::remove(unix_path_.c_str());
+  spdlog::info("server stopped");
+}
+
+}  // namespace tierkv::server

@@ -1,0 +1,125 @@
+// Server: listeners, I/O threads and the registry of connected clients.
+//
+// N I/O threads each run their own asio::io_context. Accepted connections
+// are dealt round-robin to the threads and stay on theirs for life, so a
+// connection's state is never touched by two threads. Shared state is the
+// Store (thread-safe), the metrics (atomics), the configuration (ServerContext)
+// and the client registry below (a mutex, taken on connect, disconnect and
+// CLIENT LIST).
+#pragma once
+
+#include <asio.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/metrics.h"
+#include "server/command.h"
+
+namespace tierkv::server {
+
+class Connection;
+class HttpMetricsServer;
+
+struct IoThread {
+  asio::io_context io{1};
+  std::thread thread;
+  std::unordered_set<Connection*> connections;  // touched only by `thread`
+  std::unique_ptr<asio::steady_timer> idle_timer;
+};
+
+// Per-command figures for INFO commandstats/latencystats and /metrics.
+struct CommandStats {
+  Counter* calls = nullptr;
+  Counter* rejected = nullptr;
+  Counter* failed = nullptr;
+  Histogram* latency = nullptr;
+};
+
+class Server {
+ public:
+  Server(Config config, Store& store, MetricsRegistry& metrics);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listeners and starts the I/O threads.
+  Status start();
+  // Blocks until shutdown() (SIGTERM, SIGINT, SHUTDOWN), then stops.
+  void wait();
+  // Thread-safe; wait() returns soon after.
+  void shutdown();
+
+  uint16_t tcp_port() const { return tcp_port_; }
+  uint16_t metrics_port() const;
+  size_t io_thread_count() const { return threads_.size(); }
+  ServerContext& context() { return context_; }
+
+  // --- used by connections ---
+  const CommandStats& stats_for(const CommandSpec& spec) const {
+    return command_stats_[static_cast<size_t>(&spec - context_.commands().all().data())];
+  }
+  const std::vector<CommandStats>& command_stats() const { return command_stats_; }
+  bool register_client(Connection* c);  // false: maxclients reached
+  void unregister_client(Connection* c);
+  size_t client_count() const { return client_count_.load(std::memory_order_relaxed); }
+  std::vector<std::string> client_lines() const;
+  bool is_identity_command(const CommandSpec* spec) const;
+  Counter& commands_processed() { return *commands_processed_; }
+  Counter& rejected_connections() { return *rejected_connections_; }
+  Counter& total_connections() { return *total_connections_; }
+  uint64_t instantaneous_ops() const;
+
+ private:
+  void register_commands();
+  void accept_tcp();
+  void accept_unix();
+  template <typename Socket>
+  void adopt(IoThread& t, Socket socket, std::string addr, std::string laddr);
+  IoThread& pick_thread();
+  void schedule_idle_sweep(IoThread& t);
+  void schedule_ops_sample();
+  void stop();
+
+  ServerContext context_;
+  Store& store_;
+  MetricsRegistry& metrics_;
+  std::vector<std::unique_ptr<IoThread>> threads_;
+  std::atomic<size_t> next_thread_{0};
+  std::unique_ptr<asio::ip::tcp::acceptor> tcp_acceptor_;
+  std::unique_ptr<asio::local::stream_protocol::acceptor> unix_acceptor_;
+  std::unique_ptr<asio::signal_set> signals_;
+  std::unique_ptr<asio::steady_timer> ops_timer_;
+  std::unique_ptr<HttpMetricsServer> http_;
+  uint16_t tcp_port_ = 0;
+  std::string unix_path_;
+
+  std::vector<CommandStats> command_stats_;
+  std::vector<const CommandSpec*> identity_commands_;
+  Counter* commands_processed_ = nullptr;
+  Counter* rejected_connections_ = nullptr;
+  Counter* total_connections_ = nullptr;
+
+  mutable std::mutex clients_mu_;
+  std::unordered_map<uint64_t, Connection*> clients_;
+  std::atomic<size_t> client_count_{0};
+
+  // instantaneous_ops_per_sec: commands in the last sampled second.
+  std::atomic<uint64_t> ops_last_total_{0};
+  std::atomic<uint64_t> ops_per_sec_{0};
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_requested_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace tierkv::server
