@@ -1,0 +1,88 @@
+// Helpers shared by the flash tests: temporary directories and synchronous
+// wrappers around the asynchronous FlashTier calls.
+#pragma once
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "flash/flash_tier.h"
+
+namespace tierkv::flash::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = "/tmp/tierkv-flash-test-XXXXXX";
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline FlashOptions small_options(const std::string& path) {
+  FlashOptions o;
+  o.path = path;
+  o.size = 64 << 20;
+  o.region_size = 4 << 20;
+  o.write_buffer_size = 1 << 20;
+  o.queue_depth = 16;
+  return o;
+}
+
+inline std::string pattern(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; i += 8) {
+    const uint64_t v = rng();
+    for (size_t j = 0; j < 8 && i + j < n; ++j) s[i + j] = static_cast<char>(v >> (8 * j));
+  }
+  return s;
+}
+
+// Writes one chunk and waits for it to land. Retries while the tier is busy.
+inline Status write_sync(FlashTier& tier, const ChunkWrite& w) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    auto done = std::make_shared<std::promise<Status>>();
+    auto future = done->get_future();
+    Status st = tier.write_chunk(w, [done](Status s) { done->set_value(std::move(s)); });
+    if (st.code() == StatusCode::kBusy) {
+      tier.flush();
+      continue;
+    }
+    if (!st.is_ok()) return st;
+    return future.get();
+  }
+  return Status::busy("still busy");
+}
+
+inline Result<std::string> read_sync(FlashTier& tier, std::string_view key, uint32_t chunk,
+                                     std::optional<uint64_t> version = std::nullopt) {
+  auto done = std::make_shared<std::promise<Result<std::string>>>();
+  auto future = done->get_future();
+  Status st = tier.read_chunk(key, chunk, version, [done](Result<FlashChunk> r) {
+    if (r.is_ok()) {
+      done->set_value(std::string(r->data()));
+    } else {
+      done->set_value(r.status());
+    }
+  });
+  if (!st.is_ok()) return st;
+  return future.get();
+}
+
+}  // namespace tierkv::flash::testing

@@ -1,0 +1,337 @@
+#include "flash/flash_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/metrics.h"
+#include "flash_test_util.h"
+
+namespace tierkv::flash {
+namespace {
+
+using testing::pattern;
+using testing::read_sync;
+using testing::small_options;
+using testing::TempDir;
+using testing::write_sync;
+
+class FlashTierBackendTest : public ::testing::TestWithParam<IoBackend> {
+ protected:
+  FlashOptions options() {
+    FlashOptions o = small_options(dir_.file("flash.dat"));
+    o.io_backend = GetParam();
+    return o;
+  }
+  TempDir dir_;
+};
+
+TEST_P(FlashTierBackendTest, WriteThenReadBack) {
+  MetricsRegistry metrics;
+  auto tier = FlashTier::open(options(), &metrics);
+  ASSERT_TRUE(tier.is_ok()) << tier.status().to_string();
+  FlashTier& t = **tier;
+  EXPECT_EQ(t.io_backend(), GetParam() == IoBackend::kThreadPool ? "thread-pool" : "io_uring");
+  EXPECT_TRUE(t.direct_io());  // /tmp here is ext4
+
+  const std::string a = pattern(100'000, 1);
+  const std::string b = pattern(1 << 20, 2);
+  ASSERT_TRUE(
+      write_sync(t, {.key = "a", .chunk_index = 0, .version = 1, .object_size = 100'000, .data = a})
+          .is_ok());
+  ASSERT_TRUE(write_sync(t, {.key = "b", .chunk_index = 3, .version = 9, .data = b}).is_ok());
+  Result<std::string> ra = read_sync(t, "a", 0);
+  ASSERT_TRUE(ra.is_ok()) << ra.status().to_string();
+  EXPECT_EQ(*ra, a);
+  EXPECT_EQ(*read_sync(t, "b", 3, 9), b);
+  EXPECT_EQ(read_sync(t, "b", 3, 8).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(read_sync(t, "b", 2).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(read_sync(t, "c", 0).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(t.contains("b", 3, 9));
+
+  auto info = t.lookup("a");
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->version, 1u);
+  EXPECT_EQ(info->object_size, 100'000u);
+
+  // A newer version replaces the older one's chunks; writing an older one conflicts.
+  ASSERT_TRUE(write_sync(t, {.key = "a", .chunk_index = 0, .version = 2, .data = "new"}).is_ok());
+  EXPECT_EQ(*read_sync(t, "a", 0), "new");
+  EXPECT_EQ(write_sync(t, {.key = "a", .chunk_index = 0, .version = 1, .data = "old"}).code(),
+            StatusCode::kConflict);
+  EXPECT_TRUE(t.remove("a"));
+  EXPECT_EQ(read_sync(t, "a", 0).status().code(), StatusCode::kNotFound);
+
+  FlashStats s = t.stats();
+  EXPECT_EQ(s.chunks, 1u);
+  EXPECT_EQ(s.reads, 3u);  // version and index misses never reach the device
+  EXPECT_GT(s.write_amplification, 1.0);
+  const std::string text = metrics.render_prometheus();
+  for (const char* name :
+       {"tierkv_flash_bytes_used", "tierkv_flash_bytes_free", "tierkv_flash_records",
+        "tierkv_flash_regions", "tierkv_flash_reclaims_total", "tierkv_flash_reinsertions_total",
+        "tierkv_flash_reads_total", "tierkv_flash_read_bytes_total", "tierkv_flash_read_latency",
+        "tierkv_flash_write_bytes_total", "tierkv_flash_write_amplification_permille",
+        "tierkv_flash_checksum_failures_total"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  }
+}
+
+TEST_P(FlashTierBackendTest, BatchedWritesAndReads) {
+  auto tier = FlashTier::open(options());
+  ASSERT_TRUE(tier.is_ok());
+  FlashTier& t = **tier;
+  std::vector<std::string> data;
+  std::vector<ChunkWrite> writes;
+  for (uint32_t i = 0; i < 40; ++i) data.push_back(pattern(50'000 + i, i));
+  for (uint32_t i = 0; i < 40; ++i) {
+    writes.push_back(
+        {.key = "obj", .chunk_index = i, .version = 3, .chunk_count = 40, .data = data[i]});
+  }
+  std::promise<Status> written;
+  ASSERT_TRUE(t.write_chunks(writes, [&](Status s) { written.set_value(s); }).is_ok());
+  ASSERT_TRUE(written.get_future().get().is_ok());
+  EXPECT_EQ(t.lookup("obj")->chunks.size(), 40u);
+
+  std::vector<uint32_t> wanted;
+  for (uint32_t i = 0; i < 42; ++i) wanted.push_back(i);  // 40, 41 are absent
+  std::mutex mu;
+  std::vector<int> got(42, 0);
+  std::atomic<int> remaining{42};
+  std::promise<void> all;
+  t.read_chunks("obj", wanted, 3, [&](uint32_t i, Result<FlashChunk> r) {
+    {
+      std::lock_guard lock(mu);
+      got[i] = r.is_ok() ? (r->data() == data[i] ? 1 : -1) : 2;
+    }
+    if (--remaining == 0) all.set_value();
+  });
+  all.get_future().get();
+  for (uint32_t i = 0; i < 40; ++i) EXPECT_EQ(got[i], 1) << i;
+  EXPECT_EQ(got[40], 2);
+  EXPECT_EQ(got[41], 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FlashTierBackendTest,
+                         ::testing::Values(IoBackend::kUring, IoBackend::kThreadPool),
+                         [](const auto& info) {
+                           return info.param == IoBackend::kUring ? "uring" : "threads";
+                         });
+
+// 16 MiB in 1 MiB regions: 16 regions, 4 records each. Writing ~3x that
+// wraps the log.
+FlashOptions reclaim_options(const std::string& path) {
+  FlashOptions o = small_options(path);
+  o.size = 16 << 20;
+  o.region_size = 1 << 20;
+  o.write_buffer_size = 256 << 10;
+  return o;
+}
+constexpr size_t kQuarterRegion = (256 << 10) - 8192;
+
+TEST(FlashTierTest, ReclaimsOldestRegionsFirst) {
+  TempDir dir;
+  auto tier = FlashTier::open(reclaim_options(dir.file("f")));
+  ASSERT_TRUE(tier.is_ok());
+  FlashTier& t = **tier;
+  const int n = 200;  // 200 x 256 KiB records
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(write_sync(t, {.key = "k" + std::to_string(i),
+                               .chunk_index = 0,
+                               .version = 1,
+                               .data = pattern(kQuarterRegion, i)})
+                    .is_ok());
+  }
+  FlashStats s = t.stats();
+  EXPECT_GT(s.reclaims, 0u);
+  EXPECT_LE(s.used_bytes, s.capacity_bytes);
+  EXPECT_EQ(s.regions_used, 16u);
+  // The newest ~45 records are readable; the oldest are gone, in FIFO order.
+  int first_present = -1;
+  for (int i = 0; i < n; ++i) {
+    const bool present = t.contains("k" + std::to_string(i), 0);
+    if (present && first_present < 0) first_present = i;
+    if (first_present >= 0) {
+      EXPECT_TRUE(present) << "hole at " << i << " after " << first_present;
+    }
+  }
+  EXPECT_GT(first_present, 100);
+  EXPECT_LT(first_present, n - 40);
+  EXPECT_EQ(read_sync(t, "k0", 0).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*read_sync(t, "k" + std::to_string(n - 1), 0), pattern(kQuarterRegion, n - 1));
+  EXPECT_EQ(*read_sync(t, "k" + std::to_string(first_present), 0),
+            pattern(kQuarterRegion, first_present));
+}
+
+TEST(FlashTierTest, HitBasedReinsertionKeepsReadChunks) {
+  for (bool reinsertion : {false, true}) {
+    TempDir dir;
+    FlashOptions o = reclaim_options(dir.file("f"));
+    o.reinsertion = reinsertion;
+    auto tier = FlashTier::open(o);
+    ASSERT_TRUE(tier.is_ok());
+    FlashTier& t = **tier;
+    const std::string hot = pattern(50'000, 77);
+    ASSERT_TRUE(write_sync(t, {.key = "hot", .chunk_index = 0, .version = 1, .data = hot}).is_ok());
+    ASSERT_TRUE(read_sync(t, "hot", 0).is_ok());
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_TRUE(write_sync(t, {.key = "cold" + std::to_string(i),
+                                 .chunk_index = 0,
+                                 .version = 1,
+                                 .data = pattern(125'000, i)})
+                      .is_ok());
+      // Keep reading it so each reinserted copy counts as hit again.
+      if (i % 50 == 0 && reinsertion) {
+        EXPECT_TRUE(read_sync(t, "hot", 0).is_ok()) << i;
+      }
+    }
+    t.flush();
+    const FlashStats s = t.stats();
+    EXPECT_GT(s.reclaims, 16u);
+    if (reinsertion) {
+      EXPECT_GT(s.reinsertions, 0u);
+      EXPECT_EQ(*read_sync(t, "hot", 0), hot);
+    } else {
+      EXPECT_EQ(s.reinsertions, 0u);
+      EXPECT_FALSE(t.contains("hot", 0));
+    }
+  }
+}
+
+TEST(FlashTierTest, ErrorsAreStatusesNotCrashes) {
+  TempDir dir;
+  // Unopenable paths.
+  FlashOptions o = small_options("/proc/tierkv-no-such/flash.dat");
+  auto r = FlashTier::open(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIOError);
+  EXPECT_NE(r.status().message().find("cannot open"), std::string::npos);
+  o.path = "/proc/version";  // exists, not writable
+  EXPECT_EQ(FlashTier::open(o).status().code(), StatusCode::kIOError);
+  // A size the file system cannot hold: ENOSPC before anything is allocated.
+  o = small_options(dir.file("huge"));
+  o.size = uint64_t{1} << 50;
+  o.region_size = uint64_t{1} << 30;
+  r = FlashTier::open(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("ENOSPC"), std::string::npos) << r.status().to_string();
+  // Bad geometry.
+  o = small_options(dir.file("g"));
+  o.size = o.region_size;
+  EXPECT_EQ(FlashTier::open(o).status().code(), StatusCode::kInvalidArgument);
+  o.region_size = 5000;
+  EXPECT_EQ(FlashTier::open(o).status().code(), StatusCode::kInvalidArgument);
+
+  // A chunk larger than a region is refused; the callback never runs.
+  o = small_options(dir.file("ok"));
+  auto tier = FlashTier::open(o);
+  ASSERT_TRUE(tier.is_ok());
+  const std::string big(4 << 20, 'x');
+  bool called = false;
+  Status st = (*tier)->write_chunk({.key = "big", .version = 1, .data = big},
+                                   [&](Status) { called = true; });
+  EXPECT_EQ(st.code(), StatusCode::kTooLarge);
+  EXPECT_EQ((*tier)->write_chunk({.key = "", .version = 1, .data = "x"}, [](Status) {}).code(),
+            StatusCode::kInvalidArgument);
+  (*tier)->flush();
+  EXPECT_FALSE(called);
+}
+
+TEST(FlashTierTest, DirectoryPathHoldsTheFile) {
+  TempDir dir;
+  auto tier = FlashTier::open(small_options(dir.path() + "/sub/"));
+  ASSERT_TRUE(tier.is_ok()) << tier.status().to_string();
+  EXPECT_EQ((*tier)->file_path(), dir.path() + "/sub/flash.dat");
+}
+
+TEST(FlashTierTest, WriteQueueBackpressureIsBusy) {
+  TempDir dir;
+  FlashOptions o = small_options(dir.file("f"));
+  o.max_pending_write_bytes = 1 << 20;
+  o.backing_latency_ns = 0;
+  auto tier = FlashTier::open(o);
+  ASSERT_TRUE(tier.is_ok());
+  const std::string data(600'000, 'q');
+  std::atomic<int> landed{0};
+  int accepted = 0;
+  int busy = 0;
+  for (int i = 0; i < 50; ++i) {
+    Status st = (*tier)->write_chunk({.key = "k" + std::to_string(i), .version = 1, .data = data},
+                                     [&](Status s) { landed += s.is_ok(); });
+    if (st.is_ok()) ++accepted;
+    if (st.code() == StatusCode::kBusy) ++busy;
+  }
+  (*tier)->flush();
+  EXPECT_GT(accepted, 0);
+  EXPECT_EQ(accepted + busy, 50);
+  EXPECT_EQ(landed.load(), accepted);
+}
+
+TEST(FlashTierTest, FsyncPoliciesWork) {
+  for (FsyncPolicy p : {FsyncPolicy::kAlways, FsyncPolicy::kEverySec}) {
+    TempDir dir;
+    FlashOptions o = small_options(dir.file("f"));
+    o.fsync = p;
+    auto tier = FlashTier::open(o);
+    ASSERT_TRUE(tier.is_ok());
+    ASSERT_TRUE(write_sync(**tier, {.key = "k", .version = 1, .data = "v"}).is_ok());
+    EXPECT_EQ(*read_sync(**tier, "k", 0), "v");
+  }
+  EXPECT_EQ(*parse_fsync_policy("everysec"), FsyncPolicy::kEverySec);
+  EXPECT_FALSE(parse_fsync_policy("sometimes").is_ok());
+}
+
+// backing_latency_ns adds a fixed delay to each read: with 200 us added, the
+// mean read latency grows by 200 us +-10%. Buffered I/O keeps the device part
+// small and steady; the two tiers are read alternately so that machine noise
+// hits both alike; the slowest 5% of each (preemptions on a shared machine)
+// are left out of the means.
+TEST(FlashTierTest, BackingLatencyIsPrecise) {
+  for (IoBackend backend : {IoBackend::kUring, IoBackend::kThreadPool}) {
+    TempDir dir;
+    std::unique_ptr<FlashTier> tiers[2];
+    for (int t = 0; t < 2; ++t) {
+      FlashOptions o = small_options(dir.file("f" + std::to_string(t)));
+      o.backing_latency_ns = t == 0 ? 0 : 200'000;
+      o.io_backend = backend;
+      o.direct_io = false;
+      auto tier = FlashTier::open(o);
+      ASSERT_TRUE(tier.is_ok());
+      tiers[t] = std::move(*tier);
+      for (int i = 0; i < 8; ++i) {
+        ASSERT_TRUE(
+            write_sync(*tiers[t],
+                       {.key = "k" + std::to_string(i), .version = 1, .data = pattern(8000, i)})
+                .is_ok());
+      }
+    }
+    std::vector<uint64_t> samples[2];
+    for (int i = 0; i < 600; ++i) {
+      const int t = i % 2;
+      const uint64_t start = mono_ns();
+      ASSERT_TRUE(read_sync(*tiers[t], "k" + std::to_string(i % 8), 0).is_ok());
+      samples[t].push_back(mono_ns() - start);
+    }
+    double mean[2];
+    for (int t = 0; t < 2; ++t) {
+      std::sort(samples[t].begin(), samples[t].end());
+      samples[t].resize(samples[t].size() * 95 / 100);
+      double sum = 0;
+      for (uint64_t v : samples[t]) sum += static_cast<double>(v);
+      mean[t] = sum / static_cast<double>(samples[t].size()) / 1000.0;
+    }
+    std::printf("[latency] %s: mean read %.1f us; with a 200 us model %.1f us: added %.1f us\n",
+                backend == IoBackend::kUring ? "io_uring" : "threads", mean[0], mean[1],
+                mean[1] - mean[0]);
+    EXPECT_NEAR(mean[1] - mean[0], 200.0, 20.0);
+  }
+}
+
+}  // namespace
+}  // namespace tierkv::flash
