@@ -213,12 +213,9 @@ void scan_command(CommandContext& ctx) {
   // Filters apply after the fetch, as in Redis: a page can come back empty
   // with a non-zero cursor. Every key holds a string.
   bool type_ok = !type || iequals(*type, "string");
-  size_t kept = 0;
-  for (std::string& k : page.keys) {
-    if (!type_ok || (use_pattern && !glob_match(pattern, k))) continue;
-    page.keys[kept++] = std::move(k);
-  }
-  page.keys.resize(kept);
+  std::erase_if(page.keys, [&](const std::string& k) {
+    return !type_ok || (use_pattern && !glob_match(pattern, k));
+  });
   ctx.reply.array(2);
   ctx.reply.bulk(std::to_string(page.next_cursor));
   ctx.reply.array(page.keys.size());
