@@ -31,7 +31,7 @@ TEST(CommandsConcurrentTest, IncrIsExact) {
   EXPECT_EQ(h.run({"GET", "n"}), bulk(std::to_string(kThreads * kPerThread * 2)));
 }
 
-TEST(CommandsConcurrentTest, AppendAndSetRangeLoseNothing) {
+TEST(CommandsConcurrentTest, AppendAndIncrByFloatLoseNothing) {
   CommandHarness h;
   constexpr int kPerThread = 200;
   run_threads([&](int t) {
