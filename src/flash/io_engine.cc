@@ -134,12 +134,14 @@ class UringEngine final : public IoEngine {
         break;
     }
     io_uring_sqe_set_data(sqe, r);
+    r->handoff.fetch_add(1, std::memory_order_release);  // last touch before the kernel's
   }
 
   // Returns true when the stop sentinel arrived.
   bool handle(io_uring_cqe* cqe, std::deque<Delayed>& delayed) {
     auto* r = static_cast<IoRequest*>(io_uring_cqe_get_data(cqe));
     if (r == nullptr) return true;
+    r->handoff.load(std::memory_order_acquire);
     const int res = cqe->res;
     if (res == -EAGAIN || res == -EINTR ||
         (res > 0 && r->op != IoRequest::Op::kFsync && r->done + res < r->length)) {

@@ -16,6 +16,7 @@
 // nothing is in flight.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -37,6 +38,10 @@ struct IoRequest {
   uint64_t length = 0;
   uint64_t offset = 0;
   uint64_t done = 0;  // engine-private: bytes transferred so far
+  // Engine-private: released by the submitter, acquired by the completer.
+  // The kernel's ring hand-off already orders the two threads, but only this
+  // makes the order visible to ThreadSanitizer.
+  std::atomic<uint32_t> handoff{0};
 };
 
 struct IoEngineOptions {
