@@ -19,7 +19,7 @@ MemoryTier::MemoryTier(const MemoryTierOptions& o)
       budget_(o.budget_bytes) {
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[i];
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard lock(s.mu);
     s.policy = make_policy(o.policy);
     if (o.expected_objects > 0) s.index.reserve(o.expected_objects / shard_count_ + 1);
     s.index_charge = index_table_bytes(s.index.capacity());
@@ -120,7 +120,7 @@ bool MemoryTier::evict_one(size_t first_shard) {
   std::vector<Chunk*> to_release;
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[(first_shard + i) % shard_count_];
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard lock(s.mu);
     auto can_evict = [&](const PolicyHook* h) {
       return evictable(Chunk::from_hook(const_cast<PolicyHook*>(h)), now);
     };
@@ -159,10 +159,10 @@ Status MemoryTier::lock_with_index_room(Shard& s, uint64_t hash, bool adds_ttl, 
   // The room is reserved outside the lock (reserving may evict, which locks
   // shards); if a racing insert used it up meanwhile, reserve more and retry.
   for (;;) {
-    s.mu.Lock();
+    s.mu.lock();
     int64_t need = index_growth_locked(s, adds_ttl);
     if (need <= reserved) return Status::ok();
-    s.mu.Unlock();
+    s.mu.unlock();
     Status st = reserve(need - reserved, hash);
     if (!st.is_ok()) {
       unreserve(std::exchange(reserved, 0));
@@ -299,8 +299,10 @@ ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now
       Chunk* c = obj->chunks[i];
       pins.emplace_back(c);
       if (o.touch && !(c->flags & Chunk::kUseOnce)) shard_for(obj->hash).policy->touch(&c->hook);
-      if (o.end_lease && (c->flags & Chunk::kLeased))
+      if (o.end_lease && (c->flags & Chunk::kLeased)) {
+        if (now_ms == 0) now_ms = unix_time_ms();
         end_lease_locked(c, c->lease_until_ms > now_ms);
+      }
     }
   }
   return ObjectView(obj->version, obj->size, obj->expire_at_ms, offset, length, std::move(pins),
@@ -310,11 +312,11 @@ ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now
 Result<ObjectView> MemoryTier::get(std::string_view key, const GetOptions& options) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
-  int64_t now = unix_time_ms();
+  int64_t now = 0;  // the clock is read only for objects with a TTL or lease
   std::vector<Chunk*> to_release;
   Result<ObjectView> out = Status::not_found();
   {
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard lock(s.mu);
     if (Object* obj = find_live_locked(s, key, hash, now, to_release))
       out = view_locked(obj, options, now);
   }

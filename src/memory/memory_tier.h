@@ -167,7 +167,8 @@ class MemoryTier {
   void detach_locked(Shard& s, Object* obj, std::vector<Chunk*>& to_release);
   void release_all(std::vector<Chunk*>& chunks);
   bool expired(const Object* obj, int64_t now_ms) const;
-  // The live object for a key, expiring it lazily if it is due.
+  // The live object for a key, expiring it lazily if it is due. now == 0:
+  // read the clock if the object has an expiry.
   Object* find_live_locked(Shard& s, std::string_view key, uint64_t hash, int64_t now,
                            std::vector<Chunk*>& to_release);
   // Bytes the shard's index (and TTL list, if adds_ttl) may grow by on one
@@ -179,6 +180,7 @@ class MemoryTier {
   void settle_index_charge(Shard& s, int64_t reserved);
   // Evicts until used <= budget; false if only pinned/leased data is left.
   bool trim_to_budget();
+  // now_ms == 0: read the clock if a lease needs it.
   ObjectView view_locked(Object* obj, const GetOptions& options, int64_t now_ms);
   void end_lease_locked(Chunk* c, bool read);
   void set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms);

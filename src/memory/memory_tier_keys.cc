@@ -17,6 +17,8 @@ Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t ha
   auto it = s.index.find(KeyRef{key, hash});
   if (it == s.index.end()) return nullptr;
   Object* obj = *it;
+  if (obj->expire_at_ms == 0) return obj;
+  if (now == 0) now = unix_time_ms();  // read the clock only when it matters
   if (!expired(obj, now)) return obj;
   expired_objects_.fetch_add(1, std::memory_order_relaxed);
   detach_locked(s, obj, to_release);
@@ -29,7 +31,7 @@ bool MemoryTier::contains(std::string_view key) {
   std::vector<Chunk*> to_release;
   bool found;
   {
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
     found = obj != nullptr;
   }
@@ -43,7 +45,7 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
   std::vector<Chunk*> to_release;
   std::optional<ObjectInfo> info;
   {
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
     if (obj) {
       info.emplace();
@@ -67,7 +69,7 @@ bool MemoryTier::remove(std::string_view key) {
   std::vector<Chunk*> to_release;
   bool removed = false;
   {
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
     if (obj) {
       detach_locked(s, obj, to_release);
@@ -101,7 +103,7 @@ bool MemoryTier::set_expiry(std::string_view key, int64_t expire_at_ms) {
   // If memory is full of pinned data the TTL list still gets its slot:
   // a few bytes over the budget beat losing an expiry.
   bool room = lock_with_index_room(s, hash, expire_at_ms != 0, reserved).is_ok();
-  if (!room) s.mu.Lock();
+  if (!room) s.mu.lock();
   {
     AdoptedLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
@@ -124,7 +126,7 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms) {
   int64_t now = unix_time_ms();
   int64_t cap = static_cast<int64_t>(static_cast<double>(budget_bytes()) * lease_max_fraction_);
   {
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, now, to_release);
     if (!obj) {
       st = Status::not_found();
@@ -161,7 +163,7 @@ ScanPage MemoryTier::scan(uint64_t cursor, size_t count) {
   size_t shard = shard_bits_ == 0 ? 0 : cursor >> (64 - shard_bits_);
   for (; shard < shard_count_; ++shard) {
     Shard& s = shards_[shard];
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard lock(s.mu);
     std::vector<const Object*> candidates;
     for (const Object* o : s.index) {
       if (o->hash >= cursor && !expired(o, now)) candidates.push_back(o);
@@ -194,7 +196,7 @@ std::optional<std::string> MemoryTier::random_key() {
   size_t start = rng() % shard_count_;
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[(start + i) % shard_count_];
-    absl::MutexLock lock(&s.mu);
+    std::lock_guard lock(s.mu);
     if (s.index.empty()) continue;
     size_t skip = rng() % std::min<size_t>(s.index.size(), 64);
     for (const Object* o : s.index) {
@@ -213,7 +215,7 @@ void MemoryTier::clear() {
     Shard& s = shards_[i];
     std::vector<Chunk*> to_release;
     {
-      absl::MutexLock lock(&s.mu);
+      std::lock_guard lock(s.mu);
       std::vector<Object*> all(s.index.begin(), s.index.end());
       for (Object* o : all) detach_locked(s, o, to_release);
       ObjectIndex fresh;
@@ -236,7 +238,7 @@ size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
     std::vector<Chunk*> to_release;
     size_t hits = 0, sampled = 0;
     {
-      absl::MutexLock lock(&s.mu);
+      std::lock_guard lock(s.mu);
       for (; sampled < kSample && !s.with_ttl.empty(); ++sampled) {
         Object* o = s.with_ttl[rng() % s.with_ttl.size()];
         if (!expired(o, now_ms)) continue;
@@ -290,7 +292,7 @@ Status MemoryTier::set_budget(int64_t bytes) {
 uint64_t MemoryTier::object_count() const {
   uint64_t n = 0;
   for (size_t i = 0; i < shard_count_; ++i) {
-    absl::MutexLock lock(&shards_[i].mu);
+    std::lock_guard lock(shards_[i].mu);
     n += shards_[i].index.size();
   }
   return n;
@@ -299,7 +301,7 @@ uint64_t MemoryTier::object_count() const {
 MemoryTierStats MemoryTier::stats() const {
   MemoryTierStats st;
   for (size_t i = 0; i < shard_count_; ++i) {
-    absl::MutexLock lock(&shards_[i].mu);
+    std::lock_guard lock(shards_[i].mu);
     st.objects += shards_[i].index.size();
     st.chunks += shards_[i].chunks;
     st.index_bytes += shards_[i].index_charge;
