@@ -59,8 +59,12 @@ std::optional<uint64_t> next_number(std::string_view& s) {
 }
 
 Status bad_line(std::string_view what, size_t line_no, std::string_view line) {
-  return Status::corruption(fmt::format("{} line {}: '{}'", what, line_no,
-                                        line.substr(0, std::min<size_t>(line.size(), 60))));
+  // Binary data fed to a text parser must not garble a one-line error.
+  std::string shown(line.substr(0, std::min<size_t>(line.size(), 60)));
+  for (char& c : shown) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return Status::corruption(fmt::format("{} line {}: '{}'", what, line_no, shown));
 }
 
 }  // namespace

@@ -108,6 +108,11 @@ TEST(Lines, RejectsWhatIsNotOneNumber) {
   EXPECT_FALSE(parse_lines("5 6\n"));
   EXPECT_FALSE(parse_lines("-5\n"));
   EXPECT_FALSE(parse_lines("**\n"));
+  // Binary bytes are masked so the error stays one printable line.
+  Result<Ids> binary = parse_lines(std::string_view("5\n\x01\xff\r7\n", 7));
+  ASSERT_FALSE(binary);
+  EXPECT_NE(binary.status().message().find("line 2: '???7'"), std::string::npos)
+      << binary.status().message();
 }
 
 TEST(Decompress, RecognisesZstdXzAndGzipByMagic) {
