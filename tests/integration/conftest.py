@@ -128,3 +128,148 @@ def pair(redis_server, tierkv_server):
     yield Pair(ours, theirs)
     ours.close()
     theirs.close()
+
+
+# --- raw RESP access -------------------------------------------------------
+
+def encode_command(*args):
+    """A command as a RESP multibulk request."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, str):
+            a = a.encode()
+        elif isinstance(a, int):
+            a = str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class RawClient:
+    """A socket that sends commands and reads exactly one reply frame at a
+    time, returning its raw bytes (RESP2 or RESP3), so replies can be compared
+    byte for byte with redis-server's."""
+
+    def __init__(self, port, timeout=10.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _fill(self):
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("connection closed by server")
+        self.buf += chunk
+
+    def _line(self, pos):
+        while True:
+            end = self.buf.find(b"\r\n", pos)
+            if end >= 0:
+                return end
+            self._fill()
+
+    def _frame_end(self, pos):
+        """Offset just past the frame that starts at pos."""
+        while len(self.buf) <= pos:
+            self._fill()
+        end = self._line(pos)
+        kind = self.buf[pos:pos + 1]
+        head = self.buf[pos + 1:end]
+        pos = end + 2
+        if kind in (b"$", b"=", b"!"):
+            n = int(head)
+            if n < 0:
+                return pos
+            while len(self.buf) < pos + n + 2:
+                self._fill()
+            return pos + n + 2
+        if kind in (b"*", b"~", b">", b"%", b"|"):
+            n = int(head)
+            if kind in (b"%", b"|"):
+                n *= 2
+            for _ in range(max(n, 0)):
+                pos = self._frame_end(pos)
+            if kind == b"|":  # attributes precede the real reply
+                pos = self._frame_end(pos)
+            return pos
+        return pos  # + - : _ , # (
+
+    def read_reply(self):
+        end = self._frame_end(0)
+        frame, self.buf = self.buf[:end], self.buf[end:]
+        return frame
+
+    def call(self, *args):
+        self.send(encode_command(*args))
+        return self.read_reply()
+
+    def closed_by_server(self, timeout=5.0):
+        """True if the server closes the connection (EOF) within timeout."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                chunk = self.sock.recv(1 << 16)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+
+@pytest.fixture
+def raw_pair(redis_server, tierkv_server):
+    ours = RawClient(tierkv_server.port)
+    theirs = RawClient(redis_server.port)
+    ours.call("FLUSHALL")
+    theirs.call("FLUSHALL")
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+@pytest.fixture
+def make_tierkv():
+    """Starts extra tierkv-servers with their own flags; stopped afterwards."""
+    started = []
+
+    def start(*extra):
+        d = tempfile.mkdtemp(prefix="tierkv-")
+        s = start_tierkv(d, extra)
+        started.append((s, d))
+        return s
+
+    yield start
+    for s, d in started:
+        s.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def make_redis():
+    """Starts extra redis-servers with their own flags; stopped afterwards."""
+    started = []
+
+    def start(*extra):
+        d = tempfile.mkdtemp(prefix="redis-")
+        s = start_redis(d, extra)
+        started.append((s, d))
+        return s
+
+    yield start
+    for s, d in started:
+        s.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
