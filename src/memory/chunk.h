@@ -29,6 +29,7 @@ struct Chunk {
   Object* owner = nullptr;               // null once detached from the index
   std::atomic<int64_t>* used = nullptr;  // budget counter to credit on free
   uint32_t charge = 0;                   // bytes credited back on free
+  uint32_t lease_slot = UINT32_MAX;      // position in the shard's lease list
 
   char* data() { return reinterpret_cast<char*>(this + 1); }
   const char* data() const { return reinterpret_cast<const char*>(this + 1); }

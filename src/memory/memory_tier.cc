@@ -74,7 +74,19 @@ bool MemoryTier::expired(const Object* obj, int64_t now_ms) const {
   return obj->expire_at_ms != 0 && obj->expire_at_ms <= now_ms;
 }
 
+void MemoryTier::begin_lease_locked(Shard& s, Chunk* c) {
+  c->flags |= Chunk::kLeased;
+  c->lease_slot = static_cast<uint32_t>(s.leased.size());
+  s.leased.push_back(c);
+}
+
 void MemoryTier::end_lease_locked(Chunk* c, bool read) {
+  Shard& s = shard_for(c->owner->hash);
+  Chunk* last = s.leased.back();
+  s.leased[c->lease_slot] = last;
+  last->lease_slot = c->lease_slot;
+  s.leased.pop_back();
+  c->lease_slot = UINT32_MAX;
   c->flags &= static_cast<uint8_t>(~Chunk::kLeased);
   leased_.fetch_sub(c->size, std::memory_order_relaxed);
   if (!read) lease_expired_unread_.fetch_add(1, std::memory_order_relaxed);

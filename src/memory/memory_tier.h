@@ -182,7 +182,11 @@ class MemoryTier {
   bool trim_to_budget();
   // now_ms == 0: read the clock if a lease needs it.
   ObjectView view_locked(Object* obj, const GetOptions& options, int64_t now_ms);
+  void begin_lease_locked(Shard& s, Chunk* c);
+  // c must still be attached (c->owner set): its shard's lock is held.
   void end_lease_locked(Chunk* c, bool read);
+  // Ends up to `samples` randomly chosen leases that ran out; returns how many.
+  size_t sweep_leases_locked(Shard& s, int64_t now_ms, size_t samples);
   void set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms);
   size_t expire_shard(Shard& s, int64_t now_ms);
 

@@ -45,6 +45,9 @@ struct alignas(64) MemoryTier::Shard {
   std::unique_ptr<EvictionPolicy> policy ABSL_GUARDED_BY(mu);
   HookList use_once ABSL_GUARDED_BY(mu);
   std::vector<Object*> with_ttl ABSL_GUARDED_BY(mu);  // sampled by active expiry
+  // Leased chunks, sampled by active expiry so that leases that ran out
+  // unread stop counting against the lease cap without waiting for eviction.
+  std::vector<Chunk*> leased ABSL_GUARDED_BY(mu);
   int64_t index_charge ABSL_GUARDED_BY(mu) = 0;
   uint64_t chunks ABSL_GUARDED_BY(mu) = 0;
 };

@@ -137,6 +137,9 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms) {
         if (!(c->flags & Chunk::kLeased)) needed += c->size;
       }
       int64_t cur = leased_.load(std::memory_order_relaxed);
+      // At the cap, first retire leases of this shard that ran out unread.
+      if (needed > 0 && cur + needed > cap && sweep_leases_locked(s, now, 32) > 0)
+        cur = leased_.load(std::memory_order_relaxed);
       do {
         if (needed > 0 && cur + needed > cap) {
           lease_refused_.fetch_add(1, std::memory_order_relaxed);
@@ -146,7 +149,7 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms) {
       } while (!leased_.compare_exchange_weak(cur, cur + needed, std::memory_order_relaxed));
       if (st.is_ok()) {
         for (Chunk* c : obj->chunks) {
-          c->flags |= Chunk::kLeased;
+          if (!(c->flags & Chunk::kLeased)) begin_lease_locked(s, c);
           c->lease_until_ms = now + ttl_ms;
         }
       }
@@ -221,11 +224,24 @@ void MemoryTier::clear() {
       ObjectIndex fresh;
       s.index.swap(fresh);
       std::vector<Object*>().swap(s.with_ttl);
+      std::vector<Chunk*>().swap(s.leased);
       unreserve(s.index_charge);
       s.index_charge = 0;
     }
     release_all(to_release);
   }
+}
+
+size_t MemoryTier::sweep_leases_locked(Shard& s, int64_t now_ms, size_t samples) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  size_t ended = 0;
+  for (size_t i = 0; i < samples && !s.leased.empty(); ++i) {
+    Chunk* c = s.leased[rng() % s.leased.size()];
+    if (c->lease_until_ms > now_ms) continue;
+    end_lease_locked(c, false);
+    ++ended;
+  }
+  return ended;
 }
 
 size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
@@ -239,6 +255,7 @@ size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
     size_t hits = 0, sampled = 0;
     {
       std::lock_guard lock(s.mu);
+      if (round == 0) sweep_leases_locked(s, now_ms, kSample);
       for (; sampled < kSample && !s.with_ttl.empty(); ++sampled) {
         Object* o = s.with_ttl[rng() % s.with_ttl.size()];
         if (!expired(o, now_ms)) continue;

@@ -209,6 +209,37 @@ TEST(LeaseTest, LeasedBytesAreCapped) {
   EXPECT_EQ(t->grant_lease("zz", 100).code(), StatusCode::kNotFound);
 }
 
+TEST(LeaseTest, RunOutLeasesStopCountingAgainstTheCap) {
+  auto t = tier_holding(PolicyKind::kLru, 8, 0.25);
+  put_all(*t, "abcdefgh");
+  int granted = 0;
+  for (char c : std::string("abcdefg")) {
+    if (!t->grant_lease(std::string(1, c), 30).is_ok()) break;
+    ++granted;
+  }
+  ASSERT_GE(granted, 1);
+  EXPECT_EQ(t->grant_lease("h", 10000).code(), StatusCode::kBusy);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  // Nothing was evicted or read; the cap must not stay full of dead leases.
+  EXPECT_TRUE(t->grant_lease("h", 10000).is_ok());
+  EXPECT_GE(t->stats().lease_expired_unread, 1u);
+  EXPECT_EQ(t->stats().evicted_objects, 0u);
+}
+
+TEST(LeaseTest, ActiveExpiryRetiresRunOutLeases) {
+  auto t = tier_holding(PolicyKind::kLru, 4, 1.0);
+  put_all(*t, "abcd");
+  ASSERT_TRUE(t->grant_lease("a", 20).is_ok());
+  ASSERT_TRUE(t->grant_lease("b", 20).is_ok());
+  ASSERT_TRUE(t->grant_lease("c", 100000).is_ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  t->expire_cycle(tierkv::unix_time_ms());
+  EXPECT_EQ(t->stats().leased_bytes, static_cast<int64_t>(kValueSize));  // c's only
+  EXPECT_EQ(t->stats().lease_expired_unread, 2u);
+  EXPECT_FALSE(t->stat("a")->chunks[0].leased);
+  EXPECT_TRUE(t->stat("c")->chunks[0].leased);
+}
+
 TEST(LeaseTest, AllOrNothingForMultiChunkObjects) {
   MemoryTierOptions o;
   o.chunk_size = 4096;
