@@ -236,6 +236,8 @@ Result<WriteResult> MemoryTier::put(std::string_view key, std::string_view value
 }
 
 Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOptions& opts) {
+  if (writer.tier_ == nullptr)
+    return Status::invalid_argument("writer is empty (moved from or already published)");
   if (writer.tier_ != this) return Status::invalid_argument("writer does not belong to this tier");
   if (writer.filled_ != writer.size_)
     return Status::invalid_argument(

@@ -380,6 +380,9 @@ void ObjectWriter::reset() {
   chunks_.clear();
   if (tier_ && meta_charge_) tier_->unreserve(meta_charge_);
   meta_charge_ = 0;
+  // Empty now: publishing it again must fail, not index a chunkless object.
+  tier_ = nullptr;
+  size_ = filled_ = 0;
 }
 
 std::pair<char*, size_t> ObjectWriter::next_writable() {

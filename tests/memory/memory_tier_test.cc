@@ -261,6 +261,24 @@ TEST(ObjectWriterTest, MoveTransfersOwnership) {
   EXPECT_GE(t.used_bytes(), before);
 }
 
+TEST(ObjectWriterTest, PublishingTwiceIsRejected) {
+  MemoryTier t(small_chunks());
+  auto w = t.prepare("k", 5000);
+  ASSERT_TRUE(w->append(std::string(5000, 'a')));
+  ASSERT_TRUE(t.publish(std::move(*w)));
+  auto again = t.publish(std::move(*w));
+  EXPECT_EQ(again.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.get("k")->to_string(), std::string(5000, 'a'));
+  // A writer whose condition failed is spent too.
+  auto nx = t.prepare("k", 1);
+  ASSERT_TRUE(nx->append("b"));
+  auto r = t.publish(std::move(*nx), WriteOptions{.condition = WriteCondition::kIfAbsent});
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->written);
+  EXPECT_EQ(t.publish(std::move(*nx)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.get("k")->to_string(), std::string(5000, 'a'));
+}
+
 TEST(ObjectWriterTest, WriterOfAnotherTierIsRejected) {
   MemoryTier t1(small_chunks()), t2(small_chunks());
   auto w = t1.prepare("k", 1);
