@@ -19,6 +19,13 @@ struct ConfigAlias {
 };
 constexpr ConfigAlias kAliases[] = {{"maxmemory", "memory"}};
 
+// Read-only Redis settings that describe what tierkv is: no RDB snapshots,
+// no AOF, one database. redis-benchmark reads the first two at start.
+struct FixedSetting {
+  std::string_view name, value;
+};
+constexpr FixedSetting kFixedSettings[] = {{"save", ""}, {"appendonly", "no"}, {"databases", "1"}};
+
 std::string_view canonical_key(std::string_view name) {
   for (const ConfigAlias& a : kAliases) {
     if (iequals(a.redis_name, name)) return a.tierkv_name;
@@ -165,6 +172,11 @@ void config_get(CommandContext& ctx) {
     }
     for (const ConfigAlias& a : kAliases) {
       if (glob_match(pattern, a.redis_name)) add(a.redis_name, a.tierkv_name);
+    }
+    for (const FixedSetting& f : kFixedSettings) {
+      bool seen = false;
+      for (const auto& [k, v] : found) seen = seen || k == f.name;
+      if (!seen && glob_match(pattern, f.name)) found.emplace_back(f.name, f.value);
     }
   }
   ctx.reply.map(found.size());
