@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""tierkv-server against redis-server, same redis-benchmark runs on both.
+
+Starts redis-server (no persistence, maxmemory = the same budget,
+allkeys-lru) and tierkv-server (--memory, --io-threads 2) on free loopback
+ports, runs redis-benchmark SET/GET at several value sizes against each
+(alternating, so background load hits both alike), and prints ops/s, p50 and
+p99 for both with the ratio ours/redis. Writes bench/results/vs-redis.json;
+the last line is `RESULT name=vs-redis ratio=<min ratio> ...`.
+
+  /usr/bin/python3 bench/vs-redis/run.py [--server PATH] [--memory 1gb] [--quick]
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
+REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+# name, value bytes, clients, pipeline, requests per test (SET and GET each)
+ROWS = [
+    ("100B -P16", 100, 50, 16, 400_000),
+    ("4KiB", 4096, 50, 1, 60_000),
+    ("1MiB", 1 << 20, 4, 1, 1_500),
+    ("32MiB", 32 << 20, 2, 1, 40),
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, proc, timeout=15.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server did not listen on {port}")
+
+
+def start(argv, port, workdir):
+    log = open(os.path.join(workdir, "server.log"), "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    wait_for_port(port, proc)
+    return proc, log
+
+
+def stop(proc, log):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log.close()
+
+
+def benchmark(port, size, clients, pipeline, requests):
+    cmd = [BENCHMARK, "-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-d", str(size),
+           "-c", str(clients), "-P", str(pipeline), "-n", str(requests), "--csv"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+    result = {}
+    for row in csv.DictReader(io.StringIO(out.stdout)):
+        result[row["test"]] = {
+            "ops": float(row["rps"]),
+            "p50_ms": float(row["p50_latency_ms"]),
+            "p99_ms": float(row["p99_latency_ms"]),
+        }
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", default=os.environ.get(
+        "TIERKV_SERVER", os.path.join(ROOT, "build", "src", "server", "tierkv-server")))
+    ap.add_argument("--memory", default="1gb")
+    ap.add_argument("--io-threads", default="2")
+    ap.add_argument("--quick", action="store_true", help="a tenth of the requests")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "vs-redis.json"))
+    args = ap.parse_args()
+    args.server = os.path.abspath(args.server)
+
+    work = tempfile.mkdtemp(prefix="vs-redis-")
+    redis_port, ours_port = free_port(), free_port()
+    redis_argv = [REDIS, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+                  "--appendonly", "no", "--maxmemory", args.memory,
+                  "--maxmemory-policy", "allkeys-lru", "--dir", work]
+    ours_argv = [args.server, "--port", str(ours_port), "--bind", "127.0.0.1",
+                 "--memory", args.memory, "--io-threads", args.io_threads,
+                 "--metrics-port", "0", "--log-level", "warn"]
+    servers = []
+    results = []
+    started = time.time()
+    try:
+        servers.append(start(redis_argv, redis_port, work))
+        ours_dir = os.path.join(work, "tierkv")
+        os.makedirs(ours_dir)
+        servers.append(start(ours_argv, ours_port, ours_dir))
+        for name, size, clients, pipeline, requests in ROWS:
+            if args.quick:
+                requests = max(requests // 10, clients * 2)
+            theirs = benchmark(redis_port, size, clients, pipeline, requests)
+            ours = benchmark(ours_port, size, clients, pipeline, requests)
+            for test in ("SET", "GET"):
+                o, t = ours[test], theirs[test]
+                results.append({
+                    "row": f"{test} {name}", "value_bytes": size, "clients": clients,
+                    "pipeline": pipeline, "requests": requests,
+                    "tierkv": o, "redis": t, "ratio": o["ops"] / t["ops"] if t["ops"] else 0.0,
+                })
+    finally:
+        for proc, log in reversed(servers):
+            stop(proc, log)
+        shutil.rmtree(work, ignore_errors=True)
+
+    header = (f"{'row':<16} {'tierkv ops/s':>13} {'p50 ms':>8} {'p99 ms':>8}   "
+              f"{'redis ops/s':>12} {'p50 ms':>8} {'p99 ms':>8}   {'ratio':>6}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        o, t = r["tierkv"], r["redis"]
+        print(f"{r['row']:<16} {o['ops']:>13,.0f} {o['p50_ms']:>8.3f} {o['p99_ms']:>8.3f}   "
+              f"{t['ops']:>12,.0f} {t['p50_ms']:>8.3f} {t['p99_ms']:>8.3f}   {r['ratio']:>6.2f}")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"memory": args.memory, "io_threads": args.io_threads,
+                   "seconds": round(time.time() - started, 1), "rows": results}, f, indent=2)
+    worst = min(results, key=lambda r: r["ratio"])
+    geo = 1.0
+    for r in results:
+        geo *= r["ratio"]
+    geo **= 1.0 / len(results)
+    print(f"RESULT name=vs-redis ratio={worst['ratio']:.3f} worst_row=\"{worst['row']}\" "
+          f"geomean_ratio={geo:.3f} rows={len(results)} seconds={time.time() - started:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
