@@ -1,0 +1,302 @@
+#!/usr/bin/python3
+"""Random-read throughput of tierkv's flash tier next to fio, on one file.
+
+For each block size: tierkv-flash-bench fills a flash file through
+FlashTier::write_chunk (objects of that size, one chunk each) and stays up;
+then, per queue depth, it reads random objects through FlashTier::read_chunk
+for a fixed time, and right after, fio reads random blocks of the same size
+from the same file (ioengine=io_uring, direct=1, same depth, same duration).
+Ours and fio alternate case by case, so a change in machine load hits both.
+
+    /usr/bin/python3 bench/flash-vs-fio/run.py [--dir /disk/tmp] [--seconds 5]
+
+Prints a table, writes bench/results/flash-vs-fio.json and ends with a
+RESULT line. See docs/benchmarks-flash.md.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+GOALS = {4096: 0.6}  # ours/fio at QD16; 0.8 for every larger block size
+DEFAULT_GOAL = 0.8
+RECORD_HEADER = 56  # src/flash/record.h: RecordHeader
+BLOCK = 4096
+
+
+def parse_size(text):
+    text = text.strip().lower()
+    units = {"k": 1 << 10, "m": 1 << 20}
+    if text[-1] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text)
+
+
+def size_name(n):
+    if n % (1 << 20) == 0:
+        return f"{n >> 20}M"
+    if n % (1 << 10) == 0:
+        return f"{n >> 10}K"
+    return str(n)
+
+
+def record_size(key_length, data_length):
+    raw = RECORD_HEADER + key_length + data_length
+    return (raw + BLOCK - 1) // BLOCK * BLOCK
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def command_output(args):
+    try:
+        return subprocess.run(args, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return ""
+
+
+def environment(directory):
+    dirty = command_output(["git", "-C", str(REPO), "status", "--porcelain", "--", "src/flash"])
+    return {
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "load_average_start": load_average(),
+        "directory": str(directory),
+        "file_system": command_output(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "-T", str(directory)]),
+        "fio_version": command_output(["fio", "--version"]),
+        "git_commit": command_output(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
+        "src_flash_uncommitted_changes": bool(dirty),
+    }
+
+
+class Bench:
+    """One tierkv-flash-bench process in --serve mode: fills, then reads on request."""
+
+    def __init__(self, binary, directory, size_mib, block_size, warmup, chunks_per_object=1):
+        args = [str(binary), "--serve", "--dir", str(directory), "--size-mib", str(size_mib),
+                "--block-size", str(block_size), "--warmup", str(warmup),
+                "--chunks-per-object", str(chunks_per_object)]
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.fill = self._next_event("fill")
+
+    def _next_event(self, expected):
+        for line in self.proc.stdout:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            event = json.loads(line)
+            if event.get("event") != expected:
+                raise RuntimeError(f"tierkv-flash-bench: expected {expected}, got {line}")
+            return event
+        raise RuntimeError(f"tierkv-flash-bench exited (code {self.proc.wait()}) before {expected}")
+
+    def read(self, queue_depth, seconds):
+        self.proc.stdin.write(f"read {queue_depth} {seconds}\n")
+        self.proc.stdin.flush()
+        return self._next_event("read")
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def run_fio(path, extent, block_size, queue_depth, seconds, warmup, direct):
+    args = ["fio", "--name=flash-vs-fio", f"--filename={path}", "--readonly",
+            "--ioengine=io_uring", f"--direct={1 if direct else 0}", "--rw=randread",
+            f"--bs={block_size}", f"--iodepth={queue_depth}", f"--size={extent}",
+            f"--runtime={seconds}", f"--ramp_time={int(warmup * 1000)}ms", "--time_based",
+            "--norandommap", "--randrepeat=0", "--output-format=json"]
+    out = subprocess.run(args, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()}")
+    # fio may print notes before the JSON document.
+    job = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
+    read = job["read"]
+    runtime_s = read["runtime"] / 1000.0
+    percentiles = read.get("clat_ns", {}).get("percentile", {})
+    cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * runtime_s
+    return {
+        "block_size": block_size,
+        "queue_depth": queue_depth,
+        "direct": direct,
+        "ops_s": read["iops"],
+        "mb_s": read["bw_bytes"] / 1e6,
+        "lat_p50_us": percentiles.get("50.000000", 0) / 1e3,
+        "lat_p99_us": percentiles.get("99.000000", 0) / 1e3,
+        "cpu_percent": job["usr_cpu"] + job["sys_cpu"],
+        "cpu_us_per_op": cpu_s * 1e6 / read["total_ios"] if read["total_ios"] else 0.0,
+    }
+
+
+def goal_for(block_size):
+    return GOALS.get(block_size, DEFAULT_GOAL)
+
+
+def print_table(cases):
+    head = (f"{'bs':>5} {'QD':>3} | {'ours op/s':>10} {'ours MB/s':>9} {'fio MB/s':>9} "
+            f"{'ratio':>6} {'goal':>5} | {'dev MB/s':>8} {'fio@rec':>8} | "
+            f"{'p50 us':>13} {'p99 us':>13} | {'CPU us/op':>11}")
+    print(head)
+    print("-" * len(head))
+    for c in cases:
+        ours, fio = c["ours"], c["fio"]
+        rec = c.get("fio_record_size")
+        rec_text = f"{rec['mb_s']:8.1f}" if rec else f"{'-':>8}"
+        ok = "ok" if c["ratio"] >= c["goal"] else "MISS"
+        print(f"{size_name(c['block_size']):>5} {c['queue_depth']:>3} | "
+              f"{ours['ops_s']:>10.0f} {ours['payload_mb_s']:>9.1f} {fio['mb_s']:>9.1f} "
+              f"{c['ratio']:>6.2f} {ok:>5} | {ours['device_mb_s']:>8.1f} {rec_text} | "
+              f"{ours['lat_p50_us']:>6.0f}/{fio['lat_p50_us']:<6.0f} "
+              f"{ours['lat_p99_us']:>6.0f}/{fio['lat_p99_us']:<6.0f} | "
+              f"{ours['cpu_us_per_op']:>5.1f}/{fio['cpu_us_per_op']:<5.1f}")
+    print("ours MB/s counts object bytes delivered; dev MB/s counts whole records read "
+          "(header + key + data, padded to 4 KiB);")
+    print("fio@rec: fio with bs = our record size (same device bytes per read). "
+          "p50/p99 and CPU: ours/fio.")
+
+
+def print_index(fills):
+    print(f"\n{'fill':>12} | {'objects':>8} {'chunks':>8} {'index bytes':>12} "
+          f"{'B/chunk':>8} {'B/object':>9} | {'write amp':>9}")
+    for f in fills:
+        label = f"{size_name(f['chunk_size'])}x{f['chunks_per_object']}"
+        print(f"{label:>12} | {f['objects']:>8} {f['chunks']:>8} {f['index_bytes']:>12} "
+              f"{f['index_bytes_per_chunk']:>8.1f} {f['index_bytes_per_object']:>9.1f} | "
+              f"{f['write_amplification']:>9.3f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bin", default=str(REPO / "build-fbench/bench/flash-vs-fio/tierkv-flash-bench"))
+    p.add_argument("--dir", default=str(REPO / "bench/results/tmp-flash"),
+                   help="directory on the disk under test (not a tmpfs)")
+    p.add_argument("--size-mib", type=int, default=1024)
+    p.add_argument("--block-sizes", default="4k,64k,1m")
+    p.add_argument("--qd", default="1,16")
+    p.add_argument("--seconds", type=float, default=5)
+    p.add_argument("--warmup", type=float, default=0.5)
+    p.add_argument("--out", default=str(REPO / "bench/results/flash-vs-fio.json"))
+    p.add_argument("--no-index-fill", action="store_true",
+                   help="skip the extra small fill with 16 chunks per object")
+    args = p.parse_args()
+
+    binary = Path(args.bin)
+    if not binary.exists():
+        sys.exit(f"{binary} not found; build it with:\n"
+                 f"  cmake -S {REPO} -B {REPO}/build-fbench -G Ninja -DTIERKV_BENCH=ON && "
+                 f"ninja -C {REPO}/build-fbench tierkv-flash-bench")
+    if shutil.which("fio") is None:
+        sys.exit("fio not found")
+    directory = Path(args.dir)
+    created_dir = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    fs_type = command_output(["stat", "-f", "-c", "%T", str(directory)])
+    if fs_type == "tmpfs":
+        sys.exit(f"{directory} is on tmpfs: give --dir on the disk under test")
+    if shutil.disk_usage(directory).free < (args.size_mib << 20) * 2:
+        sys.exit(f"not enough free space in {directory} for {args.size_mib} MiB")
+
+    env = environment(directory)
+    print(f"flash-vs-fio: {env['time_utc']}, {env['cpus']} CPUs, load average "
+          f"{env['load_average_start']}, {env['file_system']} at {directory}, {env['fio_version']}")
+    if env["src_flash_uncommitted_changes"]:
+        print(f"note: src/flash has uncommitted changes on top of {env['git_commit']}")
+    started = time.monotonic()
+    block_sizes = [parse_size(b) for b in args.block_sizes.split(",")]
+    queue_depths = [int(q) for q in args.qd.split(",")]
+    cases, fills = [], []
+    flash_file = directory / "flash-bench.dat"
+    try:
+        for bs in block_sizes:
+            bench = Bench(binary, directory, args.size_mib, bs, args.warmup)
+            try:
+                fill = bench.fill
+                fills.append(fill)
+                direct = fill["direct_io"]
+                if not direct:
+                    print(f"note: {fill['file']} does not take O_DIRECT: both sides buffered")
+                print(f"{size_name(bs)}: filled {fill['written_extent_bytes'] >> 20} MiB "
+                      f"({fill['objects']} objects) in {fill['fill_seconds']:.1f} s "
+                      f"via {fill['io_backend']}, {'direct' if direct else 'buffered'} I/O",
+                      flush=True)
+                record = record_size(fill["key_length"], bs)
+                for qd in queue_depths:
+                    ours = bench.read(qd, args.seconds)
+                    fio = run_fio(fill["file"], fill["written_extent_bytes"], bs, qd,
+                                  args.seconds, args.warmup, direct)
+                    case = {"block_size": bs, "queue_depth": qd, "ours": ours, "fio": fio,
+                            "ratio": ours["payload_mb_s"] / fio["mb_s"] if fio["mb_s"] else 0.0,
+                            "goal": goal_for(bs), "record_size": record}
+                    # Where padding doubles the bytes per read, also show fio
+                    # reading as many bytes as we do.
+                    if record >= bs * 1.5:
+                        case["fio_record_size"] = run_fio(
+                            fill["file"], fill["written_extent_bytes"], record, qd,
+                            args.seconds, args.warmup, direct)
+                    print(f"  QD{qd}: ours {ours['payload_mb_s']:.1f} MB/s, "
+                          f"fio {fio['mb_s']:.1f} MB/s, ratio {case['ratio']:.2f}"
+                          f"{'' if ours['errors'] == 0 else ', ERRORS %d' % ours['errors']}",
+                          flush=True)
+                    cases.append(case)
+            finally:
+                bench.close()
+        if not args.no_index_fill:
+            # Index cost per chunk beyond the first: many chunks per object.
+            bench = Bench(binary, directory, min(args.size_mib, 256), 4096, args.warmup, 16)
+            fills.append(bench.fill)
+            bench.close()
+    finally:
+        flash_file.unlink(missing_ok=True)
+        if created_dir:
+            try:
+                directory.rmdir()
+            except OSError:
+                pass
+
+    env["load_average_end"] = load_average()
+    env["wall_seconds"] = round(time.monotonic() - started, 1)
+    print()
+    print_table(cases)
+    print_index(fills)
+    print(f"\nload average at start {env['load_average_start']}, at end {env['load_average_end']} "
+          f"on {env['cpus']} CPUs (shared machine: absolute figures are noisy, ratios less so); "
+          f"run took {env['wall_seconds']} s")
+
+    def ratio(bs, qd=16):
+        for c in cases:
+            if c["block_size"] == bs and c["queue_depth"] == qd:
+                return round(c["ratio"], 3)
+        return None
+
+    result = {"ratio_4k_qd16": ratio(4096), "ratio_64k_qd16": ratio(65536),
+              "ratio_1m_qd16": ratio(1 << 20)}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"environment": env, "cases": cases, "fills": fills,
+                               "result": result}, indent=2) + "\n")
+    print(f"wrote {out}")
+    print("RESULT name=flash-vs-fio " + " ".join(f"{k}={v}" for k, v in result.items()))
+
+
+if __name__ == "__main__":
+    main()
