@@ -1,4 +1,4 @@
-// AlignedBuffer: an owned, zero-initialised byte buffer whose address and
+// AlignedBuffer: an owned (by default zero-initialised) byte buffer whose address and
 // length are multiples of the device block (4 KiB), as O_DIRECT requires.
 #pragma once
 
@@ -18,13 +18,18 @@ inline constexpr size_t align_up(size_t n, size_t a = kBlockSize) {
 
 class AlignedBuffer {
  public:
+  // For buffers the device fills completely: skips zeroing.
+  struct Uninitialized {};
+
   AlignedBuffer() = default;
   // Rounds `size` up to a whole number of blocks.
-  explicit AlignedBuffer(size_t size) : size_(align_up(size)) {
+  explicit AlignedBuffer(size_t size) : AlignedBuffer(size, Uninitialized{}) {
+    if (data_ != nullptr) std::memset(data_, 0, size_);
+  }
+  AlignedBuffer(size_t size, Uninitialized) : size_(align_up(size)) {
     if (size_ == 0) return;
     data_ = static_cast<char*>(std::aligned_alloc(kBlockSize, size_));
     if (data_ == nullptr) throw std::bad_alloc();
-    std::memset(data_, 0, size_);
   }
   AlignedBuffer(AlignedBuffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}

@@ -242,7 +242,8 @@ std::unique_ptr<FlashTier::WriteBatch> FlashTier::new_batch_locked(uint32_t regi
     batch->buffer = std::move(im.spare_buffers.back());
     im.spare_buffers.pop_back();
   } else {
-    batch->buffer = AlignedBuffer(capacity);
+    // Only the filled part is written, and records zero their own padding.
+    batch->buffer = AlignedBuffer(capacity, AlignedBuffer::Uninitialized{});
   }
   ++im.regions[region].pending_writes;
   return batch;
@@ -416,7 +417,7 @@ FlashTier::ReadOp* FlashTier::make_read_op(std::string_view key, uint32_t chunk_
   op->reclaim_epoch = epoch;
   op->start_ns = mono_ns();
   const uint64_t size = location::size_blocks(found->location) * kBlockSize;
-  op->buffer = AlignedBuffer(size);
+  op->buffer = AlignedBuffer(size, AlignedBuffer::Uninitialized{});
   op->op = IoRequest::Op::kRead;
   op->buf = op->buffer.data();
   op->length = size;
