@@ -55,7 +55,7 @@ TEST(CommandsConcurrentTest, MsetnxIsAllOrNothing) {
     std::vector<int> won(kThreads, 0);
     run_threads([&](int t) {
       std::string v = std::to_string(t);
-      std::string own = "own" + v;
+      std::string own = cat("own", v);
       if (h.run({"MSETNX", "a", v, "b", v, own, v, "c", v}) == integer(1)) {
         winners.fetch_add(1);
         won[t] = 1;
@@ -69,8 +69,8 @@ TEST(CommandsConcurrentTest, MsetnxIsAllOrNothing) {
     }
     int w = static_cast<int>(std::find(won.begin(), won.end(), 1) - won.begin());
     std::string expect = bulk(std::to_string(w));
-    EXPECT_EQ(h.run({"MGET", "a", "b", "c", "own" + std::to_string(w)}),
-              "*4\r\n" + expect + expect + expect + expect);
+    EXPECT_EQ(h.run({"MGET", "a", "b", "c", cat("own", std::to_string(w))}),
+              cat("*4\r\n", expect, expect, expect, expect));
     EXPECT_EQ(h.store().size(), 4u);  // the losers' own keys were rolled back
   }
 }
@@ -78,11 +78,12 @@ TEST(CommandsConcurrentTest, MsetnxIsAllOrNothing) {
 TEST(CommandsConcurrentTest, GetDelHandsOutEachValueOnce) {
   CommandHarness h;
   constexpr int kKeys = 500;
-  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(h.store().put("k" + std::to_string(i), "v").is_ok());
+  for (int i = 0; i < kKeys; ++i)
+    ASSERT_TRUE(h.store().put(cat("k", std::to_string(i)), "v").is_ok());
   std::atomic<int> taken{0};
   run_threads([&](int) {
     for (int i = 0; i < kKeys; ++i)
-      if (h.run({"GETDEL", "k" + std::to_string(i)}) == bulk("v")) taken.fetch_add(1);
+      if (h.run({"GETDEL", cat("k", std::to_string(i))}) == bulk("v")) taken.fetch_add(1);
   });
   EXPECT_EQ(taken.load(), kKeys);
   EXPECT_EQ(h.store().size(), 0u);

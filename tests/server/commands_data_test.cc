@@ -136,12 +136,12 @@ TEST_F(DataCommandsTest, GetSetGetDelGetEx) {
 
 TEST_F(DataCommandsTest, MultiKey) {
   EXPECT_EQ(run({"MSET", "a", "1", "b", "2"}), kOk);
-  EXPECT_EQ(run({"MGET", "a", "x", "b"}), "*3\r\n" + bulk("1") + kNull + bulk("2"));
+  EXPECT_EQ(run({"MGET", "a", "x", "b"}), cat("*3\r\n", bulk("1"), kNull, bulk("2")));
   EXPECT_EQ(run({"MSET", "a", "1", "b"}), err("ERR wrong number of arguments for 'mset' command"));
   EXPECT_EQ(run({"MSETNX", "a", "9", "c", "3"}), integer(0));
   EXPECT_EQ(run({"EXISTS", "c"}), integer(0));
   EXPECT_EQ(run({"MSETNX", "c", "1", "d", "2", "c", "3"}), integer(1));
-  EXPECT_EQ(run({"MGET", "c", "d"}), "*2\r\n" + bulk("3") + bulk("2"));
+  EXPECT_EQ(run({"MGET", "c", "d"}), cat("*2\r\n", bulk("3"), bulk("2")));
 }
 
 TEST_F(DataCommandsTest, RangesAcrossChunks) {
@@ -211,7 +211,7 @@ TEST_F(DataCommandsTest, KeySpace) {
   EXPECT_EQ(run({"TYPE", "z"}), "+none\r\n");
   EXPECT_EQ(run({"DEL", "a", "a", "z"}), integer(1));
   EXPECT_EQ(run({"UNLINK", "b"}), integer(1));
-  EXPECT_EQ(run({"KEYS", "*"}), "*1\r\n" + bulk("c"));
+  EXPECT_EQ(run({"KEYS", "*"}), cat("*1\r\n", bulk("c")));
   EXPECT_EQ(run({"RANDOMKEY"}), bulk("c"));
   EXPECT_EQ(run({"DEL", "c"}), integer(1));
   EXPECT_EQ(run({"RANDOMKEY"}), kNull);
@@ -245,7 +245,7 @@ TEST_F(DataCommandsTest, ExpireOptions) {
 TEST_F(DataCommandsTest, ScanVisitsEveryKeyOnce) {
   std::set<std::string> expected;
   for (int i = 0; i < 500; ++i) {
-    std::string k = "key:" + std::to_string(i);
+    std::string k = cat("key:", std::to_string(i));
     ASSERT_TRUE(h_.store().put(k, "v").is_ok());
     expected.insert(k);
   }
@@ -269,14 +269,15 @@ TEST_F(DataCommandsTest, TierStatMapInBothProtocols) {
   ASSERT_TRUE(h_.store().put("k", std::string(70 * 1024, 'x')).is_ok());
   uint64_t version = h_.store().stat("k")->version;
   auto chunk = [](int index, int bytes, std::string_view map_head, std::string_view f) {
-    return std::string(map_head) + bulk("index") + integer(index) + bulk("bytes") + integer(bytes) +
-           bulk("residency") + bulk("memory") + bulk("pins") + integer(0) + bulk("leased") +
-           std::string(f) + bulk("use_once") + std::string(f);
+    return cat(map_head, bulk("index"), integer(index), bulk("bytes"), integer(bytes),
+               bulk("residency"), bulk("memory"), bulk("pins"), integer(0), bulk("leased"), f,
+               bulk("use_once"), f);
   };
-  std::string resp2 = "*10\r\n" + bulk("size") + integer(70 * 1024) + bulk("version") +
-                      integer(static_cast<int64_t>(version)) + bulk("chunks") + integer(2) +
-                      bulk("ttl_ms") + integer(-1) + bulk("chunk_residency") + "*2\r\n" +
-                      chunk(0, 65536, "*12\r\n", ":0\r\n") + chunk(1, 6144, "*12\r\n", ":0\r\n");
+  std::string resp2 =
+      cat("*10\r\n", bulk("size"), integer(70 * 1024), bulk("version"),
+          integer(static_cast<int64_t>(version)), bulk("chunks"), integer(2), bulk("ttl_ms"),
+          integer(-1), bulk("chunk_residency"), "*2\r\n", chunk(0, 65536, "*12\r\n", ":0\r\n"),
+          chunk(1, 6144, "*12\r\n", ":0\r\n"));
   EXPECT_EQ(run({"TIER.STAT", "k"}), resp2);
   std::string resp3 = h_.run({"tier.stat", "k"}, Proto::kResp3);
   EXPECT_EQ(resp3.substr(0, 4), "%5\r\n");
