@@ -103,7 +103,7 @@ bool MemoryTier::evictable(const Chunk* c, int64_t now_ms) {
   return true;
 }
 
-void MemoryTier::detach_locked(Shard& s, Object* obj, std::vector<Chunk*>& to_release) {
+void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
   for (Chunk* c : obj->chunks) {
     if (c->hook.linked) {
       if (c->flags & Chunk::kUseOnce)
@@ -122,14 +122,14 @@ void MemoryTier::detach_locked(Shard& s, Object* obj, std::vector<Chunk*>& to_re
   delete obj;
 }
 
-void MemoryTier::release_all(std::vector<Chunk*>& chunks) {
+void MemoryTier::release_all(ChunkList& chunks) {
   for (Chunk* c : chunks) c->release();
   chunks.clear();
 }
 
 bool MemoryTier::evict_one(size_t first_shard) {
   int64_t now = unix_time_ms();
-  std::vector<Chunk*> to_release;
+  ChunkList to_release;
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[(first_shard + i) % shard_count_];
     std::lock_guard lock(s.mu);
@@ -213,7 +213,7 @@ Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
   int64_t total = static_cast<int64_t>(charge_for_object(key.size(), size));
   TIERKV_RETURN_IF_ERROR(reserve(total, hash));
   size_t overhead = shards_[0].policy->overhead_per_entry();
-  std::vector<Chunk*> chunks;
+  ChunkList chunks;
   chunks.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     uint64_t left = size - std::min<uint64_t>(size, i * uint64_t{chunk_size_});
@@ -244,8 +244,8 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
         fmt::format("object incomplete: {} of {} bytes written", writer.filled_, writer.size_));
   Shard& s = shard_for(writer.hash_);
   WriteResult result;
-  std::vector<Chunk*> to_release;
-  int64_t now = unix_time_ms();
+  ChunkList to_release;
+  int64_t now = 0;  // read only if the old version has a TTL or lease
   int64_t index_reserve = 0;
   bool adds_ttl = opts.expire_at_ms != 0 || opts.keep_ttl;
   TIERKV_RETURN_IF_ERROR(lock_with_index_room(s, writer.hash_, adds_ttl, index_reserve));
@@ -327,7 +327,7 @@ Result<ObjectView> MemoryTier::get(std::string_view key, const GetOptions& optio
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
   int64_t now = 0;  // the clock is read only for objects with a TTL or lease
-  std::vector<Chunk*> to_release;
+  ChunkList to_release;
   Result<ObjectView> out = Status::not_found();
   {
     std::lock_guard lock(s.mu);

@@ -110,6 +110,10 @@ struct ScanPage {
 
 class ObjectWriter;
 
+// Chunks collected under a lock and released after it (most operations
+// touch one object of one chunk: no allocation).
+using ChunkList = absl::InlinedVector<Chunk*, 4>;
+
 class MemoryTier {
  public:
   explicit MemoryTier(const MemoryTierOptions& options);
@@ -164,13 +168,13 @@ class MemoryTier {
   void unreserve(int64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
   bool evict_one(size_t first_shard);
   bool evictable(const Chunk* c, int64_t now_ms);
-  void detach_locked(Shard& s, Object* obj, std::vector<Chunk*>& to_release);
-  void release_all(std::vector<Chunk*>& chunks);
+  void detach_locked(Shard& s, Object* obj, ChunkList& to_release);
+  void release_all(ChunkList& chunks);
   bool expired(const Object* obj, int64_t now_ms) const;
   // The live object for a key, expiring it lazily if it is due. now == 0:
   // read the clock if the object has an expiry.
   Object* find_live_locked(Shard& s, std::string_view key, uint64_t hash, int64_t now,
-                           std::vector<Chunk*>& to_release);
+                           ChunkList& to_release);
   // Bytes the shard's index (and TTL list, if adds_ttl) may grow by on one
   // more insert.
   int64_t index_growth_locked(Shard& s, bool adds_ttl);
@@ -233,8 +237,8 @@ class ObjectWriter {
 
  private:
   friend class MemoryTier;
-  ObjectWriter(MemoryTier* tier, std::string key, uint64_t hash, uint64_t size,
-               std::vector<Chunk*> chunks, int64_t meta_charge);
+  ObjectWriter(MemoryTier* tier, std::string key, uint64_t hash, uint64_t size, ChunkList chunks,
+               int64_t meta_charge);
   void reset();
 
   MemoryTier* tier_ = nullptr;
@@ -242,7 +246,7 @@ class ObjectWriter {
   uint64_t hash_ = 0;
   uint64_t size_ = 0;
   uint64_t filled_ = 0;
-  std::vector<Chunk*> chunks_;
+  ChunkList chunks_;
   int64_t meta_charge_ = 0;  // object metadata, reserved up front
 };
 

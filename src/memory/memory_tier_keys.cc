@@ -13,7 +13,7 @@
 namespace tierkv::memory {
 
 Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t hash, int64_t now,
-                                     std::vector<Chunk*>& to_release) {
+                                     ChunkList& to_release) {
   auto it = s.index.find(KeyRef{key, hash});
   if (it == s.index.end()) return nullptr;
   Object* obj = *it;
@@ -28,7 +28,7 @@ Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t ha
 bool MemoryTier::contains(std::string_view key) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
-  std::vector<Chunk*> to_release;
+  ChunkList to_release;
   bool found;
   {
     std::lock_guard lock(s.mu);
@@ -42,7 +42,7 @@ bool MemoryTier::contains(std::string_view key) {
 std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
-  std::vector<Chunk*> to_release;
+  ChunkList to_release;
   std::optional<ObjectInfo> info;
   {
     std::lock_guard lock(s.mu);
@@ -66,7 +66,7 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
 bool MemoryTier::remove(std::string_view key) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
-  std::vector<Chunk*> to_release;
+  ChunkList to_release;
   bool removed = false;
   {
     std::lock_guard lock(s.mu);
@@ -97,7 +97,7 @@ void MemoryTier::set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms) 
 bool MemoryTier::set_expiry(std::string_view key, int64_t expire_at_ms) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
-  std::vector<Chunk*> to_release;
+  ChunkList to_release;
   bool found = false;
   int64_t reserved = 0;
   // If memory is full of pinned data the TTL list still gets its slot:
@@ -121,7 +121,7 @@ bool MemoryTier::set_expiry(std::string_view key, int64_t expire_at_ms) {
 Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
-  std::vector<Chunk*> to_release;
+  ChunkList to_release;
   Status st;
   int64_t now = unix_time_ms();
   int64_t cap = static_cast<int64_t>(static_cast<double>(budget_bytes()) * lease_max_fraction_);
@@ -216,7 +216,7 @@ std::optional<std::string> MemoryTier::random_key() {
 void MemoryTier::clear() {
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[i];
-    std::vector<Chunk*> to_release;
+    ChunkList to_release;
     {
       std::lock_guard lock(s.mu);
       std::vector<Object*> all(s.index.begin(), s.index.end());
@@ -251,7 +251,7 @@ size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   size_t total = 0;
   for (int round = 0; round < 16; ++round) {
-    std::vector<Chunk*> to_release;
+    ChunkList to_release;
     size_t hits = 0, sampled = 0;
     {
       std::lock_guard lock(s.mu);
@@ -337,7 +337,7 @@ MemoryTierStats MemoryTier::stats() const {
 // --- ObjectWriter ---
 
 ObjectWriter::ObjectWriter(MemoryTier* tier, std::string key, uint64_t hash, uint64_t size,
-                           std::vector<Chunk*> chunks, int64_t meta_charge)
+                           ChunkList chunks, int64_t meta_charge)
     : tier_(tier),
       key_(std::move(key)),
       hash_(hash),
