@@ -318,6 +318,7 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
   {
     std::lock_guard lock(im.write_mu);
     --im.writes_in_flight;
+    ++im.writes_finishing;
     --im.regions[batch->region].pending_writes;
     im.pending_bytes -= batch->used;
     kick_locked(next);
@@ -325,13 +326,15 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
         im.spare_buffers.size() < options_.max_write_inflight) {
       im.spare_buffers.push_back(std::move(batch->buffer));
     }
-    if (im.writes_in_flight == 0) im.writes_idle.notify_all();
   }
   if (!next.empty()) im.engine->submit(next);
   update_index_gauges();
   for (size_t i = 0; i < batch->chunks.size(); ++i) {
     if (batch->chunks[i].done) batch->chunks[i].done(std::move(outcomes[i]));
   }
+  // flush() returns only after the callbacks of what it waited for have run.
+  std::lock_guard lock(im.write_mu);
+  if (--im.writes_finishing == 0 && im.writes_in_flight == 0) im.writes_idle.notify_all();
 }
 
 void FlashTier::flush() {
@@ -345,8 +348,10 @@ void FlashTier::flush() {
   if (!to_submit.empty()) im.engine->submit(to_submit);
   {
     std::unique_lock lock(im.write_mu);
-    im.writes_idle.wait(
-        lock, [&] { return im.writes_in_flight == 0 && im.sealed.empty() && !im.active; });
+    im.writes_idle.wait(lock, [&] {
+      return im.writes_in_flight == 0 && im.writes_finishing == 0 && im.sealed.empty() &&
+             !im.active;
+    });
   }
   if (options_.fsync != FsyncPolicy::kNone && im.dirty.exchange(false)) ::fdatasync(im.fd.get());
 }

@@ -130,6 +130,7 @@ struct FlashTier::Impl {
   std::unique_ptr<WriteBatch> active;
   std::deque<std::unique_ptr<WriteBatch>> sealed;  // waiting for a write slot
   uint32_t writes_in_flight = 0;
+  uint32_t writes_finishing = 0;  // landed, callbacks still running
   uint64_t pending_bytes = 0;
   uint64_t next_seq = 1;
   uint64_t used_bytes = 0;
