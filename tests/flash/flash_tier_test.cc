@@ -1,6 +1,8 @@
 #include "flash/flash_tier.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -242,6 +244,42 @@ TEST(FlashTierTest, ErrorsAreStatusesNotCrashes) {
             StatusCode::kInvalidArgument);
   (*tier)->flush();
   EXPECT_FALSE(called);
+}
+
+// A device that refuses writes part-way (here: a file size limit, EFBIG, as a
+// stand-in for ENOSPC on a sparse file): the callbacks report IOError, nothing
+// half-written is indexed, and earlier data stays readable.
+TEST(FlashTierTest, DeviceWriteErrorsReachTheCallback) {
+  for (IoBackend backend : {IoBackend::kUring, IoBackend::kThreadPool}) {
+    TempDir dir;
+    FlashOptions o = small_options(dir.file("f"));
+    o.preallocate = false;  // sparse: blocks are allocated by the writes
+    o.io_backend = backend;
+    auto tier = FlashTier::open(o);
+    ASSERT_TRUE(tier.is_ok());
+    ASSERT_TRUE(write_sync(**tier, {.key = "early", .version = 1, .data = "kept"}).is_ok());
+    rlimit old{};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+    auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = 6 << 20;  // writes past 6 MiB fail
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+    int failed = 0;
+    for (int i = 0; i < 12; ++i) {
+      Status st = write_sync(
+          **tier, {.key = "k" + std::to_string(i), .version = 1, .data = pattern(1 << 20, i)});
+      if (!st.is_ok()) {
+        EXPECT_EQ(st.code(), StatusCode::kIOError) << st.to_string();
+        EXPECT_FALSE((*tier)->contains("k" + std::to_string(i), 0));
+        ++failed;
+      }
+    }
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+    ::signal(SIGXFSZ, old_handler);
+    EXPECT_GT(failed, 0);
+    EXPECT_EQ(*read_sync(**tier, "early", 0), "kept");
+    EXPECT_EQ(*read_sync(**tier, "k0", 0), pattern(1 << 20, 0));
+  }
 }
 
 TEST(FlashTierTest, DirectoryPathHoldsTheFile) {
