@@ -94,7 +94,7 @@ void print_fill(const FlashTier& tier, const FillSpec& spec, const FillResult& f
   std::fflush(stdout);
 }
 
-void print_read(const FillSpec& spec, const ReadResult& r) {
+void print_read(const FillSpec& spec, const ReadResult& r, bool verbose) {
   std::printf(
       "{\"event\":\"read\",\"chunk_size\":%llu,\"queue_depth\":%u,\"seconds\":%.3f,"
       "\"ops\":%llu,\"ops_s\":%.1f,\"payload_mb_s\":%.2f,\"device_mb_s\":%.2f,"
@@ -107,6 +107,7 @@ void print_read(const FillSpec& spec, const ReadResult& r) {
       r.ops ? r.cpu_seconds * 1e6 / double(r.ops) : 0.0, double(r.p50_ns) / 1e3,
       double(r.p99_ns) / 1e3, double(r.max_ns) / 1e3);
   std::fflush(stdout);
+  if (!verbose) return;
   std::fprintf(stderr, "  bs=%llu qd=%u: %.0f ops/s, %.1f MB/s payload, p50 %.0f us, %llu errors\n",
                static_cast<unsigned long long>(spec.chunk_size), r.queue_depth,
                double(r.ops) / r.seconds, double(r.payload_bytes) / 1e6 / r.seconds,
@@ -135,7 +136,7 @@ int serve(FlashTier& tier, const FillSpec& fill, const Options& o) {
       std::fflush(stdout);
       continue;
     }
-    print_read(fill, read_case(tier, fill, o, qd, seconds));
+    print_read(fill, read_case(tier, fill, o, qd, seconds), false);
   }
   return 0;
 }
@@ -148,6 +149,12 @@ int run(const Options& o) {
   if (fill_spec.chunk_size == 0 || fill_spec.chunk_size > (uint64_t{16} << 20)) {
     std::fprintf(stderr, "bad --block-size %s\n", o.block_size.c_str());
     return 2;
+  }
+  for (uint32_t qd : o.queue_depths) {
+    if (qd == 0 || qd > o.tier_queue_depth) {
+      std::fprintf(stderr, "--qd %u: must be 1..--tier-queue-depth (%u)\n", qd, o.tier_queue_depth);
+      return 2;
+    }
   }
   std::error_code ec;
   std::filesystem::create_directories(o.dir, ec);
@@ -176,9 +183,10 @@ int run(const Options& o) {
       return 1;
     }
     fill_spec.objects = tierkv::bench::objects_that_fit(**tier, fill_spec);
-    std::fprintf(stderr, "filling %s: %llu objects of %u x %llu bytes\n", path.c_str(),
-                 static_cast<unsigned long long>(fill_spec.objects), fill_spec.chunks_per_object,
-                 static_cast<unsigned long long>(fill_spec.chunk_size));
+    if (!o.serve)
+      std::fprintf(stderr, "filling %s: %llu objects of %u x %llu bytes\n", path.c_str(),
+                   static_cast<unsigned long long>(fill_spec.objects), fill_spec.chunks_per_object,
+                   static_cast<unsigned long long>(fill_spec.chunk_size));
     auto filled = tierkv::bench::fill(**tier, fill_spec);
     if (!filled.is_ok()) {
       std::fprintf(stderr, "fill: %s\n", filled.status().to_string().c_str());
@@ -189,7 +197,7 @@ int run(const Options& o) {
         rc = serve(**tier, fill_spec, o);
       } else {
         for (uint32_t qd : o.queue_depths)
-          print_read(fill_spec, read_case(**tier, fill_spec, o, qd, o.seconds));
+          print_read(fill_spec, read_case(**tier, fill_spec, o, qd, o.seconds), true);
       }
     }
   }

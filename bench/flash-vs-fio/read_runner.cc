@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -149,10 +148,10 @@ class ReadRunner {
 }  // namespace
 
 std::string object_key(uint64_t id, uint32_t key_length) {
-  char digits[17];
-  std::snprintf(digits, sizeof(digits), "%016llx", static_cast<unsigned long long>(id));
+  // Formatted by hand: snprintf showed up in the read path's profile.
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string key = "obj:";
-  key += digits;
+  for (int shift = 60; shift >= 0; shift -= 4) key += kHex[(id >> shift) & 15];
   key.resize(std::max<size_t>(key_length, key.size()), '.');
   return key;
 }

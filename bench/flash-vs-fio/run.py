@@ -4,9 +4,11 @@
 For each block size: tierkv-flash-bench fills a flash file through
 FlashTier::write_chunk (objects of that size, one chunk each) and stays up;
 then, per queue depth, it reads random objects through FlashTier::read_chunk
-for a fixed time, and right after, fio reads random blocks of the same size
-from the same file (ioengine=io_uring, direct=1, same depth, same duration).
-Ours and fio alternate case by case, so a change in machine load hits both.
+and fio reads random blocks of the same size from the same file
+(ioengine=io_uring, direct=1, same depth, same total time). The time is cut
+into rounds in which ours and fio take turns (ABBA order), because on a shared
+machine throughput swings 2-3x from one second to the next: the ratio of each
+round is taken, and the median over rounds is the figure reported.
 
     /usr/bin/python3 bench/flash-vs-fio/run.py [--dir /disk/tmp] [--seconds 5]
 
@@ -148,31 +150,102 @@ def run_fio(path, extent, block_size, queue_depth, seconds, warmup, direct):
     }
 
 
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return (v[n // 2] + v[(n - 1) // 2]) / 2 if n else 0.0
+
+
+def combine_ours(rounds):
+    """One figure from per-round tierkv-flash-bench reads (equal durations)."""
+    seconds = sum(r["seconds"] for r in rounds)
+    ops = sum(r["ops"] for r in rounds)
+    cpu_s = sum(r["cpu_percent"] / 100.0 * r["seconds"] for r in rounds)
+    return {
+        "ops": ops, "seconds": seconds, "ops_s": ops / seconds,
+        "payload_mb_s": sum(r["payload_mb_s"] * r["seconds"] for r in rounds) / seconds,
+        "device_mb_s": sum(r["device_mb_s"] * r["seconds"] for r in rounds) / seconds,
+        "errors": sum(r["errors"] for r in rounds),
+        "cpu_us_per_op": cpu_s * 1e6 / ops if ops else 0.0,
+        "lat_p50_us": median([r["lat_p50_us"] for r in rounds]),
+        "lat_p99_us": median([r["lat_p99_us"] for r in rounds]),
+        "rounds": rounds,
+    }
+
+
+def combine_fio(rounds):
+    n = len(rounds)
+    return {
+        "ops_s": sum(r["ops_s"] for r in rounds) / n,
+        "mb_s": sum(r["mb_s"] for r in rounds) / n,
+        "cpu_us_per_op": median([r["cpu_us_per_op"] for r in rounds]),
+        "lat_p50_us": median([r["lat_p50_us"] for r in rounds]),
+        "lat_p99_us": median([r["lat_p99_us"] for r in rounds]),
+        "rounds": rounds,
+    }
+
+
+def run_case(bench, fill, bs, qd, args):
+    """Ours and fio in alternating rounds; returns the case record."""
+    slice_s = args.seconds / args.rounds
+    record = record_size(fill["key_length"], bs)
+    # Where padding doubles the bytes per read, also run fio reading as many
+    # bytes per I/O as we do.
+    with_record_fio = record >= bs * 1.5
+    ours_rounds, fio_rounds, rec_rounds, ratios = [], [], [], []
+
+    def fio_slice(block):
+        return run_fio(fill["file"], fill["written_extent_bytes"], block, qd, slice_s,
+                       args.warmup, fill["direct_io"])
+
+    for i in range(args.rounds):
+        if i % 2 == 0:
+            ours = bench.read(qd, slice_s)
+            fio = fio_slice(bs)
+        else:
+            fio = fio_slice(bs)
+            ours = bench.read(qd, slice_s)
+        if with_record_fio:
+            rec_rounds.append(fio_slice(record))
+        ours_rounds.append(ours)
+        fio_rounds.append(fio)
+        ratios.append(ours["payload_mb_s"] / fio["mb_s"] if fio["mb_s"] else 0.0)
+    case = {"block_size": bs, "queue_depth": qd, "record_size": record,
+            "ours": combine_ours(ours_rounds), "fio": combine_fio(fio_rounds),
+            "ratio": median(ratios), "ratio_rounds": ratios,
+            "goal": goal_for(bs)}
+    if with_record_fio:
+        case["fio_record_size"] = combine_fio(rec_rounds)
+    return case
+
+
 def goal_for(block_size):
     return GOALS.get(block_size, DEFAULT_GOAL)
 
 
 def print_table(cases):
-    head = (f"{'bs':>5} {'QD':>3} | {'ours op/s':>10} {'ours MB/s':>9} {'fio MB/s':>9} "
-            f"{'ratio':>6} {'goal':>5} | {'dev MB/s':>8} {'fio@rec':>8} | "
-            f"{'p50 us':>13} {'p99 us':>13} | {'CPU us/op':>11}")
+    head = (f"{'bs':>4} {'QD':>3} | {'ours op/s':>9} {'ours MB/s':>9} {'fio MB/s':>8} "
+            f"{'ratio':>5} {'rounds min-max':>14} {'goal':>9} | {'dev MB/s':>8} {'fio@rec':>7} | "
+            f"{'p50 us':>11} {'p99 us':>13} | {'CPU us/op':>11}")
     print(head)
     print("-" * len(head))
     for c in cases:
         ours, fio = c["ours"], c["fio"]
         rec = c.get("fio_record_size")
-        rec_text = f"{rec['mb_s']:8.1f}" if rec else f"{'-':>8}"
-        ok = "ok" if c["ratio"] >= c["goal"] else "MISS"
-        print(f"{size_name(c['block_size']):>5} {c['queue_depth']:>3} | "
-              f"{ours['ops_s']:>10.0f} {ours['payload_mb_s']:>9.1f} {fio['mb_s']:>9.1f} "
-              f"{c['ratio']:>6.2f} {ok:>5} | {ours['device_mb_s']:>8.1f} {rec_text} | "
-              f"{ours['lat_p50_us']:>6.0f}/{fio['lat_p50_us']:<6.0f} "
-              f"{ours['lat_p99_us']:>6.0f}/{fio['lat_p99_us']:<6.0f} | "
-              f"{ours['cpu_us_per_op']:>5.1f}/{fio['cpu_us_per_op']:<5.1f}")
-    print("ours MB/s counts object bytes delivered; dev MB/s counts whole records read "
-          "(header + key + data, padded to 4 KiB);")
-    print("fio@rec: fio with bs = our record size (same device bytes per read). "
-          "p50/p99 and CPU: ours/fio.")
+        rec_text = f"{rec['mb_s']:7.1f}" if rec else f"{'-':>7}"
+        verdict = f"{'ok' if c['ratio'] >= c['goal'] else 'MISS'} {c['goal']:.1f}"
+        spread = f"{min(c['ratio_rounds']):.2f}-{max(c['ratio_rounds']):.2f}"
+        lat50 = f"{ours['lat_p50_us']:.0f}/{fio['lat_p50_us']:.0f}"
+        lat99 = f"{ours['lat_p99_us']:.0f}/{fio['lat_p99_us']:.0f}"
+        cpu = f"{ours['cpu_us_per_op']:.1f}/{fio['cpu_us_per_op']:.1f}"
+        print(f"{size_name(c['block_size']):>4} {c['queue_depth']:>3} | "
+              f"{ours['ops_s']:>9.0f} {ours['payload_mb_s']:>9.1f} {fio['mb_s']:>8.1f} "
+              f"{c['ratio']:>5.2f} {spread:>14} {verdict:>9} | "
+              f"{ours['device_mb_s']:>8.1f} {rec_text} | {lat50:>11} {lat99:>13} | {cpu:>11}")
+    print("ratio: median over rounds of ours MB/s / fio MB/s. ours MB/s counts object bytes "
+          "delivered;\ndev MB/s counts whole records read (header + key + data, padded to 4 KiB); "
+          "fio@rec: fio with bs = our record size.\np50/p99 and CPU per op: ours/fio "
+          "(ours: whole process, incl. key formatting and checks).")
 
 
 def print_index(fills):
@@ -193,8 +266,11 @@ def main():
     p.add_argument("--size-mib", type=int, default=1024)
     p.add_argument("--block-sizes", default="4k,64k,1m")
     p.add_argument("--qd", default="1,16")
-    p.add_argument("--seconds", type=float, default=5)
-    p.add_argument("--warmup", type=float, default=0.5)
+    p.add_argument("--seconds", type=float, default=5,
+                   help="measured seconds per case and side, over all rounds")
+    p.add_argument("--rounds", type=int, default=4, help="ours/fio turns per case")
+    p.add_argument("--warmup", type=float, default=0.3,
+                   help="unmeasured seconds before each turn (fio: ramp_time)")
     p.add_argument("--out", default=str(REPO / "bench/results/flash-vs-fio.json"))
     p.add_argument("--no-index-fill", action="store_true",
                    help="skip the extra small fill with 16 chunks per object")
@@ -239,23 +315,13 @@ def main():
                       f"({fill['objects']} objects) in {fill['fill_seconds']:.1f} s "
                       f"via {fill['io_backend']}, {'direct' if direct else 'buffered'} I/O",
                       flush=True)
-                record = record_size(fill["key_length"], bs)
                 for qd in queue_depths:
-                    ours = bench.read(qd, args.seconds)
-                    fio = run_fio(fill["file"], fill["written_extent_bytes"], bs, qd,
-                                  args.seconds, args.warmup, direct)
-                    case = {"block_size": bs, "queue_depth": qd, "ours": ours, "fio": fio,
-                            "ratio": ours["payload_mb_s"] / fio["mb_s"] if fio["mb_s"] else 0.0,
-                            "goal": goal_for(bs), "record_size": record}
-                    # Where padding doubles the bytes per read, also show fio
-                    # reading as many bytes as we do.
-                    if record >= bs * 1.5:
-                        case["fio_record_size"] = run_fio(
-                            fill["file"], fill["written_extent_bytes"], record, qd,
-                            args.seconds, args.warmup, direct)
-                    print(f"  QD{qd}: ours {ours['payload_mb_s']:.1f} MB/s, "
-                          f"fio {fio['mb_s']:.1f} MB/s, ratio {case['ratio']:.2f}"
-                          f"{'' if ours['errors'] == 0 else ', ERRORS %d' % ours['errors']}",
+                    case = run_case(bench, fill, bs, qd, args)
+                    rounds = ", ".join(f"{r:.2f}" for r in case["ratio_rounds"])
+                    errors = case["ours"]["errors"]
+                    print(f"  QD{qd}: ours {case['ours']['payload_mb_s']:.1f} MB/s, "
+                          f"fio {case['fio']['mb_s']:.1f} MB/s, ratio {case['ratio']:.2f} "
+                          f"(rounds {rounds}){'' if errors == 0 else ', ERRORS %d' % errors}",
                           flush=True)
                     cases.append(case)
             finally:
