@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <time.h>
+
 #include <chrono>
 
 #include "server/server.h"
@@ -13,10 +15,18 @@ namespace {
 // At most this many buffers per writev (IOV_MAX is 1024).
 constexpr size_t kMaxIov = 128;
 
+// Wall-clock ms from the coarse clock: idle tracking needs no precision, and
+// it is read once per socket read.
 int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // A buffer sequence that refers to the connection's reused iovec vector, so
@@ -121,6 +131,9 @@ void Connection::on_read(const asio::error_code& ec, size_t n, bool direct) {
 
 void Connection::process_input() {
   parser_.set_limits(parser_limits());
+  // One clock read per command: each command's latency runs from the end of
+  // the previous one (or the read) to its own end, parsing included.
+  uint64_t clock = mono_ns();
   while (!closed_ && !state_.close_after_reply) {
     switch (parser_.next()) {
       case RespParser::Event::kNeedMore:
@@ -134,7 +147,7 @@ void Connection::process_input() {
         return;
       case RespParser::Event::kCommand: {
         size_t before = out_.pending_bytes() + writing_.pending_bytes();
-        dispatch(parser_.argv());
+        dispatch(parser_.argv(), clock);
         size_t after = out_.pending_bytes() + writing_.pending_bytes();
         // One reply may be as large as the object it returns; what is cut
         // off is a client that lets replies pile up.
@@ -156,7 +169,7 @@ void Connection::process_input() {
 
 void Connection::on_large_value() {
   const std::vector<std::string_view>& argv = parser_.argv();
-  const CommandSpec* spec = server_.context().commands().find(argv[0]);
+  const CommandSpec* spec = lookup(argv[0]);
   bool authorized = state_.authenticated ||
                     !server_.context().limits().auth_required.load(std::memory_order_relaxed);
   if (spec == nullptr || !(spec->flags & kStreamsValue) || !authorized ||
@@ -176,12 +189,20 @@ void Connection::on_large_value() {
   parser_.stream_into(&*value_writer_);
 }
 
-void Connection::dispatch(const std::vector<std::string_view>& argv) {
+const CommandSpec* Connection::lookup(std::string_view name) {
+  // Pipelines repeat a command: check the last one before hashing.
+  if (last_lookup_ != nullptr && iequals(name, last_lookup_->name)) return last_lookup_;
+  const CommandSpec* spec = server_.context().commands().find(name);
+  if (spec != nullptr) last_lookup_ = spec;
+  return spec;
+}
+
+void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& clock) {
   inv_.argv.assign(argv.begin(), argv.end());
   inv_.value_writer = nullptr;
   inv_.value_arg = 0;
   out_.set_proto(state_.proto);
-  const CommandSpec* spec = server_.context().commands().find(argv[0]);
+  const CommandSpec* spec = lookup(argv[0]);
   if (spec == nullptr) {
     out_.error(errors::unknown_command(inv_));
     value_writer_.reset();
@@ -205,23 +226,22 @@ void Connection::dispatch(const std::vector<std::string_view>& argv) {
       inv_.value_writer = &*value_writer_;
       inv_.value_arg = static_cast<size_t>(spec->value_arg);
     }
-    run_command(*spec);
+    run_command(*spec, clock);
   }
   value_writer_.reset();
   value_error_ = Status::ok();
 }
 
-void Connection::run_command(const CommandSpec& spec) {
+void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
   const CommandStats& stats = server_.stats_for(spec);
   state_.last_command.assign(spec.name);
   last_spec_.store(&spec, std::memory_order_relaxed);
   uint64_t errors_before = out_.error_count();
-  auto start = std::chrono::steady_clock::now();
   CommandContext ctx{inv_, out_, state_, server_.context(), server_.context().store()};
   spec.handler(ctx);
-  auto elapsed = std::chrono::steady_clock::now() - start;
-  stats.latency->record(
-      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+  uint64_t end = mono_ns();
+  stats.latency->record(end - clock);
+  clock = end;
   stats.calls->add();
   server_.commands_processed().add();
   if (out_.error_count() != errors_before) stats.failed->add();

@@ -56,8 +56,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_read(const asio::error_code& ec, size_t n, bool direct);
   void process_input();
   void on_large_value();
-  void dispatch(const std::vector<std::string_view>& argv);
-  void run_command(const CommandSpec& spec);
+  const CommandSpec* lookup(std::string_view name);
+  void dispatch(const std::vector<std::string_view>& argv, uint64_t& clock);
+  void run_command(const CommandSpec& spec, uint64_t& clock);
   void flush();
   void start_write();
   void on_write(const asio::error_code& ec, size_t n);
@@ -76,6 +77,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ClientState state_;
   std::optional<ObjectWriter> value_writer_;
   Status value_error_;
+  const CommandSpec* last_lookup_ = nullptr;
   bool reading_ = false;
   bool writing_in_flight_ = false;
   bool closed_ = false;

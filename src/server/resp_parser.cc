@@ -27,6 +27,18 @@ int hex_value(char c) {
   return -1;
 }
 
+// A "*N" or "$N" count: the common case (no sign, no leading zero, fits)
+// inline; anything else through parse_int64 for Redis's exact rules.
+std::optional<int64_t> parse_count(const char* p, size_t n) {
+  if (n == 0 || n > 18 || p[0] < '1' || p[0] > '9') return parse_int64(std::string_view(p, n));
+  int64_t v = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] < '0' || p[i] > '9') return std::nullopt;
+    v = v * 10 + (p[i] - '0');
+  }
+  return v;
+}
+
 }  // namespace
 
 bool split_inline_args(std::string_view line, std::vector<std::string>& out) {
@@ -215,8 +227,7 @@ RespParser::Event RespParser::next() {
           if (wpos_ - rpos_ > kMaxCountLine) return fail("too big mbulk count string");
           return Event::kNeedMore;
         }
-        std::optional<int64_t> n =
-            parse_int64(std::string_view(buf_.get() + rpos_ + 1, cr - rpos_ - 1));
+        std::optional<int64_t> n = parse_count(buf_.get() + rpos_ + 1, cr - rpos_ - 1);
         if (!n || *n > INT32_MAX || *n > limits_.max_multibulk_args)
           return fail("invalid multibulk length");
         if (*n > 10 && limits_.unauthenticated) return fail("unauthenticated multibulk length");
@@ -236,8 +247,7 @@ RespParser::Event RespParser::next() {
         if (buf_[rpos_] != '$') {
           return fail(std::string("expected '$', got '") + buf_[rpos_] + "'");
         }
-        std::optional<int64_t> n =
-            parse_int64(std::string_view(buf_.get() + rpos_ + 1, cr - rpos_ - 1));
+        std::optional<int64_t> n = parse_count(buf_.get() + rpos_ + 1, cr - rpos_ - 1);
         if (!n || *n < 0 || *n > limits_.max_bulk_len) return fail("invalid bulk length");
         if (*n > 16384 && limits_.unauthenticated) return fail("unauthenticated bulk length");
         rpos_ = cr + 2;
