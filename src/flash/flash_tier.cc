@@ -122,7 +122,12 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
   Impl& im = *impl_;
   const uint64_t size = record_size(chunk.key.size(), data.size());
   if (im.active_region < 0 || im.active_offset + size > options_.region_size) {
-    TIERKV_RETURN_IF_ERROR(open_region_locked());
+    TIERKV_RETURN_IF_ERROR(open_region_locked(/*reinsert=*/true));
+    // Reinserted chunks may have left too little room for a large record;
+    // a region opened without reinsertion always has enough.
+    if (im.active_offset + size > options_.region_size) {
+      TIERKV_RETURN_IF_ERROR(open_region_locked(/*reinsert=*/false));
+    }
   }
   const auto region = static_cast<uint32_t>(im.active_region);
   RegionState& st = im.regions[region];
@@ -144,7 +149,7 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
   return Status::ok();
 }
 
-Status FlashTier::open_region_locked() {
+Status FlashTier::open_region_locked(bool reinsert) {
   Impl& im = *impl_;
   uint32_t region = 0;
   std::vector<Reinsert> reinserts;
@@ -157,7 +162,7 @@ Status FlashTier::open_region_locked() {
       return Status::busy("flash: oldest region still has writes in flight");
     }
     im.fifo.pop_front();
-    reclaim_locked(region, reinserts);
+    reclaim_locked(region, reinsert, reinserts);
   }
   seal_locked();
   RegionState& st = im.regions[region];
@@ -183,10 +188,10 @@ Status FlashTier::open_region_locked() {
 // Reads exactly `length` bytes at `offset`; used outside the engine.
 Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
 
-void FlashTier::reclaim_locked(uint32_t region, std::vector<Reinsert>& reinserts) {
+void FlashTier::reclaim_locked(uint32_t region, bool reinsert, std::vector<Reinsert>& reinserts) {
   Impl& im = *impl_;
   std::vector<ReinsertCandidate> hits;
-  im.index.drop_region(region, options_.reinsertion ? &hits : nullptr);
+  im.index.drop_region(region, options_.reinsertion && reinsert ? &hits : nullptr);
   // Readers compare this epoch: a record that changed under a read after a
   // reclaim is a race, not corruption.
   im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);

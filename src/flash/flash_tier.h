@@ -199,8 +199,8 @@ class FlashTier {
   // Write path (flash_tier.cc); *_locked need impl_->write_mu.
   Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done);
   Status append_locked(PendingChunk chunk, std::string_view data);
-  Status open_region_locked();
-  void reclaim_locked(uint32_t region, std::vector<Reinsert>& reinserts);
+  Status open_region_locked(bool reinsert);
+  void reclaim_locked(uint32_t region, bool reinsert, std::vector<Reinsert>& reinserts);
   std::unique_ptr<WriteBatch> new_batch_locked(uint32_t region, uint64_t offset, uint64_t bytes);
   void seal_locked();
   void kick_locked(std::vector<IoRequest*>& to_submit);

@@ -209,6 +209,43 @@ TEST(FlashTierTest, HitBasedReinsertionKeepsReadChunks) {
   }
 }
 
+// Reinsertion fills part of the new head region; a record too large for the
+// rest must go to the region after, never past the region's end.
+TEST(FlashTierTest, LargeRecordsAfterReinsertionStayInsideRegions) {
+  TempDir dir;
+  FlashOptions o = reclaim_options(dir.file("f"));
+  o.reinsertion = true;
+  auto tier = FlashTier::open(o);
+  ASSERT_TRUE(tier.is_ok());
+  FlashTier& t = **tier;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(
+        write_sync(t, {.key = "hot" + std::to_string(i), .version = 1, .data = pattern(120'000, i)})
+            .is_ok());
+  }
+  const size_t big = (1 << 20) - 3 * 4096;
+  for (int i = 0; i < 40; ++i) {
+    for (int h = 0; h < 8; ++h) (void)read_sync(t, "hot" + std::to_string(h), 0);
+    ASSERT_TRUE(
+        write_sync(t,
+                   {.key = "big" + std::to_string(i), .version = 1, .data = pattern(big, 100 + i)})
+            .is_ok());
+  }
+  EXPECT_GT(t.stats().reinsertions, 0u);
+  EXPECT_EQ(t.stats().checksum_failures, 0u);
+  for (int i = 30; i < 40; ++i) {
+    Result<std::string> got = read_sync(t, "big" + std::to_string(i), 0);
+    ASSERT_TRUE(got.is_ok()) << i << ": " << got.status().to_string();
+    EXPECT_EQ(*got, pattern(big, 100 + i));
+  }
+  for (int h = 0; h < 8; ++h) {
+    Result<std::string> got = read_sync(t, "hot" + std::to_string(h), 0);
+    if (got.is_ok()) {
+      EXPECT_EQ(*got, pattern(120'000, h));
+    }
+  }
+}
+
 TEST(FlashTierTest, ErrorsAreStatusesNotCrashes) {
   TempDir dir;
   // Unopenable paths.
