@@ -268,8 +268,8 @@ def main():
     p.add_argument("--qd", default="1,16")
     p.add_argument("--seconds", type=float, default=5,
                    help="measured seconds per case and side, over all rounds")
-    p.add_argument("--rounds", type=int, default=4, help="ours/fio turns per case")
-    p.add_argument("--warmup", type=float, default=0.3,
+    p.add_argument("--rounds", type=int, default=8, help="ours/fio turns per case")
+    p.add_argument("--warmup", type=float, default=0.2,
                    help="unmeasured seconds before each turn (fio: ramp_time)")
     p.add_argument("--out", default=str(REPO / "bench/results/flash-vs-fio.json"))
     p.add_argument("--no-index-fill", action="store_true",
