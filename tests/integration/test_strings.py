@@ -2,6 +2,7 @@
 import time
 
 import pytest
+import redis
 
 BINARY_KEY = b"k\x00\xff\r\nkey"
 BINARY_VALUE = b"\x00\xff\x00value\r\n\x80" * 3
@@ -310,3 +311,25 @@ def test_large_value_roundtrip(pair):
     pair.same("APPEND", "big", "tail")
     assert pair.same("GET", "big") == value[:1048575] + b"XYZ" + value[1048578:] + b"tail"
     pair.same("SET", "big", value, "GET")
+
+
+def test_size_limits(pair):
+    """tierkv's configured limits (Redis has no equivalent to compare with)."""
+    ours = pair.ours
+    with pytest.raises(redis.ResponseError, match=r"^key of 70000 bytes exceeds max-key-size"):
+        ours.set("k" * 70000, "v")
+    ours.config_set("max-object-size", "1000")
+    try:
+        with pytest.raises(redis.ResponseError,
+                           match=r"^value of 2000 bytes exceeds max-object-size \(1000\)"):
+            ours.set("k", "a" * 2000)
+        assert ours.set("k", "a" * 1000)
+        with pytest.raises(redis.ResponseError,
+                           match=r"^string exceeds maximum allowed size \(max-object-size\)"):
+            ours.setrange("k", 999, "ab")
+        with pytest.raises(redis.ResponseError, match=r"^string exceeds maximum allowed size"):
+            ours.append("k", "b")
+        assert ours.setrange("k", 998, "ab") == 1000
+        assert ours.get("k") == b"a" * 998 + b"ab"
+    finally:
+        ours.config_set("max-object-size", "1gb")
