@@ -126,9 +126,12 @@ def run_fio(path, extent, block_size, queue_depth, seconds, warmup, direct):
     args = ["fio", "--name=flash-vs-fio", f"--filename={path}", "--readonly",
             "--ioengine=io_uring", f"--direct={1 if direct else 0}", "--rw=randread",
             f"--bs={block_size}", f"--iodepth={queue_depth}", f"--size={extent}",
-            f"--runtime={seconds}", f"--ramp_time={int(warmup * 1000)}ms", "--time_based",
+            # fio reads a plain number of seconds as an integer: give ms.
+            f"--runtime={max(1, round(seconds * 1000))}ms",
+            f"--ramp_time={round(warmup * 1000)}ms", "--time_based",
             "--norandommap", "--randrepeat=0", "--output-format=json"]
-    out = subprocess.run(args, capture_output=True, text=True, check=False)
+    out = subprocess.run(args, capture_output=True, text=True, check=False,
+                         timeout=seconds + warmup + 30)
     if out.returncode != 0:
         raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()}")
     # fio may print notes before the JSON document.
