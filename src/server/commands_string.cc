@@ -282,11 +282,12 @@ void getdel_command(CommandContext& ctx) {
 void getex_command(CommandContext& ctx) {
   ExtendedArgs a;
   if (!parse_extended_args(ctx, 2, /*is_set=*/false, a)) return;
-  std::optional<int64_t> deadline = expire_deadline(ctx, a, "getex");
-  if (!deadline) return;
   std::string_view key = ctx.arg(1);
   Result<ObjectView> v = ctx.store.get(key);
   if (!v) return reply_view_or_null(ctx, v);
+  // Like Redis, the expiry value is checked only once the key was found.
+  std::optional<int64_t> deadline = expire_deadline(ctx, a, "getex");
+  if (!deadline) return;
   if (*deadline != 0) {
     ctx.store.set_expiry(key, *deadline);
     // A deadline already past deletes the key now, as Redis does.

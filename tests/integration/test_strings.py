@@ -1,4 +1,5 @@
 """String commands, side by side with redis-server: replies and error texts must match."""
+import random
 import time
 
 import pytest
@@ -333,3 +334,65 @@ def test_size_limits(pair):
         assert ours.get("k") == b"a" * 998 + b"ab"
     finally:
         ours.config_set("max-object-size", "1gb")
+
+
+def test_getex_checks_expiry_only_for_present_keys(pair):
+    pair.same("GETEX", "missing", "EX", "0")
+    pair.same("GETEX", "missing", "PX", "PERSIST")
+    pair.same("SET", "k", "v")
+    pair.same("GETEX", "k", "PX", "PERSIST")
+    pair.same("GETEX", "k", "EX", "0")
+    pair.same("TTL", "k")
+
+
+def random_command(rng):
+    """One random string/key command over a tiny key space, options included.
+
+    Relative expiries are long (or invalid) so that no key expires during the
+    run: both servers must then reach exactly the same states.
+    """
+    key = lambda: rng.choice(["a", "b", "c", "n", ""])
+    value = lambda: rng.choice(["", "0", "1", "-1", "10", "9223372036854775807",
+                                "-9223372036854775808", "1.5", "abc", "1e3", " 2", "007", "\x00x"])
+    number = lambda: rng.choice(["0", "1", "-1", "5", "-100", "abc", "3.0", "9223372036854775807",
+                                 "-9223372036854775808"])
+    ttl = lambda: rng.choice(["0", "-1", "abc", "100000", "4102444800", "4102444800000"])
+    option = lambda extra: rng.choice(["NX", "XX", "GET", "KEEPTTL", "PERSIST", "EX", "PX",
+                                       "EXAT", "PXAT", "gt", "LT", "FOO", *extra])
+    generators = [
+        lambda: ["SET", key(), value()] + [option(["100000", "0", "abc"])
+                                           for _ in range(rng.randint(0, 4))],
+        lambda: ["GETEX", key()] + [option(["100000", "0", "abc"])
+                                    for _ in range(rng.randint(0, 3))],
+        lambda: [rng.choice(["EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT"]), key(), ttl()]
+        + [rng.choice(["NX", "XX", "GT", "LT", "FOO"]) for _ in range(rng.randint(0, 2))],
+        lambda: ["GET", key()], lambda: ["INCR", key()], lambda: ["INCRBY", key(), number()],
+        lambda: ["DECRBY", key(), number()], lambda: ["DECR", key()],
+        lambda: ["INCRBYFLOAT", key(), rng.choice(["0.1", "-1.5", "1e2", "3", "abc", "1.25e-3"])],
+        lambda: ["APPEND", key(), value()], lambda: ["STRLEN", key()],
+        lambda: ["GETRANGE", key(), str(rng.randint(-20, 20)), str(rng.randint(-20, 20))],
+        lambda: ["SETRANGE", key(), rng.choice(["0", "1", "3", "10", "-1"]), value()],
+        lambda: ["GETSET", key(), value()], lambda: ["GETDEL", key()],
+        lambda: ["MSET", key(), value(), key(), value()],
+        lambda: ["MSETNX", key(), value(), key(), value()], lambda: ["MGET", key(), key()],
+        lambda: ["DEL", key(), key()], lambda: ["EXISTS", key(), key(), key()],
+        lambda: ["TTL", key()], lambda: ["PERSIST", key()], lambda: ["SETNX", key(), value()],
+        lambda: ["TYPE", key()], lambda: ["TOUCH", key(), key()],
+        lambda: ["SETEX", key(), rng.choice(["0", "-1", "abc", "100"]), value()],
+    ]
+    return rng.choice(generators)()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_commands_match_redis(pair, seed):
+    rng = random.Random(seed)
+    for _ in range(1500):
+        args = random_command(rng)
+        if args[0] == "TTL":
+            # The servers set deadlines a moment apart: the rounded seconds may differ by one.
+            ours, theirs = pair.both(*args)
+            assert ours == theirs or (ours > 0 and theirs > 0 and abs(ours - theirs) <= 1), args
+        else:
+            pair.same(*args)
+    ours, theirs = pair.both("KEYS", "*")
+    assert sorted(ours) == sorted(theirs)
