@@ -312,6 +312,17 @@ def test_large_value_roundtrip(pair):
     pair.same("APPEND", "big", "tail")
     assert pair.same("GET", "big") == value[:1048575] + b"XYZ" + value[1048578:] + b"tail"
     pair.same("SET", "big", value, "GET")
+    # Options on a streamed value.
+    pair.same("SET", "big", value, "EX", "100", "GET")
+    pair.same("TTL", "big")
+    pair.same("SET", "big", value[:-1], "NX")
+    pair.same("SET", "other", value, "XX")
+    pair.same("SET", "big", value[:-1], "XX", "KEEPTTL")
+    pair.same("TTL", "big")
+    pair.same("STRLEN", "big")
+    pair.same("SET", "big", value, "EX", "0")
+    pair.same("SET", "big", value, "NX", "XX")
+    pair.same("STRLEN", "big")
 
 
 def test_size_limits(pair):
