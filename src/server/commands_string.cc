@@ -568,6 +568,7 @@ void register_string_commands(CommandTable& table) {
   table.add({"append", 3, kWriteFast, 1, 1, 1, append_command, "Append to a value"});
   table.add({"strlen", 2, kReadFast, 1, 1, 1, strlen_command, "Length of a value"});
   table.add({"getrange", 4, kReadOnly, 1, 1, 1, getrange_command, "Get a substring of a value"});
+  table.add({"substr", 4, kReadOnly, 1, 1, 1, getrange_command, "Alias of GETRANGE"});
   table.add(
       {"setrange", 4, kWrite, 1, 1, 1, setrange_command, "Overwrite part of a value at an offset"});
   table.add({"incr", 2, kWriteFast, 1, 1, 1, incr_command, "Increment an integer value by one"});

@@ -195,6 +195,8 @@ def test_getrange(pair):
     pair.same("GETRANGE", "k", "0", "1.5")
     pair.same("SET", BINARY_KEY, BINARY_VALUE)
     pair.same("GETRANGE", BINARY_KEY, "1", "-2")
+    pair.same("SUBSTR", "k", "-5", "-2")
+    pair.same("SUBSTR", "k", "0")
 
 
 def test_setrange(pair):
