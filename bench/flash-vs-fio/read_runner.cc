@@ -164,6 +164,30 @@ uint64_t objects_that_fit(const flash::FlashTier& tier, const FillSpec& spec) {
   return chunks / spec.chunks_per_object;
 }
 
+// Counts write callbacks. Everything happens under the mutex, so once the
+// waiter has seen the last one, no callback touches this object again.
+class LandingCounter {
+ public:
+  void landed(const Status& st) {
+    std::lock_guard lock(mu_);
+    if (!st.is_ok()) ++failed_;
+    ++landed_;
+    cv_.notify_all();
+  }
+  // Waits until `issued` callbacks ran; returns how many failed.
+  uint64_t wait_for(uint64_t issued) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return landed_ == issued; });
+    return failed_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t landed_ = 0;
+  uint64_t failed_ = 0;
+};
+
 Result<FillResult> fill(flash::FlashTier& tier, const FillSpec& spec) {
   std::string data(spec.chunk_size, '\0');
   std::mt19937_64 rng(42);
@@ -171,24 +195,16 @@ Result<FillResult> fill(flash::FlashTier& tier, const FillSpec& spec) {
     const uint64_t v = rng();
     std::memcpy(data.data() + i, &v, 8);
   }
-  std::atomic<uint64_t> landed{0};
-  std::atomic<uint64_t> failed{0};
-  std::mutex mu;
-  std::condition_variable all_landed;
-  const uint64_t total = spec.objects * spec.chunks_per_object;
-  auto on_landed = [&](Status st) {
-    if (!st.is_ok()) failed.fetch_add(1);
-    if (landed.fetch_add(1) + 1 == total) {
-      std::lock_guard lock(mu);
-      all_landed.notify_all();
-    }
-  };
+  LandingCounter counter;
+  auto on_landed = [&counter](Status st) { counter.landed(st); };
 
   FillResult result;
+  uint64_t issued = 0;
+  Status error;
   const uint64_t start = mono_ns();
-  for (uint64_t id = 0; id < spec.objects; ++id) {
+  for (uint64_t id = 0; id < spec.objects && error.is_ok(); ++id) {
     const std::string key = object_key(id, spec.key_length);
-    for (uint32_t c = 0; c < spec.chunks_per_object; ++c) {
+    for (uint32_t c = 0; c < spec.chunks_per_object && error.is_ok(); ++c) {
       const uint64_t tag = chunk_tag(id, c);
       std::memcpy(data.data(), &tag, std::min<size_t>(sizeof(tag), data.size()));
       flash::ChunkWrite w{.key = key,
@@ -199,23 +215,27 @@ Result<FillResult> fill(flash::FlashTier& tier, const FillSpec& spec) {
                           .data = data};
       for (;;) {
         Status st = tier.write_chunk(w, on_landed);
-        if (st.is_ok()) break;
-        if (st.code() != StatusCode::kBusy) return st;
+        if (st.is_ok()) {
+          ++issued;
+          break;
+        }
+        if (st.code() != StatusCode::kBusy) {
+          error = std::move(st);
+          break;
+        }
         ++result.busy_retries;  // the write queue is full: let it drain
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     }
   }
+  // Accepted writes call back into `counter` even after an error.
   tier.flush();
-  {
-    std::unique_lock lock(mu);
-    all_landed.wait(lock, [&] { return landed.load() == total; });
-  }
+  result.write_errors = counter.wait_for(issued);
+  if (!error.is_ok()) return error;
   result.seconds = double(mono_ns() - start) / 1e9;
   result.objects = spec.objects;
-  result.chunks = total;
-  result.payload_bytes = total * spec.chunk_size;
-  result.write_errors = failed.load();
+  result.chunks = issued;
+  result.payload_bytes = issued * spec.chunk_size;
   return result;
 }
 
