@@ -221,10 +221,11 @@ Status FlashTier::recover() {
   }
   std::sort(live.begin(), live.end());
   std::vector<bool> used(region_count_, false);
+  absl::flat_hash_map<std::string, uint64_t> tombstones;  // key -> removed up to version
   if (!live.empty()) {
     AlignedBuffer region_buffer(options_.region_size);
     for (auto [seq, r] : live) {
-      TIERKV_RETURN_IF_ERROR(scan_region(r, seq, region_buffer));
+      TIERKV_RETURN_IF_ERROR(scan_region(r, seq, region_buffer, tombstones));
       im.regions[r].seq = seq;
       im.fifo.push_back(r);
       im.next_seq = std::max(im.next_seq, seq + 1);
@@ -238,6 +239,9 @@ Status FlashTier::recover() {
   recovery_.objects = im.index.object_count();
   recovery_.duration_us = (mono_ns() - start) / 1000;
   recovered_max_version_ = im.index.max_version();
+  for (const auto& [key, version] : tombstones) {
+    recovered_max_version_ = std::max(recovered_max_version_, version);
+  }
   im.metrics.regions.set(region_count_);
   im.metrics.recovered_records.add(recovery_.records_recovered);
   im.metrics.recovery_dropped_records.add(recovery_.records_dropped);
@@ -247,17 +251,19 @@ Status FlashTier::recover() {
   }
   update_index_gauges();
   spdlog::info(
-      "flash: recovered {} objects ({} chunk records) from {} regions in {:.1f} ms; dropped {} "
-      "torn or corrupt records, {} corrupt region headers",
-      recovery_.objects, recovery_.records_recovered, recovery_.regions_scanned,
-      recovery_.duration_us / 1000.0, recovery_.records_dropped, recovery_.regions_corrupt);
+      "flash: recovered {} objects ({} chunk records, {} tombstones) from {} regions in {:.1f} ms; "
+      "dropped {} torn or corrupt records, {} corrupt region headers",
+      recovery_.objects, recovery_.records_recovered, recovery_.tombstones,
+      recovery_.regions_scanned, recovery_.duration_us / 1000.0, recovery_.records_dropped,
+      recovery_.regions_corrupt);
   return Status::ok();
 }
 
 // Indexes every valid record of one region incarnation. Records are found by
 // walking block by block, so a corrupt record costs only itself: the walk
 // resumes at the next block that starts a valid record of this incarnation.
-Status FlashTier::scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buffer) {
+Status FlashTier::scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buffer,
+                              absl::flat_hash_map<std::string, uint64_t>& tombstones) {
   Impl& im = *impl_;
   const uint64_t region_size = options_.region_size;
   TIERKV_RETURN_IF_ERROR(
@@ -285,10 +291,22 @@ Status FlashTier::scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buff
     if (gap && !gap_counted) ++recovery_.records_dropped;
     gap = gap_counted = false;
     const uint64_t size = record_size(rec->key.size(), rec->data.size());
-    im.index.add(rec->key, hash64(rec->key), rec->header.chunk_index, rec->header.object_version,
-                 rec->header.object_size,
-                 location::pack(region, offset / kBlockSize, size / kBlockSize));
-    ++recovery_.records_recovered;
+    const uint64_t version = rec->header.object_version;
+    const uint64_t key_hash = hash64(rec->key);
+    if (rec->header.flags & kRecordTombstone) {
+      uint64_t& removed = tombstones[std::string(rec->key)];
+      removed = std::max(removed, version);
+      auto indexed = im.index.object(rec->key, key_hash);
+      if (indexed && indexed->version <= version) im.index.remove(rec->key, key_hash);
+      ++recovery_.tombstones;
+    } else {
+      auto tomb = tombstones.empty() ? tombstones.end() : tombstones.find(std::string(rec->key));
+      if (tomb == tombstones.end() || tomb->second < version) {
+        im.index.add(rec->key, key_hash, rec->header.chunk_index, version, rec->header.object_size,
+                     location::pack(region, offset / kBlockSize, size / kBlockSize));
+        ++recovery_.records_recovered;
+      }
+    }
     offset += size;
     end = offset;
   }

@@ -136,7 +136,8 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
     im.active = new_batch_locked(region, im.active_offset, size);
   }
   encode_record(im.active->buffer.data() + im.active->used, chunk.key, data,
-                {chunk.chunk_index, chunk.version, st.seq, chunk.object_size});
+                {chunk.chunk_index, chunk.version, st.seq, chunk.object_size,
+                 chunk.tombstone ? kRecordTombstone : uint16_t{0}});
   chunk.location = location::pack(region, im.active_offset / kBlockSize, size / kBlockSize);
   chunk.data_bytes = data.size();
   im.active->used += size;
@@ -299,6 +300,8 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
     if (!ok) {
       if (c.reinsertion) im.index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.old_location);
       outcomes[i] = Status::io_error(std::string("flash write: ") + std::strerror(-result));
+    } else if (c.tombstone) {
+      continue;  // nothing to index
     } else if (c.reinsertion) {
       if (im.index.relocate(c.key, c.key_hash, c.chunk_index, c.version, c.location)) {
         im.metrics.reinsertions.add();
@@ -521,9 +524,30 @@ bool FlashTier::contains(std::string_view key, uint32_t chunk_index,
 }
 
 bool FlashTier::remove(std::string_view key) {
-  const bool removed = impl_->index.remove(key, hash64(key));
-  if (removed) update_index_gauges();
-  return removed;
+  Impl& im = *impl_;
+  const uint64_t key_hash = hash64(key);
+  std::optional<FlashObjectInfo> info = im.index.object(key, key_hash);
+  if (!info || !im.index.remove(key, key_hash)) return false;
+  update_index_gauges();
+  PendingChunk tombstone;
+  tombstone.key.assign(key);
+  tombstone.key_hash = key_hash;
+  tombstone.version = info->version;
+  tombstone.tombstone = true;
+  std::vector<IoRequest*> to_submit;
+  Status st;
+  {
+    // Tombstones are one block each and skip the pending-bytes limit.
+    std::lock_guard lock(im.write_mu);
+    st = append_locked(std::move(tombstone), {});
+    kick_locked(to_submit);
+  }
+  if (!to_submit.empty()) im.engine->submit(to_submit);
+  if (!st.is_ok()) {
+    spdlog::warn("flash: tombstone not written ({}); the object may return after a restart",
+                 st.to_string());
+  }
+  return true;
 }
 
 FlashStats FlashTier::stats() const {

@@ -19,9 +19,8 @@
 //   written are first copied to the head of the log.
 // * open() rebuilds the index by scanning the regions in sequence order; the
 //   newest version of each chunk wins, torn or corrupt records are dropped.
-// * Removal only drops index entries: a removed or overwritten object's old
-//   records may be found again by recovery after a restart (the newest
-//   version still wins).
+// * Removal drops the index entry and writes a tombstone record, which
+//   recovery honours for the versions it covers.
 //
 // Callbacks run on the tier's I/O threads and must not block for long. All
 // methods are thread-safe.
@@ -111,6 +110,7 @@ struct RecoveryStats {
   uint64_t regions_corrupt = 0;  // header present but failed its checksum
   uint64_t records_recovered = 0;
   uint64_t records_dropped = 0;  // torn or corrupt
+  uint64_t tombstones = 0;
   uint64_t objects = 0;
   uint64_t duration_us = 0;
 };
@@ -170,6 +170,8 @@ class FlashTier {
   std::optional<FlashObjectInfo> lookup(std::string_view key) const;
   bool contains(std::string_view key, uint32_t chunk_index,
                 std::optional<uint64_t> version = std::nullopt) const;
+  // Drops the object from the index and queues a tombstone record, so that a
+  // restart does not bring it back. False if it was not on flash.
   bool remove(std::string_view key);
 
   // Pushes out buffered writes and waits until all accepted so far landed
@@ -194,7 +196,8 @@ class FlashTier {
   // Opening (flash_open.cc).
   Status open_device();
   Status recover();
-  Status scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buffer);
+  Status scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buffer,
+                     absl::flat_hash_map<std::string, uint64_t>& tombstones);
   Status start_engine();
   // Write path (flash_tier.cc); *_locked need impl_->write_mu.
   Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done);

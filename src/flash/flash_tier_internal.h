@@ -73,6 +73,7 @@ struct PendingChunk {
   uint64_t old_location = 0;  // reinsertion only: where it came from
   uint64_t data_bytes = 0;
   bool reinsertion = false;
+  bool tombstone = false;
   FlashTier::WriteCallback done;
 };
 

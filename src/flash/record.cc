@@ -35,6 +35,7 @@ uint64_t record_size(uint64_t key_length, uint64_t data_length) {
 uint64_t encode_record(char* dst, std::string_view key, std::string_view data,
                        const RecordFields& fields) {
   RecordHeader h;
+  h.flags = fields.flags;
   h.key_length = static_cast<uint32_t>(key.size());
   h.chunk_index = fields.chunk_index;
   h.object_version = fields.object_version;

@@ -24,11 +24,13 @@ namespace tierkv::flash {
 inline constexpr uint32_t kRecordMagic = 0x52564B54;  // "TKVR"
 inline constexpr uint32_t kRegionMagic = 0x47564B54;  // "TKVG"
 inline constexpr uint16_t kFormatVersion = 1;
+// A tombstone (no data) marks every version <= its own of its key removed.
+inline constexpr uint16_t kRecordTombstone = 1;
 
 struct RecordHeader {
   uint32_t magic = kRecordMagic;
   uint16_t format_version = kFormatVersion;
-  uint16_t flags = 0;  // reserved, written as 0
+  uint16_t flags = 0;  // kRecordTombstone, or 0
   uint32_t key_length = 0;
   uint32_t chunk_index = 0;
   uint64_t object_version = 0;
@@ -58,6 +60,7 @@ struct RecordFields {
   uint64_t object_version = 0;
   uint64_t region_seq = 0;
   uint64_t object_size = 0;
+  uint16_t flags = 0;
 };
 
 struct RecordView {
