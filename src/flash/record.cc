@@ -44,8 +44,9 @@ uint64_t encode_record(char* dst, std::string_view key, std::string_view data,
   h.data_length = static_cast<uint32_t>(data.size());
   h.checksum = record_checksum(h, key, data);
   std::memcpy(dst, &h, sizeof(h));
-  std::memcpy(dst + sizeof(h), key.data(), key.size());
-  std::memcpy(dst + sizeof(h) + key.size(), data.data(), data.size());
+  // memcpy from a null view (empty data) is undefined even for 0 bytes.
+  if (!key.empty()) std::memcpy(dst + sizeof(h), key.data(), key.size());
+  if (!data.empty()) std::memcpy(dst + sizeof(h) + key.size(), data.data(), data.size());
   const uint64_t used = sizeof(h) + key.size() + data.size();
   const uint64_t total = record_size(key.size(), data.size());
   std::memset(dst + used, 0, total - used);
