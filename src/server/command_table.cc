@@ -151,13 +151,13 @@ std::string format_long_double(long double v) {
   char buf[5 * 1024];
   int n = std::snprintf(buf, sizeof(buf), "%.17Lf", v);
   if (n <= 0 || static_cast<size_t>(n) >= sizeof(buf)) return "0";
-  std::string out(buf, static_cast<size_t>(n));
-  if (out.find('.') != std::string::npos) {
-    while (!out.empty() && out.back() == '0') out.pop_back();
-    if (!out.empty() && out.back() == '.') out.pop_back();
+  std::string_view text(buf, static_cast<size_t>(n));
+  if (text.find('.') != std::string_view::npos) {
+    while (!text.empty() && text.back() == '0') text.remove_suffix(1);
+    if (!text.empty() && text.back() == '.') text.remove_suffix(1);
   }
-  if (out == "-0") out = "0";
-  return out;
+  if (text == "-0") text = "0";
+  return std::string(text);
 }
 
 ServerContext::ServerContext(Config config, Store& store, MetricsRegistry& metrics)

@@ -15,6 +15,8 @@ constexpr size_t kNpos = static_cast<size_t>(-1);
 constexpr size_t kMaxCountLine = 64 * 1024;
 // An idle buffer larger than this is given back.
 constexpr size_t kMaxIdleCapacity = 256 * 1024;
+// Growth step and rounding for large buffers.
+constexpr size_t kStep = 1 << 20;
 
 bool is_space(char c) {
   return std::isspace(static_cast<unsigned char>(c)) != 0;
@@ -132,10 +134,12 @@ RespParser::RespParser() : buf_(new char[kDefaultCapacity]), cap_(kDefaultCapaci
 
 std::span<char> RespParser::prepare(size_t min_free) {
   // An argument being buffered arrives in one piece if the buffer fits it.
+  // The room grows with the bytes that actually arrived (at most doubling),
+  // so a header announcing a huge bulk does not allocate it up front.
   if (state_ == State::kArgData) {
     size_t have = wpos_ - rpos_;
     size_t need = static_cast<size_t>(bulk_len_) + 2;
-    if (need > have) min_free = std::max(min_free, need - have);
+    if (need > have) min_free = std::max(min_free, std::min(need - have, std::max(cap_, kStep)));
   }
   if (cap_ - wpos_ < min_free || (cmd_start_ == wpos_ && cmd_start_ > 0)) compact(min_free);
   return {buf_.get() + wpos_, cap_ - wpos_};
@@ -152,10 +156,10 @@ void RespParser::compact(size_t min_free) {
   size_t live = head + tail;
   size_t want = std::max(kDefaultCapacity, live + min_free);
   size_t new_cap = cap_;
-  if (want > cap_) {
-    new_cap = std::bit_ceil(want);
-  } else if (live == 0 && cap_ > kMaxIdleCapacity) {
-    new_cap = std::max(kDefaultCapacity, std::bit_ceil(want));
+  if (want > cap_) want = std::max(want, cap_ + cap_ / 2);  // geometric growth
+  if (want > cap_ || (live == 0 && cap_ > kMaxIdleCapacity)) {
+    // Powers of two while small; large buffers are sized to what is needed.
+    new_cap = want <= kStep ? std::bit_ceil(want) : (want + kStep - 1) / kStep * kStep;
   }
   char* dst = buf_.get();
   std::unique_ptr<char[]> fresh;

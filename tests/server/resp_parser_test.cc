@@ -192,6 +192,18 @@ TEST(RespParserTest, BufferShrinksAfterALargeArgument) {
   EXPECT_LE(p.capacity(), size_t{64} << 10);
 }
 
+TEST(RespParserTest, AnnouncedHugeBulkIsNotAllocatedUpFront) {
+  RespParser p;
+  feed(p, "*2\r\n$4\r\nECHO\r\n$500000000\r\n" + std::string(100, 'x'));
+  Drained d;
+  drain(p, d);
+  EXPECT_TRUE(d.commands.empty());
+  EXPECT_TRUE(d.error.empty());
+  std::span<char> room = p.prepare();
+  EXPECT_LE(room.size(), size_t{2} << 20);
+  EXPECT_LE(p.capacity(), size_t{4} << 20);
+}
+
 class StreamingTest : public ::testing::Test {
  protected:
   void SetUp() override {
