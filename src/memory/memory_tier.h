@@ -193,6 +193,9 @@ class MemoryTier {
   size_t sweep_leases_locked(Shard& s, int64_t now_ms, size_t samples);
   void set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms);
   size_t expire_shard(Shard& s, int64_t now_ms);
+  // Returns memory freed to the allocator to the kernel when it holds much
+  // of it (run by the active expiry thread).
+  void return_free_memory();
 
   const uint32_t chunk_size_;
   const uint32_t shard_bits_;
