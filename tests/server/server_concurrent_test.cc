@@ -1,0 +1,153 @@
+// The whole server in-process, over a Unix socket, with several clients on
+// several I/O threads at once: pipelined SET/GET, CLIENT LIST and CONFIG SET
+// from other threads, then shutdown. Run under ThreadSanitizer in CI.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/server.h"
+#include "store/store.h"
+
+// GCC 12 reports a false -Wrestrict on "literal" + std::string (GCC PR 105329).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
+
+namespace tierkv::server {
+namespace {
+
+class BlockingClient {
+ public:
+  explicit BlockingClient(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~BlockingClient() { ::close(fd_); }
+  bool connected() const { return connected_; }
+
+  bool send(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  // Reads until `n` bytes arrived (replies here have known sizes).
+  std::string read_exactly(size_t n) {
+    std::string out(n, '\0');
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::read(fd_, out.data() + got, n - got);
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    out.resize(got);
+    return out;
+  }
+
+  // Reads one line-terminated simple reply or a bulk reply.
+  std::string read_reply() {
+    std::string head;
+    char c;
+    while (::read(fd_, &c, 1) == 1) {
+      head.push_back(c);
+      if (head.size() >= 2 && head.ends_with("\r\n")) break;
+    }
+    if (!head.empty() && head[0] == '$' && head != "$-1\r\n") {
+      size_t len = std::stoul(head.substr(1));
+      return head + read_exactly(len + 2);
+    }
+    return head;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+std::string command(std::initializer_list<std::string_view> args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (std::string_view a : args) {
+    out += "$" + std::to_string(a.size()) + "\r\n";
+    out.append(a);
+    out += "\r\n";
+  }
+  return out;
+}
+
+TEST(ServerConcurrentTest, ManyClientsOnManyThreads) {
+  Config config;
+  config.port = 0;
+  config.metrics_port = 0;
+  config.io_threads = 4;
+  config.memory = int64_t{64} << 20;
+  config.unixsocket = "/tmp/tierkv-server-test-" + std::to_string(::getpid()) + ".sock";
+  MetricsRegistry metrics;
+  auto store = Store::open(config, &metrics);
+  ASSERT_TRUE(store.is_ok());
+  Server server(config, **store, metrics);
+  ASSERT_TRUE(server.start().is_ok());
+
+  constexpr int kClients = 6;
+  constexpr int kRounds = 200;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      BlockingClient c(config.unixsocket);
+      if (!c.connected()) {
+        failures++;
+        return;
+      }
+      std::string key = "key" + std::to_string(t);
+      for (int i = 0; i < kRounds; ++i) {
+        std::string value = std::to_string(t * 100000 + i);
+        // Pipelined: SET, GET, PING in one write.
+        c.send(command({"SET", key, value}) + command({"GET", key}) + command({"PING"}));
+        if (c.read_reply() != "+OK\r\n") failures++;
+        std::string expected = "$" + std::to_string(value.size()) + "\r\n" + value + "\r\n";
+        if (c.read_reply() != expected) failures++;
+        if (c.read_reply() != "+PONG\r\n") failures++;
+      }
+    });
+  }
+  // Meanwhile: CLIENT LIST and CONFIG SET from another connection.
+  threads.emplace_back([&] {
+    BlockingClient admin(config.unixsocket);
+    for (int i = 0; i < 50; ++i) {
+      admin.send(command({"CLIENT", "LIST"}));
+      std::string list = admin.read_reply();
+      if (list.empty() || list[0] != '$') failures++;
+      admin.send(command({"CONFIG", "SET", "maxclients", std::to_string(1000 + i)}));
+      if (admin.read_reply() != "+OK\r\n") failures++;
+      admin.send(command({"INFO", "stats"}));
+      if (admin.read_reply().find("total_commands_processed") == std::string::npos) failures++;
+    }
+  });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GE(server.context().metrics().counter("tierkv_commands_processed_total", "").value(),
+            uint64_t{kClients * kRounds * 3});
+
+  // SHUTDOWN from a client makes wait() return.
+  std::thread waiter([&] { server.wait(); });
+  BlockingClient last(config.unixsocket);
+  last.send(command({"SHUTDOWN"}));
+  waiter.join();
+  EXPECT_EQ(::access(config.unixsocket.c_str(), F_OK), -1) << "socket file removed";
+}
+
+}  // namespace
+}  // namespace tierkv::server
