@@ -263,7 +263,7 @@ void Connection::flush() {
       if (state_.close_after_reply) close();
       return;
     }
-    std::swap(out_, writing_);
+    out_.swap(writing_);
   }
   start_write();
 }

@@ -10,6 +10,7 @@
 #include <deque>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -56,6 +57,15 @@ class ReplyBuffer {
   // Drops `n` bytes from the front after they were written.
   void consume(size_t n);
   void clear();
+
+  // Exchanges contents without allocating (std::swap would move-construct
+  // the deque, which allocates).
+  void swap(ReplyBuffer& other) noexcept {
+    std::swap(proto_, other.proto_);
+    segments_.swap(other.segments_);
+    std::swap(pending_, other.pending_);
+    std::swap(errors_, other.errors_);
+  }
 
  private:
   struct Segment {
