@@ -133,7 +133,8 @@ class MemoryTier {
   // Presence without side effects on the policy (lazy expiry still applies).
   bool contains(std::string_view key);
   std::optional<ObjectInfo> stat(std::string_view key);
-  bool remove(std::string_view key);
+  // With if_version, removes only that version (compare-and-delete).
+  bool remove(std::string_view key, std::optional<uint64_t> if_version = std::nullopt);
 
   // expire_at_ms = 0 clears the expiry. False if the key is absent.
   bool set_expiry(std::string_view key, int64_t expire_at_ms);

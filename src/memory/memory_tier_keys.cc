@@ -64,7 +64,7 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
   return info;
 }
 
-bool MemoryTier::remove(std::string_view key) {
+bool MemoryTier::remove(std::string_view key, std::optional<uint64_t> if_version) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
   ChunkList to_release;
@@ -72,7 +72,7 @@ bool MemoryTier::remove(std::string_view key) {
   {
     std::lock_guard lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
-    if (obj) {
+    if (obj && (!if_version || obj->version == *if_version)) {
       detach_locked(s, obj, to_release);
       removed = true;
     }

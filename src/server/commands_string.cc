@@ -48,19 +48,6 @@ bool copy_small(const ObjectView& v, char (&buf)[N], std::string_view& out) {
   return true;
 }
 
-// Deletes `key` only if it still holds `version`. The Store has no
-// conditional remove, so this swaps in an already-expired empty object under
-// the version check (atomic), then reaps it with a presence probe.
-Status remove_if_version(Store& store, std::string_view key, uint64_t version) {
-  Result<WriteResult> r = store.put(
-      key, {},
-      WriteOptions{
-          .condition = WriteCondition::kIfVersion, .expected_version = version, .expire_at_ms = 1});
-  if (!r) return r.status();
-  if (r->written) store.exists(key);
-  return Status::ok();
-}
-
 // The error for a value that would pass the object size limit. Redis names
 // proto-max-bulk-len here; tierkv's limit is max-object-size.
 constexpr std::string_view kStringTooLong =
@@ -266,17 +253,14 @@ void getset_command(CommandContext& ctx) {
 }
 
 void getdel_command(CommandContext& ctx) {
-  // One atomic swap: the present value is replaced by an already-expired
-  // empty object and returned; the probe afterwards reaps the placeholder.
+  // Read, then delete that exact version; a concurrent overwrite makes the
+  // delete miss and the loop read the new value instead.
   std::string_view key = ctx.arg(1);
-  Result<WriteResult> r = ctx.store.put(
-      key, {},
-      WriteOptions{
-          .condition = WriteCondition::kIfPresent, .expire_at_ms = 1, .return_previous = true});
-  if (!r) return ctx.reply.error(r.status());
-  if (!r->written || !r->previous) return ctx.reply.null();
-  ctx.store.exists(key);
-  ctx.reply.bulk(*r->previous);
+  for (;;) {
+    Result<ObjectView> v = ctx.store.get(key);
+    if (!v) return reply_view_or_null(ctx, v);
+    if (ctx.store.remove(key, v->version())) return ctx.reply.bulk(*v);
+  }
 }
 
 void getex_command(CommandContext& ctx) {
@@ -340,7 +324,7 @@ void msetnx_command(CommandContext& ctx) {
   written_versions.reserve(keys.size());
   auto rollback = [&] {
     for (size_t i = 0; i < written_versions.size(); ++i)
-      (void)remove_if_version(ctx.store, keys[i], written_versions[i]);
+      ctx.store.remove(keys[i], written_versions[i]);
   };
   for (size_t i = 0; i < keys.size(); ++i) {
     Result<WriteResult> r = ctx.store.put(keys[i], ctx.arg(value_index[i]),

@@ -50,8 +50,8 @@ void Store::set_limits(int64_t max_key_size, int64_t max_object_size) {
 
 Status Store::check_key(std::string_view key) const {
   if (static_cast<int64_t>(key.size()) > max_key_size_.load(std::memory_order_relaxed))
-    return Status::too_large(fmt::format("key of {} bytes exceeds max-key-size ({})", key.size(),
-                                         max_key_size_.load()));
+    return Status::too_large(
+        fmt::format("key of {} bytes exceeds max-key-size ({})", key.size(), max_key_size_.load()));
   return Status::ok();
 }
 
@@ -88,7 +88,9 @@ std::vector<Result<WriteResult>> Store::put_batch(
   return out;
 }
 
-Result<ObjectView> Store::get(std::string_view key) { return get_range(key, 0, UINT64_MAX); }
+Result<ObjectView> Store::get(std::string_view key) {
+  return get_range(key, 0, UINT64_MAX);
+}
 
 Result<ObjectView> Store::get_range(std::string_view key, uint64_t offset, uint64_t length) {
   Result<ObjectView> v = memory_->get(key, GetOptions{.offset = offset, .length = length});
@@ -111,7 +113,9 @@ std::vector<bool> Store::exist(std::span<const std::string_view> keys, const Exi
   return out;
 }
 
-bool Store::remove(std::string_view key) { return memory_->remove(key); }
+bool Store::remove(std::string_view key, std::optional<uint64_t> if_version) {
+  return memory_->remove(key, if_version);
+}
 
 size_t Store::remove_batch(std::span<const std::string_view> keys) {
   size_t n = 0;
@@ -123,7 +127,9 @@ bool Store::set_expiry(std::string_view key, int64_t expire_at_ms) {
   return memory_->set_expiry(key, expire_at_ms);
 }
 
-std::optional<ObjectInfo> Store::stat(std::string_view key) { return memory_->stat(key); }
+std::optional<ObjectInfo> Store::stat(std::string_view key) {
+  return memory_->stat(key);
+}
 
 StoreStats Store::stats() const {
   StoreStats s;

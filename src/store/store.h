@@ -82,7 +82,9 @@ class Store {
   bool exists(std::string_view key) { return exist(std::span(&key, 1))[0]; }
 
   // --- removal and key space ---
-  bool remove(std::string_view key);
+  // With if_version, removes only that version: a compare-and-delete for
+  // read-modify-write commands (GETDEL, rollbacks).
+  bool remove(std::string_view key, std::optional<uint64_t> if_version = std::nullopt);
   size_t remove_batch(std::span<const std::string_view> keys);
   // Unix ms; 0 clears. False if absent.
   bool set_expiry(std::string_view key, int64_t expire_at_ms);

@@ -223,5 +223,16 @@ TEST(StoreTest, FlushAndBudget) {
   EXPECT_EQ(s->stats().memory.used_bytes, 0);
 }
 
+TEST(StoreTest, RemoveIfVersionIsACompareAndDelete) {
+  auto s = open_store();
+  ASSERT_TRUE(s->put("k", "v1").is_ok());
+  uint64_t v1 = s->get("k")->version();
+  ASSERT_TRUE(s->put("k", "v2").is_ok());
+  EXPECT_FALSE(s->remove("k", v1));  // an older version: kept
+  EXPECT_EQ(s->get("k")->to_string(), "v2");
+  EXPECT_TRUE(s->remove("k", s->get("k")->version()));
+  EXPECT_FALSE(s->exists("k"));
+}
+
 }  // namespace
 }  // namespace tierkv
