@@ -150,6 +150,7 @@ class ServerContext {
     std::atomic<int64_t> client_output_buffer_limit{0};
     std::atomic<int64_t> maxclients{0};
     std::atomic<int64_t> timeout_s{0};
+    std::atomic<int64_t> max_object_size{0};
     std::atomic<bool> auth_required{false};
   };
   const Limits& limits() const { return limits_; }

@@ -177,6 +177,7 @@ void ServerContext::publish_limits() {
   limits_.client_output_buffer_limit.store(config_.client_output_buffer_limit);
   limits_.maxclients.store(config_.maxclients);
   limits_.timeout_s.store(config_.timeout_s);
+  limits_.max_object_size.store(config_.max_object_size);
   limits_.auth_required.store(!config_.requirepass.empty());
 }
 

@@ -54,7 +54,7 @@ constexpr std::string_view kStringTooLong =
     "ERR string exceeds maximum allowed size (max-object-size)";
 
 bool exceeds_object_limit(CommandContext& ctx, uint64_t size) {
-  return size > static_cast<uint64_t>(ctx.server.config().max_object_size);
+  return size > static_cast<uint64_t>(ctx.server.limits().max_object_size.load());
 }
 
 // Appends bytes [from, to) of `view` (offsets relative to the view) to `w`.
