@@ -81,7 +81,7 @@ void gauge(std::string& out, std::string_view name, std::string_view help, std::
 }  // namespace
 
 HttpMetricsServer::HttpMetricsServer(Server& server, asio::io_context& io)
-    : server_(server), io_(io), acceptor_(io) {}
+    : server_(server), acceptor_(io) {}
 
 Status HttpMetricsServer::listen(const std::string& bind, uint16_t port) {
   try {

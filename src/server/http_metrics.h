@@ -30,7 +30,6 @@ class HttpMetricsServer {
   void accept();
 
   Server& server_;
-  asio::io_context& io_;
   asio::ip::tcp::acceptor acceptor_;
   uint16_t port_ = 0;
 };
