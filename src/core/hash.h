@@ -9,7 +9,9 @@
 
 namespace tierkv {
 
-inline uint64_t hash64(std::string_view bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+inline uint64_t hash64(std::string_view bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
 
 inline uint64_t hash64(std::string_view bytes, uint64_t seed) {
   return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);

@@ -23,9 +23,7 @@ inline constexpr size_t kCacheLine = 64;
 
 class Counter {
  public:
-  void add(uint64_t n = 1) {
-    cells_[stripe()].v.fetch_add(n, std::memory_order_relaxed);
-  }
+  void add(uint64_t n = 1) { cells_[stripe()].v.fetch_add(n, std::memory_order_relaxed); }
   uint64_t value() const;
   void reset();
 

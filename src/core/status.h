@@ -41,8 +41,12 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status ok() { return {}; }
-  static Status not_found(std::string m = "not found") { return {StatusCode::kNotFound, std::move(m)}; }
-  static Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status not_found(std::string m = "not found") {
+    return {StatusCode::kNotFound, std::move(m)};
+  }
+  static Status invalid_argument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
   static Status too_large(std::string m) { return {StatusCode::kTooLarge, std::move(m)}; }
   static Status out_of_memory(std::string m) { return {StatusCode::kOutOfMemory, std::move(m)}; }
@@ -92,10 +96,10 @@ class [[nodiscard]] Result {
   std::optional<T> value_;
 };
 
-#define TIERKV_RETURN_IF_ERROR(expr)            \
-  do {                                          \
-    ::tierkv::Status _st = (expr);              \
-    if (!_st.is_ok()) return _st;               \
+#define TIERKV_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::tierkv::Status _st = (expr);   \
+    if (!_st.is_ok()) return _st;    \
   } while (0)
 
 }  // namespace tierkv

@@ -14,7 +14,9 @@ constexpr size_t kPage = 4096;
 // steps. Charging 64 KiB values in whole pages wasted ~6% of the budget.
 constexpr size_t kLargeAllocation = 128 * 1024;
 
-size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
 
 }  // namespace
 
@@ -45,7 +47,8 @@ void Chunk::release() {
 int64_t Object::metadata_charge(size_t key_size, size_t chunk_count) {
   int64_t n = static_cast<int64_t>(sizeof(Object) + kMallocHeader);
   if (key_size > 15) n += static_cast<int64_t>(round_up(key_size + 1 + kMallocHeader, 16));
-  if (chunk_count > 1) n += static_cast<int64_t>(round_up(chunk_count * sizeof(Chunk*) + kMallocHeader, 16));
+  if (chunk_count > 1)
+    n += static_cast<int64_t>(round_up(chunk_count * sizeof(Chunk*) + kMallocHeader, 16));
   return n;
 }
 

@@ -32,6 +32,8 @@ class LruPolicy final : public EvictionPolicy {
 
 }  // namespace
 
-std::unique_ptr<EvictionPolicy> make_lru_policy() { return std::make_unique<LruPolicy>(); }
+std::unique_ptr<EvictionPolicy> make_lru_policy() {
+  return std::make_unique<LruPolicy>();
+}
 
 }  // namespace tierkv::memory

@@ -41,6 +41,8 @@ class SievePolicy final : public EvictionPolicy {
 
 }  // namespace
 
-std::unique_ptr<EvictionPolicy> make_sieve_policy() { return std::make_unique<SievePolicy>(); }
+std::unique_ptr<EvictionPolicy> make_sieve_policy() {
+  return std::make_unique<SievePolicy>();
+}
 
 }  // namespace tierkv::memory
