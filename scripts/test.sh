@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # One command that installs what is needed, builds, and runs every test:
+#   0. clang-format: every C++ file is formatted.
 #   1. Release build: all unit tests (ctest) and the over-the-wire tests
 #      (pytest; they start their own redis-server and tierkv-server).
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build: all unit tests.
@@ -9,12 +10,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-stages=${TIERKV_STAGES:-"release asan tsan fuzz"}
+stages=${TIERKV_STAGES:-"format release asan tsan fuzz"}
 fuzz_seconds=${TIERKV_FUZZ_SECONDS:-60}
 ./scripts/install-deps.sh
 
 stage() { printf '\n==== %s ====\n' "$*"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
+
+if has format; then
+  stage "clang-format check"
+  git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
+fi
 
 if has release; then
   stage "release build"
