@@ -25,25 +25,18 @@ Result<std::string> zstd_decompress(std::string_view in) {
   std::string out;
   ZSTD_inBuffer input{in.data(), in.size(), 0};
   size_t last = 1;  // 0 once a frame is complete
-  while (input.pos < input.size) {
+  // Runs until the input is consumed and the decoder has flushed the frame.
+  while (input.pos < input.size || last != 0) {
     size_t old = out.size();
     out.resize(old + kOutputStep);
     ZSTD_outBuffer output{out.data() + old, kOutputStep, 0};
+    size_t consumed_before = input.pos;
     last = ZSTD_decompressStream(ds.get(), &output, &input);
     out.resize(old + output.pos);
     if (ZSTD_isError(last))
       return Status::corruption(fmt::format("zstd: {}", ZSTD_getErrorName(last)));
-  }
-  // Flush whatever the decoder still holds for the final frame.
-  while (last != 0) {
-    size_t old = out.size();
-    out.resize(old + kOutputStep);
-    ZSTD_outBuffer output{out.data() + old, kOutputStep, 0};
-    last = ZSTD_decompressStream(ds.get(), &output, &input);
-    out.resize(old + output.pos);
-    if (ZSTD_isError(last))
-      return Status::corruption(fmt::format("zstd: {}", ZSTD_getErrorName(last)));
-    if (last != 0 && output.pos == 0) return Status::corruption("zstd: truncated input");
+    bool stuck = output.pos == 0 && input.pos == consumed_before;
+    if (last != 0 && stuck) return Status::corruption("zstd: truncated input");
   }
   return out;
 }

@@ -233,14 +233,13 @@ def raw_pair(redis_server, tierkv_server):
     theirs.close()
 
 
-@pytest.fixture
-def make_tierkv():
-    """Starts extra tierkv-servers with their own flags; stopped afterwards."""
+def server_factory(start_fn, prefix):
+    """A fixture body that starts extra servers with their own flags and stops them afterwards."""
     started = []
 
     def start(*extra):
-        d = tempfile.mkdtemp(prefix="tierkv-")
-        s = start_tierkv(d, extra)
+        d = tempfile.mkdtemp(prefix=prefix)
+        s = start_fn(d, extra)
         started.append((s, d))
         return s
 
@@ -248,23 +247,18 @@ def make_tierkv():
     for s, d in started:
         s.stop()
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def make_tierkv():
+    """Starts extra tierkv-servers with their own flags; stopped afterwards."""
+    yield from server_factory(start_tierkv, "tierkv-")
 
 
 @pytest.fixture
 def make_redis():
     """Starts extra redis-servers with their own flags; stopped afterwards."""
-    started = []
-
-    def start(*extra):
-        d = tempfile.mkdtemp(prefix="redis-")
-        s = start_redis(d, extra)
-        started.append((s, d))
-        return s
-
-    yield start
-    for s, d in started:
-        s.stop()
-        shutil.rmtree(d, ignore_errors=True)
+    yield from server_factory(start_redis, "redis-")
 
 
 def rss_kib(pid):
