@@ -173,9 +173,9 @@ const std::vector<KeySpec>& specs() {
        0,
        {},
        field_of(&Config::flash_path)},
-      {{"flash-size", "bytes of flash to use", false},
+      {{"flash-size", "bytes of flash to use (0: no flash tier)", false},
        Kind::kBytes,
-       1 << 20,
+       0,
        kMaxI,
        {},
        field_of(&Config::flash_size)},
@@ -185,6 +185,67 @@ const std::vector<KeySpec>& specs() {
        1 << 30,
        {},
        field_of(&Config::region_size)},
+      {{"flash-fsync", "when flash writes are fsynced: none, everysec, always", false},
+       Kind::kEnum,
+       0,
+       0,
+       {"none", "everysec", "always"},
+       field_of(&Config::flash_fsync)},
+      {{"flash-queue-depth", "flash reads in flight", false},
+       Kind::kInt,
+       1,
+       4096,
+       {},
+       field_of(&Config::flash_queue_depth)},
+      {{"flash-reinsertion", "copy chunks that were hit forward when their region is reclaimed",
+        false},
+       Kind::kEnum,
+       0,
+       0,
+       {"no", "yes"},
+       field_of(&Config::flash_reinsertion)},
+      {{"flash-preallocate", "allocate the whole flash file at start", false},
+       Kind::kEnum,
+       0,
+       0,
+       {"yes", "no"},
+       field_of(&Config::flash_preallocate)},
+      {{"flash-write-queue", "bytes accepted for flash but not yet written", false},
+       Kind::kBytes,
+       1 << 20,
+       kMaxI,
+       {},
+       field_of(&Config::flash_write_queue)},
+      {{"backing-latency-ns", "fixed latency added to every flash read (model knob)", false},
+       Kind::kInt,
+       0,
+       1e9,
+       {},
+       field_of(&Config::backing_latency_ns)},
+      {{"offload-policy", "when memory data goes to flash: on_evict, write_through", false},
+       Kind::kEnum,
+       0,
+       0,
+       {"on_evict", "write_through"},
+       field_of(&Config::offload_policy)},
+      {{"offload-wait-ms", "how long a write waits for flash to drain before OOM", true},
+       Kind::kInt,
+       0,
+       600000,
+       {},
+       field_of(&Config::offload_wait_ms)},
+      {{"promotion-threshold", "flash hits before an object is promoted to memory", true},
+       Kind::kInt,
+       1,
+       255,
+       {},
+       field_of(&Config::promotion_threshold)},
+      {{"promotion-max-inflight", "promotions and prefetches in flight", true},
+       Kind::kInt,
+       1,
+       65536,
+       {},
+       field_of(&Config::promotion_max_inflight)},
   };
   return table;
 }
@@ -359,8 +420,14 @@ Status config_validate(const Config& c) {
     return Status::invalid_argument(
         fmt::format("invalid value '{}' for 'max-object-size': exceeds 'proto-max-bulk-len' ({})",
                     c.max_object_size, c.proto_max_bulk_len));
-  if (c.region_size % c.chunk_size != 0 && c.region_size < c.chunk_size)
-    return Status::invalid_argument("invalid value for 'region-size': smaller than 'chunk-size'");
+  // A region must hold at least one whole chunk record (header and key too).
+  if (c.region_size < 2 * c.chunk_size)
+    return Status::invalid_argument(
+        fmt::format("invalid value '{}' for 'region-size': must be at least twice 'chunk-size'",
+                    c.region_size));
+  if (c.flash_size != 0 && c.flash_size < 2 * c.region_size)
+    return Status::invalid_argument(fmt::format(
+        "invalid value '{}' for 'flash-size': must be 0 or at least two regions", c.flash_size));
   return Status::ok();
 }
 
@@ -393,7 +460,8 @@ Result<Config> load_config(int argc, const char* const* argv, std::string_view p
     const KeySpec& s = specs()[i];
     flag_values[i].first = &s;
     app.add_option("--" + std::string(s.key.name), flag_values[i].second,
-                   std::string(s.key.help) + " (default " + format_value(config, s) + ")");
+                   std::string(s.key.help) + " (default " + format_value(config, s) + ")")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // as redis-server: last wins
   }
   try {
     app.parse(argc, argv);

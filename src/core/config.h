@@ -45,10 +45,22 @@ struct Config {
   int64_t lease_ttl_ms = 10000;
   int64_t active_expire_hz = 10;
 
-  // flash tier (used once the flash tier lands)
+  // flash tier (flash_size 0: memory only)
   std::string flash_path = "./tierkv-data";
   int64_t flash_size = int64_t{8} << 30;
   int64_t region_size = int64_t{64} << 20;
+  std::string flash_fsync = "none";  // none | everysec | always
+  int64_t flash_queue_depth = 64;
+  std::string flash_reinsertion = "no";
+  std::string flash_preallocate = "yes";
+  int64_t flash_write_queue = int64_t{64} << 20;  // accepted, unwritten bytes
+  int64_t backing_latency_ns = 0;
+
+  // tiering (store)
+  std::string offload_policy = "on_evict";  // on_evict | write_through
+  int64_t offload_wait_ms = 2000;           // how long a write waits for flash to drain
+  int64_t promotion_threshold = 2;
+  int64_t promotion_max_inflight = 64;
 };
 
 // One configuration key, as the table describes it.

@@ -73,9 +73,13 @@ def start_redis(workdir, extra=()):
 
 
 def start_tierkv(workdir, extra=()):
+    """A tierkv-server in `workdir`; its flash file (256 MiB unless `extra`
+    names --flash-size) lives there too."""
     port = free_port()
+    flash = [] if "--flash-size" in extra else ["--flash-size", "256mb"]
     argv = [TIERKV_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-            "--metrics-port", str(free_port()), "--memory", "512mb", *extra]
+            "--metrics-port", str(free_port()), "--memory", "512mb",
+            "--flash-path", os.path.join(workdir, "flash.dat"), *flash, *extra]
     return ServerProcess(argv, port, workdir)
 
 
