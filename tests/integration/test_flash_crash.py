@@ -1,0 +1,175 @@
+"""Crash torture: SIGKILL the server while clients write, start it again on the
+same flash file, and check every key.
+
+A key is either absent or exactly one of the values acknowledged for it (or
+the one SET that was in flight at the kill: the server may have applied it
+without getting to answer). Never a corrupt or mixed value. With
+--flash-fsync always a SET is acknowledged only once it is durable, so the
+key must hold exactly its last acknowledged value (or the in-flight one).
+
+TIERKV_TORTURE_ROUNDS sets the number of kill/restart rounds (default 5).
+"""
+import os
+import random
+import re
+import threading
+import time
+
+import redis
+
+from flash_util import MIB, flash_servers, make_value, read_values  # noqa: F401
+
+ROUNDS = int(os.environ.get("TIERKV_TORTURE_ROUNDS", "5"))
+WRITERS = 2
+KEYS_PER_WRITER = 40
+WRITE_CAP_PER_ROUND = 24 * MIB  # per writer: keeps the whole run inside the flash file
+SIZES = (4096, 60_000, 300_000, 1_100_000, 2 * MIB + 17)
+DELETED = "deleted"  # a value id: the key was deleted
+
+_HEADER = re.compile(rb"^<([^|]*)\|(\d+)\|(\d+)\|[0-9a-f]{40}>")
+
+
+def value_id(key, value):
+    """(seed, size) of a value made by make_value for this key, None for nil,
+    or a description of what is wrong with it."""
+    if value is None:
+        return None
+    m = _HEADER.match(value[:200])
+    if not m:
+        return f"corrupt: no header ({len(value)} bytes, starts {value[:40]!r})"
+    name, seed, size = m.group(1).decode(), int(m.group(2)), int(m.group(3))
+    if name != key:
+        return f"corrupt: value of key {name!r}"
+    if len(value) != size or value != make_value(key, seed, size):
+        return f"corrupt: header says seed {seed}, {size} bytes; got {len(value)} bytes, mixed"
+    return (seed, size)
+
+
+class Model:
+    """What each key may hold: its value at the last check (baseline) and,
+    since then, the acknowledged writes in order and the one in flight."""
+
+    def __init__(self, keys):
+        self.baseline = {k: None for k in keys}
+        self.acked = {k: [] for k in keys}
+        self.pending = {}
+
+    def allowed(self, key, fsync_always):
+        acked = [None if v == DELETED else v for v in self.acked[key]]
+        pending = [None if self.pending[key] == DELETED else self.pending[key]] \
+            if key in self.pending else []
+        if not fsync_always:
+            return {None, self.baseline[key], *acked, *pending}
+        last = acked[-1] if acked else self.baseline[key]
+        return {last, *pending}
+
+    def settle(self, observed):
+        """After a check, what was read is the new baseline."""
+        self.baseline.update(observed)
+        for k in self.acked:
+            self.acked[k] = []
+        self.pending.clear()
+
+
+def writer(port, keys, model, rng, seed_base, stop, errors):
+    c = redis.Redis(host="127.0.0.1", port=port, socket_timeout=20)
+    written, n = 0, 0
+    try:
+        while not stop.is_set() and written < WRITE_CAP_PER_ROUND:
+            key = rng.choice(keys)
+            n += 1
+            if rng.random() < 0.1:
+                vid = DELETED
+                model.pending[key] = vid
+                c.delete(key)
+            else:
+                vid = (seed_base + n, rng.choice(SIZES))
+                model.pending[key] = vid
+                assert c.set(key, make_value(key, *vid)) is True
+                written += vid[1]
+            del model.pending[key]
+            model.acked[key].append(vid)
+    except (redis.ConnectionError, redis.TimeoutError):
+        pass  # the kill: what was in flight stays pending
+    except Exception as e:  # noqa: BLE001 - reported to the test thread
+        errors.append(repr(e))
+    finally:
+        c.close()
+
+
+def check_round(s, model, fsync_always, round_no):
+    got = read_values(s, list(model.baseline), connections=2)
+    observed, bad = {}, []
+    for key, value in got.items():
+        vid = value_id(key, value)
+        allowed = model.allowed(key, fsync_always)
+        if vid not in allowed:
+            bad.append((key, vid, sorted(map(str, allowed))))
+        observed[key] = vid
+    assert not bad, (f"round {round_no}: {len(bad)} keys wrong after restart, "
+                     f"first (key, read, allowed): {bad[:4]}\n{s.log_tail()}")
+    model.settle(observed)
+    return sum(1 for v in observed.values() if v is not None)
+
+
+def preload(s, model, rng):
+    """Every key once, acknowledged: about 3.5 times the memory, so most of it
+    is on flash before the first kill."""
+    c = s.client()
+    pipe = c.pipeline(transaction=False)
+    vids = {}
+    for i, key in enumerate(model.baseline):
+        vids[key] = ((1 << 40) + i, rng.choice(SIZES))
+        pipe.set(key, make_value(key, *vids[key]))
+    assert all(r is True for r in pipe.execute())
+    for key, vid in vids.items():
+        model.acked[key].append(vid)
+    c.close()
+
+
+def torture(flash_servers, fsync):
+    flash_mib = max(256, ROUNDS * WRITERS * WRITE_CAP_PER_ROUND // MIB * 2)
+    s = flash_servers(memory="16mb", flash_size=f"{flash_mib}mb",
+                      extra=("--region-size", "8mb", "--flash-preallocate", "no",
+                             "--flash-fsync", fsync))
+    fsync_always = fsync == "always"
+    keys = [[f"w{w}-{i}" for i in range(KEYS_PER_WRITER)] for w in range(WRITERS)]
+    model = Model([k for ks in keys for k in ks])
+    rng = random.Random(f"torture-{fsync}")
+    total_acked, presents = 0, []
+    s.start()
+    preload(s, model, rng)
+    for round_no in range(ROUNDS):
+        stop, errors = threading.Event(), []
+        threads = [threading.Thread(target=writer, args=(
+            s.port, keys[w], model, random.Random(rng.random()), (round_no * WRITERS + w) << 20,
+            stop, errors)) for w in range(WRITERS)]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.4, 1.5))
+        s.kill()
+        stop.set()
+        for t in threads:
+            t.join(30)
+        assert not errors, f"round {round_no}: writer failed: {errors}\n{s.log_tail()}"
+        acked = sum(len(v) for v in model.acked.values())
+        assert acked > 0, f"round {round_no}: no write was acknowledged\n{s.log_tail()}"
+        total_acked += acked
+        s.start()
+        presents.append(check_round(s, model, fsync_always, round_no))
+    s.kill()
+    return total_acked, presents
+
+
+def test_crash_torture_fsync_none(flash_servers):
+    acked, presents = torture(flash_servers, "none")
+    assert acked >= ROUNDS
+    # The preload went through memory and eviction to flash; a crash loses
+    # what was only in memory, but what was on flash survives.
+    assert presents[0] > 0, f"no key survived the first crash: {presents}"
+
+
+def test_crash_torture_fsync_always(flash_servers):
+    acked, presents = torture(flash_servers, "always")
+    assert acked >= ROUNDS
+    assert min(presents) > 0, presents
