@@ -16,7 +16,9 @@ MemoryTier::MemoryTier(const MemoryTierOptions& o)
       lease_max_fraction_(o.lease_max_fraction),
       shards_(new Shard[size_t{1} << shard_bits_]),
       shard_count_(size_t{1} << shard_bits_),
-      budget_(o.budget_bytes) {
+      budget_(o.budget_bytes),
+      next_version_(std::max<uint64_t>(o.first_version, 1)),
+      offload_wait_ms_(o.offload_wait_ms) {
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[i];
     std::lock_guard lock(s.mu);
@@ -48,26 +50,6 @@ size_t MemoryTier::charge_for_object(size_t key_size, uint64_t value_size) const
         Chunk::charge_for(static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_))) + overhead;
   }
   return total;
-}
-
-Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
-  if (bytes > budget_.load(std::memory_order_relaxed))
-    return Status::out_of_memory(
-        fmt::format("object needs {} bytes, memory budget is {}", bytes, budget_.load()));
-  size_t home = shard_bits_ == 0 ? 0 : home_hash >> (64 - shard_bits_);
-  for (;;) {
-    int64_t cur = used_.load(std::memory_order_relaxed);
-    if (cur + bytes <= budget_.load(std::memory_order_relaxed)) {
-      if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed))
-        return Status::ok();
-      continue;
-    }
-    // Round-robin over shards spreads eviction pressure evenly; starting
-    // from the writer's own shard would punish keys that share it.
-    size_t start = shard_count_ == 1 ? home : evict_cursor_.fetch_add(1) % shard_count_;
-    if (!evict_one(start))
-      return Status::out_of_memory("memory budget full of pinned or leased data");
-  }
 }
 
 bool MemoryTier::expired(const Object* obj, int64_t now_ms) const {
@@ -116,6 +98,8 @@ void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
     to_release.push_back(c);
   }
   s.chunks -= obj->chunks.size();
+  if (obj->flash_state == FlashState::kOffloading)
+    offloading_bytes_.fetch_sub(chunk_charge(obj), std::memory_order_relaxed);
   set_expiry_locked(s, obj, 0);
   s.index.erase(obj);
   unreserve(obj->charge);
@@ -125,35 +109,6 @@ void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
 void MemoryTier::release_all(ChunkList& chunks) {
   for (Chunk* c : chunks) c->release();
   chunks.clear();
-}
-
-bool MemoryTier::evict_one(size_t first_shard) {
-  int64_t now = unix_time_ms();
-  ChunkList to_release;
-  for (size_t i = 0; i < shard_count_; ++i) {
-    Shard& s = shards_[(first_shard + i) % shard_count_];
-    std::lock_guard lock(s.mu);
-    auto can_evict = [&](const PolicyHook* h) {
-      return evictable(Chunk::from_hook(const_cast<PolicyHook*>(h)), now);
-    };
-    PolicyHook* victim = nullptr;
-    for (PolicyHook* h = s.use_once.back(); h && !victim; h = s.use_once.newer(h)) {
-      if (can_evict(h)) victim = h;
-    }
-    if (victim)
-      s.use_once.unlink(victim);
-    else
-      victim = s.policy->evict(can_evict);
-    if (!victim) continue;
-    Object* obj = Chunk::from_hook(victim)->owner;
-    evicted_objects_.fetch_add(1, std::memory_order_relaxed);
-    evicted_chunks_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
-    detach_locked(s, obj, to_release);
-    break;
-  }
-  bool freed = !to_release.empty();
-  release_all(to_release);
-  return freed;
 }
 
 int64_t MemoryTier::index_growth_locked(Shard& s, bool adds_ttl) {
@@ -197,13 +152,6 @@ void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
     used_.fetch_add(delta - reserved, std::memory_order_relaxed);
   else
     unreserve(reserved - delta);
-}
-
-bool MemoryTier::trim_to_budget() {
-  while (used_bytes() > budget_bytes()) {
-    if (!evict_one(evict_cursor_.fetch_add(1) % shard_count_)) return false;
-  }
-  return true;
 }
 
 Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
@@ -273,7 +221,12 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
       obj->key = std::move(writer.key_);
       obj->hash = writer.hash_;
       obj->size = writer.size_;
-      obj->version = next_version_.fetch_add(1, std::memory_order_relaxed);
+      if (opts.install_version != 0) {
+        obj->version = opts.install_version;
+        obj->flash_state = FlashState::kClean;
+      } else {
+        obj->version = next_version_.fetch_add(1, std::memory_order_relaxed);
+      }
       obj->charge = std::exchange(writer.meta_charge_, 0);
       int64_t expire_at = opts.keep_ttl && old ? old->expire_at_ms : opts.expire_at_ms;
       if (old) detach_locked(s, old, to_release);
@@ -312,7 +265,9 @@ ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now
     for (size_t i = first; i <= last; ++i) {
       Chunk* c = obj->chunks[i];
       pins.emplace_back(c);
-      if (o.touch && !(c->flags & Chunk::kUseOnce)) shard_for(obj->hash).policy->touch(&c->hook);
+      // An offloading object's chunks have left the policy (hook unlinked).
+      if (o.touch && c->hook.linked && !(c->flags & Chunk::kUseOnce))
+        shard_for(obj->hash).policy->touch(&c->hook);
       if (o.end_lease && (c->flags & Chunk::kLeased)) {
         if (now_ms == 0) now_ms = unix_time_ms();
         end_lease_locked(c, c->lease_until_ms > now_ms);

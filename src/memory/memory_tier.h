@@ -15,8 +15,12 @@
 // * Use-once lane: chunks written with use_once are evicted before anything
 //   the policy holds, so a streaming scan cannot push out hot data.
 //
-// Thread-safe. Objects are dropped whole when any chunk is evicted: with no
-// lower tier, a partial object would be unservable.
+// * Lower tier: with a LowerTier set (the store's flash tier), an evicted
+//   object that exists nowhere else is written there first; it stays
+//   readable, and charged, until the write lands (see lower_tier.h).
+//
+// Thread-safe. An object is resident whole or not at all: eviction takes
+// every chunk of the victim's object.
 #pragma once
 
 #include <absl/container/inlined_vector.h>
@@ -36,6 +40,7 @@
 #include "core/status.h"
 #include "memory/chunk.h"
 #include "memory/eviction_policy.h"
+#include "memory/lower_tier.h"
 #include "memory/object_view.h"
 
 namespace tierkv::memory {
@@ -48,6 +53,10 @@ struct MemoryTierOptions {
   double lease_max_fraction = 0.25;
   // Pre-sizes the index for this many objects (its bytes are charged at once).
   size_t expected_objects = 0;
+  // Versions start here (above every version the lower tier already holds).
+  uint64_t first_version = 1;
+  // How long a write waits for offloads to land before OutOfMemory.
+  int64_t offload_wait_ms = 2000;
 };
 
 enum class WriteCondition : uint8_t { kAlways, kIfAbsent, kIfPresent, kIfVersion };
@@ -59,6 +68,9 @@ struct WriteOptions {
   bool keep_ttl = false;          // keep the old object's expiry
   bool return_previous = false;   // pin and return the replaced version
   bool use_once = false;          // put the chunks in the use-once lane
+  // Nonzero: the value is a copy of this version read from the lower tier
+  // (a promotion). It keeps that version and starts clean.
+  uint64_t install_version = 0;
 };
 
 struct WriteResult {
@@ -86,6 +98,7 @@ struct ObjectInfo {
   uint64_t version = 0;
   uint64_t size = 0;
   int64_t expire_at_ms = 0;
+  FlashState flash_state = FlashState::kDirty;
   std::vector<ChunkInfo> chunks;
 };
 
@@ -101,6 +114,12 @@ struct MemoryTierStats {
   uint64_t expired_objects = 0;
   uint64_t lease_refused = 0;
   uint64_t lease_expired_unread = 0;
+  int64_t offloading_bytes = 0;    // evicted, waiting for their lower-tier write
+  uint64_t offloads_inflight = 0;  // lower-tier writes not yet finished
+  uint64_t offloads = 0;           // objects handed to the lower tier on eviction
+  uint64_t offload_busy = 0;       // evictions refused by a full lower-tier queue
+  uint64_t offload_dropped = 0;    // dirty objects dropped: the lower tier failed
+  uint64_t offload_waits = 0;      // writes that waited for offloads to land
 };
 
 struct ScanPage {
@@ -150,6 +169,34 @@ class MemoryTier {
   void start_active_expiry(int hz);
   void stop_active_expiry();
 
+  // --- the lower tier (set once, before any traffic) ---
+  void set_lower_tier(LowerTier* lower) { lower_ = lower; }
+  // Reports a lower-tier write of `version` done: a write-through copy makes
+  // the object clean (or dirty again on failure); an offload lets the object
+  // leave memory. `offload` says which the item was.
+  void finish_flash_write(std::string_view key, uint64_t version, bool offload, bool ok);
+  // Write-through: pins a dirty object of `version` for copying down and
+  // marks it kFlushing. Empty if it is gone, replaced, or not dirty.
+  std::optional<OffloadItem> begin_flush(std::string_view key, uint64_t version);
+  // Clean shutdown: begin_flush() for every dirty object, handed to `fn`
+  // outside the shard locks.
+  void flush_all_dirty(const std::function<void(OffloadItem&&)>& fn);
+  void set_offload_wait_ms(int64_t ms) { offload_wait_ms_.store(ms); }
+  // The newest version handed out so far.
+  uint64_t max_version() const { return next_version_.load() - 1; }
+  // While alive, writes on this thread never wait for offloads (promotion
+  // and I/O-completion threads, which the offloads themselves need).
+  class NoWaitScope {
+   public:
+    NoWaitScope();
+    ~NoWaitScope();
+    NoWaitScope(const NoWaitScope&) = delete;
+    NoWaitScope& operator=(const NoWaitScope&) = delete;
+
+   private:
+    bool saved_;
+  };
+
   Status set_budget(int64_t bytes);
   MemoryTierStats stats() const;
   uint64_t object_count() const;
@@ -166,12 +213,23 @@ class MemoryTier {
   Shard& shard_for(uint64_t hash);
   // Adds `bytes` to used_ without passing the budget, evicting as needed.
   Status reserve(int64_t bytes, uint64_t home_hash);
+  enum class EvictResult : uint8_t { kFreed, kOffloadStarted, kBusy, kNothing };
   void unreserve(int64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
-  bool evict_one(size_t first_shard);
+  EvictResult evict_one(size_t first_shard);
+  // Picks and takes out of the policy one victim of the shard (locked).
+  Object* pick_victim_locked(Shard& s, int64_t now_ms);
+  // Starts offloading a dirty victim: fills `item`; the object stays indexed.
+  void begin_offload_locked(Shard& s, Object* obj, OffloadItem& item);
+  // After the lower tier refused an offload: the object is evictable again
+  // (kBusy) or dropped (kDrop).
+  void abort_offload(const OffloadItem& item, OffloadAnswer answer);
+  OffloadItem make_item_locked(Object* obj, bool evicted);
+  void wait_for_offloads(int64_t deadline_ms);
   bool evictable(const Chunk* c, int64_t now_ms);
   void detach_locked(Shard& s, Object* obj, ChunkList& to_release);
   void release_all(ChunkList& chunks);
   bool expired(const Object* obj, int64_t now_ms) const;
+  static int64_t chunk_charge(const Object* obj);
   // The live object for a key, expiring it lazily if it is due. now == 0:
   // read the clock if the object has an expiry.
   Object* find_live_locked(Shard& s, std::string_view key, uint64_t hash, int64_t now,
@@ -210,6 +268,14 @@ class MemoryTier {
   std::atomic<size_t> evict_cursor_{0};
   std::atomic<uint64_t> evicted_objects_{0}, evicted_chunks_{0}, expired_objects_{0};
   std::atomic<uint64_t> lease_refused_{0}, lease_expired_unread_{0};
+
+  LowerTier* lower_ = nullptr;
+  std::atomic<int64_t> offloading_bytes_{0};
+  std::atomic<uint64_t> offloads_inflight_{0};
+  std::atomic<uint64_t> offloads_{0}, offload_busy_{0}, offload_dropped_{0}, offload_waits_{0};
+  std::atomic<int64_t> offload_wait_ms_;
+  std::mutex offload_mu_;
+  std::condition_variable offload_cv_;
 
   std::mutex expiry_mu_;
   std::condition_variable expiry_cv_;

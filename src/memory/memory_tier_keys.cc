@@ -53,6 +53,7 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
       info->version = obj->version;
       info->size = obj->size;
       info->expire_at_ms = obj->expire_at_ms;
+      info->flash_state = obj->flash_state;
       for (const Chunk* c : obj->chunks) {
         info->chunks.push_back({c->index, c->size, c->refs.load() - 1,
                                 (c->flags & Chunk::kLeased) != 0,
@@ -345,6 +346,12 @@ MemoryTierStats MemoryTier::stats() const {
   st.expired_objects = expired_objects_.load();
   st.lease_refused = lease_refused_.load();
   st.lease_expired_unread = lease_expired_unread_.load();
+  st.offloading_bytes = offloading_bytes_.load();
+  st.offloads_inflight = offloads_inflight_.load();
+  st.offloads = offloads_.load();
+  st.offload_busy = offload_busy_.load();
+  st.offload_dropped = offload_dropped_.load();
+  st.offload_waits = offload_waits_.load();
   return st;
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "memory/chunk.h"
+#include "memory/lower_tier.h"
 
 namespace tierkv::memory {
 
@@ -21,6 +22,7 @@ struct Object {
   int64_t expire_at_ms = 0;
   int64_t charge = 0;  // metadata bytes charged for this object
   uint32_t ttl_slot = kNoTtlSlot;
+  FlashState flash_state = FlashState::kDirty;
   absl::InlinedVector<Chunk*, 1> chunks;
 
   // Metadata charge of an object with this key and chunk count.

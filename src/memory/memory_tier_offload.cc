@@ -1,0 +1,260 @@
+// MemoryTier: making room (reserve, eviction) and the hand-off of evicted
+// dirty objects to the lower tier.
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "core/clock.h"
+#include "core/hash.h"
+#include "memory/memory_tier.h"
+#include "memory/memory_tier_internal.h"
+
+namespace tierkv::memory {
+namespace {
+
+thread_local bool tls_no_wait = false;
+
+}  // namespace
+
+std::string_view flash_state_name(FlashState state) {
+  switch (state) {
+    case FlashState::kDirty:
+      return "dirty";
+    case FlashState::kFlushing:
+      return "flushing";
+    case FlashState::kClean:
+      return "clean";
+    case FlashState::kOffloading:
+      return "offloading";
+  }
+  return "?";
+}
+
+MemoryTier::NoWaitScope::NoWaitScope() : saved_(std::exchange(tls_no_wait, true)) {}
+MemoryTier::NoWaitScope::~NoWaitScope() {
+  tls_no_wait = saved_;
+}
+
+int64_t MemoryTier::chunk_charge(const Object* obj) {
+  int64_t n = 0;
+  for (const Chunk* c : obj->chunks) n += c->charge;
+  return n;
+}
+
+// Usage may pass the budget only by what is being offloaded: those bytes
+// are already on their way out, so evicting more for them would be waste.
+Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
+  if (bytes > budget_.load(std::memory_order_relaxed))
+    return Status::out_of_memory(
+        fmt::format("object needs {} bytes, memory budget is {}", bytes, budget_.load()));
+  size_t home = shard_bits_ == 0 ? 0 : home_hash >> (64 - shard_bits_);
+  int64_t deadline = 0;
+  bool busy = false;
+  for (;;) {
+    int64_t cur = used_.load(std::memory_order_relaxed);
+    int64_t budget = budget_.load(std::memory_order_relaxed);
+    if (cur + bytes <= budget) {
+      if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed))
+        return Status::ok();
+      continue;
+    }
+    if (cur - offloading_bytes_.load(std::memory_order_relaxed) + bytes > budget) {
+      // Round-robin over shards spreads eviction pressure evenly; starting
+      // from the writer's own shard would punish keys that share it.
+      size_t start = shard_count_ == 1 ? home : evict_cursor_.fetch_add(1) % shard_count_;
+      EvictResult r = evict_one(start);
+      if (r == EvictResult::kFreed || r == EvictResult::kOffloadStarted) continue;
+      busy = busy || r == EvictResult::kBusy;
+    }
+    if (offloads_inflight_.load() == 0 || tls_no_wait) break;
+    int64_t now = unix_time_ms();
+    if (deadline == 0) {
+      deadline = now + offload_wait_ms_.load(std::memory_order_relaxed);
+      offload_waits_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (now >= deadline) break;
+    wait_for_offloads(deadline);
+  }
+  if (busy || offloads_inflight_.load() > 0)
+    return Status::out_of_memory("flash cannot keep up with writes: memory full of unwritten data");
+  return Status::out_of_memory("memory budget full of pinned or leased data");
+}
+
+void MemoryTier::wait_for_offloads(int64_t deadline_ms) {
+  // Short slices: a landing that races with this wait is seen next slice.
+  int64_t slice = std::min<int64_t>(deadline_ms - unix_time_ms(), 20);
+  std::unique_lock lock(offload_mu_);
+  offload_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(slice, 1)));
+}
+
+Object* MemoryTier::pick_victim_locked(Shard& s, int64_t now_ms) {
+  auto can_evict = [&](const PolicyHook* h) {
+    return evictable(Chunk::from_hook(const_cast<PolicyHook*>(h)), now_ms);
+  };
+  PolicyHook* victim = nullptr;
+  for (PolicyHook* h = s.use_once.back(); h && !victim; h = s.use_once.newer(h)) {
+    if (can_evict(h)) victim = h;
+  }
+  if (victim)
+    s.use_once.unlink(victim);
+  else
+    victim = s.policy->evict(can_evict);
+  return victim ? Chunk::from_hook(victim)->owner : nullptr;
+}
+
+OffloadItem MemoryTier::make_item_locked(Object* obj, bool evicted) {
+  OffloadItem item;
+  item.key = obj->key;
+  item.hash = obj->hash;
+  item.version = obj->version;
+  item.size = obj->size;
+  item.expire_at_ms = obj->expire_at_ms;
+  item.evicted = evicted;
+  item.chunks.reserve(obj->chunks.size());
+  for (Chunk* c : obj->chunks) item.chunks.emplace_back(c);
+  return item;
+}
+
+void MemoryTier::begin_offload_locked(Shard& s, Object* obj, OffloadItem& item) {
+  // Out of every policy list, so no one picks it again; still indexed, so
+  // readers find it until it lands below.
+  for (Chunk* c : obj->chunks) {
+    if (!c->hook.linked) continue;
+    if (c->flags & Chunk::kUseOnce)
+      s.use_once.unlink(&c->hook);
+    else
+      s.policy->remove(&c->hook);
+  }
+  obj->flash_state = FlashState::kOffloading;
+  offloading_bytes_.fetch_add(chunk_charge(obj), std::memory_order_relaxed);
+  offloads_inflight_.fetch_add(1);
+  item = make_item_locked(obj, true);
+}
+
+MemoryTier::EvictResult MemoryTier::evict_one(size_t first_shard) {
+  int64_t now = unix_time_ms();
+  ChunkList to_release;
+  OffloadItem item;
+  bool offload = false;
+  for (size_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[(first_shard + i) % shard_count_];
+    std::lock_guard lock(s.mu);
+    Object* obj = pick_victim_locked(s, now);
+    if (!obj) continue;
+    if (lower_ && obj->flash_state == FlashState::kClean &&
+        !lower_->holds(obj->key, obj->hash, obj->version,
+                       static_cast<uint32_t>(obj->chunks.size())))
+      obj->flash_state = FlashState::kDirty;  // its copy below was reclaimed
+    if (lower_ && obj->flash_state == FlashState::kDirty) {
+      begin_offload_locked(s, obj, item);
+      offload = true;
+    } else {
+      evicted_objects_.fetch_add(1, std::memory_order_relaxed);
+      evicted_chunks_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
+      detach_locked(s, obj, to_release);
+    }
+    break;
+  }
+  if (!offload) {
+    bool freed = !to_release.empty();
+    release_all(to_release);
+    return freed ? EvictResult::kFreed : EvictResult::kNothing;
+  }
+  OffloadAnswer answer = lower_->offload(item);
+  if (answer == OffloadAnswer::kQueued) {
+    offloads_.fetch_add(1, std::memory_order_relaxed);
+    return EvictResult::kOffloadStarted;
+  }
+  offloads_inflight_.fetch_sub(1);
+  abort_offload(item, answer);
+  if (answer == OffloadAnswer::kBusy) {
+    offload_busy_.fetch_add(1, std::memory_order_relaxed);
+    return EvictResult::kBusy;
+  }
+  return EvictResult::kFreed;
+}
+
+void MemoryTier::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
+  Shard& s = shard_for(item.hash);
+  ChunkList to_release;
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.index.find(KeyRef{item.key, item.hash});
+    if (it != s.index.end() && (*it)->version == item.version &&
+        (*it)->flash_state == FlashState::kOffloading) {
+      Object* obj = *it;
+      if (answer == OffloadAnswer::kBusy) {
+        offloading_bytes_.fetch_sub(chunk_charge(obj), std::memory_order_relaxed);
+        obj->flash_state = FlashState::kDirty;
+        for (Chunk* c : obj->chunks) s.policy->insert(&c->hook);
+      } else {
+        offload_dropped_.fetch_add(1, std::memory_order_relaxed);
+        evicted_objects_.fetch_add(1, std::memory_order_relaxed);
+        evicted_chunks_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
+        detach_locked(s, obj, to_release);
+      }
+    }
+  }
+  release_all(to_release);
+}
+
+void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool offload, bool ok) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  ChunkList to_release;
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.index.find(KeyRef{key, hash});
+    Object* obj = it != s.index.end() && (*it)->version == version ? *it : nullptr;
+    if (obj && obj->flash_state == FlashState::kOffloading) {
+      if (!ok) offload_dropped_.fetch_add(1, std::memory_order_relaxed);
+      evicted_objects_.fetch_add(1, std::memory_order_relaxed);
+      evicted_chunks_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
+      detach_locked(s, obj, to_release);
+    } else if (obj && obj->flash_state == FlashState::kFlushing) {
+      obj->flash_state = ok ? FlashState::kClean : FlashState::kDirty;
+    }
+  }
+  release_all(to_release);
+  if (offload) offloads_inflight_.fetch_sub(1);
+  std::lock_guard lock(offload_mu_);
+  offload_cv_.notify_all();
+}
+
+std::optional<OffloadItem> MemoryTier::begin_flush(std::string_view key, uint64_t version) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.index.find(KeyRef{key, hash});
+  if (it == s.index.end() || (*it)->version != version || (*it)->flash_state != FlashState::kDirty)
+    return std::nullopt;
+  (*it)->flash_state = FlashState::kFlushing;
+  return make_item_locked(*it, false);
+}
+
+void MemoryTier::flush_all_dirty(const std::function<void(OffloadItem&&)>& fn) {
+  std::vector<OffloadItem> items;
+  for (size_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[i];
+    {
+      std::lock_guard lock(s.mu);
+      for (Object* obj : s.index) {
+        if (obj->flash_state != FlashState::kDirty) continue;
+        obj->flash_state = FlashState::kFlushing;
+        items.push_back(make_item_locked(obj, false));
+      }
+    }
+    for (OffloadItem& item : items) fn(std::move(item));
+    items.clear();
+  }
+}
+
+bool MemoryTier::trim_to_budget() {
+  while (used_bytes() - offloading_bytes_.load() > budget_bytes()) {
+    EvictResult r = evict_one(evict_cursor_.fetch_add(1) % shard_count_);
+    if (r == EvictResult::kNothing || r == EvictResult::kBusy) return false;
+  }
+  return true;
+}
+
+}  // namespace tierkv::memory
