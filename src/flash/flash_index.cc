@@ -54,6 +54,19 @@ void FlashIndex::resize_block(Shard& s, Entry& e, uint32_t slots) {
   e.slots = slots;
 }
 
+void FlashIndex::erase_entry(Shard& s, absl::flat_hash_map<uint64_t, Entry>::iterator it) {
+  Entry& e = it->second;
+  s.chunks -= e.resident;
+  s.block_bytes -= heap_footprint(e.block.get());
+  // Swap-remove from the sampling array; the moved hash's entry learns its
+  // new place.
+  const uint64_t moved = s.sample.back();
+  s.sample[e.sample_pos] = moved;
+  s.sample.pop_back();
+  if (moved != it->first) s.map.find(moved)->second.sample_pos = e.sample_pos;
+  s.map.erase(it);
+}
+
 void FlashIndex::erase_chunk(Shard& s, Entry& e, uint32_t chunk_index) {
   if (chunk_index >= e.slots || e.locations()[chunk_index] == 0) return;
   e.locations()[chunk_index] = 0;
@@ -63,18 +76,21 @@ void FlashIndex::erase_chunk(Shard& s, Entry& e, uint32_t chunk_index) {
 
 bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                      uint64_t version, uint64_t object_size, uint64_t loc,
-                     uint32_t chunk_count_hint) {
+                     uint32_t chunk_count_hint, int64_t expire_at_ms) {
   Shard& s = shard_for(key_hash);
   std::lock_guard lock(s.mu);
   const uint32_t wanted = std::max(chunk_index + 1, chunk_count_hint);
   auto [it, inserted] = s.map.try_emplace(key_hash);
   Entry& e = it->second;
-  if (inserted || e.key() != key) {
+  if (inserted) {
+    e.sample_pos = static_cast<uint32_t>(s.sample.size());
+    s.sample.push_back(key_hash);
+  }
+  if (inserted || e.key() != key || version > e.version) {
     reset_entry(s, e, key, version, object_size, wanted);
+    e.expire_at_ms = expire_at_ms;
   } else if (version < e.version) {
     return false;
-  } else if (version > e.version) {
-    reset_entry(s, e, key, version, object_size, wanted);
   } else if (chunk_index >= e.slots) {
     // Unknown final count: grow geometrically so sequential adds stay cheap.
     resize_block(s, e, std::max(wanted, e.slots + e.slots / 2));
@@ -102,7 +118,7 @@ std::optional<IndexedChunk> FlashIndex::lookup(std::string_view key, uint64_t ke
   uint64_t& slot = e.locations()[chunk_index];
   if (slot == 0 || location::relocating(slot)) return std::nullopt;
   if (mark_hit) slot |= location::kHitBit;
-  return IndexedChunk{location::place(slot), e.version, e.object_size};
+  return IndexedChunk{location::place(slot), e.version, e.object_size, e.expire_at_ms};
 }
 
 std::optional<FlashObjectInfo> FlashIndex::object(std::string_view key, uint64_t key_hash) const {
@@ -111,7 +127,8 @@ std::optional<FlashObjectInfo> FlashIndex::object(std::string_view key, uint64_t
   auto it = s.map.find(key_hash);
   if (it == s.map.end() || it->second.key() != key) return std::nullopt;
   const Entry& e = it->second;
-  FlashObjectInfo info{e.version, e.object_size, {}};
+  FlashObjectInfo info{e.version, e.object_size, {}, e.expire_at_ms};
+  info.chunks.reserve(e.resident);
   for (uint32_t i = 0; i < e.slots; ++i) {
     const uint64_t slot = e.block[i];
     if (slot != 0 && !location::relocating(slot)) info.chunks.push_back(i);
@@ -119,15 +136,65 @@ std::optional<FlashObjectInfo> FlashIndex::object(std::string_view key, uint64_t
   return info;
 }
 
-bool FlashIndex::remove(std::string_view key, uint64_t key_hash) {
+bool FlashIndex::has_chunks(std::string_view key, uint64_t key_hash, uint64_t version,
+                            uint32_t chunk_count) const {
   Shard& s = shard_for(key_hash);
   std::lock_guard lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end() || it->second.key() != key) return false;
-  s.chunks -= it->second.resident;
-  s.block_bytes -= heap_footprint(it->second.block.get());
-  s.map.erase(it);
+  const Entry& e = it->second;
+  if (e.version != version || chunk_count > e.slots) return false;
+  for (uint32_t i = 0; i < chunk_count; ++i) {
+    const uint64_t slot = e.block[i];
+    if (slot == 0 || location::relocating(slot)) return false;
+  }
   return true;
+}
+
+bool FlashIndex::set_expiry(std::string_view key, uint64_t key_hash, uint64_t version,
+                            int64_t expire_at_ms) {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end() || it->second.key() != key || it->second.version != version) return false;
+  it->second.expire_at_ms = expire_at_ms;
+  return true;
+}
+
+bool FlashIndex::remove(std::string_view key, uint64_t key_hash) {
+  return remove_up_to(key, key_hash, UINT64_MAX);
+}
+
+bool FlashIndex::remove_up_to(std::string_view key, uint64_t key_hash, uint64_t max_version) {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end() || it->second.key() != key || it->second.version > max_version) {
+    return false;
+  }
+  erase_entry(s, it);
+  return true;
+}
+
+std::vector<std::string> FlashIndex::keys_in_shard(uint32_t shard) const {
+  std::vector<std::string> keys;
+  if (shard >= shard_count_) return keys;
+  const Shard& s = shards_[shard];
+  std::lock_guard lock(s.mu);
+  keys.reserve(s.map.size());
+  for (const auto& [hash, e] : s.map) keys.emplace_back(e.key());
+  return keys;
+}
+
+std::optional<std::string> FlashIndex::random_key(uint64_t seed) const {
+  const uint64_t pick = seed >> 32;  // the low bits choose the shard
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    const Shard& s = shards_[(seed + i) & (shard_count_ - 1)];
+    std::lock_guard lock(s.mu);
+    if (s.sample.empty()) continue;
+    return std::string(s.map.find(s.sample[pick % s.sample.size()])->second.key());
+  }
+  return std::nullopt;
 }
 
 bool FlashIndex::drop_chunk(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
@@ -140,10 +207,7 @@ bool FlashIndex::drop_chunk(std::string_view key, uint64_t key_hash, uint32_t ch
   if (e.key() != key || chunk_index >= e.slots) return false;
   if (location::place(e.locations()[chunk_index]) != location::place(loc)) return false;
   erase_chunk(s, e, chunk_index);
-  if (e.resident == 0) {
-    s.block_bytes -= heap_footprint(e.block.get());
-    s.map.erase(it);
-  }
+  if (e.resident == 0) erase_entry(s, it);
   return true;
 }
 
@@ -160,15 +224,14 @@ size_t FlashIndex::drop_region(uint32_t region, std::vector<ReinsertCandidate>* 
         ++touched;
         if (hits != nullptr && location::hit(slot) && !location::relocating(slot)) {
           hits->push_back({std::string(e.key()), it->first, c, e.version, e.object_size,
-                           location::place(slot)});
+                           location::place(slot), e.expire_at_ms});
           slot = location::place(slot) | location::kRelocatingBit;
         } else {
           erase_chunk(s, e, c);
         }
       }
       if (e.resident == 0) {
-        s.block_bytes -= heap_footprint(e.block.get());
-        s.map.erase(it++);
+        erase_entry(s, it++);
       } else {
         ++it;
       }
@@ -224,7 +287,8 @@ size_t FlashIndex::memory_bytes() const {
   size_t n = sizeof(*this) + shard_count_ * sizeof(Shard);
   for (uint32_t i = 0; i < shard_count_; ++i) {
     std::lock_guard lock(shards_[i].mu);
-    n += shards_[i].map.capacity() * kSlot + shards_[i].block_bytes;
+    n += shards_[i].map.capacity() * kSlot + shards_[i].block_bytes +
+         shards_[i].sample.capacity() * sizeof(uint64_t);
   }
   return n;
 }
@@ -233,6 +297,7 @@ void FlashIndex::clear() {
   for (uint32_t i = 0; i < shard_count_; ++i) {
     std::lock_guard lock(shards_[i].mu);
     shards_[i].map.clear();
+    shards_[i].sample.clear();
     shards_[i].block_bytes = 0;
     shards_[i].chunks = 0;
   }

@@ -1,10 +1,15 @@
 // FlashIndex: the DRAM index of flash-resident chunks.
 //
 // One entry per object, keyed by the key's 64-bit hash. An entry holds the
-// object's version and size and a single heap block: one packed 8-byte
-// location per chunk slot, followed by the key bytes. So a chunk costs 8
-// bytes (plus slack from geometric growth when the chunk count is unknown)
-// and an object costs one table slot, its key once, and the block header.
+// object's version, size and expiry and a single heap block: one packed
+// 8-byte location per chunk slot, followed by the key bytes. So a chunk costs
+// 8 bytes (plus slack from geometric growth when the chunk count is unknown)
+// and an object costs one table slot, its key once, the block header, and
+// 8 bytes in its shard's sampling array (for random_key).
+//
+// The expiry belongs to the indexed version: it is set by the chunk that
+// creates the entry and changed only by set_expiry(), so a chunk of the same
+// version that lands later cannot undo an expiry change made meanwhile.
 //
 // Only one version per object is indexed: adding a chunk of a newer version
 // drops the older version's chunks (their records become garbage that FIFO
@@ -70,12 +75,14 @@ struct IndexedChunk {
   uint64_t location = 0;
   uint64_t version = 0;
   uint64_t object_size = 0;
+  int64_t expire_at_ms = 0;
 };
 
 struct FlashObjectInfo {
   uint64_t version = 0;
   uint64_t object_size = 0;
   std::vector<uint32_t> chunks;  // indexes of the chunks on flash, ascending
+  int64_t expire_at_ms = 0;      // unix ms; 0: none
 };
 
 // A chunk whose region is being reclaimed and that was read since it was
@@ -87,6 +94,7 @@ struct ReinsertCandidate {
   uint64_t version = 0;
   uint64_t object_size = 0;
   uint64_t location = 0;  // where it is now (flag bits cleared)
+  int64_t expire_at_ms = 0;
 };
 
 class FlashIndex {
@@ -98,15 +106,24 @@ class FlashIndex {
 
   // Indexes a chunk at `location`. False (nothing changed) if the object
   // already has a newer version. `chunk_count_hint` (0: unknown) sizes the
-  // object's location array exactly.
+  // object's location array exactly. `expire_at_ms` applies only if this
+  // chunk creates the entry (see above).
   bool add(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t version,
-           uint64_t object_size, uint64_t location, uint32_t chunk_count_hint = 0);
+           uint64_t object_size, uint64_t location, uint32_t chunk_count_hint = 0,
+           int64_t expire_at_ms = 0);
   // The chunk's location, if indexed (and of `version`, if given). With
   // mark_hit, records the read for hit-based reinsertion.
   std::optional<IndexedChunk> lookup(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                                      std::optional<uint64_t> version, bool mark_hit);
   std::optional<FlashObjectInfo> object(std::string_view key, uint64_t key_hash) const;
+  // True if chunks 0..chunk_count-1 of `version` are all indexed and readable.
+  bool has_chunks(std::string_view key, uint64_t key_hash, uint64_t version,
+                  uint32_t chunk_count) const;
+  // Sets the expiry of the indexed object if it is at `version`.
+  bool set_expiry(std::string_view key, uint64_t key_hash, uint64_t version, int64_t expire_at_ms);
   bool remove(std::string_view key, uint64_t key_hash);
+  // Drops the object if its indexed version is <= max_version.
+  bool remove_up_to(std::string_view key, uint64_t key_hash, uint64_t max_version);
   // Drops one chunk if it is still at `location` (e.g. it failed to verify).
   bool drop_chunk(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t location);
 
@@ -120,6 +137,12 @@ class FlashIndex {
   bool relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t version,
                 uint64_t new_location);
 
+  uint32_t shard_count() const { return shard_count_; }
+  std::vector<std::string> keys_in_shard(uint32_t shard) const;
+  // A key of a random object (a random non-empty shard, then a random object
+  // in it: uniform up to shard size differences). `seed` picks both.
+  std::optional<std::string> random_key(uint64_t seed) const;
+
   uint64_t object_count() const;
   uint64_t chunk_count() const;
   uint64_t max_version() const;
@@ -131,9 +154,11 @@ class FlashIndex {
   struct Entry {
     uint64_t version = 0;
     uint64_t object_size = 0;
+    int64_t expire_at_ms = 0;
     uint32_t key_length = 0;
     uint32_t slots = 0;
     uint32_t resident = 0;
+    uint32_t sample_pos = 0;            // its hash's place in Shard::sample
     std::unique_ptr<uint64_t[]> block;  // slots locations, then the key
     std::string_view key() const;
     uint64_t* locations() { return block.get(); }
@@ -141,6 +166,7 @@ class FlashIndex {
   struct Shard {
     mutable std::mutex mu;
     absl::flat_hash_map<uint64_t, Entry> map;
+    std::vector<uint64_t> sample;  // every key hash in map, for random_key
     size_t block_bytes = 0;
     uint64_t chunks = 0;
     uint64_t max_version = 0;
@@ -152,6 +178,8 @@ class FlashIndex {
   static void reset_entry(Shard& s, Entry& e, std::string_view key, uint64_t version,
                           uint64_t object_size, uint32_t slots);
   static void erase_chunk(Shard& s, Entry& e, uint32_t chunk_index);
+  // Erases the entry at `it` (block, sample slot, counts).
+  static void erase_entry(Shard& s, absl::flat_hash_map<uint64_t, Entry>::iterator it);
 
   const uint32_t shard_count_;
   std::unique_ptr<Shard[]> shards_;

@@ -86,6 +86,17 @@ Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset) {
   return Status::ok();
 }
 
+Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pwrite(fd, buf + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::io_error(std::string("flash write: ") + std::strerror(errno));
+    done += static_cast<uint64_t>(n);
+  }
+  return Status::ok();
+}
+
 namespace {
 
 std::string errno_text(const std::string& what, const std::string& path, int err) {
@@ -210,13 +221,22 @@ Status FlashTier::recover() {
         read_exact(im.fd.get(), header.data(), kBlockSize, uint64_t{r} * options_.region_size));
     Result<RegionHeader> h = decode_region_header(header.data(), kBlockSize);
     if (!h.is_ok()) {
-      uint32_t magic = 0;
-      std::memcpy(&magic, header.data(), sizeof(magic));
-      if (magic == kRegionMagic) ++recovery_.regions_corrupt;
+      RegionHeader raw;
+      std::memcpy(&raw, header.data(), sizeof(raw));
+      if (raw.magic == kRegionMagic && raw.format_version < kFormatVersion) {
+        ++recovery_.regions_old_format;  // its records cannot be read: the region is free
+      } else if (raw.magic == kRegionMagic) {
+        ++recovery_.regions_corrupt;
+      }
       continue;
     }
     // A header from another layout (region size changed) describes nothing here.
     if (h->region_index != r || h->region_size != options_.region_size || h->seq == 0) continue;
+    // Wiped by clear(): free, but later incarnations must number above it.
+    if (h->flags & kRegionFree) {
+      im.next_seq = std::max(im.next_seq, h->seq + 1);
+      continue;
+    }
     live.emplace_back(h->seq, r);
   }
   std::sort(live.begin(), live.end());
@@ -256,6 +276,10 @@ Status FlashTier::recover() {
       recovery_.objects, recovery_.records_recovered, recovery_.tombstones,
       recovery_.regions_scanned, recovery_.duration_us / 1000.0, recovery_.records_dropped,
       recovery_.regions_corrupt);
+  if (recovery_.regions_old_format > 0) {
+    spdlog::warn("flash: {} regions were written in an older format (before {}) and are discarded",
+                 recovery_.regions_old_format, kFormatVersion);
+  }
   return Status::ok();
 }
 
@@ -299,11 +323,16 @@ Status FlashTier::scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buff
       auto indexed = im.index.object(rec->key, key_hash);
       if (indexed && indexed->version <= version) im.index.remove(rec->key, key_hash);
       ++recovery_.tombstones;
+    } else if (rec->header.flags & kRecordExpiry) {
+      // Applies only to the version it names; log order makes the last one win.
+      im.index.set_expiry(rec->key, key_hash, version, rec->header.expire_at_ms);
+      ++recovery_.expiry_records;
     } else {
       auto tomb = tombstones.empty() ? tombstones.end() : tombstones.find(std::string(rec->key));
       if (tomb == tombstones.end() || tomb->second < version) {
         im.index.add(rec->key, key_hash, rec->header.chunk_index, version, rec->header.object_size,
-                     location::pack(region, offset / kBlockSize, size / kBlockSize));
+                     location::pack(region, offset / kBlockSize, size / kBlockSize),
+                     /*chunk_count_hint=*/0, rec->header.expire_at_ms);
         ++recovery_.records_recovered;
       }
     }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "core/clock.h"
 #include "core/hash.h"
@@ -88,15 +89,18 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
     }
     total += size;
   }
+  Impl& im = *impl_;
   std::vector<IoRequest*> to_submit;
+  Status st;
   {
-    std::lock_guard lock(impl_->write_mu);
-    if (impl_->pending_bytes > 0 &&
-        impl_->pending_bytes + total > options_.max_pending_write_bytes) {
+    std::lock_guard lock(im.write_mu);
+    if (im.clearing) return Status::busy("flash is being cleared");
+    if (im.pending_bytes > 0 && im.pending_bytes + total > options_.max_pending_write_bytes) {
       return Status::busy("flash write queue full");
     }
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const ChunkWrite& c = chunks[i];
+    size_t appended = 0;
+    for (; appended < chunks.size(); ++appended) {
+      const ChunkWrite& c = chunks[appended];
       PendingChunk p;
       p.key.assign(c.key);
       p.key_hash = hash64(c.key);
@@ -104,18 +108,21 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
       p.version = c.version;
       p.object_size = c.object_size;
       p.chunk_count = c.chunk_count;
-      p.done = std::move(done[i]);
-      Status st = append_locked(std::move(p), c.data);
-      if (!st.is_ok()) {
-        kick_locked(to_submit);
-        if (!to_submit.empty()) impl_->engine->submit(to_submit);
-        return st;
-      }
+      p.expire_at_ms = c.expire_at_ms;
+      p.generation = im.generation;
+      p.done = std::move(done[appended]);
+      st = append_locked(std::move(p), c.data);
+      if (!st.is_ok()) break;
+    }
+    {
+      // Before write_mu is released, so before any of them can land.
+      std::lock_guard landing(im.landing_mu);
+      for (size_t i = 0; i < appended; ++i) ++im.in_flight[hash64(chunks[i].key)].writes;
     }
     kick_locked(to_submit);
   }
-  if (!to_submit.empty()) impl_->engine->submit(to_submit);
-  return Status::ok();
+  if (!to_submit.empty()) im.engine->submit(to_submit);
+  return st;
 }
 
 Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
@@ -136,8 +143,8 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
     im.active = new_batch_locked(region, im.active_offset, size);
   }
   encode_record(im.active->buffer.data() + im.active->used, chunk.key, data,
-                {chunk.chunk_index, chunk.version, st.seq, chunk.object_size,
-                 chunk.tombstone ? kRecordTombstone : uint16_t{0}});
+                {chunk.chunk_index, chunk.version, st.seq, chunk.object_size, chunk.record_flags,
+                 chunk.expire_at_ms});
   chunk.location = location::pack(region, im.active_offset / kBlockSize, size / kBlockSize);
   chunk.data_bytes = data.size();
   im.active->used += size;
@@ -186,8 +193,9 @@ Status FlashTier::open_region_locked(bool reinsert) {
   return Status::ok();
 }
 
-// Reads exactly `length` bytes at `offset`; used outside the engine.
+// Reads or writes exactly `length` bytes at `offset`; used outside the engine.
 Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
+Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset);
 
 void FlashTier::reclaim_locked(uint32_t region, bool reinsert, std::vector<Reinsert>& reinserts) {
   Impl& im = *impl_;
@@ -226,6 +234,7 @@ void FlashTier::reclaim_locked(uint32_t region, bool reinsert, std::vector<Reins
     r.chunk.chunk_index = h.chunk_index;
     r.chunk.version = h.version;
     r.chunk.object_size = h.object_size;
+    r.chunk.expire_at_ms = h.expire_at_ms;  // the index's: set_expiry may postdate the record
     r.chunk.old_location = h.location;
     r.chunk.reinsertion = true;
     r.data = rec->data;
@@ -292,35 +301,22 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
   std::unique_ptr<WriteBatch> batch(raw);
   const bool ok = result >= 0;
   std::vector<Status> outcomes(batch->chunks.size());
+  if (!ok) {
+    const Status failed =
+        Status::io_error(std::string("flash write: ") + std::strerror(static_cast<int>(-result)));
+    for (Status& outcome : outcomes) outcome = failed;
+  }
   uint64_t user_bytes = 0;
   // Index before releasing the region: once pending_writes drops, the region
   // may be reclaimed, and its entries must already be there to be dropped.
-  for (size_t i = 0; i < batch->chunks.size(); ++i) {
-    PendingChunk& c = batch->chunks[i];
-    if (!ok) {
-      if (c.reinsertion) im.index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.old_location);
-      outcomes[i] = Status::io_error(std::string("flash write: ") + std::strerror(-result));
-    } else if (c.tombstone) {
-      continue;  // nothing to index
-    } else if (c.reinsertion) {
-      if (im.index.relocate(c.key, c.key_hash, c.chunk_index, c.version, c.location)) {
-        im.metrics.reinsertions.add();
-      }
-    } else if (!im.index.add(c.key, c.key_hash, c.chunk_index, c.version, c.object_size, c.location,
-                             c.chunk_count)) {
-      outcomes[i] = Status::conflict("flash: a newer version was written meanwhile");
-    } else {
-      user_bytes += c.data_bytes;
-    }
-  }
+  index_landed(*batch, outcomes, user_bytes);
   if (ok) {
     im.metrics.device_write_bytes.add(batch->used);
     im.metrics.user_write_bytes.add(user_bytes);
     im.dirty.store(true, std::memory_order_relaxed);
   } else {
     im.metrics.write_errors.add();
-    spdlog::error("flash: write of {} bytes at offset {} failed: {}", batch->used, batch->offset,
-                  std::strerror(static_cast<int>(-result)));
+    log_write_error(*batch, result);
   }
   std::vector<IoRequest*> next;
   {
@@ -343,6 +339,60 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
   // flush() returns only after the callbacks of what it waited for have run.
   std::lock_guard lock(im.write_mu);
   if (--im.writes_finishing == 0 && im.writes_in_flight == 0) im.writes_idle.notify_all();
+}
+
+// `outcomes` arrive as IOError for a failed batch, else OK.
+void FlashTier::index_landed(WriteBatch& batch, std::vector<Status>& outcomes,
+                             uint64_t& user_bytes) {
+  Impl& im = *impl_;
+  std::lock_guard lock(im.landing_mu);
+  for (size_t i = 0; i < batch.chunks.size(); ++i) {
+    PendingChunk& c = batch.chunks[i];
+    const bool ok = outcomes[i].is_ok();
+    if (c.record_flags != 0) continue;  // tombstone or expiry: nothing to index
+    if (c.reinsertion) {
+      if (!ok) {
+        im.index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.old_location);
+      } else if (im.index.relocate(c.key, c.key_hash, c.chunk_index, c.version, c.location)) {
+        im.metrics.reinsertions.add();
+      }
+      continue;
+    }
+    bool removed = c.generation != im.generation;
+    auto pending = im.in_flight.find(c.key_hash);
+    if (pending != im.in_flight.end()) {
+      for (const auto& [key, up_to] : pending->second.removed) {
+        if (key == c.key && c.version <= up_to) removed = true;
+      }
+      if (--pending->second.writes == 0) im.in_flight.erase(pending);
+    }
+    if (!ok) continue;
+    if (removed) {
+      outcomes[i] = Status::conflict("flash: removed while the write was in flight");
+    } else if (!im.index.add(c.key, c.key_hash, c.chunk_index, c.version, c.object_size, c.location,
+                             c.chunk_count, c.expire_at_ms)) {
+      outcomes[i] = Status::conflict("flash: a newer version was written meanwhile");
+    } else {
+      user_bytes += c.data_bytes;
+    }
+  }
+}
+
+void FlashTier::log_write_error(const WriteBatch& batch, int64_t result) {
+  Impl& im = *impl_;
+  const uint64_t now = mono_ns();
+  uint64_t not_logged = 0;
+  {
+    std::lock_guard lock(im.error_log_mu);
+    if (im.last_error_log_ns != 0 && now - im.last_error_log_ns < 1'000'000'000) {
+      ++im.errors_not_logged;
+      return;
+    }
+    im.last_error_log_ns = now;
+    not_logged = std::exchange(im.errors_not_logged, 0);
+  }
+  spdlog::error("flash: write of {} bytes at offset {} failed: {} ({} more failures not logged)",
+                batch.used, batch.offset, std::strerror(static_cast<int>(-result)), not_logged);
 }
 
 void FlashTier::flush() {
@@ -428,6 +478,7 @@ FlashTier::ReadOp* FlashTier::make_read_op(std::string_view key, uint32_t chunk_
   op->version = found->version;
   op->location = found->location;
   op->reclaim_epoch = epoch;
+  op->expire_at_ms = found->expire_at_ms;
   op->start_ns = mono_ns();
   const uint64_t size = location::size_blocks(found->location) * kBlockSize;
   op->buffer = AlignedBuffer(size, AlignedBuffer::Uninitialized{});
@@ -509,7 +560,7 @@ Result<FlashChunk> FlashTier::finish_read(ReadOp& op, int64_t result) {
   const auto data_length = static_cast<uint32_t>(rec->data.size());
   const uint64_t object_size = rec->header.object_size;
   return FlashChunk(std::move(op.buffer), data_offset, data_length, op.chunk_index, op.version,
-                    object_size);
+                    object_size, op.expire_at_ms);
 }
 
 // ------------------------------------------------------------ index only
@@ -523,31 +574,167 @@ bool FlashTier::contains(std::string_view key, uint32_t chunk_index,
   return impl_->index.lookup(key, hash64(key), chunk_index, version, false).has_value();
 }
 
-bool FlashTier::remove(std::string_view key) {
+bool FlashTier::contains_object(std::string_view key, uint64_t version,
+                                uint32_t chunk_count) const {
+  return impl_->index.has_chunks(key, hash64(key), version, chunk_count);
+}
+
+void FlashTier::append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit) {
+  Impl& im = *impl_;
+  // clear() wipes whatever this record would describe.
+  if (im.clearing) return;
+  const uint16_t flags = chunk.record_flags;
+  // Meta records are one block each and skip the pending-bytes limit.
+  Status st = append_locked(std::move(chunk), {});
+  kick_locked(to_submit);
+  if (!st.is_ok()) {
+    spdlog::warn("flash: {} record not written ({}); a restart may not reflect it",
+                 flags == kRecordTombstone ? "tombstone" : "expiry", st.to_string());
+  }
+}
+
+bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms) {
   Impl& im = *impl_;
   const uint64_t key_hash = hash64(key);
-  std::optional<FlashObjectInfo> info = im.index.object(key, key_hash);
-  if (!info || !im.index.remove(key, key_hash)) return false;
-  update_index_gauges();
+  std::vector<IoRequest*> to_submit;
+  {
+    // Under write_mu, so that index order and log order agree.
+    std::lock_guard lock(im.write_mu);
+    if (!im.index.set_expiry(key, key_hash, version, expire_at_ms)) return false;
+    PendingChunk record;
+    record.key.assign(key);
+    record.key_hash = key_hash;
+    record.version = version;
+    record.expire_at_ms = expire_at_ms;
+    record.record_flags = kRecordExpiry;
+    append_meta_locked(std::move(record), to_submit);
+  }
+  if (!to_submit.empty()) im.engine->submit(to_submit);
+  return true;
+}
+
+bool FlashTier::remove(std::string_view key, uint64_t up_to_version) {
+  Impl& im = *impl_;
+  const uint64_t key_hash = hash64(key);
+  bool dropped = false;
+  bool writes_pending = false;
+  {
+    std::lock_guard lock(im.landing_mu);
+    dropped = im.index.remove_up_to(key, key_hash, up_to_version);
+    auto pending = im.in_flight.find(key_hash);
+    if (pending != im.in_flight.end()) {
+      writes_pending = true;
+      auto& removed = pending->second.removed;
+      auto same = std::find_if(removed.begin(), removed.end(),
+                               [&](const auto& r) { return r.first == key; });
+      if (same == removed.end()) {
+        removed.emplace_back(std::string(key), up_to_version);
+      } else {
+        same->second = std::max(same->second, up_to_version);
+      }
+    }
+  }
+  if (!dropped && !writes_pending) return false;
+  if (dropped) update_index_gauges();
   PendingChunk tombstone;
   tombstone.key.assign(key);
   tombstone.key_hash = key_hash;
-  tombstone.version = info->version;
-  tombstone.tombstone = true;
+  tombstone.version = up_to_version;
+  tombstone.record_flags = kRecordTombstone;
   std::vector<IoRequest*> to_submit;
-  Status st;
   {
-    // Tombstones are one block each and skip the pending-bytes limit.
     std::lock_guard lock(im.write_mu);
-    st = append_locked(std::move(tombstone), {});
-    kick_locked(to_submit);
+    append_meta_locked(std::move(tombstone), to_submit);
   }
   if (!to_submit.empty()) im.engine->submit(to_submit);
-  if (!st.is_ok()) {
-    spdlog::warn("flash: tombstone not written ({}); the object may return after a restart",
-                 st.to_string());
+  return dropped;
+}
+
+bool FlashTier::forget(std::string_view key, uint64_t below_version) {
+  if (below_version == 0) return false;
+  const bool dropped = impl_->index.remove_up_to(key, hash64(key), below_version - 1);
+  if (dropped) update_index_gauges();
+  return dropped;
+}
+
+void FlashTier::clear() {
+  Impl& im = *impl_;
+  std::unique_lock lock(im.write_mu);
+  im.writes_idle.wait(lock, [&] { return !im.clearing; });
+  im.clearing = true;  // new writes get Busy until the wipe is done
+  {
+    std::lock_guard landing(im.landing_mu);
+    ++im.generation;  // what is in flight lands unindexed
+    im.index.clear();
+    for (auto& [hash, pending] : im.in_flight) pending.removed.clear();
   }
-  return true;
+  // Reads that started before find other records there now: a race, not corruption.
+  im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
+  std::vector<IoRequest*> to_submit;
+  seal_locked();
+  kick_locked(to_submit);
+  lock.unlock();
+  if (!to_submit.empty()) im.engine->submit(to_submit);
+  lock.lock();
+  // A region header still in flight would bring its region back: wait.
+  im.writes_idle.wait(lock, [&] {
+    return im.writes_in_flight == 0 && im.writes_finishing == 0 && im.sealed.empty() && !im.active;
+  });
+  Status st = wipe_region_headers();
+  if (!st.is_ok()) {
+    spdlog::error(
+        "flash: clear could not wipe the region headers ({}); a restart may recover "
+        "data written before it",
+        st.to_string());
+  }
+  for (RegionState& region : im.regions) region = RegionState{};
+  im.free_regions.clear();
+  for (uint32_t r = 0; r < region_count_; ++r) im.free_regions.push_back(r);
+  im.fifo.clear();
+  im.active_region = -1;
+  im.active_offset = 0;
+  im.used_bytes = 0;
+  im.clearing = false;
+  update_space_gauges_locked();
+  im.writes_idle.notify_all();
+  lock.unlock();
+  update_index_gauges();
+}
+
+// Writes a "free" header over every region, all with one fresh seq: recovery
+// then finds no live region, and still numbers later incarnations above every
+// seq used before, so no stale record can match a new header.
+Status FlashTier::wipe_region_headers() {
+  Impl& im = *impl_;
+  const uint64_t watermark = im.next_seq++;
+  AlignedBuffer header(kBlockSize);
+  for (uint32_t r = 0; r < region_count_; ++r) {
+    encode_region_header(header.data(), r, watermark, options_.region_size, kRegionFree);
+    TIERKV_RETURN_IF_ERROR(
+        write_exact(im.fd.get(), header.data(), kBlockSize, uint64_t{r} * options_.region_size));
+  }
+  if (::fdatasync(im.fd.get()) != 0) {
+    return Status::io_error(std::string("flash: fdatasync: ") + std::strerror(errno));
+  }
+  im.dirty.store(false, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+size_t FlashTier::key_shard_count() const {
+  return impl_->index.shard_count();
+}
+
+std::vector<std::string> FlashTier::keys_in_shard(size_t shard) const {
+  return impl_->index.keys_in_shard(static_cast<uint32_t>(shard));
+}
+
+std::optional<std::string> FlashTier::random_key() const {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return impl_->index.random_key(rng());
+}
+
+uint64_t FlashTier::object_count() const {
+  return impl_->index.object_count();
 }
 
 FlashStats FlashTier::stats() const {

@@ -20,7 +20,10 @@
 // * open() rebuilds the index by scanning the regions in sequence order; the
 //   newest version of each chunk wins, torn or corrupt records are dropped.
 // * Removal drops the index entry and writes a tombstone record, which
-//   recovery honours for the versions it covers.
+//   recovery honours for the versions it covers. A write of a removed version
+//   still in flight is never indexed when it lands.
+// * Each object version carries an expiry (unix ms, 0: none), stored and
+//   returned but not enforced here: the Store decides what is expired.
 //
 // Callbacks run on the tier's I/O threads and must not block for long. All
 // methods are thread-safe.
@@ -77,24 +80,30 @@ struct ChunkWrite {
   uint64_t object_size = 0;  // of the whole object; 0 if unknown
   uint32_t chunk_count = 0;  // of the whole object; 0 if unknown (sizes the index)
   std::string_view data;
+  // Unix ms, 0: none. Taken from the chunk that first indexes its version;
+  // change it later with set_expiry(), not by rewriting chunks.
+  int64_t expire_at_ms = 0;
 };
 
 // One chunk read back from flash. Owns its (aligned) buffer.
 class FlashChunk {
  public:
   FlashChunk(AlignedBuffer buffer, uint32_t data_offset, uint32_t data_length, uint32_t chunk_index,
-             uint64_t version, uint64_t object_size)
+             uint64_t version, uint64_t object_size, int64_t expire_at_ms = 0)
       : buffer_(std::move(buffer)),
         data_offset_(data_offset),
         data_length_(data_length),
         chunk_index_(chunk_index),
         version_(version),
-        object_size_(object_size) {}
+        object_size_(object_size),
+        expire_at_ms_(expire_at_ms) {}
 
   std::string_view data() const { return {buffer_.data() + data_offset_, data_length_}; }
   uint32_t chunk_index() const { return chunk_index_; }
   uint64_t version() const { return version_; }
   uint64_t object_size() const { return object_size_; }
+  // The version's expiry as indexed when the read started (unix ms, 0: none).
+  int64_t expire_at_ms() const { return expire_at_ms_; }
 
  private:
   AlignedBuffer buffer_;
@@ -103,14 +112,17 @@ class FlashChunk {
   uint32_t chunk_index_;
   uint64_t version_;
   uint64_t object_size_;
+  int64_t expire_at_ms_;
 };
 
 struct RecoveryStats {
   uint64_t regions_scanned = 0;
-  uint64_t regions_corrupt = 0;  // header present but failed its checksum
+  uint64_t regions_corrupt = 0;     // header present but failed its checksum
+  uint64_t regions_old_format = 0;  // written by an older format: discarded
   uint64_t records_recovered = 0;
   uint64_t records_dropped = 0;  // torn or corrupt
   uint64_t tombstones = 0;
+  uint64_t expiry_records = 0;
   uint64_t objects = 0;
   uint64_t duration_us = 0;
 };
@@ -150,8 +162,9 @@ class FlashTier {
 
   // Queues one chunk. On OK, `done` runs once the chunk is durable per the
   // fsync policy and readable (Conflict if a newer version was indexed
-  // meanwhile, IOError if the device failed). On error (TooLarge, Busy),
-  // nothing was queued and `done` never runs.
+  // meanwhile or the version was removed or cleared while in flight, IOError
+  // if the device failed). On error (TooLarge, Busy), nothing was queued and
+  // `done` never runs.
   Status write_chunk(const ChunkWrite& chunk, WriteCallback done);
   // Several chunks, submitted together; `done` runs once, after the last,
   // with the first error if any.
@@ -166,13 +179,37 @@ class FlashTier {
   void read_chunks(std::string_view key, std::span<const uint32_t> chunk_indexes,
                    std::optional<uint64_t> version, ChunkReadCallback done);
 
-  // Index-only questions: no I/O.
+  // Index-only questions: no I/O. lookup() takes one shard lock.
   std::optional<FlashObjectInfo> lookup(std::string_view key) const;
   bool contains(std::string_view key, uint32_t chunk_index,
                 std::optional<uint64_t> version = std::nullopt) const;
-  // Drops the object from the index and queues a tombstone record, so that a
-  // restart does not bring it back. False if it was not on flash.
-  bool remove(std::string_view key);
+  // True if chunks 0..chunk_count-1 of `version` are all indexed and readable.
+  bool contains_object(std::string_view key, uint64_t version, uint32_t chunk_count) const;
+
+  // Sets the expiry (unix ms, 0: none) of the key if `version` is the one
+  // indexed, and appends an expiry record so that it survives a restart.
+  // False if the key is not indexed at that version.
+  bool set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms);
+  // Drops the key if its indexed version is <= up_to_version and queues a
+  // tombstone covering every version <= up_to_version, so that a restart
+  // does not bring them back. Guarantee: a chunk write of the key with
+  // version <= up_to_version accepted before this returns is never indexed
+  // (its callback gets Conflict). True if an index entry was dropped.
+  bool remove(std::string_view key, uint64_t up_to_version);
+  // Drops the key if its indexed version is < below_version; no tombstone
+  // (the caller holds a newer version). True if an index entry was dropped.
+  bool forget(std::string_view key, uint64_t below_version);
+  // Drops everything, durably: once this returns, nothing written before it
+  // is readable or recovered after a restart, and writes in flight at the
+  // call get Conflict. Writes attempted while it runs get Busy.
+  void clear();
+
+  // Key space, for SCAN/KEYS/RANDOMKEY/DBSIZE. The index is sharded; each
+  // shard's keys come back in one call (a consistent snapshot of the shard).
+  size_t key_shard_count() const;
+  std::vector<std::string> keys_in_shard(size_t shard) const;
+  std::optional<std::string> random_key() const;
+  uint64_t object_count() const;
 
   // Pushes out buffered writes and waits until all accepted so far landed
   // (fdatasync'ed too unless fsync=none).
@@ -202,6 +239,11 @@ class FlashTier {
   // Write path (flash_tier.cc); *_locked need impl_->write_mu.
   Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done);
   Status append_locked(PendingChunk chunk, std::string_view data);
+  // A record without data (tombstone, expiry); queued past the byte limit.
+  void append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit);
+  void index_landed(WriteBatch& batch, std::vector<Status>& outcomes, uint64_t& user_bytes);
+  void log_write_error(const WriteBatch& batch, int64_t result);
+  Status wipe_region_headers();
   Status open_region_locked(bool reinsert);
   void reclaim_locked(uint32_t region, bool reinsert, std::vector<Reinsert>& reinserts);
   std::unique_ptr<WriteBatch> new_batch_locked(uint32_t region, uint64_t offset, uint64_t bytes);

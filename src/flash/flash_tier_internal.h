@@ -72,9 +72,19 @@ struct PendingChunk {
   uint64_t location = 0;      // where it is being written
   uint64_t old_location = 0;  // reinsertion only: where it came from
   uint64_t data_bytes = 0;
+  int64_t expire_at_ms = 0;
+  uint64_t generation = 0;    // Impl::generation when accepted
+  uint16_t record_flags = 0;  // kRecordTombstone, kRecordExpiry: nothing to index
   bool reinsertion = false;
-  bool tombstone = false;
   FlashTier::WriteCallback done;
+};
+
+// Chunk writes of one key hash accepted but not landed, and the removals
+// that must stop them from being indexed when they land. Dropped when the
+// last of those writes lands: removals after that need no help.
+struct KeyInFlight {
+  uint32_t writes = 0;
+  std::vector<std::pair<std::string, uint64_t>> removed;  // key, up to version
 };
 
 // One buffer write: consecutive records of one region.
@@ -100,6 +110,7 @@ struct FlashTier::ReadOp final : IoRequest {
   uint64_t version = 0;
   uint64_t location = 0;
   uint64_t reclaim_epoch = 0;  // at lookup: a reclaim since explains a mismatch
+  int64_t expire_at_ms = 0;    // indexed at lookup
   uint64_t start_ns = 0;
   AlignedBuffer buffer;
   ReadCallback done;
@@ -119,6 +130,21 @@ struct FlashTier::Impl {
   FlashIndex index;
   FlashMetrics metrics;
   std::atomic<uint64_t> reclaim_epoch{0};
+
+  // Landing: indexing a landed chunk and remove() are atomic under landing_mu,
+  // so a removal is either seen by the landing or drops what it indexed.
+  // Lock order: write_mu before landing_mu.
+  std::mutex landing_mu;
+  absl::flat_hash_map<uint64_t, KeyInFlight> in_flight;  // by key hash
+  // Bumped by clear() (holding write_mu and landing_mu): chunks accepted
+  // under an older generation are not indexed.
+  uint64_t generation = 0;
+  bool clearing = false;  // write_mu: clear() is waiting for writes to land
+
+  // Write errors are logged at most once a second (device full: every write fails).
+  std::mutex error_log_mu;
+  uint64_t last_error_log_ns = 0;
+  uint64_t errors_not_logged = 0;
 
   // Write side, guarded by write_mu.
   std::mutex write_mu;

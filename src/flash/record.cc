@@ -42,6 +42,7 @@ uint64_t encode_record(char* dst, std::string_view key, std::string_view data,
   h.region_seq = fields.region_seq;
   h.object_size = fields.object_size;
   h.data_length = static_cast<uint32_t>(data.size());
+  h.expire_at_ms = fields.expire_at_ms;
   h.checksum = record_checksum(h, key, data);
   std::memcpy(dst, &h, sizeof(h));
   // memcpy from a null view (empty data) is undefined even for 0 bytes.
@@ -78,8 +79,10 @@ Result<RecordView> decode_record(const char* buf, uint64_t len) {
   return view;
 }
 
-void encode_region_header(char* dst, uint32_t region_index, uint64_t seq, uint64_t region_size) {
+void encode_region_header(char* dst, uint32_t region_index, uint64_t seq, uint64_t region_size,
+                          uint16_t flags) {
   RegionHeader h;
+  h.flags = flags;
   h.region_index = region_index;
   h.seq = seq;
   h.region_size = region_size;

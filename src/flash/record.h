@@ -3,7 +3,7 @@
 // A region starts with one block holding a RegionHeader; records follow,
 // each padded to a whole block:
 //
-//   RecordHeader (56 B) | key | data | zero padding to 4 KiB
+//   RecordHeader (64 B) | key | data | zero padding to 4 KiB
 //
 // The checksum (xxh3-64) covers the header (with its checksum field zeroed),
 // the key and the data, so any flipped byte in them is detected. Every record
@@ -11,7 +11,9 @@
 // after a region is reclaimed and rewritten, records left over from its
 // previous life no longer match and are skipped by recovery.
 //
-// Integers are stored in host (little-endian) byte order.
+// Integers are stored in host (little-endian) byte order. Format 2 added the
+// expiry field and the expiry record; format-1 files are not read (their
+// region headers are rejected, so recovery starts with those regions free).
 #pragma once
 
 #include <cstdint>
@@ -23,9 +25,15 @@ namespace tierkv::flash {
 
 inline constexpr uint32_t kRecordMagic = 0x52564B54;  // "TKVR"
 inline constexpr uint32_t kRegionMagic = 0x47564B54;  // "TKVG"
-inline constexpr uint16_t kFormatVersion = 1;
+inline constexpr uint16_t kFormatVersion = 2;
 // A tombstone (no data) marks every version <= its own of its key removed.
 inline constexpr uint16_t kRecordTombstone = 1;
+// An expiry record (no data) sets the expiry of its key's version to the
+// header's expire_at_ms; later records (log order) win.
+inline constexpr uint16_t kRecordExpiry = 2;
+// A region header with this flag marks the region free: it holds nothing,
+// but its seq still counts, so a later incarnation gets a higher one.
+inline constexpr uint16_t kRegionFree = 1;
 
 struct RecordHeader {
   uint32_t magic = kRecordMagic;
@@ -38,14 +46,15 @@ struct RecordHeader {
   uint64_t object_size = 0;  // whole object's size; 0 if the writer did not say
   uint32_t data_length = 0;
   uint32_t reserved = 0;
+  int64_t expire_at_ms = 0;  // unix ms; 0: no expiry
   uint64_t checksum = 0;
 };
-static_assert(sizeof(RecordHeader) == 56);
+static_assert(sizeof(RecordHeader) == 64);
 
 struct RegionHeader {
   uint32_t magic = kRegionMagic;
   uint16_t format_version = kFormatVersion;
-  uint16_t reserved = 0;
+  uint16_t flags = 0;  // kRegionFree, or 0
   uint32_t region_index = 0;
   uint32_t reserved2 = 0;
   uint64_t seq = 0;
@@ -61,6 +70,7 @@ struct RecordFields {
   uint64_t region_seq = 0;
   uint64_t object_size = 0;
   uint16_t flags = 0;
+  int64_t expire_at_ms = 0;
 };
 
 struct RecordView {
@@ -85,7 +95,8 @@ bool is_record_start(const char* buf, uint64_t len, uint64_t region_seq);
 // malformed, the lengths run past `len`, or the checksum does not match.
 Result<RecordView> decode_record(const char* buf, uint64_t len);
 
-void encode_region_header(char* dst, uint32_t region_index, uint64_t seq, uint64_t region_size);
+void encode_region_header(char* dst, uint32_t region_index, uint64_t seq, uint64_t region_size,
+                          uint16_t flags = 0);
 // Corruption unless buf holds a valid region header (magic, version, checksum).
 Result<RegionHeader> decode_region_header(const char* buf, uint64_t len);
 

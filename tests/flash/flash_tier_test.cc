@@ -70,7 +70,7 @@ TEST_P(FlashTierBackendTest, WriteThenReadBack) {
   EXPECT_EQ(*read_sync(t, "a", 0), "new");
   EXPECT_EQ(write_sync(t, {.key = "a", .chunk_index = 0, .version = 1, .data = "old"}).code(),
             StatusCode::kConflict);
-  EXPECT_TRUE(t.remove("a"));
+  EXPECT_TRUE(t.remove("a", 2));
   EXPECT_EQ(read_sync(t, "a", 0).status().code(), StatusCode::kNotFound);
 
   FlashStats s = t.stats();
@@ -318,6 +318,13 @@ TEST(FlashTierTest, DeviceWriteErrorsReachTheCallback) {
     EXPECT_GT(failed, 0);
     EXPECT_EQ(*read_sync(**tier, "early", 0), "kept");
     EXPECT_EQ(*read_sync(**tier, "k0", 0), pattern(1 << 20, 0));
+    // Writes keep being tried: once the device takes them again, they land.
+    for (int i = 0; i < 4; ++i) {
+      const std::string key = "later" + std::to_string(i);
+      ASSERT_TRUE(
+          write_sync(**tier, {.key = key, .version = 2, .data = pattern(1 << 20, i)}).is_ok());
+      EXPECT_EQ(*read_sync(**tier, key, 0), pattern(1 << 20, i));
+    }
   }
 }
 
