@@ -296,7 +296,9 @@ Status set_by_spec(Config& c, const KeySpec& s, std::string_view value) {
       *static_cast<std::string*>(f) = std::string(value);
       return Status::ok();
     case Kind::kEnum: {
-      std::string v = normalize(value);
+      // Lower-case only: choices keep their '_' (on_evict), unlike key names.
+      std::string v(value);
+      std::ranges::transform(v, v.begin(), [](unsigned char ch) { return std::tolower(ch); });
       if (std::find(s.choices.begin(), s.choices.end(), v) == s.choices.end())
         return bad(fmt::format("expected one of {}", fmt::join(s.choices, ", ")));
       *static_cast<std::string*>(f) = v;

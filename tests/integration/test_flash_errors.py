@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from flash_util import FlashServer, MIB, flash_servers, num, read_values, make_value  # noqa: F401
+from flash_util import MIB, flash_servers, make_value, num, read_values  # noqa: F401
 
 
 def unopenable_paths(tmp_path):
