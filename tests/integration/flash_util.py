@@ -334,5 +334,5 @@ def tier_stat(client, key):
 
 def residencies(client, key):
     stat = tier_stat(client, key)
-    assert stat is not None, f"TIER.STAT {key!r}: key is gone"
+    assert stat is not None and stat["size"] > 0, f"TIER.STAT {key!r}: key is gone: {stat}"
     return [c["residency"].decode() for c in stat["chunk_residency"]]
