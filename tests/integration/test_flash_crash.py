@@ -5,7 +5,8 @@ A key is either absent or exactly one of the values acknowledged for it (or
 the one SET that was in flight at the kill: the server may have applied it
 without getting to answer). Never a corrupt or mixed value. With
 --flash-fsync always a SET is acknowledged only once it is durable, so the
-key must hold exactly its last acknowledged value (or the in-flight one).
+key must hold exactly its last acknowledged value (or the in-flight one); an
+acknowledged DEL is not promised durable, so it may be undone.
 
 TIERKV_TORTURE_ROUNDS sets the number of kill/restart rounds (default 5).
 """
@@ -61,6 +62,11 @@ class Model:
         if not fsync_always:
             return {None, self.baseline[key], *acked, *pending}
         last = acked[-1] if acked else self.baseline[key]
+        if acked and last is None:
+            # The promise covers SETs only: an acknowledged DEL may be undone
+            # by a crash, bringing back the value it deleted (never an older one).
+            before = [v for v in [self.baseline[key], *acked] if v is not None]
+            return {None, *before[-1:], *pending}
         return {last, *pending}
 
     def settle(self, observed):
