@@ -57,7 +57,8 @@ def small_tmpfs(tmp_path):
 def test_enospc_keeps_serving_and_counts_write_errors(flash_servers, small_tmpfs):
     s = flash_servers(memory="32mb", flash_size="256mb",
                       flash_path=os.path.join(small_tmpfs, "flash.dat"),
-                      extra=("--flash-preallocate", "no", "--region-size", "8mb"))
+                      extra=("--flash-preallocate", "no", "--region-size", "8mb",
+                             "--offload-wait-ms", "200"))  # bounds each failing SET
     s.start()
     c = s.client(socket_timeout=30)
     items, errors = [], 0
