@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,6 +115,94 @@ void run(IoBackend backend) {
               std::string(tier.io_backend()).c_str(), (unsigned long long)served.load(),
               (unsigned long long)misses.load(), (unsigned long long)s.reclaims,
               (unsigned long long)s.reinsertions);
+}
+
+// Writers hand each accepted write to a remover, which removes it at once
+// (mostly still in flight), while others iterate, sample and set expiries.
+// No removed version may be indexed afterwards.
+void run_removals(IoBackend backend) {
+  TempDir dir;
+  FlashOptions o = testing::small_options(dir.file("f"));
+  o.io_backend = backend;
+  auto opened = FlashTier::open(o);
+  ASSERT_TRUE(opened.is_ok());
+  FlashTier& tier = **opened;
+
+  constexpr int kWriters = 2;
+  constexpr int kWritesPerWriter = 300;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::mutex mu;
+  std::deque<std::pair<std::string, uint64_t>> accepted;
+  std::vector<std::string> removed;
+  std::atomic<int> writers_left{kWriters};
+  std::atomic<uint64_t> conflicts{0}, iterated{0};
+
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      for (int i = 0; i < kWritesPerWriter && std::chrono::steady_clock::now() < deadline; ++i) {
+        const std::string key = "w" + std::to_string(w) + "-" + std::to_string(i);
+        const uint64_t version = 1 + static_cast<uint64_t>(i);
+        Status st = tier.write_chunk({.key = key, .version = version, .data = pattern(500, i)},
+                                     [&](Status s) {
+                                       if (s.code() == StatusCode::kConflict) ++conflicts;
+                                     });
+        if (!st.is_ok()) continue;  // Busy: skipped
+        std::lock_guard lock(mu);
+        accepted.emplace_back(key, version);
+      }
+      --writers_left;
+    });
+  }
+  threads.emplace_back([&] {  // the remover: every other accepted write
+    bool take = true;
+    while (true) {
+      std::pair<std::string, uint64_t> next;
+      bool idle = false;
+      {
+        std::lock_guard lock(mu);
+        if (accepted.empty() && writers_left.load() == 0) break;
+        idle = accepted.empty();
+        if (!idle) {
+          next = std::move(accepted.front());
+          accepted.pop_front();
+        }
+      }
+      if (idle) {
+        std::this_thread::yield();
+        continue;
+      }
+      take = !take;
+      if (take) {
+        tier.remove(next.first, next.second);
+        std::lock_guard lock(mu);
+        removed.push_back(next.first);
+      } else {
+        tier.set_expiry(next.first, next.second, 1'900'000'000'000);
+      }
+    }
+  });
+  threads.emplace_back([&] {  // the key-space user
+    while (writers_left.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+      for (size_t s = 0; s < tier.key_shard_count(); ++s) iterated += tier.keys_in_shard(s).size();
+      if (auto k = tier.random_key()) tier.lookup(*k);
+      tier.object_count();
+    }
+  });
+  for (std::thread& t : threads) t.join();
+  tier.flush();
+  for (const std::string& key : removed) EXPECT_FALSE(tier.lookup(key)) << key;
+  EXPECT_FALSE(removed.empty());
+  std::printf("[concurrent] %s: %zu removed, %llu landed after their removal\n",
+              std::string(tier.io_backend()).c_str(), removed.size(),
+              (unsigned long long)conflicts.load());
+}
+
+TEST(FlashConcurrentTest, RemovalsRaceWritesUring) {
+  run_removals(IoBackend::kUring);
+}
+TEST(FlashConcurrentTest, RemovalsRaceWritesThreadPool) {
+  run_removals(IoBackend::kThreadPool);
 }
 
 TEST(FlashConcurrentTest, ReadersAndWritersUring) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include "core/hash.h"
@@ -99,6 +100,53 @@ TEST(FlashIndexTest, DropRegionKeepsHitChunksForRelocation) {
   index.drop_region(2, &hits);
   index.remove("k6", hash64("k6"));
   EXPECT_FALSE(index.relocate("k6", hash64("k6"), 1, 1, loc(6, 1)));
+}
+
+// Every way an entry leaves (remove, remove_up_to, drop_chunk, drop_region)
+// keeps the sampling array in step: iteration and random_key see exactly
+// the live keys.
+TEST(FlashIndexTest, KeySpaceFollowsEveryErasure) {
+  FlashIndex index(4);
+  std::set<std::string> live;
+  for (int i = 0; i < 200; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    ASSERT_TRUE(index.add(key, hash64(key), 0, 1 + i, 10, loc(i % 5, 1 + i), 1, 1000 + i));
+    live.insert(key);
+  }
+  index.drop_region(3, nullptr);  // every fifth key
+  for (int i = 3; i < 200; i += 5) live.erase("k" + std::to_string(i));
+  for (int i = 0; i < 200; i += 7) {
+    const std::string key = "k" + std::to_string(i);
+    const uint64_t h = hash64(key);
+    bool gone = false;
+    if (i % 3 == 0) gone = index.remove(key, h);
+    if (i % 3 == 1) gone = index.drop_chunk(key, h, 0, loc(i % 5, 1 + i));
+    if (i % 3 == 2) {
+      EXPECT_FALSE(index.remove_up_to(key, h, i));  // its version is i + 1
+      gone = index.remove_up_to(key, h, i + 1);
+    }
+    EXPECT_EQ(gone, live.erase(key) == 1) << key;
+  }
+  std::multiset<std::string> seen;
+  for (uint32_t s = 0; s < index.shard_count(); ++s) {
+    for (const std::string& k : index.keys_in_shard(s)) seen.insert(k);
+  }
+  EXPECT_EQ(seen, std::multiset<std::string>(live.begin(), live.end()));
+  EXPECT_EQ(index.object_count(), live.size());
+  std::set<std::string> sampled;
+  for (uint64_t seed = 0; seed < 3000; ++seed) {
+    std::optional<std::string> k = index.random_key(hash64(std::to_string(seed)));
+    ASSERT_TRUE(k);
+    ASSERT_EQ(live.count(*k), 1u) << *k;
+    sampled.insert(*k);
+  }
+  EXPECT_GT(sampled.size(), live.size() * 3 / 4);
+  EXPECT_EQ(index.object("k1", hash64("k1"))->expire_at_ms, 1001);
+  EXPECT_TRUE(index.set_expiry("k1", hash64("k1"), 2, 5));
+  EXPECT_FALSE(index.set_expiry("k1", hash64("k1"), 3, 5));
+  EXPECT_EQ(index.lookup("k1", hash64("k1"), 0, std::nullopt, false)->expire_at_ms, 5);
+  index.clear();
+  EXPECT_FALSE(index.random_key(1));
 }
 
 // The design target: <= 16 B per flash-resident chunk plus the key once per
