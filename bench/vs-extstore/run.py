@@ -13,7 +13,7 @@ order alternates between rounds (ABBA), and with several rounds the median of
 each figure is reported. Prints a table, writes bench/results/vs-extstore.json,
 and ends with the RESULT line.
 
-    /usr/bin/python3 bench/vs-extstore/run.py [--rounds 2] [--ops 20000] [--seconds 60]
+    /usr/bin/python3 bench/vs-extstore/run.py [--rounds 2] [--ops 200000] [--seconds 20]
 
 Builds nothing: build the two programs first with
     cmake -S . -B build-extstore -G Ninja -DTIERKV_BENCH=ON
@@ -157,6 +157,7 @@ class Peer:
 def memcached_peer(args, workdir):
     port = free_port()
     ext = f"ext_path={workdir}/extstore:{args.flash >> 20}m,ext_wbuf_size={args.ext_wbuf_mb}"
+    ext += f",ext_threads={args.ext_threads}"
     argv = [MEMCACHED, "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-m", str(args.memory >> 20),
             "-I", args.item_max, "-t", str(args.threads), "-c", "1024", "-o", ext]
     if os.geteuid() == 0:
@@ -228,13 +229,15 @@ def main():
     ap.add_argument("--get-fraction", type=float, default=0.9)
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2, help="server worker/IO threads, both")
-    ap.add_argument("--ops", type=int, default=20000, help="measured ops per system and round")
-    ap.add_argument("--seconds", type=float, default=60, help="measuring time cap per run")
-    ap.add_argument("--warm-ops", type=int, default=2000)
+    ap.add_argument("--ops", type=int, default=200000, help="measured ops per system and round")
+    ap.add_argument("--seconds", type=float, default=20, help="measuring time cap per run")
+    ap.add_argument("--warm-ops", type=int, default=10000,
+                    help="unmeasured zipfian ops after the load")
     ap.add_argument("--rounds", type=int, default=2, help="rounds, order alternating (ABBA)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--item-max", default="1m", help="memcached -I (must exceed --max-value)")
     ap.add_argument("--ext-wbuf-mb", type=int, default=8, help="memcached ext_wbuf_size")
+    ap.add_argument("--ext-threads", type=int, default=1, help="memcached ext_threads")
     ap.add_argument("--out", default=os.path.join(RESULTS, "vs-extstore.json"))
     args = ap.parse_args()
     args.tierkv = find_binary(args.tierkv, "TIERKV_SERVER", "src/server/tierkv-server")
