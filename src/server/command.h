@@ -2,8 +2,10 @@
 //
 // A handler gets the parsed arguments, the calling client's state, the
 // server-wide context, and a ReplyBuffer to answer into. Handlers never
-// block: everything they touch is in memory. Arity follows Redis: a positive
-// arity is exact (name included), a negative one is a minimum.
+// block on a network thread: what needs flash is either streamed later
+// (ReplyDeferral) or loaded into memory before the handler runs (commands
+// flagged kReadsValue). Arity follows Redis: a positive arity is exact (name
+// included), a negative one is a minimum.
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
@@ -40,6 +42,22 @@ struct ClientState {
 
 class ServerContext;
 
+// How a handler finishes its reply later, without blocking its thread. The
+// connection implements it; a caller that may block (tests, tools) passes
+// none, and handlers then use the Store's blocking forms.
+class ReplyDeferral {
+ public:
+  virtual ~ReplyDeferral() = default;
+  // Callbacks for Store::read() that stream the flash part of the read as
+  // one bulk reply. If read() answers kFlash, the handler must then call
+  // stream_bulk() with the length, and reply nothing else.
+  virtual FlashReadCallbacks bulk_stream_callbacks() = 0;
+  virtual void stream_bulk(uint64_t length) = 0;
+  // Holds this command's reply until `version` of `key` is durable on
+  // flash (fsync=always); if that fails the reply becomes -IOERR.
+  virtual void persist(std::string_view key, uint64_t version) = 0;
+};
+
 // Arguments of one command. For a large SET the parser streams the value
 // straight into a Store writer instead of argv: then `value_writer` is set
 // and argv[value_arg] is empty.
@@ -55,6 +73,7 @@ struct CommandContext {
   ClientState& client;
   ServerContext& server;
   Store& store;
+  ReplyDeferral* defer = nullptr;
 
   size_t argc() const { return inv.argv.size(); }
   std::string_view arg(size_t i) const { return inv.argv[i]; }
@@ -69,6 +88,9 @@ enum CommandFlags : uint32_t {
   kFast = 1 << 3,
   kAdmin = 1 << 4,
   kStreamsValue = 1 << 5,  // the parser may stream argument `value_arg` into a writer
+  // The handler reads whole values of its keys: flash-only ones are fetched
+  // into memory before it runs, so that it finds them there.
+  kReadsValue = 1 << 6,
 };
 
 struct CommandSpec {
@@ -79,6 +101,9 @@ struct CommandSpec {
   CommandHandler handler;
   std::string_view summary;  // for COMMAND DOCS
   int value_arg = 0;         // with kStreamsValue: the argument index of the value
+  // With kReadsValue: if set, values are read only when it says so (SET
+  // reads the old value only with GET).
+  bool (*reads_value_if)(const Invocation& inv) = nullptr;
 };
 
 class CommandTable {
@@ -156,7 +181,7 @@ class ServerContext {
   const Limits& limits() const { return limits_; }
 
   // Hooks the network layer installs.
-  std::function<void()> request_shutdown;
+  std::function<void(bool save)> request_shutdown;         // save: persist memory to flash first
   std::function<std::vector<std::string>()> list_clients;  // CLIENT LIST lines
   std::function<std::string(std::string_view section)> info_section;
 

@@ -201,6 +201,11 @@ Status ServerContext::set_config(std::string_view key, std::string_view value) {
   if (next.memory != config_.memory) TIERKV_RETURN_IF_ERROR(store_.set_memory_budget(next.memory));
   if (next.max_key_size != config_.max_key_size || next.max_object_size != config_.max_object_size)
     store_.set_limits(next.max_key_size, next.max_object_size);
+  if (next.promotion_threshold != config_.promotion_threshold ||
+      next.promotion_max_inflight != config_.promotion_max_inflight)
+    store_.set_promotion(next.promotion_threshold, next.promotion_max_inflight);
+  if (next.offload_wait_ms != config_.offload_wait_ms)
+    store_.set_offload_wait_ms(next.offload_wait_ms);
   if (next.log_level != config_.log_level)
     spdlog::set_level(spdlog::level::from_str(next.log_level));
   config_ = std::move(next);

@@ -31,9 +31,18 @@ void exists_command(CommandContext& ctx) {
 }
 
 void touch_command(CommandContext& ctx) {
-  // A read counts as an access for the eviction policy, which is TOUCH's point.
+  // A read counts as an access for the eviction policy, which is TOUCH's
+  // point. Reading the 0-byte range of a memory object touches it; a
+  // flash-only object is only counted (reading it would wait for flash).
   int64_t n = 0;
-  for (size_t i = 1; i < ctx.argc(); ++i) n += ctx.store.get(ctx.arg(i)) ? 1 : 0;
+  for (size_t i = 1; i < ctx.argc(); ++i) {
+    std::string_view key = ctx.arg(i);
+    if (ctx.store.get_resident(key, GetOptions{.length = 0})) {
+      ++n;
+    } else if (ctx.store.exists(key)) {
+      ++n;
+    }
+  }
   ctx.reply.integer(n);
 }
 

@@ -280,19 +280,29 @@ void time_command(CommandContext& ctx) {
   ctx.reply.bulk(std::to_string(us % 1000000));
 }
 
+// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE]. SAVE (the default) writes the
+// objects that only memory holds to flash first; NOSAVE skips that.
 void shutdown_command(CommandContext& ctx) {
+  bool save = true;
+  bool nosave = false, explicit_save = false;
   for (size_t i = 1; i < ctx.argc(); ++i) {
     std::string_view a = ctx.arg(i);
-    if (!iequals(a, "nosave") && !iequals(a, "save") && !iequals(a, "now") &&
-        !iequals(a, "force")) {
+    if (iequals(a, "nosave")) {
+      nosave = true;
+    } else if (iequals(a, "save")) {
+      explicit_save = true;
+    } else if (!iequals(a, "now") && !iequals(a, "force")) {
       ctx.reply.error(errors::kSyntax);
       return;
     }
   }
-  spdlog::info("SHUTDOWN requested by client id={} addr={}", ctx.client.id, ctx.client.addr);
+  if (nosave && explicit_save) return ctx.reply.error(errors::kSyntax);
+  save = !nosave;
+  spdlog::info("SHUTDOWN{} requested by client id={} addr={}", save ? "" : " NOSAVE", ctx.client.id,
+               ctx.client.addr);
   // Like Redis, a successful SHUTDOWN sends no reply: the connection closes.
   ctx.client.close_after_reply = true;
-  if (ctx.server.request_shutdown) ctx.server.request_shutdown();
+  if (ctx.server.request_shutdown) ctx.server.request_shutdown(save);
 }
 
 }  // namespace

@@ -5,6 +5,12 @@
 // version, compute, then write with WriteCondition::kIfVersion and retry if
 // another writer got in between. Expected version 0 means "still absent".
 // Counters keep the key's TTL like Redis; SET-like commands replace it.
+//
+// With a flash tier, GET streams a flash-resident value through the
+// connection (ReplyDeferral); the other commands that read values are
+// flagged kReadsValue, so their values are in memory when they run and the
+// Store's reads here do not wait for flash. With fsync=always every write
+// is held until durable (hold_until_durable).
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -52,6 +58,12 @@ bool copy_small(const ObjectView& v, char (&buf)[N], std::string_view& out) {
 // proto-max-bulk-len here; tierkv's limit is max-object-size.
 constexpr std::string_view kStringTooLong =
     "ERR string exceeds maximum allowed size (max-object-size)";
+
+// With fsync=always, the reply to a write waits until it is on flash.
+void hold_until_durable(CommandContext& ctx, std::string_view key, const WriteResult& r) {
+  if (ctx.defer != nullptr && r.written && ctx.store.durable_writes())
+    ctx.defer->persist(key, r.version);
+}
 
 bool exceeds_object_limit(CommandContext& ctx, uint64_t size) {
   return size > static_cast<uint64_t>(ctx.server.limits().max_object_size.load());
@@ -185,7 +197,26 @@ std::optional<int64_t> expire_deadline(CommandContext& ctx, const ExtendedArgs& 
 // GET / SET family
 
 void get_command(CommandContext& ctx) {
-  reply_view_or_null(ctx, ctx.store.get(ctx.arg(1)));
+  // Without flash (or without a connection to stream into) nothing waits.
+  if (ctx.defer == nullptr || ctx.store.flash_tier() == nullptr)
+    return reply_view_or_null(ctx, ctx.store.get(ctx.arg(1)));
+  ReadStart r = ctx.store.read(ctx.arg(1), 0, UINT64_MAX, ctx.defer->bulk_stream_callbacks());
+  switch (r.where) {
+    case ReadStart::Where::kAbsent:
+      return ctx.reply.null();
+    case ReadStart::Where::kMemory:
+      return ctx.reply.bulk(r.view);
+    case ReadStart::Where::kFlash:
+      return ctx.defer->stream_bulk(r.length);
+  }
+}
+
+// SET reads the old value only to return it (GET).
+bool set_reads_value(const Invocation& inv) {
+  for (size_t i = 3; i < inv.argv.size(); ++i) {
+    if (iequals(inv.argv[i], "get")) return true;
+  }
+  return false;
 }
 
 void set_command(CommandContext& ctx) {
@@ -207,6 +238,7 @@ void set_command(CommandContext& ctx) {
                               ? ctx.store.commit(std::move(*ctx.inv.value_writer), wo)
                               : ctx.store.put(ctx.arg(1), ctx.arg(2), wo);
   if (!r) return ctx.reply.error(r.status());
+  hold_until_durable(ctx, ctx.arg(1), *r);
   if (flags & kGet) {
     if (r->previous)
       ctx.reply.bulk(*r->previous);
@@ -223,6 +255,7 @@ void setnx_command(CommandContext& ctx) {
   Result<WriteResult> r =
       ctx.store.put(ctx.arg(1), ctx.arg(2), WriteOptions{.condition = WriteCondition::kIfAbsent});
   if (!r) return ctx.reply.error(r.status());
+  hold_until_durable(ctx, ctx.arg(1), *r);
   ctx.reply.integer(r->written ? 1 : 0);
 }
 
@@ -232,6 +265,7 @@ void setex_generic(CommandContext& ctx, bool seconds, std::string_view command) 
   Result<WriteResult> r =
       ctx.store.put(ctx.arg(1), ctx.arg(3), WriteOptions{.expire_at_ms = *deadline});
   if (!r) return ctx.reply.error(r.status());
+  hold_until_durable(ctx, ctx.arg(1), *r);
   ctx.reply.ok();
 }
 
@@ -246,6 +280,7 @@ void getset_command(CommandContext& ctx) {
   Result<WriteResult> r =
       ctx.store.put(ctx.arg(1), ctx.arg(2), WriteOptions{.return_previous = true});
   if (!r) return ctx.reply.error(r.status());
+  hold_until_durable(ctx, ctx.arg(1), *r);
   if (r->previous)
     ctx.reply.bulk(*r->previous);
   else
@@ -292,6 +327,7 @@ void mset_command(CommandContext& ctx) {
   for (size_t i = 1; i < ctx.argc(); i += 2) {
     Result<WriteResult> r = ctx.store.put(ctx.arg(i), ctx.arg(i + 1));
     if (!r) return ctx.reply.error(r.status());
+    hold_until_durable(ctx, ctx.arg(i), *r);
   }
   ctx.reply.ok();
 }
@@ -339,6 +375,9 @@ void msetnx_command(CommandContext& ctx) {
     }
     written_versions.push_back(r->version);
   }
+  if (ctx.defer != nullptr && ctx.store.durable_writes()) {
+    for (size_t i = 0; i < keys.size(); ++i) ctx.defer->persist(keys[i], written_versions[i]);
+  }
   ctx.reply.integer(1);
 }
 
@@ -346,10 +385,9 @@ void msetnx_command(CommandContext& ctx) {
 // Lengths and ranges
 
 void strlen_command(CommandContext& ctx) {
-  Result<ObjectView> v = ctx.store.get_range(ctx.arg(1), 0, 0);
-  if (v) return ctx.reply.integer(static_cast<int64_t>(v->object_size()));
-  if (v.status().code() == StatusCode::kNotFound) return ctx.reply.integer(0);
-  ctx.reply.error(v.status());
+  // The index knows the size, in either tier.
+  std::optional<ObjectInfo> info = ctx.store.stat(ctx.arg(1));
+  ctx.reply.integer(info ? static_cast<int64_t>(info->size) : 0);
 }
 
 void getrange_command(CommandContext& ctx) {
@@ -417,6 +455,7 @@ void setrange_command(CommandContext& ctx) {
                                                      .expected_version = old ? old->version() : 0,
                                                      .keep_ttl = true});
     if (!r) return ctx.reply.error(r.status());
+    hold_until_durable(ctx, key, *r);
     if (r->written) return ctx.reply.integer(static_cast<int64_t>(new_size));
   }
 }
@@ -438,6 +477,7 @@ void append_command(CommandContext& ctx) {
                                                      .expected_version = old ? old->version() : 0,
                                                      .keep_ttl = true});
     if (!r) return ctx.reply.error(r.status());
+    hold_until_durable(ctx, key, *r);
     if (r->written) return ctx.reply.integer(static_cast<int64_t>(old_size + suffix.size()));
   }
 }
@@ -471,6 +511,7 @@ void incr_by(CommandContext& ctx, int64_t delta) {
                                    .expected_version = old ? old->version() : 0,
                                    .keep_ttl = true});
     if (!r) return ctx.reply.error(r.status());
+    hold_until_durable(ctx, key, *r);
     if (r->written) return ctx.reply.integer(next);
   }
 }
@@ -527,6 +568,7 @@ void incrbyfloat_command(CommandContext& ctx) {
                                                        .expected_version = old ? old->version() : 0,
                                                        .keep_ttl = true});
     if (!r) return ctx.reply.error(r.status());
+    hold_until_durable(ctx, key, *r);
     if (r->written) return ctx.reply.bulk(text);
   }
 }
@@ -536,31 +578,34 @@ void incrbyfloat_command(CommandContext& ctx) {
 void register_string_commands(CommandTable& table) {
   constexpr uint32_t kWriteFast = kWrite | kFast;
   constexpr uint32_t kReadFast = kReadOnly | kFast;
+  // Read-modify-write commands: their old values must be in memory first.
+  constexpr uint32_t kRmwFast = kWriteFast | kReadsValue;
   table.add({"get", 2, kReadFast, 1, 1, 1, get_command, "Get the value of a key"});
-  table.add({"set", -3, kWrite | kStreamsValue, 1, 1, 1, set_command,
-             "Set a key's value, with optional conditions and expiry", 2});
+  table.add({"set", -3, kWrite | kStreamsValue | kReadsValue, 1, 1, 1, set_command,
+             "Set a key's value, with optional conditions and expiry", 2, set_reads_value});
   table.add({"setnx", 3, kWriteFast, 1, 1, 1, setnx_command, "Set a key only if it is absent"});
   table.add({"setex", 4, kWrite, 1, 1, 1, setex_command, "Set a value with a TTL in seconds"});
   table.add({"psetex", 4, kWrite, 1, 1, 1, psetex_command, "Set a value with a TTL in ms"});
-  table.add({"getset", 3, kWriteFast, 1, 1, 1, getset_command, "Set a value, return the old one"});
-  table.add({"getdel", 2, kWriteFast, 1, 1, 1, getdel_command, "Get a value and delete the key"});
-  table.add({"getex", -2, kWriteFast, 1, 1, 1, getex_command, "Get a value and change its expiry"});
-  table.add({"mget", -2, kReadFast, 1, -1, 1, mget_command, "Get the values of several keys"});
+  table.add({"getset", 3, kRmwFast, 1, 1, 1, getset_command, "Set a value, return the old one"});
+  table.add({"getdel", 2, kRmwFast, 1, 1, 1, getdel_command, "Get a value and delete the key"});
+  table.add({"getex", -2, kRmwFast, 1, 1, 1, getex_command, "Get a value and change its expiry"});
+  table.add({"mget", -2, kReadFast | kReadsValue, 1, -1, 1, mget_command,
+             "Get the values of several keys"});
   table.add({"mset", -3, kWrite, 1, -1, 2, mset_command, "Set several keys"});
   table.add(
       {"msetnx", -3, kWrite, 1, -1, 2, msetnx_command, "Set several keys only if none exists"});
-  table.add({"append", 3, kWriteFast, 1, 1, 1, append_command, "Append to a value"});
+  table.add({"append", 3, kRmwFast, 1, 1, 1, append_command, "Append to a value"});
   table.add({"strlen", 2, kReadFast, 1, 1, 1, strlen_command, "Length of a value"});
-  table.add({"getrange", 4, kReadOnly, 1, 1, 1, getrange_command, "Get a substring of a value"});
-  table.add({"substr", 4, kReadOnly, 1, 1, 1, getrange_command, "Alias of GETRANGE"});
-  table.add(
-      {"setrange", 4, kWrite, 1, 1, 1, setrange_command, "Overwrite part of a value at an offset"});
-  table.add({"incr", 2, kWriteFast, 1, 1, 1, incr_command, "Increment an integer value by one"});
-  table.add({"incrby", 3, kWriteFast, 1, 1, 1, incrby_command, "Increment an integer value"});
-  table.add({"decr", 2, kWriteFast, 1, 1, 1, decr_command, "Decrement an integer value by one"});
-  table.add({"decrby", 3, kWriteFast, 1, 1, 1, decrby_command, "Decrement an integer value"});
-  table.add(
-      {"incrbyfloat", 3, kWriteFast, 1, 1, 1, incrbyfloat_command, "Increment a float value"});
+  table.add({"getrange", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command,
+             "Get a substring of a value"});
+  table.add({"substr", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command, "Alias of GETRANGE"});
+  table.add({"setrange", 4, kWrite | kReadsValue, 1, 1, 1, setrange_command,
+             "Overwrite part of a value at an offset"});
+  table.add({"incr", 2, kRmwFast, 1, 1, 1, incr_command, "Increment an integer value by one"});
+  table.add({"incrby", 3, kRmwFast, 1, 1, 1, incrby_command, "Increment an integer value"});
+  table.add({"decr", 2, kRmwFast, 1, 1, 1, decr_command, "Decrement an integer value by one"});
+  table.add({"decrby", 3, kRmwFast, 1, 1, 1, decrby_command, "Decrement an integer value"});
+  table.add({"incrbyfloat", 3, kRmwFast, 1, 1, 1, incrbyfloat_command, "Increment a float value"});
 }
 
 }  // namespace tierkv::server

@@ -1,6 +1,10 @@
 // TIER.* commands: tierkv extensions that expose where an object lives.
 //
-//   TIER.STAT key                      -> map, or null if the key is absent
+//   TIER.STAT key                      -> map, or null if the key is absent:
+//     size, version, chunks, ttl_ms, state (dirty | flushing | clean |
+//     offloading in memory, flash if only flash holds it), and per chunk
+//     index, bytes, residency (memory | flash | both), dirty, pins, leased,
+//     use_once
 //   TIER.EXISTS key [key ...] [PREFETCH] -> count of present keys
 //
 // TIER.EXISTS with PREFETCH is the KV-cache probe: "is it there, and I am
@@ -14,15 +18,22 @@
 namespace tierkv::server {
 namespace {
 
-void reply_chunk(ReplyBuffer& reply, const memory::ChunkInfo& c) {
-  reply.map(6);
+std::string_view residency_name(const ChunkResidency& c) {
+  if (c.in_memory && c.on_flash) return "both";
+  return c.in_memory ? "memory" : "flash";
+}
+
+void reply_chunk(ReplyBuffer& reply, const ChunkResidency& c) {
+  reply.map(7);
   reply.bulk("index");
   reply.integer(c.index);
   reply.bulk("bytes");
   reply.integer(c.size);
-  // Every chunk of a present object is in memory until the flash tier lands.
   reply.bulk("residency");
-  reply.bulk("memory");
+  reply.bulk(residency_name(c));
+  // In memory and not on flash at this version: lost if evicted unwritten.
+  reply.bulk("dirty");
+  reply.boolean(c.in_memory && !c.on_flash);
   reply.bulk("pins");
   reply.integer(c.pins);
   reply.bulk("leased");
@@ -32,22 +43,24 @@ void reply_chunk(ReplyBuffer& reply, const memory::ChunkInfo& c) {
 }
 
 void tier_stat_command(CommandContext& ctx) {
-  std::optional<ObjectInfo> info = ctx.store.stat(ctx.arg(1));
-  if (!info) return ctx.reply.null();
+  std::optional<ObjectResidency> r = ctx.store.residency(ctx.arg(1));
+  if (!r) return ctx.reply.null();
   int64_t ttl_ms = -1;
-  if (info->expire_at_ms != 0) ttl_ms = std::max<int64_t>(info->expire_at_ms - unix_time_ms(), 0);
-  ctx.reply.map(5);
+  if (r->expire_at_ms != 0) ttl_ms = std::max<int64_t>(r->expire_at_ms - unix_time_ms(), 0);
+  ctx.reply.map(6);
   ctx.reply.bulk("size");
-  ctx.reply.integer(static_cast<int64_t>(info->size));
+  ctx.reply.integer(static_cast<int64_t>(r->size));
   ctx.reply.bulk("version");
-  ctx.reply.integer(static_cast<int64_t>(info->version));
+  ctx.reply.integer(static_cast<int64_t>(r->version));
   ctx.reply.bulk("chunks");
-  ctx.reply.integer(static_cast<int64_t>(info->chunks.size()));
+  ctx.reply.integer(static_cast<int64_t>(r->chunks.size()));
   ctx.reply.bulk("ttl_ms");
   ctx.reply.integer(ttl_ms);
+  ctx.reply.bulk("state");
+  ctx.reply.bulk(r->state);
   ctx.reply.bulk("chunk_residency");
-  ctx.reply.array(info->chunks.size());
-  for (const memory::ChunkInfo& c : info->chunks) reply_chunk(ctx.reply, c);
+  ctx.reply.array(r->chunks.size());
+  for (const ChunkResidency& c : r->chunks) reply_chunk(ctx.reply, c);
 }
 
 void tier_exists_command(CommandContext& ctx) {
@@ -69,7 +82,7 @@ void tier_exists_command(CommandContext& ctx) {
 
 void register_tier_commands(CommandTable& table) {
   table.add({"tier.stat", 2, kReadOnly, 1, 1, 1, tier_stat_command,
-             "Size, version, TTL and per-chunk residency of an object"});
+             "Size, version, TTL, tier state and per-chunk residency of an object"});
   table.add({"tier.exists", -2, kReadOnly | kFast, 1, -1, 1, tier_exists_command,
              "Count existing keys; PREFETCH starts promoting them to memory"});
 }

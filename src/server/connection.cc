@@ -98,7 +98,7 @@ RespParser::Limits Connection::parser_limits() const {
 }
 
 void Connection::start_read() {
-  if (reading_ || closed_ || state_.close_after_reply) return;
+  if (reading_ || closed_ || state_.close_after_reply || waiting_ != Wait::kNone) return;
   if (out_.pending_bytes() + writing_.pending_bytes() > kPauseReadBytes) return;
   bool direct = parser_.wants_direct();
   std::span<char> span = direct ? parser_.direct_span() : parser_.prepare();
@@ -134,7 +134,7 @@ void Connection::process_input() {
   // One clock read per command: each command's latency runs from the end of
   // the previous one (or the read) to its own end, parsing included.
   uint64_t clock = mono_ns();
-  while (!closed_ && !state_.close_after_reply) {
+  while (!closed_ && !state_.close_after_reply && waiting_ == Wait::kNone) {
     switch (parser_.next()) {
       case RespParser::Event::kNeedMore:
         return;
@@ -226,26 +226,234 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
       inv_.value_writer = &*value_writer_;
       inv_.value_arg = static_cast<size_t>(spec->value_arg);
     }
+    fetch_attempts_ = 0;
     run_command(*spec, clock);
   }
+  // A command waiting for a fetch runs later, with its streamed value.
+  if (waiting_ != Wait::kFetch) end_command();
+}
+
+void Connection::end_command() {
   value_writer_.reset();
   value_error_ = Status::ok();
 }
 
 void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
-  const CommandStats& stats = server_.stats_for(spec);
+  if ((spec.flags & kReadsValue) && fetch_attempts_ < kMaxFetchAttempts && start_fetch(spec)) {
+    deferred_spec_ = &spec;
+    deferred_clock_ = clock;
+    return;
+  }
   state_.last_command.assign(spec.name);
   last_spec_.store(&spec, std::memory_order_relaxed);
-  uint64_t errors_before = out_.error_count();
-  CommandContext ctx{inv_, out_, state_, server_.context(), server_.context().store()};
+  Store& store = server_.context().store();
+  // With fsync=always, a write's reply waits in held_ until it is durable.
+  holding_ = (spec.flags & kWrite) && store.durable_writes();
+  ReplyBuffer& reply = holding_ ? held_ : out_;
+  held_.set_proto(state_.proto);
+  persists_pending_ = 0;
+  persist_error_ = Status::ok();
+  if (holding_) ++wait_gen_;
+  uint64_t errors_before = reply.error_count();
+  CommandContext ctx{inv_, reply, state_, server_.context(), store, this};
   spec.handler(ctx);
-  uint64_t end = mono_ns();
-  stats.latency->record(end - clock);
-  clock = end;
+  bool failed = reply.error_count() != errors_before;
+  if (holding_) {
+    holding_ = false;
+    if (persists_pending_ > 0) {
+      waiting_ = Wait::kPersist;
+    } else {
+      out_.splice(held_);
+    }
+  }
+  if (server_.is_identity_command(&spec)) publish_identity();
+  if (waiting_ != Wait::kNone) {
+    // Accounted when the reply is complete.
+    deferred_spec_ = &spec;
+    deferred_clock_ = clock;
+    deferred_failed_ = failed;
+    return;
+  }
+  account(spec, clock, failed);
+  clock = mono_ns();
+}
+
+void Connection::account(const CommandSpec& spec, uint64_t start, bool failed) {
+  const CommandStats& stats = server_.stats_for(spec);
+  stats.latency->record(mono_ns() - start);
   stats.calls->add();
   server_.commands_processed().add();
-  if (out_.error_count() != errors_before) stats.failed->add();
-  if (server_.is_identity_command(&spec)) publish_identity();
+  if (failed) stats.failed->add();
+}
+
+// --- deferred replies ---
+
+std::shared_ptr<void> Connection::inflight_token() {
+  return server_.deferred_token();
+}
+
+template <typename Fn>
+void Connection::post_back(const std::shared_ptr<void>& token, Fn fn) {
+  asio::post(thread_.io,
+             [self = shared_from_this(), token, fn = std::move(fn)]() mutable { fn(*self); });
+}
+
+FlashReadCallbacks Connection::bulk_stream_callbacks() {
+  uint64_t gen = ++wait_gen_;
+  std::shared_ptr<Connection> self = shared_from_this();
+  std::shared_ptr<void> token = inflight_token();
+  FlashReadCallbacks cb;
+  cb.on_piece = [self, token, gen](ValuePiece piece) {
+    self->post_back(token, [gen, piece = std::move(piece)](Connection& c) mutable {
+      c.on_stream_piece(gen, std::move(piece));
+    });
+  };
+  cb.on_done = [self, token, gen](Status status) {
+    self->post_back(
+        token, [gen, status = std::move(status)](Connection& c) { c.on_stream_done(gen, status); });
+  };
+  return cb;
+}
+
+void Connection::stream_bulk(uint64_t length) {
+  waiting_ = Wait::kStream;
+  stream_length_ = length;
+  stream_sent_ = 0;
+  stream_header_sent_ = false;
+  stream_queued_before_ = out_.pending_bytes() + writing_.pending_bytes();
+}
+
+void Connection::on_stream_piece(uint64_t gen, ValuePiece piece) {
+  if (closed_ || waiting_ != Wait::kStream || gen != wait_gen_) return;
+  if (stream_sent_ + piece.bytes.size() > stream_length_) {
+    spdlog::warn("client id={}: flash read gave more bytes than {}; closing", state_.id,
+                 stream_length_);
+    close();
+    return;
+  }
+  if (!stream_header_sent_) {
+    out_.set_proto(state_.proto);
+    out_.bulk_header(stream_length_);
+    stream_header_sent_ = true;
+  }
+  stream_sent_ += piece.bytes.size();
+  out_.bulk_piece(piece.bytes, std::move(piece.owner));
+  size_t queued = out_.pending_bytes() + writing_.pending_bytes();
+  int64_t limit =
+      server_.context().limits().client_output_buffer_limit.load(std::memory_order_relaxed);
+  if (stream_queued_before_ > 0 && static_cast<int64_t>(queued) > limit) {
+    spdlog::info("client id={} addr={} closed: output buffer {} bytes over limit {}", state_.id,
+                 state_.addr, queued, limit);
+    close();
+    return;
+  }
+  flush();
+}
+
+void Connection::on_stream_done(uint64_t gen, const Status& status) {
+  if (closed_ || waiting_ != Wait::kStream || gen != wait_gen_) return;
+  bool failed = false;
+  if (stream_header_sent_) {
+    // Part of the value is out: the only honest ending is a closed socket.
+    if (!status.is_ok() || stream_sent_ != stream_length_) {
+      spdlog::warn("client id={}: flash read stopped after {} of {} bytes ({}); closing", state_.id,
+                   stream_sent_, stream_length_, status.is_ok() ? "short" : status.to_string());
+      close();
+      return;
+    }
+    out_.bulk_end();
+  } else if (status.is_ok() && stream_length_ == 0) {
+    out_.bulk_header(0);
+    out_.bulk_end();
+  } else if (status.is_ok() || status.code() != StatusCode::kNotFound) {
+    // A miss is what a vanished or corrupt object is; anything else is an
+    // error the client should see.
+    out_.error(status.is_ok() ? Status(StatusCode::kIOError, "flash read ended early") : status);
+    failed = true;
+  } else {
+    out_.null();
+  }
+  account(*deferred_spec_, deferred_clock_, failed);
+  resume();
+}
+
+bool Connection::start_fetch(const CommandSpec& spec) {
+  Store& store = server_.context().store();
+  if (store.flash_tier() == nullptr || spec.first_key <= 0) return false;
+  if (spec.reads_value_if != nullptr && !spec.reads_value_if(inv_)) return false;
+  size_t argc = inv_.argv.size();
+  size_t first = static_cast<size_t>(spec.first_key);
+  size_t last = spec.last_key < 0 ? argc - static_cast<size_t>(-spec.last_key)
+                                  : static_cast<size_t>(spec.last_key);
+  size_t step = spec.key_step > 0 ? static_cast<size_t>(spec.key_step) : 1;
+  std::vector<std::string_view> keys;
+  for (size_t i = first; i <= last && i < argc; i += step) {
+    if (store.needs_flash(inv_.argv[i])) keys.push_back(inv_.argv[i]);
+  }
+  if (keys.empty()) return false;
+  ++fetch_attempts_;
+  waiting_ = Wait::kFetch;
+  uint64_t gen = ++wait_gen_;
+  std::shared_ptr<Connection> self = shared_from_this();
+  std::shared_ptr<void> token = inflight_token();
+  store.fetch(keys, [self, token, gen](Status) {
+    // Whatever the outcome, the command runs again and finds out.
+    self->post_back(token, [gen](Connection& c) { c.on_fetch_done(gen); });
+  });
+  return true;
+}
+
+void Connection::on_fetch_done(uint64_t gen) {
+  if (closed_ || waiting_ != Wait::kFetch || gen != wait_gen_) return;
+  waiting_ = Wait::kNone;
+  uint64_t clock = deferred_clock_;
+  run_command(*deferred_spec_, clock);
+  if (waiting_ == Wait::kFetch) return;  // it needs another fetch
+  end_command();
+  if (waiting_ == Wait::kNone) resume();
+}
+
+void Connection::persist(std::string_view key, uint64_t version) {
+  if (!holding_) return;  // not a held write: nothing waits for durability
+  ++persists_pending_;
+  uint64_t gen = wait_gen_;
+  std::shared_ptr<Connection> self = shared_from_this();
+  std::shared_ptr<void> token = inflight_token();
+  server_.context().store().persist(key, version, [self, token, gen](Status status) {
+    self->post_back(token, [gen, status = std::move(status)](Connection& c) {
+      c.on_persist_done(gen, status);
+    });
+  });
+}
+
+void Connection::on_persist_done(uint64_t gen, const Status& status) {
+  if (closed_ || gen != wait_gen_) return;
+  // Conflict / NotFound: a newer write or a delete replaced this version
+  // before it reached flash; the acknowledged write did happen.
+  if (!status.is_ok() && status.code() != StatusCode::kConflict &&
+      status.code() != StatusCode::kNotFound && persist_error_.is_ok())
+    persist_error_ = status;
+  if (--persists_pending_ > 0 || waiting_ != Wait::kPersist) return;
+  bool failed = !persist_error_.is_ok();
+  if (failed) {
+    held_.clear();
+    out_.set_proto(state_.proto);
+    out_.error(fmt::format("IOERR {}", persist_error_.message()));
+  } else {
+    failed = deferred_failed_;
+    out_.splice(held_);
+  }
+  account(*deferred_spec_, deferred_clock_, failed);
+  resume();
+}
+
+void Connection::resume() {
+  waiting_ = Wait::kNone;
+  deferred_spec_ = nullptr;
+  if (closed_) return;
+  process_input();
+  flush();
+  start_read();
 }
 
 void Connection::publish_identity() {

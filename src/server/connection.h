@@ -10,6 +10,15 @@
 // client, the connection stops reading, so a client that pipelines without
 // reading cannot grow the server's memory. A client whose queued replies
 // pass client-output-buffer-limit is disconnected.
+//
+// Deferred replies: a network thread never waits for flash. A command whose
+// answer needs flash suspends the connection: it streams a flash read as a
+// bulk reply (GET), waits for flash-only values to be fetched into memory
+// and then runs (commands flagged kReadsValue), or holds its reply until
+// the write is durable (fsync=always). While suspended the connection
+// neither reads nor dispatches, so pipelined replies stay in order. The
+// Store's callbacks run on flash threads and only post back to this
+// connection's I/O thread.
 #pragma once
 
 #include <asio.hpp>
@@ -31,7 +40,7 @@ namespace tierkv::server {
 class Server;
 struct IoThread;
 
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection : public std::enable_shared_from_this<Connection>, private ReplyDeferral {
  public:
   using Socket = asio::generic::stream_protocol::socket;
   static constexpr size_t kPauseReadBytes = 1 << 20;
@@ -39,6 +48,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(Server& server, IoThread& thread, Socket socket, std::string addr, std::string laddr);
   ~Connection();
   Connection(const Connection&) = delete;
+  // Re-runs of a kReadsValue command after a fetch, before it runs anyway
+  // (with the Store's blocking reads) if its values keep leaving memory.
+  static constexpr int kMaxFetchAttempts = 3;
   Connection& operator=(const Connection&) = delete;
 
   // Runs on the connection's thread.
@@ -59,6 +71,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const CommandSpec* lookup(std::string_view name);
   void dispatch(const std::vector<std::string_view>& argv, uint64_t& clock);
   void run_command(const CommandSpec& spec, uint64_t& clock);
+  void end_command();
+  void account(const CommandSpec& spec, uint64_t start, bool failed);
+
+  // --- deferred replies ---
+  enum class Wait : uint8_t { kNone, kStream, kFetch, kPersist };
+  // ReplyDeferral:
+  FlashReadCallbacks bulk_stream_callbacks() override;
+  void stream_bulk(uint64_t length) override;
+  void persist(std::string_view key, uint64_t version) override;
+  // Starts fetching the flash-only values `spec` reads; false if none.
+  bool start_fetch(const CommandSpec& spec);
+  // Runs `fn` on this connection's thread; keeps the connection (and the
+  // server's count of pending callbacks) alive until it ran.
+  template <typename Fn>
+  void post_back(const std::shared_ptr<void>& token, Fn fn);
+  std::shared_ptr<void> inflight_token();
+  void on_stream_piece(uint64_t gen, ValuePiece piece);
+  void on_stream_done(uint64_t gen, const Status& status);
+  void on_fetch_done(uint64_t gen);
+  void on_persist_done(uint64_t gen, const Status& status);
+  // The wait ended (its reply queued): go on with pipelined commands.
+  void resume();
   void flush();
   void start_write();
   void on_write(const asio::error_code& ec, size_t n);
@@ -81,6 +115,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool reading_ = false;
   bool writing_in_flight_ = false;
   bool closed_ = false;
+
+  Wait waiting_ = Wait::kNone;
+  uint64_t wait_gen_ = 0;  // callbacks of an older wait are ignored
+  const CommandSpec* deferred_spec_ = nullptr;
+  uint64_t deferred_clock_ = 0;   // when the deferred command started
+  bool deferred_failed_ = false;  // its handler replied an error
+  int fetch_attempts_ = 0;
+  // kStream
+  uint64_t stream_length_ = 0;
+  uint64_t stream_sent_ = 0;
+  bool stream_header_sent_ = false;
+  size_t stream_queued_before_ = 0;
+  // kPersist: the reply of a write waits here until the write is durable.
+  ReplyBuffer held_;
+  bool holding_ = false;
+  int persists_pending_ = 0;
+  Status persist_error_;
 
   // What other threads read (CLIENT LIST): copied under info_mu_ when a
   // command that changes it runs.

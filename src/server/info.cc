@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "flash/flash_tier.h"
 #include "server/server.h"
 
 namespace tierkv::server {
@@ -139,6 +140,60 @@ void section_latencystats(Server& s, std::string& out) {
   }
 }
 
+// A counter the Store registered, by name (0 if it is not there).
+uint64_t counter_value(MetricsRegistry& metrics, std::string_view name) {
+  uint64_t v = 0;
+  metrics.for_each_counter([&](const std::string& n, const std::string&, const Counter& c) {
+    if (n == name) v += c.value();
+  });
+  return v;
+}
+
+void section_flash(Server& s, std::string& out) {
+  Store& store = s.context().store();
+  const FlashTierStatus& status = store.flash_status();
+  flash::FlashTier* flash = store.flash_tier();
+  out += "# Flash\r\n";
+  out += fmt::format("flash_enabled:{}\r\n", flash != nullptr ? 1 : 0);
+  if (!status.error.empty()) out += fmt::format("flash_error:{}\r\n", status.error);
+  out += fmt::format("flash_path:{}\r\n", status.path);
+  out += fmt::format("flash_io_backend:{}\r\n", status.io_backend);
+  out += fmt::format("flash_direct_io:{}\r\n", status.direct_io ? 1 : 0);
+  flash::FlashStats f = flash != nullptr ? flash->stats() : flash::FlashStats{};
+  uint64_t free_bytes = f.capacity_bytes > f.used_bytes ? f.capacity_bytes - f.used_bytes : 0;
+  out += fmt::format("flash_capacity_bytes:{}\r\n", f.capacity_bytes);
+  out += fmt::format("flash_used_bytes:{}\r\n", f.used_bytes);
+  out += fmt::format("flash_free_bytes:{}\r\n", free_bytes);
+  out += fmt::format("flash_objects:{}\r\n", f.objects);
+  out += fmt::format("flash_chunks:{}\r\n", f.chunks);
+  out += fmt::format("flash_regions:{}\r\n", f.regions);
+  out += fmt::format("flash_regions_used:{}\r\n", f.regions_used);
+  out += fmt::format("flash_index_bytes:{}\r\n", f.index_bytes);
+  out += fmt::format("flash_reclaims:{}\r\n", f.reclaims);
+  out += fmt::format("flash_reinsertions:{}\r\n", f.reinsertions);
+  out += fmt::format("flash_reads:{}\r\n", f.reads);
+  out += fmt::format("flash_read_bytes:{}\r\n", f.read_bytes);
+  out += fmt::format("flash_write_bytes:{}\r\n", f.device_write_bytes);
+  out += fmt::format("flash_user_write_bytes:{}\r\n", f.user_write_bytes);
+  out += fmt::format("flash_write_amplification:{:.3f}\r\n", f.write_amplification);
+  out += fmt::format("flash_checksum_failures:{}\r\n", f.checksum_failures);
+  MetricsRegistry& metrics = s.context().metrics();
+  out += fmt::format("promotions_attempted:{}\r\n",
+                     counter_value(metrics, "tierkv_promotions_attempted_total"));
+  out +=
+      fmt::format("promotions_done:{}\r\n", counter_value(metrics, "tierkv_promotions_done_total"));
+  out += fmt::format("promotions_failed:{}\r\n",
+                     counter_value(metrics, "tierkv_promotions_failed_total"));
+  StoreStats st = store.stats();
+  out += fmt::format("offload_queue_bytes:{}\r\n", st.memory.offloading_bytes);
+  out += fmt::format("offloads_inflight:{}\r\n", st.memory.offloads_inflight);
+  out += fmt::format("offloads:{}\r\n", st.memory.offloads);
+  out += fmt::format("offload_busy:{}\r\n", st.memory.offload_busy);
+  out += fmt::format("offload_dropped:{}\r\n", st.memory.offload_dropped);
+  out += fmt::format("offload_waits:{}\r\n", st.memory.offload_waits);
+  out += fmt::format("flash_hits:{}\r\n", st.flash_hits);
+}
+
 void section_keyspace(Server& s, std::string& out) {
   out += "# Keyspace\r\n";
   uint64_t keys = s.context().store().size();
@@ -190,6 +245,7 @@ std::string render_info(Server& server, std::string_view section) {
       {"cpu", [](Server&, std::string& out) { section_cpu(out); }, true},
       {"commandstats", section_commandstats, false},
       {"latencystats", section_latencystats, false},
+      {"flash", section_flash, true},
       {"keyspace", section_keyspace, true},
   };
   bool all = iequal(section, "all") || iequal(section, "everything");

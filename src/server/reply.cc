@@ -38,12 +38,19 @@ void append_line_text(std::string& out, std::string_view s) {
 }  // namespace
 
 std::string_view ReplyBuffer::Segment::bytes() const {
-  if (!is_view) return std::string_view(owned).substr(offset);
-  return view.segment(view_segment).substr(offset);
+  switch (kind) {
+    case Kind::kOwned:
+      return std::string_view(owned).substr(offset);
+    case Kind::kView:
+      return view.segment(view_segment).substr(offset);
+    case Kind::kExternal:
+      return external.substr(offset);
+  }
+  return {};
 }
 
 std::string& ReplyBuffer::tail_buffer() {
-  if (segments_.empty() || segments_.back().is_view) segments_.emplace_back();
+  if (segments_.empty() || segments_.back().kind != Kind::kOwned) segments_.emplace_back();
   return segments_.back().owned;
 }
 
@@ -114,7 +121,7 @@ void ReplyBuffer::bulk(const memory::ObjectView& view) {
   // pins of the whole object alive until the last of them is written.
   for (size_t i = 0; i < view.segment_count(); ++i) {
     Segment& seg = segments_.emplace_back();
-    seg.is_view = true;
+    seg.kind = Kind::kView;
     seg.view = view;
     seg.view_segment = i;
     pending_ += view.segment(i).size();
@@ -199,6 +206,38 @@ void ReplyBuffer::raw(std::string_view bytes) {
   pending_ += bytes.size();
 }
 
+void ReplyBuffer::bulk_header(uint64_t length) {
+  std::string& out = tail_buffer();
+  size_t before = out.size();
+  append_header(out, '$', static_cast<int64_t>(length));
+  pending_ += out.size() - before;
+}
+
+void ReplyBuffer::bulk_piece(std::string_view bytes, std::shared_ptr<const void> owner) {
+  if (bytes.size() < kZeroCopyThreshold) return raw(bytes);
+  Segment& seg = segments_.emplace_back();
+  seg.kind = Kind::kExternal;
+  seg.external = bytes;
+  seg.owner = std::move(owner);
+  pending_ += bytes.size();
+}
+
+void ReplyBuffer::splice(ReplyBuffer& other) {
+  for (Segment& seg : other.segments_) {
+    if (seg.bytes().empty()) continue;
+    if (seg.kind == Kind::kOwned) {
+      raw(seg.bytes());  // small replies: join the tail buffer
+      continue;
+    }
+    segments_.push_back(std::move(seg));
+    pending_ += segments_.back().bytes().size();
+  }
+  errors_ += other.errors_;
+  other.segments_.clear();
+  other.pending_ = 0;
+  other.errors_ = 0;
+}
+
 void ReplyBuffer::gather(std::vector<std::string_view>& out, size_t max_segments) const {
   size_t added = 0;
   for (const Segment& seg : segments_) {
@@ -220,7 +259,7 @@ void ReplyBuffer::consume(size_t n) {
     n -= take;
     if (take < avail) break;
     // Keep the last owned buffer (and its capacity) for the next replies.
-    if (segments_.size() == 1 && !front.is_view) {
+    if (segments_.size() == 1 && front.kind == Kind::kOwned) {
       if (front.owned.capacity() > kKeptCapacity) {
         std::string().swap(front.owned);
       } else {
@@ -236,7 +275,7 @@ void ReplyBuffer::consume(size_t n) {
 void ReplyBuffer::clear() {
   while (segments_.size() > 1) segments_.pop_back();
   if (!segments_.empty()) {
-    if (segments_.front().is_view) {
+    if (segments_.front().kind != Kind::kOwned) {
       segments_.clear();
     } else {
       segments_.front().owned.clear();

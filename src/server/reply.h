@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,6 +46,14 @@ class ReplyBuffer {
   void boolean(bool v);                       // RESP3 #t/#f; RESP2 :1/:0
   void verbatim(std::string_view s);          // RESP3 =len txt:s; RESP2 bulk
   void raw(std::string_view bytes);           // pre-encoded bytes
+  // A bulk reply in parts, for values that arrive over time (flash reads):
+  // the header, then the bytes (large pieces are sent from where they are,
+  // kept alive by `owner`), then bulk_end().
+  void bulk_header(uint64_t length);  // $length (RESP2 and RESP3 alike)
+  void bulk_piece(std::string_view bytes, std::shared_ptr<const void> owner);
+  void bulk_end() { raw("\r\n"); }
+  // Moves everything queued in `other` to the end of this buffer.
+  void splice(ReplyBuffer& other);
 
   // Error replies added so far (per-command failed-call accounting).
   uint64_t error_count() const { return errors_; }
@@ -68,12 +77,15 @@ class ReplyBuffer {
   }
 
  private:
+  enum class Kind : uint8_t { kOwned, kView, kExternal };
   struct Segment {
-    std::string owned;        // used when view is empty
-    memory::ObjectView view;  // pinned value bytes
-    size_t view_segment = 0;  // for views: which segment of the view
-    size_t offset = 0;        // bytes already consumed from this segment
-    bool is_view = false;
+    std::string owned;                  // kOwned
+    memory::ObjectView view;            // kView: pinned value bytes
+    size_t view_segment = 0;            // kView: which segment of the view
+    std::string_view external;          // kExternal: bytes kept alive by `owner`
+    std::shared_ptr<const void> owner;  // kExternal
+    size_t offset = 0;                  // bytes already consumed from this segment
+    Kind kind = Kind::kOwned;
     std::string_view bytes() const;
   };
   std::string& tail_buffer();

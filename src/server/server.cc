@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "flash/flash_tier.h"
 #include "server/connection.h"
 #include "server/http_metrics.h"
 #include "server/info.h"
@@ -30,7 +31,7 @@ std::string endpoint_text(const Endpoint& ep) {
 Server::Server(Config config, Store& store, MetricsRegistry& metrics)
     : context_(std::move(config), store, metrics), store_(store), metrics_(metrics) {
   register_commands();
-  context_.request_shutdown = [this] { shutdown(); };
+  context_.request_shutdown = [this](bool save) { shutdown(save); };
   context_.list_clients = [this] { return client_lines(); };
   context_.info_section = [this](std::string_view section) { return render_info(*this, section); };
   commands_processed_ = &metrics_.counter("tierkv_commands_processed_total", "commands executed");
@@ -244,10 +245,50 @@ std::vector<std::string> Server::client_lines() const {
   return out;
 }
 
-void Server::shutdown() {
+void Server::shutdown(bool save) {
   std::lock_guard lock(stop_mu_);
   stop_requested_ = true;
+  save_on_stop_ = save;
   stop_cv_.notify_all();
+}
+
+std::shared_ptr<void> Server::deferred_token() {
+  deferred_inflight_.fetch_add(1, std::memory_order_relaxed);
+  return std::shared_ptr<void>(
+      nullptr, [this](void*) { deferred_inflight_.fetch_sub(1, std::memory_order_acq_rel); });
+}
+
+void Server::wait_for_deferred() {
+  // Flash callbacks finish in milliseconds; the bound only guards against
+  // a device that never answers.
+  constexpr auto kMaxWait = std::chrono::seconds(10);
+  auto deadline = std::chrono::steady_clock::now() + kMaxWait;
+  while (deferred_inflight_.load(std::memory_order_acquire) > 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      spdlog::warn("{} flash callbacks still pending at shutdown",
+                   deferred_inflight_.load(std::memory_order_relaxed));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void Server::persist_memory() {
+  flash::FlashTier* flash = store_.flash_tier();
+  if (flash == nullptr) return;
+  flash::FlashStats before = flash->stats();
+  auto start = std::chrono::steady_clock::now();
+  Status st = store_.persist_all();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  start)
+                .count();
+  flash::FlashStats after = flash->stats();
+  if (!st.is_ok()) {
+    spdlog::error("writing memory to flash at shutdown failed after {} ms: {}", ms, st.to_string());
+    return;
+  }
+  spdlog::info("wrote {} bytes to flash at shutdown in {} ms ({} objects on flash)",
+               after.user_write_bytes - before.user_write_bytes, ms, after.objects);
 }
 
 void Server::wait() {
@@ -282,6 +323,9 @@ void Server::stop() {
       if (raw->idle_timer) raw->idle_timer->cancel();
     });
   }
+  // Callbacks of flash reads and writes still post to the threads: let
+  // them land before the threads stop.
+  wait_for_deferred();
   for (auto& t : threads_) {
     // Let the posted closes run, then stop.
     asio::post(t->io, [raw = t.get()] { raw->io.stop(); });
@@ -290,6 +334,16 @@ void Server::stop() {
     if (t->thread.joinable()) t->thread.join();
   }
   if (!unix_path_.empty()) std::remove(unix_path_.c_str());
+  bool save;
+  {
+    std::lock_guard lock(stop_mu_);
+    save = save_on_stop_;
+  }
+  if (save) {
+    persist_memory();
+  } else {
+    spdlog::info("SHUTDOWN NOSAVE: memory-only objects not written to flash");
+  }
   spdlog::info("server stopped");
 }
 

@@ -55,8 +55,9 @@ class Server {
   Status start();
   // Blocks until shutdown() (SIGTERM, SIGINT, SHUTDOWN), then stops.
   void wait();
-  // Thread-safe; wait() returns soon after.
-  void shutdown();
+  // Thread-safe; wait() returns soon after. With `save`, objects only in
+  // memory are written to flash before the process ends.
+  void shutdown(bool save = true);
 
   uint16_t tcp_port() const { return tcp_port_; }
   uint16_t metrics_port() const;
@@ -77,6 +78,9 @@ class Server {
   Counter& rejected_connections() { return *rejected_connections_; }
   Counter& total_connections() { return *total_connections_; }
   uint64_t instantaneous_ops() const;
+  // Held by every Store callback that will post back to an I/O thread:
+  // stop() waits for all of them before it stops the threads.
+  std::shared_ptr<void> deferred_token();
 
  private:
   void register_commands();
@@ -88,6 +92,8 @@ class Server {
   void schedule_idle_sweep(IoThread& t);
   void schedule_ops_sample();
   void stop();
+  void wait_for_deferred();
+  void persist_memory();
 
   ServerContext context_;
   Store& store_;
@@ -120,6 +126,8 @@ class Server {
   std::condition_variable stop_cv_;
   bool stop_requested_ = false;
   bool stopped_ = false;
+  bool save_on_stop_ = true;
+  std::atomic<int64_t> deferred_inflight_{0};
 };
 
 }  // namespace tierkv::server

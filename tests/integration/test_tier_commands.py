@@ -38,8 +38,9 @@ def test_stat_small_value(ours):
     assert stat["ttl_ms"] == -1
     assert stat["version"] > 0
     [chunk] = stat["chunk_residency"]
-    assert chunk == {"index": 0, "bytes": 5, "residency": b"memory", "pins": 0, "leased": 0,
-                     "use_once": 0}
+    assert chunk == {"index": 0, "bytes": 5, "residency": b"memory", "dirty": 1, "pins": 0,
+                     "leased": 0, "use_once": 0}
+    assert stat["state"] == b"dirty"
 
 
 def test_stat_chunks_of_large_value(ours):
