@@ -325,6 +325,7 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
     ++im.writes_finishing;
     --im.regions[batch->region].pending_writes;
     im.pending_bytes -= batch->used;
+    if (!im.deferred_meta.empty() && !im.clearing) append_deferred_meta_locked();
     kick_locked(next);
     if (batch->buffer.size() == options_.write_buffer_size &&
         im.spare_buffers.size() < options_.max_write_inflight) {
@@ -400,6 +401,7 @@ void FlashTier::flush() {
   std::vector<IoRequest*> to_submit;
   {
     std::lock_guard lock(im.write_mu);
+    if (!im.clearing) append_deferred_meta_locked();
     seal_locked();
     kick_locked(to_submit);
   }
@@ -583,13 +585,18 @@ void FlashTier::append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& 
   Impl& im = *impl_;
   // clear() wipes whatever this record would describe.
   if (im.clearing) return;
-  const uint16_t flags = chunk.record_flags;
-  // Meta records are one block each and skip the pending-bytes limit.
-  Status st = append_locked(std::move(chunk), {});
+  im.deferred_meta.push_back(std::move(chunk));
+  append_deferred_meta_locked();
   kick_locked(to_submit);
-  if (!st.is_ok()) {
-    spdlog::warn("flash: {} record not written ({}); a restart may not reflect it",
-                 flags == kRecordTombstone ? "tombstone" : "expiry", st.to_string());
+}
+
+void FlashTier::append_deferred_meta_locked() {
+  Impl& im = *impl_;
+  while (!im.deferred_meta.empty()) {
+    // Meta records are one block each and skip the pending-bytes limit. The
+    // copy stays queued if there is no room yet (Busy: retried on landing).
+    if (!append_locked(im.deferred_meta.front(), {}).is_ok()) return;
+    im.deferred_meta.pop_front();
   }
 }
 
@@ -694,6 +701,7 @@ void FlashTier::clear() {
   im.active_region = -1;
   im.active_offset = 0;
   im.used_bytes = 0;
+  im.deferred_meta.clear();
   im.clearing = false;
   update_space_gauges_locked();
   im.writes_idle.notify_all();

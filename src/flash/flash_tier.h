@@ -241,6 +241,7 @@ class FlashTier {
   Status append_locked(PendingChunk chunk, std::string_view data);
   // A record without data (tombstone, expiry); queued past the byte limit.
   void append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit);
+  void append_deferred_meta_locked();
   void index_landed(WriteBatch& batch, std::vector<Status>& outcomes, uint64_t& user_bytes);
   void log_write_error(const WriteBatch& batch, int64_t result);
   Status wipe_region_headers();

@@ -159,6 +159,9 @@ struct FlashTier::Impl {
   uint32_t writes_in_flight = 0;
   uint32_t writes_finishing = 0;  // landed, callbacks still running
   uint64_t pending_bytes = 0;
+  // Tombstones and expiry records that found no room yet (the region to
+  // reclaim still had writes in flight); retried in order as writes land.
+  std::deque<PendingChunk> deferred_meta;
   uint64_t next_seq = 1;
   uint64_t used_bytes = 0;
   std::vector<AlignedBuffer> spare_buffers;
