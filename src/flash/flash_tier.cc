@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 
 #include "core/clock.h"
 #include "core/hash.h"
@@ -193,9 +192,8 @@ Status FlashTier::open_region_locked(bool reinsert) {
   return Status::ok();
 }
 
-// Reads or writes exactly `length` bytes at `offset`; used outside the engine.
+// Reads exactly `length` bytes at `offset`; used outside the engine.
 Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
-Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset);
 
 void FlashTier::reclaim_locked(uint32_t region, bool reinsert, std::vector<Reinsert>& reinserts) {
   Impl& im = *impl_;
@@ -563,186 +561,6 @@ Result<FlashChunk> FlashTier::finish_read(ReadOp& op, int64_t result) {
   const uint64_t object_size = rec->header.object_size;
   return FlashChunk(std::move(op.buffer), data_offset, data_length, op.chunk_index, op.version,
                     object_size, op.expire_at_ms);
-}
-
-// ------------------------------------------------------------ index only
-
-std::optional<FlashObjectInfo> FlashTier::lookup(std::string_view key) const {
-  return impl_->index.object(key, hash64(key));
-}
-
-bool FlashTier::contains(std::string_view key, uint32_t chunk_index,
-                         std::optional<uint64_t> version) const {
-  return impl_->index.lookup(key, hash64(key), chunk_index, version, false).has_value();
-}
-
-bool FlashTier::contains_object(std::string_view key, uint64_t version,
-                                uint32_t chunk_count) const {
-  return impl_->index.has_chunks(key, hash64(key), version, chunk_count);
-}
-
-void FlashTier::append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit) {
-  Impl& im = *impl_;
-  // clear() wipes whatever this record would describe.
-  if (im.clearing) return;
-  im.deferred_meta.push_back(std::move(chunk));
-  append_deferred_meta_locked();
-  kick_locked(to_submit);
-}
-
-void FlashTier::append_deferred_meta_locked() {
-  Impl& im = *impl_;
-  while (!im.deferred_meta.empty()) {
-    // Meta records are one block each and skip the pending-bytes limit. The
-    // copy stays queued if there is no room yet (Busy: retried on landing).
-    if (!append_locked(im.deferred_meta.front(), {}).is_ok()) return;
-    im.deferred_meta.pop_front();
-  }
-}
-
-bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms) {
-  Impl& im = *impl_;
-  const uint64_t key_hash = hash64(key);
-  std::vector<IoRequest*> to_submit;
-  {
-    // Under write_mu, so that index order and log order agree.
-    std::lock_guard lock(im.write_mu);
-    if (!im.index.set_expiry(key, key_hash, version, expire_at_ms)) return false;
-    PendingChunk record;
-    record.key.assign(key);
-    record.key_hash = key_hash;
-    record.version = version;
-    record.expire_at_ms = expire_at_ms;
-    record.record_flags = kRecordExpiry;
-    append_meta_locked(std::move(record), to_submit);
-  }
-  if (!to_submit.empty()) im.engine->submit(to_submit);
-  return true;
-}
-
-bool FlashTier::remove(std::string_view key, uint64_t up_to_version) {
-  Impl& im = *impl_;
-  const uint64_t key_hash = hash64(key);
-  bool dropped = false;
-  bool writes_pending = false;
-  {
-    std::lock_guard lock(im.landing_mu);
-    dropped = im.index.remove_up_to(key, key_hash, up_to_version);
-    auto pending = im.in_flight.find(key_hash);
-    if (pending != im.in_flight.end()) {
-      writes_pending = true;
-      auto& removed = pending->second.removed;
-      auto same = std::find_if(removed.begin(), removed.end(),
-                               [&](const auto& r) { return r.first == key; });
-      if (same == removed.end()) {
-        removed.emplace_back(std::string(key), up_to_version);
-      } else {
-        same->second = std::max(same->second, up_to_version);
-      }
-    }
-  }
-  if (!dropped && !writes_pending) return false;
-  if (dropped) update_index_gauges();
-  PendingChunk tombstone;
-  tombstone.key.assign(key);
-  tombstone.key_hash = key_hash;
-  tombstone.version = up_to_version;
-  tombstone.record_flags = kRecordTombstone;
-  std::vector<IoRequest*> to_submit;
-  {
-    std::lock_guard lock(im.write_mu);
-    append_meta_locked(std::move(tombstone), to_submit);
-  }
-  if (!to_submit.empty()) im.engine->submit(to_submit);
-  return dropped;
-}
-
-bool FlashTier::forget(std::string_view key, uint64_t below_version) {
-  if (below_version == 0) return false;
-  const bool dropped = impl_->index.remove_up_to(key, hash64(key), below_version - 1);
-  if (dropped) update_index_gauges();
-  return dropped;
-}
-
-void FlashTier::clear() {
-  Impl& im = *impl_;
-  std::unique_lock lock(im.write_mu);
-  im.writes_idle.wait(lock, [&] { return !im.clearing; });
-  im.clearing = true;  // new writes get Busy until the wipe is done
-  {
-    std::lock_guard landing(im.landing_mu);
-    ++im.generation;  // what is in flight lands unindexed
-    im.index.clear();
-    for (auto& [hash, pending] : im.in_flight) pending.removed.clear();
-  }
-  // Reads that started before find other records there now: a race, not corruption.
-  im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
-  std::vector<IoRequest*> to_submit;
-  seal_locked();
-  kick_locked(to_submit);
-  lock.unlock();
-  if (!to_submit.empty()) im.engine->submit(to_submit);
-  lock.lock();
-  // A region header still in flight would bring its region back: wait.
-  im.writes_idle.wait(lock, [&] {
-    return im.writes_in_flight == 0 && im.writes_finishing == 0 && im.sealed.empty() && !im.active;
-  });
-  Status st = wipe_region_headers();
-  if (!st.is_ok()) {
-    spdlog::error(
-        "flash: clear could not wipe the region headers ({}); a restart may recover "
-        "data written before it",
-        st.to_string());
-  }
-  for (RegionState& region : im.regions) region = RegionState{};
-  im.free_regions.clear();
-  for (uint32_t r = 0; r < region_count_; ++r) im.free_regions.push_back(r);
-  im.fifo.clear();
-  im.active_region = -1;
-  im.active_offset = 0;
-  im.used_bytes = 0;
-  im.deferred_meta.clear();
-  im.clearing = false;
-  update_space_gauges_locked();
-  im.writes_idle.notify_all();
-  lock.unlock();
-  update_index_gauges();
-}
-
-// Writes a "free" header over every region, all with one fresh seq: recovery
-// then finds no live region, and still numbers later incarnations above every
-// seq used before, so no stale record can match a new header.
-Status FlashTier::wipe_region_headers() {
-  Impl& im = *impl_;
-  const uint64_t watermark = im.next_seq++;
-  AlignedBuffer header(kBlockSize);
-  for (uint32_t r = 0; r < region_count_; ++r) {
-    encode_region_header(header.data(), r, watermark, options_.region_size, kRegionFree);
-    TIERKV_RETURN_IF_ERROR(
-        write_exact(im.fd.get(), header.data(), kBlockSize, uint64_t{r} * options_.region_size));
-  }
-  if (::fdatasync(im.fd.get()) != 0) {
-    return Status::io_error(std::string("flash: fdatasync: ") + std::strerror(errno));
-  }
-  im.dirty.store(false, std::memory_order_relaxed);
-  return Status::ok();
-}
-
-size_t FlashTier::key_shard_count() const {
-  return impl_->index.shard_count();
-}
-
-std::vector<std::string> FlashTier::keys_in_shard(size_t shard) const {
-  return impl_->index.keys_in_shard(static_cast<uint32_t>(shard));
-}
-
-std::optional<std::string> FlashTier::random_key() const {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return impl_->index.random_key(rng());
-}
-
-uint64_t FlashTier::object_count() const {
-  return impl_->index.object_count();
 }
 
 FlashStats FlashTier::stats() const {
