@@ -249,11 +249,13 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
   Store& store = server_.context().store();
   // With fsync=always, a write's reply waits in held_ until it is durable.
   holding_ = (spec.flags & kWrite) && store.durable_writes();
+  if (holding_) {
+    held_.set_proto(state_.proto);
+    persists_pending_ = 0;
+    persist_error_ = Status::ok();
+    ++wait_gen_;
+  }
   ReplyBuffer& reply = holding_ ? held_ : out_;
-  held_.set_proto(state_.proto);
-  persists_pending_ = 0;
-  persist_error_ = Status::ok();
-  if (holding_) ++wait_gen_;
   uint64_t errors_before = reply.error_count();
   CommandContext ctx{inv_, reply, state_, server_.context(), store, this};
   spec.handler(ctx);
@@ -274,16 +276,17 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
     deferred_failed_ = failed;
     return;
   }
-  account(spec, clock, failed);
-  clock = mono_ns();
+  clock = account(spec, clock, failed);
 }
 
-void Connection::account(const CommandSpec& spec, uint64_t start, bool failed) {
+uint64_t Connection::account(const CommandSpec& spec, uint64_t start, bool failed) {
   const CommandStats& stats = server_.stats_for(spec);
-  stats.latency->record(mono_ns() - start);
+  uint64_t end = mono_ns();
+  stats.latency->record(end - start);
   stats.calls->add();
   server_.commands_processed().add();
   if (failed) stats.failed->add();
+  return end;
 }
 
 // --- deferred replies ---

@@ -72,7 +72,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void dispatch(const std::vector<std::string_view>& argv, uint64_t& clock);
   void run_command(const CommandSpec& spec, uint64_t& clock);
   void end_command();
-  void account(const CommandSpec& spec, uint64_t start, bool failed);
+  // Counts a finished command; returns the end time.
+  uint64_t account(const CommandSpec& spec, uint64_t start, bool failed);
 
   // --- deferred replies ---
   enum class Wait : uint8_t { kNone, kStream, kFetch, kPersist };

@@ -15,6 +15,7 @@ namespace tierkv::server {
 
 inline Config harness_config() {
   Config c;
+  c.flash_size = 0;  // memory only: no flash file in the working directory
   c.memory = int64_t{256} << 20;
   c.chunk_size = 64 << 10;  // small chunks: multi-chunk values stay cheap
   c.active_expire_hz = 10;

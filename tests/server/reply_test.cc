@@ -83,6 +83,7 @@ TEST(ReplyBufferTest, PartialConsumeKeepsOrder) {
 
 TEST(ReplyBufferTest, LargeValueIsSentFromItsChunks) {
   Config c;
+  c.flash_size = 0;  // memory only: no flash file in the working directory
   c.memory = int64_t{64} << 20;
   c.chunk_size = 64 << 10;
   auto store = Store::open(c);
@@ -109,6 +110,7 @@ TEST(ReplyBufferTest, LargeValueIsSentFromItsChunks) {
 
 TEST(ReplyBufferTest, SmallValueIsCopied) {
   Config c;
+  c.flash_size = 0;  // memory only: no flash file in the working directory
   auto store = Store::open(c);
   ASSERT_TRUE(store.is_ok());
   ASSERT_TRUE((*store)->put("k", "small").is_ok());
@@ -164,6 +166,41 @@ TEST(CommandTableTest, CaseInsensitiveLookup) {
   EXPECT_NE(t.find("gEt"), nullptr);
   EXPECT_EQ(t.find("gets"), nullptr);
   EXPECT_EQ(t.find(std::string(100, 'g')), nullptr);
+}
+
+TEST(ReplyBufferTest, StreamedBulkSendsLargePiecesInPlace) {
+  auto owner = std::make_shared<std::string>(ReplyBuffer::kZeroCopyThreshold, 'p');
+  std::weak_ptr<std::string> watch = owner;
+  ReplyBuffer r;
+  r.simple("before");
+  uint64_t length = owner->size() + 3;
+  r.bulk_header(length);
+  r.bulk_piece(*owner, owner);
+  r.bulk_piece("abc", nullptr);  // small: copied
+  r.bulk_end();
+  owner.reset();
+  EXPECT_FALSE(watch.expired()) << "the queued piece keeps its bytes alive";
+  std::vector<std::string_view> segs;
+  r.gather(segs, 64);
+  ASSERT_EQ(segs.size(), 3u);
+  EXPECT_EQ(segs[1].data(), watch.lock()->data());
+  std::string expected = "+before\r\n$" + std::to_string(length) + "\r\n" +
+                         std::string(ReplyBuffer::kZeroCopyThreshold, 'p') + "abc\r\n";
+  EXPECT_EQ(drain(r, 4096), expected);
+  EXPECT_TRUE(watch.expired()) << "written pieces are released";
+}
+
+TEST(ReplyBufferTest, SpliceMovesRepliesAndErrorCounts) {
+  ReplyBuffer out, held;
+  out.simple("first");
+  held.ok();
+  held.error("ERR bad");
+  out.splice(held);
+  EXPECT_TRUE(held.empty());
+  EXPECT_EQ(held.error_count(), 0u);
+  EXPECT_EQ(out.error_count(), 1u);
+  out.integer(3);
+  EXPECT_EQ(drain(out), "+first\r\n+OK\r\n-ERR bad\r\n:3\r\n");
 }
 
 }  // namespace

@@ -208,6 +208,7 @@ class StreamingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Config c;
+    c.flash_size = 0;  // memory only: no flash file in the working directory
     c.memory = int64_t{64} << 20;
     c.chunk_size = 64 << 10;
     auto s = Store::open(c);

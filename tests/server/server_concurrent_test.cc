@@ -89,6 +89,7 @@ std::string command(std::initializer_list<std::string_view> args) {
 
 TEST(ServerConcurrentTest, ManyClientsOnManyThreads) {
   Config config;
+  config.flash_size = 0;  // memory only: no flash file in the working directory
   config.port = 0;
   config.metrics_port = 0;
   config.io_threads = 4;
