@@ -297,14 +297,14 @@ int run(const Options& opt) {
       "\"zipf_theta\": {}, \"get_fraction\": {}, \"seed\": {}, "
       "\"load\": {{\"seconds\": {:.2f}, \"sets\": {}, \"set_errors\": {}}}, "
       "\"warm\": {{\"seconds\": {:.2f}, \"ops\": {}, \"hits\": {}, \"gets\": {}, "
-      "\"verify_errors\": {}}}, "
+      "\"get_errors\": {}, \"set_errors\": {}, \"verify_errors\": {}}}, "
       "\"seconds\": {:.3f}, \"ops\": {}, \"ops_per_s\": {:.1f}, \"mb_per_s\": {:.1f}, "
       "\"gets\": {}, \"hits\": {}, \"hit_ratio\": {:.4f}, \"sets\": {}, \"fills\": {}, "
       "\"get_errors\": {}, \"set_errors\": {}, \"verify_errors\": {}, "
       "\"latency_op\": {}, \"latency_get\": {}, \"latency_set\": {}, \"error\": \"{}\"}}",
       opt.protocol, n, opt.keys, keys.mean_value_size(), opt.zipf_theta, opt.get_fraction, opt.seed,
-      load_seconds, l.sets, l.set_errors, warm_seconds, w.ops, w.hits, w.gets, w.verify_errors,
-      seconds, m.ops, static_cast<double>(m.ops) / seconds,
+      load_seconds, l.sets, l.set_errors, warm_seconds, w.ops, w.hits, w.gets, w.get_errors,
+      w.set_errors, w.verify_errors, seconds, m.ops, static_cast<double>(m.ops) / seconds,
       static_cast<double>(m.bytes) / seconds / 1e6, m.gets, m.hits, hit_ratio, m.sets, m.fills,
       m.get_errors, m.set_errors, m.verify_errors, latency_json(op),
       latency_json(merged(lat, &Latencies::get)), latency_json(merged(lat, &Latencies::set)),

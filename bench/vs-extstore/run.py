@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -122,12 +123,61 @@ def tierkv_info(port):
     return stats
 
 
+def resident_bytes(path):
+    """Bytes of a file held in the page cache (util-linux fincore), or None."""
+    fincore = shutil.which("fincore")
+    if not fincore or not os.path.exists(path):
+        return None
+    out = subprocess.run([fincore, "--bytes", "--noheadings", "--output", "RES", path],
+                         capture_output=True, text=True)
+    return int(out.stdout.split()[0]) if out.returncode == 0 and out.stdout.strip() else None
+
+
+class PageCacheDropper:
+    """Drops a file's clean pages from the page cache every interval.
+
+    extstore reads its file with buffered I/O, so on a machine with free RAM its
+    "flash" reads are served from the kernel's page cache (DRAM), while tierkv
+    reads with O_DIRECT. Dropping the cached pages sends memcached's reads to
+    the device too, so both get only their configured memory. It is a
+    per-file, unprivileged hint (posix_fadvise DONTNEED) and touches nothing
+    else on the machine.
+    """
+
+    def __init__(self, path, interval_s):
+        self.path, self.interval_s = path, interval_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.wait(self.interval_s):
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+    def __enter__(self):
+        if self.interval_s > 0:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+
 class Peer:
     """One server process in its own directory; stopped and removed on exit."""
 
-    def __init__(self, name, argv, port, workdir, stats_fn):
+    def __init__(self, name, argv, port, workdir, stats_fn, buffered_file=None):
         self.name, self.argv, self.port, self.workdir = name, argv, port, workdir
         self.stats_fn = stats_fn
+        self.buffered_file = buffered_file  # a data file read through the page cache
         self.proc = None
 
     def __enter__(self):
@@ -162,7 +212,9 @@ def memcached_peer(args, workdir):
             "-I", args.item_max, "-t", str(args.threads), "-c", "1024", "-o", ext]
     if os.geteuid() == 0:
         argv[1:1] = ["-u", "root"]
-    return Peer("memcached", argv, port, workdir, memcached_stats), "memcache"
+    peer = Peer("memcached", argv, port, workdir, memcached_stats,
+                buffered_file=os.path.join(workdir, "extstore"))
+    return peer, "memcache"
 
 
 def tierkv_peer(args, workdir):
@@ -183,10 +235,15 @@ def measure(args, make_peer, scratch, keys):
            "--zipf", str(args.zipf), "--get-fraction", str(args.get_fraction),
            "--ops", str(args.ops), "--seconds", str(args.seconds),
            "--warm-ops", str(args.warm_ops), "--seed", str(args.seed)]
-    with peer:
+    drop_interval = 0
+    if peer.buffered_file and not args.keep_page_cache:
+        drop_interval = args.drop_interval_ms / 1e3
+    with peer, PageCacheDropper(peer.buffered_file, drop_interval):
         cpu_before = cpu_seconds(peer.proc.pid)
         out = subprocess.run(cmd, capture_output=True, text=True,
                              timeout=2 * args.seconds + 600)
+        if peer.buffered_file:
+            result_cached = resident_bytes(peer.buffered_file)
         sys.stderr.write(out.stderr.replace("loadgen:", f"  {peer.name}:"))
         if out.returncode != 0 or not out.stdout.strip():
             raise RuntimeError(f"loadgen against {peer.name} failed (exit {out.returncode}); "
@@ -195,6 +252,9 @@ def measure(args, make_peer, scratch, keys):
         result["server_cpu_s"] = round(cpu_seconds(peer.proc.pid) - cpu_before, 2)
         result["server_stats"] = peer.stats_fn(peer.port)
         result["argv"] = peer.argv
+        if peer.buffered_file:
+            result["page_cache_dropped_every_ms"] = drop_interval * 1e3
+            result["data_file_cached_bytes_at_end"] = result_cached
     return result
 
 
@@ -211,7 +271,8 @@ def summary(runs):
         "mb_per_s": med(lambda r: r["mb_per_s"]),
         "cpu_ms_per_op": med(lambda r: 1e3 * r["server_cpu_s"] / max(r["ops"], 1)),
         "verify_errors": sum(r["verify_errors"] + r["warm"]["verify_errors"] for r in runs),
-        "set_errors": sum(r["set_errors"] + r["load"]["set_errors"] for r in runs),
+        "set_errors": sum(r["set_errors"] + r["load"]["set_errors"] + r["warm"]["set_errors"]
+                          for r in runs),
     }
 
 
@@ -238,6 +299,10 @@ def main():
     ap.add_argument("--item-max", default="1m", help="memcached -I (must exceed --max-value)")
     ap.add_argument("--ext-wbuf-mb", type=int, default=8, help="memcached ext_wbuf_size")
     ap.add_argument("--ext-threads", type=int, default=1, help="memcached ext_threads")
+    ap.add_argument("--drop-interval-ms", type=float, default=100,
+                    help="how often extstore's file is dropped from the page cache")
+    ap.add_argument("--keep-page-cache", action="store_true",
+                    help="let extstore read from the page cache (extra DRAM for memcached)")
     ap.add_argument("--out", default=os.path.join(RESULTS, "vs-extstore.json"))
     args = ap.parse_args()
     args.tierkv = find_binary(args.tierkv, "TIERKV_SERVER", "src/server/tierkv-server")
@@ -279,6 +344,9 @@ def main():
           f"{working_set >> 20} MiB ({keys} keys, values {args.min_value >> 10}-"
           f"{args.max_value >> 10} KiB), zipf {args.zipf}, {args.get_fraction:.0%} GET, "
           f"{args.connections} connections, {args.rounds} round(s), medians")
+    print("extstore's file: " + ("page cache kept (memcached gets extra DRAM)"
+                                 if args.keep_page_cache else
+                                 f"dropped from the page cache every {args.drop_interval_ms:g} ms"))
     header = (f"{'system':<10} {'hit ratio':>9} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
               f"{'GET p99':>8} {'MB/s':>8} {'cpu ms/op':>9} {'verify err':>10} {'set err':>7}")
     print(header)
@@ -298,6 +366,8 @@ def main():
             "min_value": args.min_value, "max_value": args.max_value, "zipf": args.zipf,
             "get_fraction": args.get_fraction, "connections": args.connections,
             "threads": args.threads, "rounds": args.rounds, "seconds": round(seconds, 1),
+            "extstore_page_cache": "kept" if args.keep_page_cache else
+            f"dropped every {args.drop_interval_ms:g} ms",
             "summary": rows, "ratio_ops": ratio, "ratio_p99": p99_ratio,
             "ratio_hit": hit_ratio_ratio, "runs": runs,
         }, f, indent=2)
