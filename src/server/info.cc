@@ -177,7 +177,12 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_user_write_bytes:{}\r\n", f.user_write_bytes);
   out += fmt::format("flash_write_amplification:{:.3f}\r\n", f.write_amplification);
   out += fmt::format("flash_checksum_failures:{}\r\n", f.checksum_failures);
+  // Device errors are counted by the flash tier in the shared registry.
   MetricsRegistry& metrics = s.context().metrics();
+  out += fmt::format("flash_write_errors:{}\r\n",
+                     counter_value(metrics, "tierkv_flash_write_errors_total"));
+  out += fmt::format("flash_read_errors:{}\r\n",
+                     counter_value(metrics, "tierkv_flash_read_errors_total"));
   out += fmt::format("promotions_attempted:{}\r\n",
                      counter_value(metrics, "tierkv_promotions_attempted_total"));
   out +=
