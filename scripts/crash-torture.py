@@ -4,7 +4,7 @@
   scripts/crash-torture.py [--rounds 200] [--fsync none|always|both]
 
 The server is $TIERKV_SERVER (default build/src/server/tierkv-server). CI
-runs 5 rounds of each; this runs as many as asked, then prints pytest's verdict.
+runs 10 rounds of each; this runs as many as asked, then prints pytest's verdict.
 """
 import argparse
 import os

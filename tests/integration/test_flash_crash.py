@@ -8,7 +8,7 @@ without getting to answer). Never a corrupt or mixed value. With
 key must hold exactly its last acknowledged value (or the in-flight one); an
 acknowledged DEL is not promised durable, so it may be undone.
 
-TIERKV_TORTURE_ROUNDS sets the number of kill/restart rounds (default 5).
+TIERKV_TORTURE_ROUNDS sets the number of kill/restart rounds (default 10).
 """
 import os
 import random
@@ -20,7 +20,7 @@ import redis
 
 from flash_util import MIB, flash_servers, make_value, read_values  # noqa: F401
 
-ROUNDS = int(os.environ.get("TIERKV_TORTURE_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("TIERKV_TORTURE_ROUNDS", "10"))
 WRITERS = 2
 KEYS_PER_WRITER = 40
 WRITE_CAP_PER_ROUND = 24 * MIB  # per writer: keeps the whole run inside the flash file
@@ -77,11 +77,12 @@ class Model:
         self.pending.clear()
 
 
-def writer(port, keys, model, rng, seed_base, stop, errors):
+def writer(port, keys, model, rng, seed_base, stop, errors, progress, w):
+    """SETs (and a few DELs) until the kill; progress[w] counts bytes acknowledged."""
     c = redis.Redis(host="127.0.0.1", port=port, socket_timeout=20)
-    written, n = 0, 0
+    n = 0
     try:
-        while not stop.is_set() and written < WRITE_CAP_PER_ROUND:
+        while not stop.is_set() and progress[w] < WRITE_CAP_PER_ROUND:
             key = rng.choice(keys)
             n += 1
             if rng.random() < 0.1:
@@ -92,9 +93,9 @@ def writer(port, keys, model, rng, seed_base, stop, errors):
                 vid = (seed_base + n, rng.choice(SIZES))
                 model.pending[key] = vid
                 assert c.set(key, make_value(key, *vid)) is True
-                written += vid[1]
             del model.pending[key]
             model.acked[key].append(vid)
+            progress[w] += 0 if vid == DELETED else vid[1]
     except (redis.ConnectionError, redis.TimeoutError):
         pass  # the kill: what was in flight stays pending
     except Exception as e:  # noqa: BLE001 - reported to the test thread
@@ -146,13 +147,17 @@ def torture(flash_servers, fsync):
     s.start()
     preload(s, model, rng)
     for round_no in range(ROUNDS):
-        stop, errors = threading.Event(), []
+        stop, errors, progress = threading.Event(), [], [0] * WRITERS
         threads = [threading.Thread(target=writer, args=(
             s.port, keys[w], model, random.Random(rng.random()), (round_no * WRITERS + w) << 20,
-            stop, errors)) for w in range(WRITERS)]
+            stop, errors, progress, w)) for w in range(WRITERS)]
         for t in threads:
             t.start()
-        time.sleep(rng.uniform(0.4, 1.5))
+        # Kill at a random point of the writing, while SETs are in flight.
+        kill_at = rng.uniform(0.1, 0.9) * WRITE_CAP_PER_ROUND * WRITERS
+        deadline = time.time() + 20
+        while sum(progress) < kill_at and time.time() < deadline and not errors:
+            time.sleep(0.002)
         s.kill()
         stop.set()
         for t in threads:
