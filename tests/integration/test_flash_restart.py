@@ -1,6 +1,9 @@
 """Clean restarts: SIGTERM writes dirty memory objects to flash before exit,
 so a server started again on the same flash file has every key, exactly."""
+import os
 import random
+
+import pytest
 
 from flash_util import (MIB, check_values, flash_servers, log_uniform_sizes, num,  # noqa: F401
                         write_values)
@@ -57,3 +60,56 @@ def test_restart_of_memory_only_data(flash_servers):
     s.restart()
     check_values(s, items)
 
+
+
+def data_extents(path):
+    """The (start, end) byte ranges of a sparse file that hold data."""
+    extents, pos = [], 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while True:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: no data past pos
+                return extents
+            pos = os.lseek(fd, start, os.SEEK_HOLE)
+            extents.append((start, pos))
+    finally:
+        os.close(fd)
+
+
+def damage_flash_file(path, how, rng):
+    """Overwrites random 4 KiB blocks of the written data with garbage, or cuts
+    the file in the middle of its data."""
+    extents = [(a, b) for a, b in data_extents(path) if b - a >= 8192]
+    assert extents, "the flash file holds no data"
+    with open(path, "r+b") as f:
+        if how == "truncate":
+            end = extents[-1][1]
+            f.truncate(rng.randrange(end // 3, 2 * end // 3) // 512 * 512 + 100)
+            return
+        for _ in range(24):
+            start, end = rng.choice(extents)
+            f.seek(rng.randrange(start, end - 4096))
+            f.write(rng.randbytes(4096))
+
+
+@pytest.mark.parametrize("how", ["scribble", "truncate"])
+def test_damaged_flash_file_never_serves_a_wrong_value(flash_servers, how):
+    s = flash_servers(memory="16mb", extra=FLAGS)
+    s.start()
+    items = mixed_items(96, seed=41)
+    write_values(s, items)
+    s.restart()  # everything is on flash now
+    check_values(s, items)
+    assert s.stop() == 0
+    damage_flash_file(s.flash_path, how, random.Random(how))
+
+    s.start()
+    got = check_values(s, items, allow_missing=True)  # nil or exact, never wrong
+    present = sum(1 for v in got.values() if v is not None)
+    assert 0 < present < len(items), f"{present} of {len(items)} keys present after damage"
+    c = s.client()
+    assert c.ping()
+    c.set("new", b"n" * (2 * MIB))
+    assert c.get("new") == b"n" * (2 * MIB)
