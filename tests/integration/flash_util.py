@@ -272,7 +272,7 @@ def write_values(server, items, connections=3, batch_bytes=16 * MIB):
             for key, seed, size in batch:
                 pipe.set(key, make_value(key, seed, size))
             replies = pipe.execute(raise_on_error=False)
-            bad = [(b[0], r) for b, r in zip(batch, replies) if r is not True]
+            bad = [(b[0], str(r)[:200]) for b, r in zip(batch, replies) if r is not True]
             assert not bad, f"{len(bad)} SETs failed, first: {bad[:3]}\n{server.log_tail()}"
 
     _run_striped(server, items, connections, work)
