@@ -58,6 +58,12 @@ Connection::Connection(Server& server, IoThread& thread, Socket socket, std::str
 Connection::~Connection() = default;
 
 void Connection::start() {
+  if (server_.stopping()) {
+    closed_ = true;
+    asio::error_code ec;
+    socket_.close(ec);
+    return;
+  }
   if (!server_.register_client(this)) {
     // Like Redis: tell the client why, best effort, then close.
     static constexpr std::string_view kFull = "-ERR max number of clients reached\r\n";
@@ -292,7 +298,9 @@ uint64_t Connection::account(const CommandSpec& spec, uint64_t start, bool faile
 // --- deferred replies ---
 
 std::shared_ptr<void> Connection::inflight_token() {
-  return server_.deferred_token();
+  server_.deferred_begin();
+  Server* server = &server_;
+  return std::shared_ptr<void>(nullptr, [server](void*) { server->deferred_end(); });
 }
 
 template <typename Fn>
@@ -301,19 +309,22 @@ void Connection::post_back(const std::shared_ptr<void>& token, Fn fn) {
              [self = shared_from_this(), token, fn = std::move(fn)]() mutable { fn(*self); });
 }
 
+// Called for every GET when flash is on, so it must not allocate: each
+// callback holds only the raw connection and the wait's number (small enough
+// for std::function's inline storage). They run only for a flash read, and
+// stream_bulk() then keeps the connection alive until on_stream_done.
 FlashReadCallbacks Connection::bulk_stream_callbacks() {
   uint64_t gen = ++wait_gen_;
-  std::shared_ptr<Connection> self = shared_from_this();
-  std::shared_ptr<void> token = inflight_token();
+  Connection* c = this;
   FlashReadCallbacks cb;
-  cb.on_piece = [self, token, gen](ValuePiece piece) {
-    self->post_back(token, [gen, piece = std::move(piece)](Connection& c) mutable {
-      c.on_stream_piece(gen, std::move(piece));
+  cb.on_piece = [c, gen](ValuePiece piece) {
+    asio::post(c->thread_.io, [c, gen, piece = std::move(piece)]() mutable {
+      c->on_stream_piece(gen, std::move(piece));
     });
   };
-  cb.on_done = [self, token, gen](Status status) {
-    self->post_back(
-        token, [gen, status = std::move(status)](Connection& c) { c.on_stream_done(gen, status); });
+  cb.on_done = [c, gen](Status status) {
+    asio::post(c->thread_.io,
+               [c, gen, status = std::move(status)] { c->on_stream_done(gen, status); });
   };
   return cb;
 }
@@ -324,6 +335,8 @@ void Connection::stream_bulk(uint64_t length) {
   stream_sent_ = 0;
   stream_header_sent_ = false;
   stream_queued_before_ = out_.pending_bytes() + writing_.pending_bytes();
+  stream_keep_alive_ = shared_from_this();
+  server_.deferred_begin();
 }
 
 void Connection::on_stream_piece(uint64_t gen, ValuePiece piece) {
@@ -354,6 +367,9 @@ void Connection::on_stream_piece(uint64_t gen, ValuePiece piece) {
 }
 
 void Connection::on_stream_done(uint64_t gen, const Status& status) {
+  // The read's last callback: nothing of it will touch this connection now.
+  std::shared_ptr<Connection> self = std::move(stream_keep_alive_);
+  server_.deferred_end();
   if (closed_ || waiting_ != Wait::kStream || gen != wait_gen_) return;
   bool failed = false;
   if (stream_header_sent_) {

@@ -128,6 +128,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   uint64_t stream_sent_ = 0;
   bool stream_header_sent_ = false;
   size_t stream_queued_before_ = 0;
+  std::shared_ptr<Connection> stream_keep_alive_;  // until the read's on_done
   // kPersist: the reply of a write waits here until the write is durable.
   ReplyBuffer held_;
   bool holding_ = false;

@@ -252,12 +252,6 @@ void Server::shutdown(bool save) {
   stop_cv_.notify_all();
 }
 
-std::shared_ptr<void> Server::deferred_token() {
-  deferred_inflight_.fetch_add(1, std::memory_order_relaxed);
-  return std::shared_ptr<void>(
-      nullptr, [this](void*) { deferred_inflight_.fetch_sub(1, std::memory_order_acq_rel); });
-}
-
 void Server::wait_for_deferred() {
   // Flash callbacks finish in milliseconds; the bound only guards against
   // a device that never answers.
@@ -306,6 +300,7 @@ void Server::stop() {
     stopped_ = true;
   }
   if (threads_.empty()) return;
+  stopping_.store(true, std::memory_order_release);
   // Close listeners and clients on their own threads, then stop the loops.
   asio::post(threads_[0]->io, [this] {
     asio::error_code ec;
@@ -315,17 +310,23 @@ void Server::stop() {
     if (ops_timer_) ops_timer_->cancel();
     if (http_) http_->stop();
   });
+  std::atomic<size_t> swept{0};
   for (auto& t : threads_) {
     IoThread* raw = t.get();
-    asio::post(raw->io, [raw] {
+    asio::post(raw->io, [raw, &swept] {
       std::vector<Connection*> conns(raw->connections.begin(), raw->connections.end());
       for (Connection* c : conns) c->close();
       if (raw->idle_timer) raw->idle_timer->cancel();
+      swept.fetch_add(1, std::memory_order_release);
     });
   }
-  // Callbacks of flash reads and writes still post to the threads: let
-  // them land before the threads stop.
-  wait_for_deferred();
+  // Once every client is closed no new flash work starts; callbacks of the
+  // reads and writes under way still post to the threads: let them land
+  // before the threads stop.
+  bool running = threads_.front()->thread.joinable();  // start() may have failed early
+  while (running && swept.load(std::memory_order_acquire) < threads_.size())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (running) wait_for_deferred();
   for (auto& t : threads_) {
     // Let the posted closes run, then stop.
     asio::post(t->io, [raw = t.get()] { raw->io.stop(); });

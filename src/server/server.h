@@ -78,9 +78,12 @@ class Server {
   Counter& rejected_connections() { return *rejected_connections_; }
   Counter& total_connections() { return *total_connections_; }
   uint64_t instantaneous_ops() const;
-  // Held by every Store callback that will post back to an I/O thread:
-  // stop() waits for all of them before it stops the threads.
-  std::shared_ptr<void> deferred_token();
+  // Brackets every Store callback that will post back to an I/O thread:
+  // stop() waits for all of them to end before it stops the threads.
+  void deferred_begin() { deferred_inflight_.fetch_add(1, std::memory_order_relaxed); }
+  void deferred_end() { deferred_inflight_.fetch_sub(1, std::memory_order_acq_rel); }
+  // True once stop() began: new connections are closed at once.
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
  private:
   void register_commands();
@@ -128,6 +131,7 @@ class Server {
   bool stopped_ = false;
   bool save_on_stop_ = true;
   std::atomic<int64_t> deferred_inflight_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace tierkv::server
