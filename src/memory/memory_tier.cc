@@ -100,6 +100,7 @@ void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
   s.chunks -= obj->chunks.size();
   if (obj->flash_state == FlashState::kOffloading)
     offloading_bytes_.fetch_sub(chunk_charge(obj), std::memory_order_relaxed);
+  if (obj->flash_state == FlashState::kClean) clean_objects_.fetch_sub(1);
   set_expiry_locked(s, obj, 0);
   s.index.erase(obj);
   unreserve(obj->charge);
@@ -224,6 +225,7 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
       if (opts.install_version != 0) {
         obj->version = opts.install_version;
         obj->flash_state = FlashState::kClean;
+        clean_objects_.fetch_add(1);
       } else {
         obj->version = next_version_.fetch_add(1, std::memory_order_relaxed);
       }

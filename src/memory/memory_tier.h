@@ -120,6 +120,7 @@ struct MemoryTierStats {
   uint64_t offload_busy = 0;       // evictions refused by a full lower-tier queue
   uint64_t offload_dropped = 0;    // dirty objects dropped: the lower tier failed
   uint64_t offload_waits = 0;      // writes that waited for offloads to land
+  uint64_t clean_objects = 0;      // objects in memory whose version the lower tier holds
 };
 
 struct ScanPage {
@@ -176,8 +177,11 @@ class MemoryTier {
   // leave memory. `offload` says which the item was.
   void finish_flash_write(std::string_view key, uint64_t version, bool offload, bool ok);
   // Write-through: pins a dirty object of `version` for copying down and
-  // marks it kFlushing. Empty if it is gone, replaced, or not dirty.
-  std::optional<OffloadItem> begin_flush(std::string_view key, uint64_t version);
+  // marks it kFlushing. Empty if it is gone, replaced, or not dirty. With
+  // `in_flight_too`, also pins an object whose write is already under way
+  // (for a caller that must know when *a* copy has landed).
+  std::optional<OffloadItem> begin_flush(std::string_view key, uint64_t version,
+                                         bool in_flight_too = false);
   // Clean shutdown: begin_flush() for every dirty object, handed to `fn`
   // outside the shard locks.
   void flush_all_dirty(const std::function<void(OffloadItem&&)>& fn);
@@ -271,6 +275,9 @@ class MemoryTier {
 
   LowerTier* lower_ = nullptr;
   std::atomic<int64_t> offloading_bytes_{0};
+  std::atomic<int64_t> clean_objects_{0};
+  // Every change of an indexed object's flash_state goes through here.
+  void set_flash_state(Object* obj, FlashState state);
   std::atomic<uint64_t> offloads_inflight_{0};
   std::atomic<uint64_t> offloads_{0}, offload_busy_{0}, offload_dropped_{0}, offload_waits_{0};
   std::atomic<int64_t> offload_wait_ms_;

@@ -352,6 +352,7 @@ MemoryTierStats MemoryTier::stats() const {
   st.offload_busy = offload_busy_.load();
   st.offload_dropped = offload_dropped_.load();
   st.offload_waits = offload_waits_.load();
+  st.clean_objects = static_cast<uint64_t>(std::max<int64_t>(clean_objects_.load(), 0));
   return st;
 }
 

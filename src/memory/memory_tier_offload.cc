@@ -35,6 +35,12 @@ MemoryTier::NoWaitScope::~NoWaitScope() {
   tls_no_wait = saved_;
 }
 
+void MemoryTier::set_flash_state(Object* obj, FlashState state) {
+  if (obj->flash_state == FlashState::kClean) clean_objects_.fetch_sub(1);
+  if (state == FlashState::kClean) clean_objects_.fetch_add(1);
+  obj->flash_state = state;
+}
+
 int64_t MemoryTier::chunk_charge(const Object* obj) {
   int64_t n = 0;
   for (const Chunk* c : obj->chunks) n += c->charge;
@@ -58,7 +64,11 @@ Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
         return Status::ok();
       continue;
     }
-    if (cur - offloading_bytes_.load(std::memory_order_relaxed) + bytes > budget) {
+    // Offloads run a little ahead (1/16 of the budget), so that a steady
+    // stream of writes finds room freed by earlier landings instead of
+    // waiting for its own.
+    int64_t ahead = lower_ ? budget / 16 : 0;
+    if (cur - offloading_bytes_.load(std::memory_order_relaxed) + bytes > budget - ahead) {
       // Round-robin over shards spreads eviction pressure evenly; starting
       // from the writer's own shard would punish keys that share it.
       size_t start = shard_count_ == 1 ? home : evict_cursor_.fetch_add(1) % shard_count_;
@@ -66,7 +76,10 @@ Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
       if (r == EvictResult::kFreed || r == EvictResult::kOffloadStarted) continue;
       busy = busy || r == EvictResult::kBusy;
     }
-    if (offloads_inflight_.load() == 0 || tls_no_wait) break;
+    // With a lower tier, what blocks eviction (offloads in flight, pins of
+    // replies being sent) clears by itself soon: wait for it. Memory alone
+    // fails fast, as a plain cache does.
+    if (tls_no_wait || (offloads_inflight_.load() == 0 && lower_ == nullptr)) break;
     int64_t now = unix_time_ms();
     if (deadline == 0) {
       deadline = now + offload_wait_ms_.load(std::memory_order_relaxed);
@@ -144,7 +157,7 @@ MemoryTier::EvictResult MemoryTier::evict_one(size_t first_shard) {
     if (lower_ && obj->flash_state == FlashState::kClean &&
         !lower_->holds(obj->key, obj->hash, obj->version,
                        static_cast<uint32_t>(obj->chunks.size())))
-      obj->flash_state = FlashState::kDirty;  // its copy below was reclaimed
+      set_flash_state(obj, FlashState::kDirty);  // its copy below was reclaimed
     if (lower_ && obj->flash_state == FlashState::kDirty) {
       begin_offload_locked(s, obj, item);
       offload = true;
@@ -212,7 +225,7 @@ void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool
       evicted_chunks_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
       detach_locked(s, obj, to_release);
     } else if (obj && obj->flash_state == FlashState::kFlushing) {
-      obj->flash_state = ok ? FlashState::kClean : FlashState::kDirty;
+      set_flash_state(obj, ok ? FlashState::kClean : FlashState::kDirty);
     }
   }
   release_all(to_release);
@@ -221,15 +234,20 @@ void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool
   offload_cv_.notify_all();
 }
 
-std::optional<OffloadItem> MemoryTier::begin_flush(std::string_view key, uint64_t version) {
+std::optional<OffloadItem> MemoryTier::begin_flush(std::string_view key, uint64_t version,
+                                                   bool in_flight_too) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
   std::lock_guard lock(s.mu);
   auto it = s.index.find(KeyRef{key, hash});
-  if (it == s.index.end() || (*it)->version != version || (*it)->flash_state != FlashState::kDirty)
+  if (it == s.index.end() || (*it)->version != version) return std::nullopt;
+  Object* obj = *it;
+  if (obj->flash_state == FlashState::kDirty) {
+    obj->flash_state = FlashState::kFlushing;
+  } else if (obj->flash_state == FlashState::kClean || !in_flight_too) {
     return std::nullopt;
-  (*it)->flash_state = FlashState::kFlushing;
-  return make_item_locked(*it, false);
+  }
+  return make_item_locked(obj, false);
 }
 
 void MemoryTier::flush_all_dirty(const std::function<void(OffloadItem&&)>& fn) {

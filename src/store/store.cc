@@ -1,6 +1,16 @@
+// Store: opening, limits, and the write and removal paths. Reads and the
+// key space across both tiers: store_read.cc.
 #include "store/store.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/clock.h"
+#include "core/hash.h"
+#include "flash/flash_tier.h"
+#include "store/flash_offloader.h"
+#include "store/flash_reader.h"
+#include "store/promoter.h"
 
 namespace tierkv {
 namespace {
@@ -18,6 +28,22 @@ memory::MemoryTierOptions memory_options(const Config& c) {
   o.policy = memory::parse_policy(c.eviction_policy).value_or(memory::PolicyKind::kS3Fifo);
   o.shards = static_cast<uint32_t>(c.memory_shards);
   o.lease_max_fraction = c.lease_max_fraction;
+  o.offload_wait_ms = c.offload_wait_ms;
+  return o;
+}
+
+flash::FlashOptions flash_options(const Config& c) {
+  flash::FlashOptions o;
+  o.path = c.flash_path;
+  o.size = static_cast<uint64_t>(c.flash_size);
+  o.region_size = static_cast<uint64_t>(c.region_size);
+  Result<flash::FsyncPolicy> fsync = flash::parse_fsync_policy(c.flash_fsync);
+  o.fsync = fsync ? *fsync : flash::FsyncPolicy::kNone;
+  o.queue_depth = static_cast<uint32_t>(c.flash_queue_depth);
+  o.reinsertion = c.flash_reinsertion == "yes";
+  o.preallocate = c.flash_preallocate == "yes";
+  o.max_pending_write_bytes = static_cast<uint64_t>(c.flash_write_queue);
+  o.backing_latency_ns = static_cast<uint64_t>(c.backing_latency_ns);
   return o;
 }
 
@@ -29,23 +55,66 @@ Result<std::unique_ptr<Store>> Store::open(const Config& config, MetricsRegistry
     return Status::invalid_argument(
         fmt::format("invalid value '{}' for 'eviction-policy'", config.eviction_policy));
   std::unique_ptr<Store> store(new Store(config, metrics));
+  store->open_flash(config);
   store->memory_->start_active_expiry(static_cast<int>(config.active_expire_hz));
   return store;
 }
 
 Store::Store(const Config& config, MetricsRegistry* metrics)
     : metrics_(pick_registry(owned_metrics_, metrics)),
-      memory_(std::make_unique<memory::MemoryTier>(memory_options(config))),
       max_key_size_(config.max_key_size),
       max_object_size_(config.max_object_size),
       hits_(metrics_->counter("tierkv_keyspace_hits_total", "reads that found the key")),
-      misses_(metrics_->counter("tierkv_keyspace_misses_total", "reads that missed")) {}
+      misses_(metrics_->counter("tierkv_keyspace_misses_total", "reads that missed")),
+      flash_hits_(metrics_->counter("tierkv_flash_hits_total", "reads answered from flash")) {}
 
-Store::~Store() = default;
+// A flash tier that cannot open is not fatal: the store serves from memory
+// and says why (INFO flash_error), as a cache should.
+void Store::open_flash(const Config& config) {
+  memory::MemoryTierOptions mo = memory_options(config);
+  if (config.flash_size > 0) {
+    Result<std::unique_ptr<flash::FlashTier>> f =
+        flash::FlashTier::open(flash_options(config), metrics_);
+    if (f) {
+      flash_ = std::move(*f);
+      mo.first_version = flash_->recovered_max_version() + 1;
+    } else {
+      flash_status_.error = f.status().message();
+      spdlog::error("flash tier disabled, serving from memory only: {}", flash_status_.error);
+    }
+  }
+  memory_ = std::make_unique<memory::MemoryTier>(mo);
+  if (!flash_) return;
+  flash_status_.enabled = true;
+  flash_status_.path = flash_->file_path();
+  flash_status_.io_backend = std::string(flash_->io_backend());
+  flash_status_.direct_io = flash_->direct_io();
+  durable_writes_ = config.flash_fsync == "always";
+  write_through_ = config.offload_policy == "write_through";
+  offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
+  reader_ = std::make_unique<FlashReader>(*flash_, static_cast<uint32_t>(config.chunk_size));
+  promoter_ =
+      std::make_unique<Promoter>(*memory_, *flash_, *reader_, key_locks_, *metrics_,
+                                 PromoterOptions{.threshold = config.promotion_threshold,
+                                                 .max_inflight = config.promotion_max_inflight,
+                                                 .lease_ttl_ms = config.lease_ttl_ms});
+  memory_->set_lower_tier(offloader_.get());
+}
+
+Store::~Store() {
+  // In-flight flash I/O calls back into the memory tier and the promoter:
+  // let it finish while they still exist.
+  if (memory_) memory_->stop_active_expiry();
+  flash_.reset();
+}
 
 void Store::set_limits(int64_t max_key_size, int64_t max_object_size) {
   max_key_size_.store(max_key_size);
   max_object_size_.store(max_object_size);
+}
+
+void Store::set_promotion(int64_t threshold, int64_t max_inflight) {
+  if (promoter_) promoter_->set_limits(threshold, max_inflight);
 }
 
 Status Store::check_key(std::string_view key) const {
@@ -62,11 +131,16 @@ Status Store::check_size(uint64_t size) const {
   return Status::ok();
 }
 
+// --- writes ---
+
 Result<WriteResult> Store::put(std::string_view key, std::string_view value,
                                const WriteOptions& options) {
   TIERKV_RETURN_IF_ERROR(check_key(key));
   TIERKV_RETURN_IF_ERROR(check_size(value.size()));
-  return memory_->put(key, value, options);
+  Result<ObjectWriter> w = memory_->prepare(key, value.size());
+  if (!w) return w.status();
+  w->append(value);
+  return commit(std::move(*w), options);
 }
 
 Result<ObjectWriter> Store::begin_put(std::string_view key, uint64_t size) {
@@ -76,7 +150,46 @@ Result<ObjectWriter> Store::begin_put(std::string_view key, uint64_t size) {
 }
 
 Result<WriteResult> Store::commit(ObjectWriter&& writer, const WriteOptions& options) {
-  return memory_->publish(std::move(writer), options);
+  if (!flash_) return memory_->publish(std::move(writer), options);
+  std::string key = writer.key();
+  WriteOptions opts = options;
+  // The memory tier judges conditions by memory alone; a key that lives only
+  // on flash must count as present.
+  bool conditional = opts.condition == WriteCondition::kIfAbsent ||
+                     opts.condition == WriteCondition::kIfPresent || opts.keep_ttl;
+  if (conditional && !memory_->contains(key)) {
+    std::optional<ObjectInfo> below = flash_info(key);
+    if (below && opts.condition == WriteCondition::kIfAbsent) return WriteResult{};
+    if (below && opts.condition == WriteCondition::kIfPresent)
+      opts.condition = WriteCondition::kAlways;
+    if (below && opts.keep_ttl) {
+      opts.keep_ttl = false;
+      opts.expire_at_ms = below->expire_at_ms;
+    }
+  }
+  Result<WriteResult> r = memory_->publish(std::move(writer), opts);
+  if (r && r->written) after_write(key, r->version);
+  return r;
+}
+
+void Store::after_write(std::string_view key, uint64_t version) {
+  // The flash copy of an older version is obsolete now.
+  flash_->forget(key, version);
+  if (!write_through_ || durable_writes_) return;
+  if (std::optional<memory::OffloadItem> item = memory_->begin_flush(key, version))
+    (void)offloader_->write_copy(std::move(*item), {});
+}
+
+void Store::persist(std::string_view key, uint64_t version, std::function<void(Status)> done) {
+  if (!flash_) return done(Status::ok());
+  // If an offload of this version is already under way, write a second
+  // copy rather than track that one: it is rare (evicted at once) and the
+  // index takes either record. Nothing comes back when the object is
+  // already clean, or was replaced or removed: nothing is owed then.
+  std::optional<memory::OffloadItem> item = memory_->begin_flush(key, version, true);
+  if (!item) return done(Status::ok());
+  Status st = offloader_->write_copy(std::move(*item), std::move(done));
+  if (!st.is_ok()) done(st);
 }
 
 std::vector<Result<WriteResult>> Store::put_batch(
@@ -88,55 +201,80 @@ std::vector<Result<WriteResult>> Store::put_batch(
   return out;
 }
 
-Result<ObjectView> Store::get(std::string_view key) {
-  return get_range(key, 0, UINT64_MAX);
-}
-
-Result<ObjectView> Store::get_range(std::string_view key, uint64_t offset, uint64_t length) {
-  Result<ObjectView> v = memory_->get(key, GetOptions{.offset = offset, .length = length});
-  (v ? hits_ : misses_).add();
-  return v;
-}
-
-std::vector<Result<ObjectView>> Store::get_batch(std::span<const std::string_view> keys) {
-  std::vector<Result<ObjectView>> out;
-  out.reserve(keys.size());
-  for (std::string_view k : keys) out.push_back(get(k));
-  return out;
-}
-
-std::vector<bool> Store::exist(std::span<const std::string_view> keys, const ExistOptions&) {
-  // prefetch_to_memory has nothing to promote until a lower tier exists.
-  std::vector<bool> out;
-  out.reserve(keys.size());
-  for (std::string_view k : keys) out.push_back(memory_->contains(k));
-  return out;
-}
+// --- removal ---
 
 bool Store::remove(std::string_view key, std::optional<uint64_t> if_version) {
-  return memory_->remove(key, if_version);
+  if (!flash_) return memory_->remove(key, if_version);
+  std::lock_guard lock(key_locks_.for_hash(hash64(key)));
+  if (if_version) {
+    // Compare-and-delete: the version a read-modify-write command saw.
+    if (memory_->remove(key, if_version)) {
+      flash_->remove(key, *if_version);
+      return true;
+    }
+    std::optional<flash::FlashObjectInfo> f = flash_->lookup(key);
+    return f && f->version == *if_version && flash_->remove(key, *if_version);
+  }
+  bool in_memory = memory_->remove(key);
+  // Every version handed out so far, in flight ones included.
+  bool on_flash = flash_->remove(key, memory_->max_version());
+  return in_memory || on_flash;
 }
 
 size_t Store::remove_batch(std::span<const std::string_view> keys) {
   size_t n = 0;
-  for (std::string_view k : keys) n += memory_->remove(k) ? 1 : 0;
+  for (std::string_view k : keys) n += remove(k) ? 1 : 0;
   return n;
 }
 
 bool Store::set_expiry(std::string_view key, int64_t expire_at_ms) {
-  return memory_->set_expiry(key, expire_at_ms);
+  if (!flash_) return memory_->set_expiry(key, expire_at_ms);
+  std::optional<ObjectInfo> mem = memory_->stat(key);
+  bool in_memory = memory_->set_expiry(key, expire_at_ms);
+  std::optional<flash::FlashObjectInfo> f = flash_->lookup(key);
+  // Keep the flash copy's expiry in step when it is the same version, or
+  // when flash holds the only copy.
+  if (f && (!in_memory || (mem && mem->version == f->version)))
+    return flash_->set_expiry(key, f->version, expire_at_ms) || in_memory;
+  return in_memory;
 }
 
-std::optional<ObjectInfo> Store::stat(std::string_view key) {
-  return memory_->stat(key);
+void Store::flush() {
+  memory_->clear();
+  if (flash_) flash_->clear();
 }
 
-StoreStats Store::stats() const {
-  StoreStats s;
-  s.memory = memory_->stats();
-  s.hits = hits_.value();
-  s.misses = misses_.value();
-  return s;
+Status Store::persist_all() {
+  if (!flash_) return Status::ok();
+  std::atomic<uint64_t> failed{0}, queued{0};
+  memory_->flush_all_dirty([&](memory::OffloadItem&& item) {
+    std::string key = item.key;
+    uint64_t version = item.version;
+    // Shutdown may wait: wait out a full write queue instead of skipping.
+    for (int attempt = 0;; ++attempt) {
+      Status st = offloader_->write_copy(std::move(item), [&failed](Status s) {
+        if (!s.is_ok()) failed.fetch_add(1);
+      });
+      if (st.is_ok()) {
+        queued.fetch_add(1);
+        return;
+      }
+      if (st.code() != StatusCode::kBusy || attempt >= 1000) {
+        failed.fetch_add(1);
+        return;
+      }
+      flash_->flush();
+      std::optional<memory::OffloadItem> again = memory_->begin_flush(key, version);
+      if (!again) return;
+      item = std::move(*again);
+    }
+  });
+  flash_->flush();
+  if (failed.load() > 0)
+    return Status::io_error(fmt::format("{} of {} objects not written to flash", failed.load(),
+                                        queued.load() + failed.load()));
+  spdlog::info("persisted {} objects from memory to flash", queued.load());
+  return Status::ok();
 }
 
 }  // namespace tierkv

@@ -11,10 +11,18 @@
 // with ObjectView::append_to() (one copy) or send the segments directly
 // (zero copies). Views must not outlive the Store.
 //
+// With a flash tier (Config::flash_size > 0), memory is a cache over flash:
+// objects evicted from memory are written to flash first (offload), and read
+// back from there. A read that needs flash never blocks inside read(): its
+// bytes arrive through callbacks, in order. get() is the blocking form, for
+// callers that may wait (tools, tests, embedded users) — never a network
+// thread.
+//
 // All methods are thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,8 +35,16 @@
 #include "core/metrics.h"
 #include "core/status.h"
 #include "memory/memory_tier.h"
+#include "store/key_locks.h"
 
 namespace tierkv {
+
+namespace flash {
+class FlashTier;
+}
+class FlashOffloader;
+class FlashReader;
+class Promoter;
 
 using memory::GetOptions;
 using memory::ObjectInfo;
@@ -41,16 +57,75 @@ using memory::WriteResult;
 
 struct ExistOptions {
   // Treat the probe as "will read soon": start promoting flash-resident
-  // chunks into memory without waiting for them. This takes effect once the
-  // flash tier exists; with memory only, every present object is already in
-  // memory and the flag changes nothing. The answer is never delayed by it.
+  // objects into memory without waiting for them (bounded by
+  // promotion-max-inflight). The answer is never delayed by it.
   bool prefetch_to_memory = false;
+};
+
+// A piece of a value read from flash. `owner` keeps `bytes` alive.
+struct ValuePiece {
+  std::string_view bytes;
+  std::shared_ptr<const void> owner;
+};
+
+// How the flash part of a read reports. Both run on a flash I/O thread and
+// may run before read() returns. on_piece gets the pieces in byte order;
+// on_done runs once, last: OK after every piece, else the read stopped
+// (NotFound: the object went away or failed its checksum; IOError).
+struct FlashReadCallbacks {
+  std::function<void(ValuePiece)> on_piece;
+  std::function<void(Status)> on_done;
+};
+
+// What read() found.
+struct ReadStart {
+  enum class Where : uint8_t { kAbsent, kMemory, kFlash };
+  Where where = Where::kAbsent;
+  ObjectView view;  // kMemory: the whole answer, pinned
+  // kFlash: the range the pieces will make up (length may be 0: then
+  // on_done(OK) comes with no piece).
+  uint64_t version = 0;
+  uint64_t object_size = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  int64_t expire_at_ms = 0;
+};
+
+// Per-chunk residency, for TIER.STAT.
+struct ChunkResidency {
+  uint32_t index = 0;
+  uint32_t size = 0;
+  bool in_memory = false;
+  bool on_flash = false;  // this version's chunk is indexed on flash
+  uint32_t pins = 0;
+  bool leased = false;
+  bool use_once = false;
+};
+
+struct ObjectResidency {
+  uint64_t version = 0;
+  uint64_t size = 0;
+  int64_t expire_at_ms = 0;
+  bool in_memory = false;
+  // dirty / flushing / clean / offloading for an object in memory; "flash"
+  // for one only on flash.
+  std::string_view state;
+  std::vector<ChunkResidency> chunks;
+};
+
+struct FlashTierStatus {
+  bool enabled = false;
+  std::string error;  // why flash is off, if it was asked for
+  std::string path;
+  std::string io_backend;
+  bool direct_io = false;
 };
 
 struct StoreStats {
   memory::MemoryTierStats memory;
   uint64_t hits = 0;
   uint64_t misses = 0;
+  uint64_t flash_hits = 0;  // reads answered from flash
 };
 
 class Store {
@@ -73,6 +148,26 @@ class Store {
       const WriteOptions& options = {});
 
   // --- reads ---
+  // The non-blocking read: memory answers at once; flash pieces arrive via
+  // `callbacks` (see FlashReadCallbacks). A flash hit counts toward
+  // promotion; an admitted object is copied into memory as it is read.
+  ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
+                 FlashReadCallbacks callbacks);
+  // Memory only: never touches flash. NotFound also when only flash has it.
+  Result<ObjectView> get_resident(std::string_view key, const memory::GetOptions& options = {});
+  // True if the key exists and some of it is only on flash.
+  bool needs_flash(std::string_view key);
+  // Loads the flash-only objects among `keys` into memory (whatever the
+  // admission filter says) and leases them for lease-ttl-ms, so a command
+  // that reads them whole can run next. `done` runs once, on an I/O thread
+  // or before fetch() returns; OK even if some keys were absent.
+  void fetch(std::span<const std::string_view> keys, std::function<void(Status)> done);
+  // With fsync=always: `done` runs once the object of `version` is durable
+  // on flash (at once if flash is off or it already is).
+  void persist(std::string_view key, uint64_t version, std::function<void(Status)> done);
+  bool durable_writes() const { return durable_writes_; }
+
+  // Blocking reads (they wait for flash; not for network threads).
   Result<ObjectView> get(std::string_view key);
   // Bytes [offset, offset + length) clipped to the object; NotFound if absent.
   Result<ObjectView> get_range(std::string_view key, uint64_t offset, uint64_t length);
@@ -88,31 +183,65 @@ class Store {
   size_t remove_batch(std::span<const std::string_view> keys);
   // Unix ms; 0 clears. False if absent.
   bool set_expiry(std::string_view key, int64_t expire_at_ms);
+  // Size, version and expiry from whichever tier holds the key.
   std::optional<ObjectInfo> stat(std::string_view key);
-  ScanPage scan(uint64_t cursor, size_t count) { return memory_->scan(cursor, count); }
-  std::optional<std::string> random_key() { return memory_->random_key(); }
-  uint64_t size() const { return memory_->object_count(); }
-  void flush() { memory_->clear(); }
+  std::optional<ObjectResidency> residency(std::string_view key);
+  ScanPage scan(uint64_t cursor, size_t count);
+  std::optional<std::string> random_key();
+  // Objects in either tier (an object in both counts once, except that a
+  // stale flash copy of a key rewritten in memory may count twice until
+  // its region is reclaimed).
+  uint64_t size() const;
+  void flush();
+  // Writes every object that exists only in memory to flash and waits
+  // (clean shutdown). OK at once without flash.
+  Status persist_all();
 
   // --- administration ---
   Status set_memory_budget(int64_t bytes) { return memory_->set_budget(bytes); }
   void set_limits(int64_t max_key_size, int64_t max_object_size);
+  // Runtime-settable tiering knobs (CONFIG SET).
+  void set_promotion(int64_t threshold, int64_t max_inflight);
+  void set_offload_wait_ms(int64_t ms) { memory_->set_offload_wait_ms(ms); }
   StoreStats stats() const;
   MetricsRegistry& metrics() { return *metrics_; }
   memory::MemoryTier& memory_tier() { return *memory_; }
+  // Null when the store runs on memory alone.
+  flash::FlashTier* flash_tier() { return flash_.get(); }
+  const FlashTierStatus& flash_status() const { return flash_status_; }
 
  private:
   Store(const Config& config, MetricsRegistry* metrics);
   Status check_key(std::string_view key) const;
   Status check_size(uint64_t size) const;
+  void open_flash(const Config& config);
+  Result<ObjectView> get_range_once(std::string_view key, uint64_t offset, uint64_t length);
+  void after_write(std::string_view key, uint64_t version);
+  // Conditional writes must see keys that only flash holds.
+  Result<WriteResult> put_with_flash(std::string_view key, std::string_view value,
+                                     const WriteOptions& options);
+  // A flash-only object's info, if it is there and not expired.
+  std::optional<ObjectInfo> flash_info(std::string_view key);
 
   std::unique_ptr<MetricsRegistry> owned_metrics_;
   MetricsRegistry* metrics_;
   std::unique_ptr<memory::MemoryTier> memory_;
+  std::unique_ptr<FlashOffloader> offloader_;
+  std::unique_ptr<Promoter> promoter_;
+  std::unique_ptr<FlashReader> reader_;
+  // Declared last, so destroyed first: its destructor waits for in-flight
+  // I/O, whose callbacks use everything above.
+  std::unique_ptr<flash::FlashTier> flash_;
+  KeyLocks key_locks_;
+  std::atomic<int64_t> scratch_bytes_{0};  // buffers of blocking flash reads
+  FlashTierStatus flash_status_;
+  bool durable_writes_ = false;
+  bool write_through_ = false;
   std::atomic<int64_t> max_key_size_;
   std::atomic<int64_t> max_object_size_;
   Counter& hits_;
   Counter& misses_;
+  Counter& flash_hits_;
 };
 
 }  // namespace tierkv

@@ -17,6 +17,7 @@ Config small_config() {
   c.chunk_size = 64 << 10;
   c.memory_shards = 4;
   c.active_expire_hz = 0;
+  c.flash_size = 0;  // memory only: tiered behaviour is in tiered_store_test.cc
   return c;
 }
 

@@ -1,0 +1,75 @@
+#include "store/flash_offloader.h"
+
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <vector>
+
+namespace tierkv {
+
+FlashOffloader::FlashOffloader(flash::FlashTier& flash, memory::MemoryTier& memory,
+                               MetricsRegistry& metrics)
+    : flash_(flash),
+      memory_(memory),
+      write_errors_(metrics.counter("tierkv_offload_write_errors_total",
+                                    "object writes to flash that failed")),
+      busy_(metrics.counter("tierkv_offload_busy_total",
+                            "object writes refused by a full flash write queue")) {}
+
+bool FlashOffloader::holds(std::string_view key, uint64_t, uint64_t version, uint32_t chunk_count) {
+  return flash_.contains_object(key, version, chunk_count);
+}
+
+memory::OffloadAnswer FlashOffloader::offload(memory::OffloadItem& item) {
+  // On refusal the memory tier needs the item's identity back (not its pins).
+  std::string key = item.key;
+  uint64_t hash = item.hash, version = item.version;
+  Status st = submit(std::move(item), {});
+  if (st.is_ok()) return memory::OffloadAnswer::kQueued;
+  item.key = std::move(key);
+  item.hash = hash;
+  item.version = version;
+  if (st.code() == StatusCode::kBusy) return memory::OffloadAnswer::kBusy;
+  return memory::OffloadAnswer::kDrop;
+}
+
+Status FlashOffloader::write_copy(memory::OffloadItem&& item, std::function<void(Status)> done) {
+  return submit(std::move(item), std::move(done));
+}
+
+Status FlashOffloader::submit(memory::OffloadItem&& in, std::function<void(Status)> done) {
+  // Shared: the flash callback owns the pins until the batch has landed.
+  auto item = std::make_shared<memory::OffloadItem>(std::move(in));
+  std::vector<flash::ChunkWrite> writes;
+  writes.reserve(item->chunks.size());
+  for (size_t i = 0; i < item->chunks.size(); ++i) {
+    flash::ChunkWrite w;
+    w.key = item->key;
+    w.chunk_index = item->chunks[i].index();
+    w.version = item->version;
+    w.object_size = item->size;
+    w.chunk_count = static_cast<uint32_t>(item->chunks.size());
+    w.expire_at_ms = item->expire_at_ms;
+    w.data = item->chunks[i].bytes();
+    writes.push_back(w);
+  }
+  Status st = flash_.write_chunks(writes, [this, item, done = std::move(done)](Status result) {
+    // Conflict: a newer version or a removal got there first; nothing of
+    // this version is wanted any more, which is as good as landed.
+    bool ok = result.is_ok() || result.code() == StatusCode::kConflict;
+    if (!ok) {
+      write_errors_.add();
+      spdlog::warn("flash: writing '{}' failed: {}", item->key, result.to_string());
+    }
+    memory_.finish_flash_write(item->key, item->version, item->evicted, ok);
+    if (done) done(ok ? Status::ok() : result);
+  });
+  if (!st.is_ok()) {
+    if (st.code() == StatusCode::kBusy) busy_.add();
+    // The memory tier still owns the object; give the copy back its state.
+    if (!item->evicted) memory_.finish_flash_write(item->key, item->version, false, false);
+  }
+  return st;
+}
+
+}  // namespace tierkv

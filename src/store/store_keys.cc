@@ -1,0 +1,90 @@
+// Store: the key space across both tiers (SCAN, RANDOMKEY, DBSIZE), object
+// residency, and statistics.
+#include <algorithm>
+
+#include "core/hash.h"
+#include "flash/flash_tier.h"
+#include "store/flash_reader.h"
+#include "store/store.h"
+
+namespace tierkv {
+
+std::optional<ObjectResidency> Store::residency(std::string_view key) {
+  std::optional<ObjectInfo> mem = memory_->stat(key);
+  std::optional<flash::FlashObjectInfo> below;
+  if (flash_) below = flash_->lookup(key);
+  ObjectResidency r;
+  if (mem) {
+    r.version = mem->version;
+    r.size = mem->size;
+    r.expire_at_ms = mem->expire_at_ms;
+    r.in_memory = true;
+    r.state = memory::flash_state_name(mem->flash_state);
+    for (const memory::ChunkInfo& c : mem->chunks) {
+      r.chunks.push_back(ChunkResidency{.index = c.index,
+                                        .size = c.size,
+                                        .in_memory = true,
+                                        .pins = c.pins,
+                                        .leased = c.leased,
+                                        .use_once = c.use_once});
+    }
+    if (below && below->version == mem->version) {
+      for (ChunkResidency& c : r.chunks)
+        c.on_flash = std::binary_search(below->chunks.begin(), below->chunks.end(), c.index);
+    }
+    return r;
+  }
+  std::optional<ObjectInfo> f = flash_ ? flash_info(key) : std::nullopt;
+  if (!f) return std::nullopt;
+  r.version = f->version;
+  r.size = f->size;
+  r.expire_at_ms = f->expire_at_ms;
+  r.state = "flash";
+  for (const memory::ChunkInfo& c : f->chunks)
+    r.chunks.push_back(ChunkResidency{.index = c.index, .size = c.size, .on_flash = true});
+  return r;
+}
+
+// Both tiers are walked in the same order, by key hash: a memory page covers
+// a hash range, and the flash keys of that range that memory lacks are added
+// to it. So one cursor serves both.
+ScanPage Store::scan(uint64_t cursor, size_t count) {
+  ScanPage page = memory_->scan(cursor, count);
+  if (!flash_ || flash_->object_count() == 0) return page;
+  uint64_t end = page.next_cursor;  // 0: to the end of the hash space
+  for (size_t shard = 0; shard < flash_->key_shard_count(); ++shard) {
+    for (std::string& k : flash_->keys_in_shard(shard)) {
+      uint64_t h = hash64(k);
+      if (h < cursor || (end != 0 && h >= end)) continue;
+      if (memory_->contains(k) || !flash_info(k)) continue;
+      page.keys.push_back(std::move(k));
+    }
+  }
+  return page;
+}
+
+std::optional<std::string> Store::random_key() {
+  std::optional<std::string> k = memory_->random_key();
+  if (k || !flash_) return k;
+  return flash_->random_key();
+}
+
+uint64_t Store::size() const {
+  uint64_t n = memory_->object_count();
+  if (!flash_) return n;
+  // Objects in memory that are also on flash (clean) would count twice.
+  memory::MemoryTierStats st = memory_->stats();
+  uint64_t below = flash_->object_count();
+  return n + (below > st.clean_objects ? below - st.clean_objects : 0);
+}
+
+StoreStats Store::stats() const {
+  StoreStats s;
+  s.memory = memory_->stats();
+  s.hits = hits_.value();
+  s.misses = misses_.value();
+  s.flash_hits = flash_hits_.value();
+  return s;
+}
+
+}  // namespace tierkv

@@ -1,0 +1,241 @@
+// Store: reads, and the key space seen across both tiers.
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "core/clock.h"
+#include "core/hash.h"
+#include "flash/flash_tier.h"
+#include "store/flash_reader.h"
+#include "store/promoter.h"
+#include "store/store.h"
+
+namespace tierkv {
+namespace {
+
+bool expired_at(int64_t expire_at_ms) {
+  return expire_at_ms != 0 && expire_at_ms <= unix_time_ms();
+}
+
+}  // namespace
+
+// The flash copy of a key that memory does not hold, if it is whole and
+// live. An expired or incomplete one (a chunk's region was reclaimed) is
+// removed on the way, so that later probes are cheap.
+static std::optional<flash::FlashObjectInfo> live_flash_object(flash::FlashTier& flash,
+                                                               const FlashReader& reader,
+                                                               std::string_view key) {
+  std::optional<flash::FlashObjectInfo> info = flash.lookup(key);
+  if (!info) return std::nullopt;
+  if (expired_at(info->expire_at_ms) ||
+      info->chunks.size() != reader.chunk_count(info->object_size)) {
+    flash.forget(key, info->version + 1);
+    return std::nullopt;
+  }
+  return info;
+}
+
+std::optional<ObjectInfo> Store::flash_info(std::string_view key) {
+  std::optional<flash::FlashObjectInfo> f = live_flash_object(*flash_, *reader_, key);
+  if (!f) return std::nullopt;
+  ObjectInfo info;
+  info.version = f->version;
+  info.size = f->object_size;
+  info.expire_at_ms = f->expire_at_ms;
+  info.flash_state = memory::FlashState::kClean;
+  for (uint32_t i : f->chunks) {
+    uint64_t start = uint64_t{i} * reader_->chunk_size();
+    uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(
+        reader_->chunk_size(), f->object_size - std::min(f->object_size, start)));
+    info.chunks.push_back(memory::ChunkInfo{.index = i, .size = len});
+  }
+  return info;
+}
+
+ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
+                      FlashReadCallbacks callbacks) {
+  ReadStart out;
+  Result<ObjectView> mem = memory_->get(key, GetOptions{.offset = offset, .length = length});
+  if (mem) {
+    hits_.add();
+    out.where = ReadStart::Where::kMemory;
+    out.view = std::move(*mem);
+    return out;
+  }
+  std::optional<flash::FlashObjectInfo> info;
+  if (flash_) info = live_flash_object(*flash_, *reader_, key);
+  if (!info) {
+    misses_.add();
+    return out;
+  }
+  hits_.add();
+  flash_hits_.add();
+  out.where = ReadStart::Where::kFlash;
+  out.version = info->version;
+  out.object_size = info->object_size;
+  out.expire_at_ms = info->expire_at_ms;
+  out.offset = std::min(offset, info->object_size);
+  out.length = std::min(length, info->object_size - out.offset);
+  bool whole = out.offset == 0 && out.length == info->object_size;
+  std::optional<ObjectWriter> copy;
+  if (promoter_->admit(hash64(key))) {
+    // A whole read fills the memory copy as it goes; a partial one kicks a
+    // promotion of its own (deduplicated, capped).
+    if (whole && info->object_size > 0) {
+      Result<ObjectWriter> w = promoter_->begin(key, info->object_size);
+      if (w) copy = std::move(*w);
+    } else {
+      promoter_->promote(key, false, {});
+    }
+  }
+  FlashReader::OnCopied on_copied;
+  if (copy) on_copied = promoter_->finisher(info->version, info->expire_at_ms, false);
+  reader_->start(key, *info, out.offset, out.length, std::move(callbacks), std::move(copy),
+                 std::move(on_copied));
+  return out;
+}
+
+Result<ObjectView> Store::get_resident(std::string_view key, const memory::GetOptions& options) {
+  return memory_->get(key, options);
+}
+
+bool Store::needs_flash(std::string_view key) {
+  if (!flash_ || memory_->contains(key)) return false;
+  return live_flash_object(*flash_, *reader_, key).has_value();
+}
+
+void Store::fetch(std::span<const std::string_view> keys, std::function<void(Status)> done) {
+  std::vector<std::string_view> wanted;
+  for (std::string_view k : keys)
+    if (needs_flash(k)) wanted.push_back(k);
+  if (wanted.empty()) return done(Status::ok());
+  struct Join {
+    std::mutex mu;
+    size_t left;
+    Status first_error;
+    std::function<void(Status)> done;
+  };
+  auto join = std::make_shared<Join>();
+  join->left = wanted.size();
+  join->done = std::move(done);
+  for (std::string_view k : wanted) {
+    promoter_->promote(k, true, [join](Status st) {
+      std::unique_lock lock(join->mu);
+      // Busy (a promotion of the key already in flight) is not an error: the
+      // caller re-checks residency and fetches again if needed.
+      if (!st.is_ok() && st.code() != StatusCode::kBusy && join->first_error.is_ok())
+        join->first_error = st;
+      if (--join->left > 0) return;
+      Status result = join->first_error;
+      lock.unlock();
+      join->done(result);
+    });
+  }
+}
+
+// The blocking read: waits for the flash pieces and gathers them into one
+// buffer outside the memory budget (the caller holds it, not the cache).
+Result<ObjectView> Store::get_range(std::string_view key, uint64_t offset, uint64_t length) {
+  Result<ObjectView> r = get_range_once(key, offset, length);
+  // An object that moved between tiers mid-read is simply read again.
+  for (int attempt = 0; attempt < 3 && !r && r.status().code() == StatusCode::kConflict; ++attempt)
+    r = get_range_once(key, offset, length);
+  return r;
+}
+
+Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, uint64_t length) {
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+    memory::Chunk* buffer = nullptr;
+    uint64_t filled = 0;
+  };
+  auto wait = std::make_shared<Wait>();
+  FlashReadCallbacks cb;
+  cb.on_piece = [wait](ValuePiece p) {
+    // No buffer, or too small: the object moved between probe and read.
+    if (!wait->buffer || wait->filled + p.bytes.size() > wait->buffer->size) {
+      wait->filled = UINT64_MAX;
+      return;
+    }
+    std::memcpy(wait->buffer->data() + wait->filled, p.bytes.data(), p.bytes.size());
+    wait->filled += p.bytes.size();
+  };
+  cb.on_done = [wait](Status st) {
+    std::lock_guard lock(wait->mu);
+    wait->status = std::move(st);
+    wait->done = true;
+    wait->cv.notify_all();
+  };
+  // The buffer must exist before a piece can arrive, but its size is known
+  // only from the flash index; read() may deliver synchronously, so probe
+  // the index first.
+  std::optional<flash::FlashObjectInfo> probe;
+  if (flash_ && !memory_->contains(key)) probe = flash_->lookup(key);
+  if (probe) {
+    uint64_t off = std::min(offset, probe->object_size);
+    uint64_t len = std::min(length, probe->object_size - off);
+    if (len > UINT32_MAX) return Status::too_large("range too large for one blocking read");
+    wait->buffer = memory::Chunk::allocate(static_cast<uint32_t>(len), static_cast<uint32_t>(len),
+                                           &scratch_bytes_);
+    scratch_bytes_.fetch_add(static_cast<int64_t>(len));
+  }
+  memory::ChunkPin pin;
+  if (wait->buffer) {
+    pin = memory::ChunkPin(wait->buffer);
+    wait->buffer->release();  // the pin holds it now
+  }
+  ReadStart start = read(key, offset, length, std::move(cb));
+  if (start.where == ReadStart::Where::kMemory) return std::move(start.view);
+  if (start.where == ReadStart::Where::kAbsent) return Status::not_found();
+  std::unique_lock lock(wait->mu);
+  wait->cv.wait(lock, [&] { return wait->done; });
+  if (!wait->status.is_ok()) return wait->status;
+  if (!wait->buffer || wait->filled != start.length)
+    return Status::conflict("object moved while being read");
+  absl::InlinedVector<memory::ChunkPin, 2> pins;
+  pins.push_back(std::move(pin));
+  // One segment holding exactly the range: present it as chunk 0 of an
+  // object that starts at the range.
+  return ObjectView(start.version, start.object_size, start.expire_at_ms, 0, start.length,
+                    std::move(pins), UINT32_MAX);
+}
+
+Result<ObjectView> Store::get(std::string_view key) {
+  return get_range(key, 0, UINT64_MAX);
+}
+
+std::vector<Result<ObjectView>> Store::get_batch(std::span<const std::string_view> keys) {
+  std::vector<Result<ObjectView>> out;
+  out.reserve(keys.size());
+  for (std::string_view k : keys) out.push_back(get(k));
+  return out;
+}
+
+std::vector<bool> Store::exist(std::span<const std::string_view> keys,
+                               const ExistOptions& options) {
+  std::vector<bool> out;
+  out.reserve(keys.size());
+  for (std::string_view k : keys) {
+    if (memory_->contains(k)) {
+      out.push_back(true);
+      continue;
+    }
+    bool below = flash_ && live_flash_object(*flash_, *reader_, k).has_value();
+    // The answer does not wait: the promotion runs on its own.
+    if (below && options.prefetch_to_memory) promoter_->promote(k, false, {});
+    out.push_back(below);
+  }
+  return out;
+}
+
+std::optional<ObjectInfo> Store::stat(std::string_view key) {
+  std::optional<ObjectInfo> info = memory_->stat(key);
+  if (info || !flash_) return info;
+  return flash_info(key);
+}
+
+}  // namespace tierkv

@@ -1,0 +1,312 @@
+// The Store over both tiers: offload on eviction, reads from flash (in
+// order, whole or ranged), promotion, versions across tiers, removal,
+// restart, write-through, durable writes, and a flash tier that cannot open.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "core/clock.h"
+#include "flash/flash_tier.h"
+#include "store/store.h"
+
+namespace tierkv {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = "/tmp/tierkv-store-test-XXXXXX";
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string value_for(int i, size_t n) {
+  std::string s(n, '\0');
+  std::mt19937_64 rng(static_cast<uint64_t>(i) * 7919 + n);
+  for (size_t j = 0; j < n; j += 8) {
+    uint64_t v = rng();
+    for (size_t b = 0; b < 8 && j + b < n; ++b) s[j + b] = static_cast<char>(v >> (8 * b));
+  }
+  return s;
+}
+
+std::string key_for(int i) {
+  std::string k = "key:";
+  k += std::to_string(i);
+  return k;
+}
+
+class TieredStoreTest : public ::testing::Test {
+ protected:
+  Config config() const {
+    Config c;
+    c.memory = 8 << 20;
+    c.chunk_size = 64 << 10;
+    c.memory_shards = 4;
+    c.active_expire_hz = 0;
+    c.flash_path = dir_.file("flash.dat");
+    c.flash_size = 64 << 20;
+    c.region_size = 1 << 20;
+    c.flash_preallocate = "no";
+    return c;
+  }
+  std::unique_ptr<Store> open(const Config& c) {
+    auto s = Store::open(c);
+    EXPECT_TRUE(s) << s.status().to_string();
+    return s ? std::move(*s) : nullptr;
+  }
+  // Writes `n` values of `size` bytes, checking the budget after each.
+  void fill(Store& store, int n, size_t size, int first = 0) {
+    for (int i = first; i < first + n; ++i) {
+      auto r = store.put(key_for(i), value_for(i, size));
+      ASSERT_TRUE(r) << r.status().to_string();
+      ASSERT_LE(store.memory_tier().used_bytes(), store.memory_tier().budget_bytes());
+    }
+  }
+  void expect_value(Store& store, int i, size_t size) {
+    auto v = store.get(key_for(i));
+    ASSERT_TRUE(v) << key_for(i) << ": " << v.status().to_string();
+    EXPECT_EQ(v->to_string(), value_for(i, size)) << key_for(i);
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(TieredStoreTest, EvictedObjectsAreOffloadedAndStayReadable) {
+  auto store = open(config());
+  ASSERT_TRUE(store->flash_status().enabled) << store->flash_status().error;
+  fill(*store, 300, 100 << 10);  // 30 MiB through an 8 MiB memory
+  StoreStats st = store->stats();
+  EXPECT_GT(st.memory.offloads, 200u);
+  EXPECT_EQ(st.memory.offload_dropped, 0u);
+  for (int i = 0; i < 300; ++i) expect_value(*store, i, 100 << 10);
+  EXPECT_GT(store->stats().flash_hits, 0u);
+  EXPECT_EQ(store->size(), 300u);
+}
+
+TEST_F(TieredStoreTest, ReadDeliversFlashPiecesInOrder) {
+  auto store = open(config());
+  const size_t size = 10 * (64 << 10) + 123;
+  fill(*store, 1, size);
+  fill(*store, 200, 64 << 10, 1);  // pushes key 0 out to flash
+  std::promise<Status> done;
+  std::string got;
+  ReadStart start = store->read(
+      key_for(0), 0, UINT64_MAX,
+      {[&](ValuePiece p) { got.append(p.bytes); }, [&](Status s) { done.set_value(s); }});
+  ASSERT_EQ(start.where, ReadStart::Where::kFlash);
+  EXPECT_EQ(start.length, size);
+  EXPECT_TRUE(done.get_future().get().is_ok());
+  EXPECT_EQ(got, value_for(0, size));
+}
+
+TEST_F(TieredStoreTest, RangeReadsFromFlash) {
+  auto store = open(config());
+  const size_t size = 5 * (64 << 10);
+  fill(*store, 1, size);
+  fill(*store, 200, 64 << 10, 1);
+  ASSERT_FALSE(store->get_resident(key_for(0)));
+  auto v = store->get_range(key_for(0), 70000, 100000);
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(v->to_string(), value_for(0, size).substr(70000, 100000));
+}
+
+TEST_F(TieredStoreTest, SecondFlashHitPromotesToMemory) {
+  auto store = open(config());
+  fill(*store, 1, 200 << 10);
+  fill(*store, 200, 64 << 10, 1);
+  // Let the offloads land: a promotion never waits for room.
+  store->flash_tier()->flush();
+  ASSERT_FALSE(store->get_resident(key_for(0)));
+  expect_value(*store, 0, 200 << 10);  // first hit: counted only
+  EXPECT_FALSE(store->get_resident(key_for(0)));
+  expect_value(*store, 0, 200 << 10);  // second hit: copied while read
+  // The copy is installed just after the read completes.
+  for (int i = 0; i < 200 && !store->get_resident(key_for(0)); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(store->metrics().counter("tierkv_promotions_failed_total", "").value(), 0u);
+  auto r = store->residency(key_for(0));
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->in_memory);
+  EXPECT_EQ(r->state, "clean");
+  for (const ChunkResidency& c : r->chunks) EXPECT_TRUE(c.in_memory && c.on_flash);
+  EXPECT_EQ(store->metrics().counter("tierkv_promotions_done_total", "").value(), 1u);
+}
+
+TEST_F(TieredStoreTest, OverwriteWhileOldVersionIsOnFlash) {
+  auto store = open(config());
+  fill(*store, 1, 100 << 10);
+  fill(*store, 200, 64 << 10, 1);
+  ASSERT_FALSE(store->get_resident(key_for(0)));
+  ASSERT_TRUE(store->put(key_for(0), "new"));
+  EXPECT_EQ(store->get(key_for(0))->to_string(), "new");
+  fill(*store, 200, 64 << 10, 1000);  // the new version goes to flash too
+  EXPECT_EQ(store->get(key_for(0))->to_string(), "new");
+  EXPECT_EQ(store->size(), 401u);
+}
+
+TEST_F(TieredStoreTest, RemovedKeysNeverComeBack) {
+  {
+    auto store = open(config());
+    fill(*store, 100, 64 << 10);
+    for (int i = 0; i < 100; i += 2) EXPECT_TRUE(store->remove(key_for(i)));
+    for (int i = 0; i < 100; ++i) {
+      if (i % 2 == 0)
+        EXPECT_FALSE(store->get(key_for(i))) << i;
+      else
+        expect_value(*store, i, 64 << 10);
+    }
+    ASSERT_TRUE(store->persist_all().is_ok());
+  }
+  auto store = open(config());
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(store->exists(key_for(i)), i % 2 == 1) << i;
+}
+
+TEST_F(TieredStoreTest, RestartRecoversAndVersionsKeepRising) {
+  uint64_t max_version = 0;
+  {
+    auto store = open(config());
+    fill(*store, 200, 50 << 10);
+    max_version = store->memory_tier().max_version();
+    ASSERT_TRUE(store->persist_all().is_ok());
+  }
+  auto store = open(config());
+  for (int i = 0; i < 200; ++i) expect_value(*store, i, 50 << 10);
+  auto w = store->put("fresh", "x");
+  ASSERT_TRUE(w);
+  EXPECT_GT(w->version, max_version);
+}
+
+TEST_F(TieredStoreTest, WriteThroughCopiesEveryWrite) {
+  Config c = config();
+  c.offload_policy = "write_through";
+  auto store = open(c);
+  ASSERT_TRUE(store->put("k", value_for(1, 100000)));
+  store->flash_tier()->flush();
+  auto r = store->residency("k");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->state, "clean");
+  for (const ChunkResidency& ch : r->chunks) EXPECT_TRUE(ch.on_flash);
+}
+
+TEST_F(TieredStoreTest, DurableWritesSurviveWithoutShutdownFlush) {
+  Config c = config();
+  c.flash_fsync = "always";
+  {
+    auto store = open(c);
+    ASSERT_TRUE(store->durable_writes());
+    for (int i = 0; i < 20; ++i) {
+      auto w = store->put(key_for(i), value_for(i, 30000));
+      ASSERT_TRUE(w);
+      std::promise<Status> p;
+      store->persist(key_for(i), w->version, [&](Status s) { p.set_value(s); });
+      ASSERT_TRUE(p.get_future().get().is_ok());
+    }
+  }  // no persist_all(): only what persist() made durable is on flash
+  auto store = open(c);
+  for (int i = 0; i < 20; ++i) expect_value(*store, i, 30000);
+}
+
+TEST_F(TieredStoreTest, UnopenableFlashLeavesAMemoryStore) {
+  Config c = config();
+  c.flash_path = "/proc/self/no-such-dir/flash.dat";
+  auto store = open(c);
+  ASSERT_NE(store, nullptr);
+  EXPECT_FALSE(store->flash_status().enabled);
+  EXPECT_FALSE(store->flash_status().error.empty());
+  ASSERT_TRUE(store->put("k", "v"));
+  EXPECT_EQ(store->get("k")->to_string(), "v");
+}
+
+TEST_F(TieredStoreTest, ExpiryAppliesToFlashCopies) {
+  auto store = open(config());
+  fill(*store, 1, 64 << 10);
+  fill(*store, 200, 64 << 10, 1);
+  ASSERT_FALSE(store->get_resident(key_for(0)));
+  int64_t soon = unix_time_ms() + 60000;
+  EXPECT_TRUE(store->set_expiry(key_for(0), soon));
+  EXPECT_EQ(store->stat(key_for(0))->expire_at_ms, soon);
+  EXPECT_TRUE(store->set_expiry(key_for(0), unix_time_ms() - 1));
+  EXPECT_FALSE(store->exists(key_for(0)));
+  EXPECT_FALSE(store->get(key_for(0)));
+}
+
+TEST_F(TieredStoreTest, ConditionalWritesSeeFlashOnlyKeys) {
+  auto store = open(config());
+  fill(*store, 1, 64 << 10);
+  fill(*store, 200, 64 << 10, 1);
+  ASSERT_FALSE(store->get_resident(key_for(0)));
+  auto nx = store->put(key_for(0), "nx", WriteOptions{.condition = WriteCondition::kIfAbsent});
+  ASSERT_TRUE(nx);
+  EXPECT_FALSE(nx->written);
+  auto xx = store->put(key_for(0), "xx", WriteOptions{.condition = WriteCondition::kIfPresent});
+  ASSERT_TRUE(xx);
+  EXPECT_TRUE(xx->written);
+  EXPECT_EQ(store->get(key_for(0))->to_string(), "xx");
+}
+
+TEST_F(TieredStoreTest, ScanCoversBothTiersOnce) {
+  auto store = open(config());
+  fill(*store, 300, 40 << 10);
+  std::multiset<std::string> seen;
+  uint64_t cursor = 0;
+  int pages = 0;
+  do {
+    ScanPage page = store->scan(cursor, 10);
+    seen.insert(page.keys.begin(), page.keys.end());
+    cursor = page.next_cursor;
+  } while (cursor != 0 && ++pages < 10000);
+  EXPECT_EQ(seen.size(), 300u);
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(seen.count(key_for(i)), 1u) << i;
+}
+
+TEST_F(TieredStoreTest, FetchBringsFlashObjectsIntoMemory) {
+  auto store = open(config());
+  fill(*store, 1, 64 << 10);
+  fill(*store, 200, 64 << 10, 1);
+  store->flash_tier()->flush();  // room for the copy without waiting
+  ASSERT_TRUE(store->needs_flash(key_for(0)));
+  std::string_view keys[] = {key_for(0), "absent"};
+  std::string k0 = key_for(0);
+  keys[0] = k0;
+  std::promise<Status> p;
+  store->fetch(keys, [&](Status s) { p.set_value(s); });
+  EXPECT_TRUE(p.get_future().get().is_ok());
+  EXPECT_FALSE(store->needs_flash(key_for(0)));
+  auto v = store->get_resident(key_for(0));
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->to_string(), value_for(0, 64 << 10));
+}
+
+TEST_F(TieredStoreTest, RemoveRacingOffloadNeverResurrects) {
+  auto store = open(config());
+  // Each round writes a victim, pushes it out (its offload may still be in
+  // flight) and removes it at once.
+  for (int round = 0; round < 50; ++round) {
+    std::string victim = "victim" + std::to_string(round);
+    ASSERT_TRUE(store->put(victim, value_for(round, 64 << 10)));
+    fill(*store, 20, 64 << 10, 10000 + round * 20);
+    store->remove(victim);
+    EXPECT_FALSE(store->exists(victim)) << round;
+  }
+  store->flash_tier()->flush();
+  for (int round = 0; round < 50; ++round)
+    EXPECT_FALSE(store->exists("victim" + std::to_string(round))) << round;
+}
+
+}  // namespace
+}  // namespace tierkv
