@@ -26,6 +26,7 @@ struct Fixture {
     tierkv::Config c;
     c.memory = int64_t{512} << 20;  // everything fits: no eviction
     c.active_expire_hz = 0;
+    c.flash_size = 0;  // the memory path alone
     store = std::move(*tierkv::Store::open(c));
     for (int i = 0; i < kKeys; ++i) {
       keys.push_back("bench:key:" + std::to_string(i));
