@@ -1,14 +1,22 @@
 #!/usr/bin/python3
-"""Random-read throughput of tierkv's flash tier next to fio, on one file.
+"""Random-read throughput of tierkv from flash next to fio, on one file.
 
-For each block size: tierkv-flash-bench fills a flash file through
-FlashTier::write_chunk (objects of that size, one chunk each) and stays up;
-then, per queue depth, it reads random objects through FlashTier::read_chunk
-and fio reads random blocks of the same size from the same file
-(ioengine=io_uring, direct=1, same depth, same total time). The time is cut
-into rounds in which ours and fio take turns (ABBA order), because on a shared
-machine throughput swings 2-3x from one second to the next: the ratio of each
-round is taken, and the median over rounds is the figure reported.
+For each block size: tierkv-flash-bench opens a tierkv::Store with 8 MiB of
+memory and a flash file, puts objects of that size until the file is nearly
+full, persists them and empties memory, and stays up; then, per queue depth,
+it reads random objects through Store::read (every one served from flash) and
+fio reads random blocks of the same size from the same file
+(ioengine=io_uring, direct=1, same depth, same total time). The same fill is
+also read straight through FlashTier::read_chunk ("tier" rows), to show what
+the Store layer costs. The time is cut into rounds in which ours and fio take
+turns (ABBA order), because on a shared machine throughput swings 2-3x from
+one second to the next: the ratio of each round is taken, and the median over
+rounds is the figure reported. The RESULT ratios are the Store ones.
+
+Then tierkv-server runs on loopback (8 MiB memory, flash), is loaded with
+1 MiB objects and read by tierkv-wire-bench (random GETs, several pipelined
+connections): the over-the-wire GB/s, next to fio at 1 MiB QD16 on the
+server's file.
 
     /usr/bin/python3 bench/flash-vs-fio/run.py [--dir /disk/tmp] [--seconds 5]
 
@@ -21,6 +29,7 @@ import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -85,10 +94,10 @@ def environment(directory):
 class Bench:
     """One tierkv-flash-bench process in --serve mode: fills, then reads on request."""
 
-    def __init__(self, binary, directory, size_mib, block_size, warmup, chunks_per_object=1):
-        args = [str(binary), "--serve", "--dir", str(directory), "--size-mib", str(size_mib),
-                "--block-size", str(block_size), "--warmup", str(warmup),
-                "--chunks-per-object", str(chunks_per_object)]
+    def __init__(self, binary, directory, size_mib, block_size, warmup):
+        args = [str(binary), "--serve", "--mode", "store", "--dir", str(directory),
+                "--size-mib", str(size_mib), "--block-size", str(block_size),
+                "--warmup", str(warmup)]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.fill = self._next_event("fill")
 
@@ -103,8 +112,8 @@ class Bench:
             return event
         raise RuntimeError(f"tierkv-flash-bench exited (code {self.proc.wait()}) before {expected}")
 
-    def read(self, queue_depth, seconds):
-        self.proc.stdin.write(f"read {queue_depth} {seconds}\n")
+    def read(self, queue_depth, seconds, path="store"):
+        self.proc.stdin.write(f"read {queue_depth} {seconds} {path}\n")
         self.proc.stdin.flush()
         return self._next_event("read")
 
@@ -169,6 +178,7 @@ def combine_ours(rounds):
         "payload_mb_s": sum(r["payload_mb_s"] * r["seconds"] for r in rounds) / seconds,
         "device_mb_s": sum(r["device_mb_s"] * r["seconds"] for r in rounds) / seconds,
         "errors": sum(r["errors"] for r in rounds),
+        "memory_hits": sum(r.get("memory_hits", 0) for r in rounds),
         "cpu_us_per_op": cpu_s * 1e6 / ops if ops else 0.0,
         "lat_p50_us": median([r["lat_p50_us"] for r in rounds]),
         "lat_p99_us": median([r["lat_p99_us"] for r in rounds]),
@@ -189,13 +199,14 @@ def combine_fio(rounds):
 
 
 def run_case(bench, fill, bs, qd, args):
-    """Ours and fio in alternating rounds; returns the case record."""
+    """Store reads and fio in alternating rounds (plus tier reads); the case record."""
     slice_s = args.seconds / args.rounds
     record = record_size(fill["key_length"], bs)
     # Where padding doubles the bytes per read, also run fio reading as many
     # bytes per I/O as we do.
     with_record_fio = record >= bs * 1.5
-    ours_rounds, fio_rounds, rec_rounds, ratios = [], [], [], []
+    ours_rounds, fio_rounds, rec_rounds, tier_rounds = [], [], [], []
+    ratios, tier_ratios = [], []
 
     def fio_slice(block):
         return run_fio(fill["file"], fill["written_extent_bytes"], block, qd, slice_s,
@@ -210,6 +221,10 @@ def run_case(bench, fill, bs, qd, args):
             ours = bench.read(qd, slice_s)
         if with_record_fio:
             rec_rounds.append(fio_slice(record))
+        if not args.no_tier:
+            tier = bench.read(qd, slice_s, "tier")
+            tier_rounds.append(tier)
+            tier_ratios.append(tier["payload_mb_s"] / fio["mb_s"] if fio["mb_s"] else 0.0)
         ours_rounds.append(ours)
         fio_rounds.append(fio)
         ratios.append(ours["payload_mb_s"] / fio["mb_s"] if fio["mb_s"] else 0.0)
@@ -219,7 +234,126 @@ def run_case(bench, fill, bs, qd, args):
             "goal": goal_for(bs)}
     if with_record_fio:
         case["fio_record_size"] = combine_fio(rec_rounds)
+    if tier_rounds:
+        case["tier"] = combine_ours(tier_rounds)
+        case["tier_ratio"] = median(tier_ratios)
+        case["tier_ratio_rounds"] = tier_ratios
     return case
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_info(port):
+    """INFO's fields as a dict (a plain socket: no client library needed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"*1\r\n$4\r\nINFO\r\n")
+        data = b""
+        while b"\r\n" not in data:
+            data += s.recv(65536)
+        head, rest = data.split(b"\r\n", 1)
+        length = int(head[1:])
+        while len(rest) < length:
+            rest += s.recv(65536)
+    fields = {}
+    for line in rest[:length].decode().splitlines():
+        if ":" in line and not line.startswith("#"):
+            key, value = line.split(":", 1)
+            fields[key] = value
+    return fields
+
+
+def wait_for_port(port, proc, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"tierkv-server exited with code {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("tierkv-server did not start listening")
+
+
+def wire_bench(args, *extra):
+    cmd = [args.wire_bin, *map(str, extra)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"tierkv-wire-bench failed ({out.returncode}): {out.stderr.strip()} "
+                           f"{out.stdout.strip()}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_wire(args, directory):
+    """tierkv-server on loopback, 1 MiB objects from flash, GB/s; fio next to it."""
+    size = 1 << 20
+    objects = args.wire_mib
+    port = free_port()
+    flash_file = directory / "wire-bench.dat"
+    flash_file.unlink(missing_ok=True)
+    server = subprocess.Popen(
+        [args.server, "--bind", "127.0.0.1", "--port", str(port), "--metrics-port", "0",
+         "--memory", "8mb", "--chunk-size", "1mb", "--flash-size", f"{args.wire_flash_mib}mb",
+         "--flash-path", str(flash_file), "--promotion-threshold", "255", "--log-level", "warn"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_port(port, server)
+        common = ["--port", port, "--objects", objects, "--size", "1m",
+                  "--connections", args.wire_connections, "--pipeline", args.wire_pipeline]
+        loaded = wire_bench(args, *common, "--load", "--pad-mib", 32)
+        print(f"wire: loaded {objects} x 1 MiB in {loaded['seconds']:.1f} s "
+              f"({loaded['mb_s']:.0f} MB/s over the wire)", flush=True)
+        before = server_info(port)
+        slice_s = args.seconds / args.wire_rounds
+        extent = objects * record_size(24, size)
+        gets, fios, ratios = [], [], []
+        for i in range(args.wire_rounds):
+            def get():
+                return wire_bench(args, *common, "--seconds", slice_s, "--warmup", args.warmup)
+
+            def fio():
+                return run_fio(flash_file, extent, size, 16, slice_s, args.warmup, True)
+            if i % 2 == 0:
+                g, f = get(), fio()
+            else:
+                f, g = fio(), get()
+            gets.append(g)
+            fios.append(f)
+            ratios.append(g["mb_s"] / f["mb_s"] if f["mb_s"] else 0.0)
+        after = server_info(port)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        flash_file.unlink(missing_ok=True)
+
+    def delta(name):
+        return int(after.get(name, 0)) - int(before.get(name, 0))
+    n = len(gets)
+    result = {
+        "object_size": size, "objects": objects, "connections": args.wire_connections,
+        "pipeline": args.wire_pipeline, "load": loaded, "rounds": gets, "fio_rounds": fios,
+        "gb_s": sum(g["gb_s"] for g in gets) / n,
+        "fio_1m_qd16_gb_s": sum(f["mb_s"] for f in fios) / n / 1000,
+        "ratio": median(ratios), "ratio_rounds": ratios,
+        "errors": sum(g["errors"] for g in gets),
+        "lat_p50_us": median([g["lat_p50_us"] for g in gets]),
+        "lat_p99_us": median([g["lat_p99_us"] for g in gets]),
+        "keyspace_hits": delta("keyspace_hits"), "flash_hits": delta("flash_hits"),
+    }
+    print(f"wire: GET 1 MiB over loopback {result['gb_s']:.3f} GB/s "
+          f"({args.wire_connections} connections x {args.wire_pipeline} pipelined), "
+          f"fio 1M QD16 {result['fio_1m_qd16_gb_s']:.3f} GB/s, ratio {result['ratio']:.2f}; "
+          f"{result['flash_hits']} of {result['keyspace_hits']} hits from flash, "
+          f"{result['errors']} errors", flush=True)
+    return result
 
 
 def goal_for(block_size):
@@ -245,17 +379,28 @@ def print_table(cases):
               f"{ours['ops_s']:>9.0f} {ours['payload_mb_s']:>9.1f} {fio['mb_s']:>8.1f} "
               f"{c['ratio']:>5.2f} {spread:>14} {verdict:>9} | "
               f"{ours['device_mb_s']:>8.1f} {rec_text} | {lat50:>11} {lat99:>13} | {cpu:>11}")
-    print("ratio: median over rounds of ours MB/s / fio MB/s. ours MB/s counts object bytes "
+    tier_cases = [c for c in cases if "tier" in c]
+    if tier_cases:
+        print("\nsame fill read straight from FlashTier::read_chunk (no Store), same fio turns:")
+        for c in tier_cases:
+            t = c["tier"]
+            print(f"{size_name(c['block_size']):>4} {c['queue_depth']:>3} | tier {t['ops_s']:>9.0f} op/s "
+                  f"{t['payload_mb_s']:>8.1f} MB/s  ratio {c['tier_ratio']:.2f} "
+                  f"({min(c['tier_ratio_rounds']):.2f}-{max(c['tier_ratio_rounds']):.2f})  "
+                  f"p50 {t['lat_p50_us']:.0f} us  CPU {t['cpu_us_per_op']:.1f} us/op")
+    print("ratio: median over rounds of ours MB/s / fio MB/s; ours = Store::read, every read from "
+          "flash. ours MB/s counts object bytes "
           "delivered;\ndev MB/s counts whole records read (header + key + data, padded to 4 KiB); "
           "fio@rec: fio with bs = our record size.\np50/p99 and CPU per op: ours/fio "
           "(ours: whole process, incl. key formatting and checks).")
 
 
 def print_index(fills):
-    print(f"\n{'fill':>12} | {'objects':>8} {'chunks':>8} {'index bytes':>12} "
+    print(f"\n{'objects':>12} | {'objects':>8} {'chunks':>8} {'index bytes':>12} "
           f"{'B/chunk':>8} {'B/object':>9} | {'write amp':>9}")
     for f in fills:
-        label = f"{size_name(f['chunk_size'])}x{f['chunks_per_object']}"
+        label = (f"{size_name(f['chunk_size'] * f['chunks_per_object'])} "
+                 f"({f['chunks_per_object']} ch)")
         print(f"{label:>12} | {f['objects']:>8} {f['chunks']:>8} {f['index_bytes']:>12} "
               f"{f['index_bytes_per_chunk']:>8.1f} {f['index_bytes_per_object']:>9.1f} | "
               f"{f['write_amplification']:>9.3f}")
@@ -276,14 +421,26 @@ def main():
                    help="unmeasured seconds before each turn (fio: ramp_time)")
     p.add_argument("--out", default=str(REPO / "bench/results/flash-vs-fio.json"))
     p.add_argument("--no-index-fill", action="store_true",
-                   help="skip the extra small fill with 16 chunks per object")
+                   help="skip the extra fill with 8 MiB objects (8 chunks each)")
+    p.add_argument("--no-tier", action="store_true",
+                   help="skip the direct FlashTier::read_chunk turns")
+    p.add_argument("--no-wire", action="store_true", help="skip the tierkv-server part")
+    p.add_argument("--server", default=str(REPO / "build-fbench/src/server/tierkv-server"))
+    p.add_argument("--wire-bin", default=str(REPO / "build-fbench/bench/flash-vs-fio/tierkv-wire-bench"))
+    p.add_argument("--wire-mib", type=int, default=1024, help="1 MiB objects loaded into the server")
+    p.add_argument("--wire-flash-mib", type=int, default=2048, help="server's --flash-size")
+    p.add_argument("--wire-connections", type=int, default=4)
+    p.add_argument("--wire-pipeline", type=int, default=4, help="GETs in flight per connection")
+    p.add_argument("--wire-rounds", type=int, default=4)
     args = p.parse_args()
 
     binary = Path(args.bin)
     if not binary.exists():
         sys.exit(f"{binary} not found; build it with:\n"
                  f"  cmake -S {REPO} -B {REPO}/build-fbench -G Ninja -DTIERKV_BENCH=ON && "
-                 f"ninja -C {REPO}/build-fbench tierkv-flash-bench")
+                 f"ninja -C {REPO}/build-fbench tierkv-flash-bench tierkv-wire-bench tierkv-server")
+    if not args.no_wire and not (Path(args.server).exists() and Path(args.wire_bin).exists()):
+        sys.exit(f"{args.server} or {args.wire_bin} not found (or give --no-wire)")
     if shutil.which("fio") is None:
         sys.exit("fio not found")
     directory = Path(args.dir)
@@ -292,7 +449,7 @@ def main():
     fs_type = command_output(["stat", "-f", "-c", "%T", str(directory)])
     if fs_type == "tmpfs":
         sys.exit(f"{directory} is on tmpfs: give --dir on the disk under test")
-    if shutil.disk_usage(directory).free < (args.size_mib << 20) * 2:
+    if shutil.disk_usage(directory).free < (max(args.size_mib, args.wire_flash_mib) << 20) * 2:
         sys.exit(f"not enough free space in {directory} for {args.size_mib} MiB")
 
     env = environment(directory)
@@ -331,9 +488,10 @@ def main():
                 bench.close()
         if not args.no_index_fill:
             # Index cost per chunk beyond the first: many chunks per object.
-            bench = Bench(binary, directory, min(args.size_mib, 256), 4096, args.warmup, 16)
+            bench = Bench(binary, directory, args.size_mib, 8 << 20, args.warmup)
             fills.append(bench.fill)
             bench.close()
+        wire = None if args.no_wire else run_wire(args, directory)
     finally:
         flash_file.unlink(missing_ok=True)
         if created_dir:
@@ -347,6 +505,12 @@ def main():
     print()
     print_table(cases)
     print_index(fills)
+    if wire:
+        print(f"\nover the wire (tierkv-server, loopback, {wire['connections']} connections x "
+              f"{wire['pipeline']} pipelined GETs of 1 MiB): {wire['gb_s']:.3f} GB/s, "
+              f"p50 {wire['lat_p50_us']:.0f} us; fio 1M QD16 on the server's file: "
+              f"{wire['fio_1m_qd16_gb_s']:.3f} GB/s (ratio {wire['ratio']:.2f}); "
+              f"{wire['flash_hits']}/{wire['keyspace_hits']} hits from flash")
     print(f"\nload average at start {env['load_average_start']}, at end {env['load_average_end']} "
           f"on {env['cpus']} CPUs (shared machine: absolute figures are noisy, ratios less so); "
           f"run took {env['wall_seconds']} s")
@@ -357,12 +521,24 @@ def main():
                 return round(c["ratio"], 3)
         return None
 
+    def index_per(size, what):
+        for f in fills:
+            if f["chunk_size"] * f["chunks_per_object"] == size:
+                return round(f[f"index_bytes_per_{what}"], 1)
+        return None
+
     result = {"ratio_4k_qd16": ratio(4096), "ratio_64k_qd16": ratio(65536),
-              "ratio_1m_qd16": ratio(1 << 20)}
+              "ratio_1m_qd16": ratio(1 << 20), "ratio_4k_qd1": ratio(4096, 1),
+              "ratio_64k_qd1": ratio(65536, 1), "ratio_1m_qd1": ratio(1 << 20, 1),
+              "wire_1m_gb_s": round(wire["gb_s"], 3) if wire else None,
+              "fio_1m_qd16_gb_s": round(wire["fio_1m_qd16_gb_s"], 3) if wire else None,
+              "index_b_per_object_4k": index_per(4096, "object"),
+              "index_b_per_chunk_8m": index_per(8 << 20, "chunk"),
+              "index_b_per_object_8m": index_per(8 << 20, "object")}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"environment": env, "cases": cases, "fills": fills,
-                               "result": result}, indent=2) + "\n")
+                               "wire": wire, "result": result}, indent=2) + "\n")
     print(f"wrote {out}")
     print("RESULT name=flash-vs-fio " + " ".join(f"{k}={v}" for k, v in result.items()))
 
