@@ -1,5 +1,7 @@
 #include "store/flash_offloader.h"
 
+#include "core/clock.h"
+
 #include <spdlog/spdlog.h>
 
 #include <memory>
@@ -37,6 +39,17 @@ Status FlashOffloader::write_copy(memory::OffloadItem&& item, std::function<void
   return submit(std::move(item), std::move(done));
 }
 
+// At most one line a second: a full disk fails every write.
+void FlashOffloader::log_write_error(std::string_view key, const Status& error) {
+  int64_t now = static_cast<int64_t>(mono_ns() / 1000000);
+  int64_t last = last_error_log_ms_.load(std::memory_order_relaxed);
+  uint64_t unlogged = unlogged_errors_.fetch_add(1, std::memory_order_relaxed);
+  if (now - last < 1000 || !last_error_log_ms_.compare_exchange_strong(last, now)) return;
+  unlogged_errors_.fetch_sub(unlogged + 1, std::memory_order_relaxed);
+  spdlog::warn("flash: writing '{}' failed: {} ({} more failures since the last report)", key,
+               error.to_string(), unlogged);
+}
+
 Status FlashOffloader::submit(memory::OffloadItem&& in, std::function<void(Status)> done) {
   // Shared: the flash callback owns the pins until the batch has landed.
   auto item = std::make_shared<memory::OffloadItem>(std::move(in));
@@ -59,7 +72,7 @@ Status FlashOffloader::submit(memory::OffloadItem&& in, std::function<void(Statu
     bool ok = result.is_ok() || result.code() == StatusCode::kConflict;
     if (!ok) {
       write_errors_.add();
-      spdlog::warn("flash: writing '{}' failed: {}", item->key, result.to_string());
+      log_write_error(item->key, result);
     }
     memory_.finish_flash_write(item->key, item->version, item->evicted, ok);
     if (done) done(ok ? Status::ok() : result);

@@ -6,6 +6,7 @@
 // either drops the evicted object or marks the copy clean.
 #pragma once
 
+#include <atomic>
 #include <functional>
 
 #include "core/metrics.h"
@@ -29,11 +30,14 @@ class FlashOffloader final : public memory::LowerTier {
 
  private:
   Status submit(memory::OffloadItem&& item, std::function<void(Status)> done);
+  void log_write_error(std::string_view key, const Status& error);
 
   flash::FlashTier& flash_;
   memory::MemoryTier& memory_;
   Counter& write_errors_;
   Counter& busy_;
+  std::atomic<int64_t> last_error_log_ms_{-1000000};
+  std::atomic<uint64_t> unlogged_errors_{0};
 };
 
 }  // namespace tierkv

@@ -59,6 +59,30 @@ TEST(ConfigTest, SetParsesEachKind) {
   EXPECT_EQ(c.bind, "0.0.0.0");
 }
 
+TEST(ConfigTest, TieringKeysAndEnumValuesWithUnderscores) {
+  Config c;
+  // Only key names treat '_' as '-'; enum values keep theirs.
+  ASSERT_TRUE(config_set(c, "offload-policy", "write_through").is_ok());
+  EXPECT_EQ(c.offload_policy, "write_through");
+  ASSERT_TRUE(config_set(c, "flash_fsync", "Always").is_ok());
+  EXPECT_EQ(c.flash_fsync, "always");
+  EXPECT_FALSE(config_set(c, "offload-policy", "write-through").is_ok());
+  ASSERT_TRUE(config_set(c, "flash-size", "0").is_ok());  // memory only
+  EXPECT_TRUE(config_validate(c).is_ok());
+  c.flash_size = c.region_size;  // one region cannot hold a log
+  EXPECT_FALSE(config_validate(c).is_ok());
+  c.flash_size = int64_t{1} << 30;
+  c.region_size = c.chunk_size;  // a region must hold a whole chunk record
+  EXPECT_FALSE(config_validate(c).is_ok());
+}
+
+TEST(ConfigTest, RepeatedFlagTakesTheLastValue) {
+  const char* argv[] = {"prog", "--memory", "64mb", "--memory", "128mb"};
+  Result<Config> c = load_config(5, argv, "prog");
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_EQ(c->memory, 128 << 20);
+}
+
 TEST(ConfigTest, BadValuesGiveOneLineErrorNamingTheKey) {
   Config c;
   expect_names_key(config_set(c, "memory", "lots"), "memory");
