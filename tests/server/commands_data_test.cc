@@ -268,20 +268,23 @@ TEST_F(DataCommandsTest, TierStatMapInBothProtocols) {
   EXPECT_EQ(run({"TIER.STAT", "k"}), kNull);
   ASSERT_TRUE(h_.store().put("k", std::string(70 * 1024, 'x')).is_ok());
   uint64_t version = h_.store().stat("k")->version;
-  auto chunk = [](int index, int bytes, std::string_view map_head, std::string_view f) {
+  // Memory only (no flash tier): every chunk is in memory and dirty.
+  auto chunk = [](int index, int bytes, std::string_view map_head, std::string_view t,
+                  std::string_view f) {
     return cat(map_head, bulk("index"), integer(index), bulk("bytes"), integer(bytes),
-               bulk("residency"), bulk("memory"), bulk("pins"), integer(0), bulk("leased"), f,
-               bulk("use_once"), f);
+               bulk("residency"), bulk("memory"), bulk("dirty"), t, bulk("pins"), integer(0),
+               bulk("leased"), f, bulk("use_once"), f);
   };
   std::string resp2 =
-      cat("*10\r\n", bulk("size"), integer(70 * 1024), bulk("version"),
+      cat("*12\r\n", bulk("size"), integer(70 * 1024), bulk("version"),
           integer(static_cast<int64_t>(version)), bulk("chunks"), integer(2), bulk("ttl_ms"),
-          integer(-1), bulk("chunk_residency"), "*2\r\n", chunk(0, 65536, "*12\r\n", ":0\r\n"),
-          chunk(1, 6144, "*12\r\n", ":0\r\n"));
+          integer(-1), bulk("state"), bulk("dirty"), bulk("chunk_residency"), "*2\r\n",
+          chunk(0, 65536, "*14\r\n", ":1\r\n", ":0\r\n"),
+          chunk(1, 6144, "*14\r\n", ":1\r\n", ":0\r\n"));
   EXPECT_EQ(run({"TIER.STAT", "k"}), resp2);
   std::string resp3 = h_.run({"tier.stat", "k"}, Proto::kResp3);
-  EXPECT_EQ(resp3.substr(0, 4), "%5\r\n");
-  EXPECT_NE(resp3.find(chunk(1, 6144, "%6\r\n", "#f\r\n")), std::string::npos);
+  EXPECT_EQ(resp3.substr(0, 4), "%6\r\n");
+  EXPECT_NE(resp3.find(chunk(1, 6144, "%7\r\n", "#t\r\n", "#f\r\n")), std::string::npos);
   EXPECT_EQ(h_.run({"TIER.STAT", "nope"}, Proto::kResp3), "_\r\n");
 }
 
