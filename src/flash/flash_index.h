@@ -36,25 +36,39 @@ namespace tierkv::flash {
 
 // A chunk's place on flash, packed into 8 bytes:
 //   bits  0-19  offset inside the region, in 4 KiB blocks
-//   bits 20-39  record size, in 4 KiB blocks
+//   bits 20-39  record length (header + key + data), in 512-byte units
 //   bits 40-61  region number
 //   bit  62     read since written (for hit-based reinsertion)
 //   bit  63     being relocated by reinsertion: not readable yet
 // 0 means "no chunk": offset 0 of a region is its header, never a record.
+// On flash a record still occupies whole 4 KiB blocks (extent_bytes); the
+// finer length lets a read transfer only align_up(length, O_DIRECT alignment)
+// bytes, which for a 4 KiB object is 4.5 KiB instead of 8 KiB.
 namespace location {
 inline constexpr uint64_t kMaxBlocks = (uint64_t{1} << 20) - 1;
+inline constexpr uint64_t kLengthUnit = 512;
+inline constexpr uint64_t kMaxLengthUnits = (uint64_t{1} << 20) - 1;
+inline constexpr uint64_t kMaxRecordBytes = kMaxLengthUnits * kLengthUnit;  // ~512 MiB
 inline constexpr uint64_t kMaxRegion = (uint64_t{1} << 22) - 1;
 inline constexpr uint64_t kHitBit = uint64_t{1} << 62;
 inline constexpr uint64_t kRelocatingBit = uint64_t{1} << 63;
 
-inline uint64_t pack(uint32_t region, uint64_t offset_blocks, uint64_t size_blocks) {
-  return offset_blocks | (size_blocks << 20) | (uint64_t{region} << 40);
+// `record_bytes` is the record's unpadded length (<= kMaxRecordBytes).
+inline uint64_t pack(uint32_t region, uint64_t offset_blocks, uint64_t record_bytes) {
+  const uint64_t units = (record_bytes + kLengthUnit - 1) / kLengthUnit;
+  return offset_blocks | (units << 20) | (uint64_t{region} << 40);
 }
 inline uint64_t offset_blocks(uint64_t loc) {
   return loc & kMaxBlocks;
 }
-inline uint64_t size_blocks(uint64_t loc) {
-  return (loc >> 20) & kMaxBlocks;
+// The record's length rounded up to 512 bytes: what a read must cover.
+inline uint64_t length_bytes(uint64_t loc) {
+  return ((loc >> 20) & kMaxLengthUnits) * kLengthUnit;
+}
+// Bytes the record occupies on flash: its length padded to 4 KiB blocks.
+inline uint64_t extent_bytes(uint64_t loc) {
+  constexpr uint64_t kBlock = 4096;
+  return (length_bytes(loc) + kBlock - 1) / kBlock * kBlock;
 }
 inline uint32_t region(uint64_t loc) {
   return static_cast<uint32_t>((loc >> 40) & kMaxRegion);

@@ -17,6 +17,9 @@ namespace tierkv::flash {
 // Reinsertion copies at most this share of a region, so a region full of hot
 // chunks cannot fill its successor with nothing but copies.
 constexpr double kReinsertMaxFraction = 0.5;
+// Reads at least this long are verified on a verifier thread (with io_uring).
+constexpr uint64_t kOffloadVerifyBytes = 64 * 1024;
+constexpr unsigned kVerifierThreads = 2;
 
 struct FlashTier::Reinsert {
   PendingChunk chunk;
@@ -81,7 +84,8 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
   for (const ChunkWrite& c : chunks) {
     const uint64_t size = record_size(c.key.size(), c.data.size());
     if (c.key.empty()) return Status::invalid_argument("flash: empty key");
-    if (size > max_record || c.key.size() > UINT32_MAX || c.data.size() > UINT32_MAX) {
+    if (size > max_record ||
+        record_length(c.key.size(), c.data.size()) > location::kMaxRecordBytes) {
       return Status::too_large("flash: chunk record of " + std::to_string(size) +
                                " bytes exceeds the region payload of " +
                                std::to_string(max_record));
@@ -144,7 +148,8 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
   encode_record(im.active->buffer.data() + im.active->used, chunk.key, data,
                 {chunk.chunk_index, chunk.version, st.seq, chunk.object_size, chunk.record_flags,
                  chunk.expire_at_ms});
-  chunk.location = location::pack(region, im.active_offset / kBlockSize, size / kBlockSize);
+  chunk.location = location::pack(region, im.active_offset / kBlockSize,
+                                  record_length(chunk.key.size(), data.size()));
   chunk.data_bytes = data.size();
   im.active->used += size;
   im.active->chunks.push_back(std::move(chunk));
@@ -210,7 +215,7 @@ void FlashTier::reclaim_locked(uint32_t region, bool reinsert, std::vector<Reins
 
   auto budget = static_cast<uint64_t>(options_.region_size * kReinsertMaxFraction);
   for (ReinsertCandidate& h : hits) {
-    const uint64_t size = location::size_blocks(h.location) * kBlockSize;
+    const uint64_t size = location::extent_bytes(h.location);
     const uint64_t offset =
         uint64_t{region} * options_.region_size + location::offset_blocks(h.location) * kBlockSize;
     AlignedBuffer buffer;
@@ -480,7 +485,7 @@ FlashTier::ReadOp* FlashTier::make_read_op(std::string_view key, uint32_t chunk_
   op->reclaim_epoch = epoch;
   op->expire_at_ms = found->expire_at_ms;
   op->start_ns = mono_ns();
-  const uint64_t size = location::size_blocks(found->location) * kBlockSize;
+  const uint64_t size = read_length(found->location);
   op->buffer = AlignedBuffer(size, AlignedBuffer::Uninitialized{});
   op->op = IoRequest::Op::kRead;
   op->buf = op->buffer.data();
@@ -522,12 +527,65 @@ void FlashTier::on_read_done(ReadOp* raw, int64_t result) {
     }
   }
   if (!next.empty()) im.engine->submit(next);
+  if (im.offload_verify && op->length >= kOffloadVerifyBytes) {
+    {
+      std::lock_guard lock(im.verify_mu);
+      im.verify_queue.emplace_back(op.release(), result);
+    }
+    im.verify_cv.notify_one();
+    return;
+  }
+  complete_read(op.release(), result);
+}
+
+void FlashTier::complete_read(ReadOp* raw, int64_t result) {
+  Impl& im = *impl_;
+  std::unique_ptr<ReadOp> op(raw);
   Result<FlashChunk> chunk = finish_read(*op, result);
   im.metrics.read_latency.record(mono_ns() - op->start_ns);
   op->done(std::move(chunk));
   op.reset();
   std::lock_guard lock(im.read_mu);
   if (--im.reads_outstanding == 0) im.reads_idle.notify_all();
+}
+
+// The record's length rounded up to what the device accepts, never past its
+// 4 KiB extent; buffered I/O reads the length as recorded (512-byte units).
+uint64_t FlashTier::read_length(uint64_t location) const {
+  const uint64_t length = location::length_bytes(location);
+  return std::min(align_up(length, io_alignment_), location::extent_bytes(location));
+}
+
+void FlashTier::start_verifiers() {
+  Impl& im = *impl_;
+  // The thread-pool engine already completes reads on many threads.
+  if (im.engine->name() != "io_uring") return;
+  im.offload_verify = true;
+  for (unsigned i = 0; i < kVerifierThreads; ++i) {
+    im.verifiers.emplace_back([this, &im] {
+      std::unique_lock lock(im.verify_mu);
+      while (true) {
+        im.verify_cv.wait(lock, [&] { return im.verify_stop || !im.verify_queue.empty(); });
+        if (im.verify_queue.empty()) return;  // stopping, and nothing left
+        auto [op, result] = im.verify_queue.front();
+        im.verify_queue.pop_front();
+        lock.unlock();
+        complete_read(op, result);
+        lock.lock();
+      }
+    });
+  }
+}
+
+void FlashTier::stop_verifiers() {
+  Impl& im = *impl_;
+  {
+    std::lock_guard lock(im.verify_mu);
+    im.verify_stop = true;
+  }
+  im.verify_cv.notify_all();
+  for (std::thread& t : im.verifiers) t.join();
+  im.verifiers.clear();
 }
 
 Result<FlashChunk> FlashTier::finish_read(ReadOp& op, int64_t result) {
@@ -539,7 +597,7 @@ Result<FlashChunk> FlashTier::finish_read(ReadOp& op, int64_t result) {
                   std::strerror(static_cast<int>(-result)));
     return Status::io_error(std::string("flash read: ") + std::strerror(static_cast<int>(-result)));
   }
-  Result<RecordView> rec = decode_record(op.buffer.data(), op.buffer.size());
+  Result<RecordView> rec = decode_record(op.buffer.data(), op.length);
   const bool matches = rec.is_ok() && rec->key == op.key &&
                        rec->header.chunk_index == op.chunk_index &&
                        rec->header.object_version == op.version;

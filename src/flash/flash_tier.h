@@ -221,6 +221,9 @@ class FlashTier {
   uint64_t recovered_max_version() const { return recovered_max_version_; }
   std::string_view io_backend() const;
   bool direct_io() const { return direct_io_; }
+  // Smallest length and offset multiple O_DIRECT accepts on the file (512 on
+  // most devices, 4096 at most); 1 with buffered I/O.
+  uint32_t io_alignment() const { return io_alignment_; }
   const std::string& file_path() const { return file_path_; }
   uint64_t capacity() const { return uint64_t{region_count_} * options_.region_size; }
 
@@ -232,10 +235,13 @@ class FlashTier {
   FlashTier(const FlashOptions& options, MetricsRegistry* metrics);
   // Opening (flash_open.cc).
   Status open_device();
+  void detect_io_alignment();
   Status recover();
   Status scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buffer,
                      absl::flat_hash_map<std::string, uint64_t>& tombstones);
   Status start_engine();
+  void start_verifiers();
+  void stop_verifiers();
   // Write path (flash_tier.cc); *_locked need impl_->write_mu.
   Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done);
   Status append_locked(PendingChunk chunk, std::string_view data);
@@ -257,11 +263,15 @@ class FlashTier {
   ReadOp* make_read_op(std::string_view key, uint32_t chunk_index, std::optional<uint64_t> version);
   void submit_reads(std::span<ReadOp* const> ops);
   void on_read_done(ReadOp* op, int64_t result);
+  // Verifies, runs the callback, frees the op: on the engine's thread or a verifier.
+  void complete_read(ReadOp* op, int64_t result);
+  uint64_t read_length(uint64_t location) const;
   Result<FlashChunk> finish_read(ReadOp& op, int64_t result);
 
   FlashOptions options_;
   std::string file_path_;
   bool direct_io_ = false;
+  uint32_t io_alignment_ = 1;
   uint32_t region_count_ = 0;
   RecoveryStats recovery_;
   uint64_t recovered_max_version_ = 0;

@@ -174,6 +174,16 @@ struct FlashTier::Impl {
   uint32_t reads_in_flight = 0;
   uint64_t reads_outstanding = 0;  // queued + in flight + callback running
 
+  // Large completed reads wait here for a verifier thread: checksumming a
+  // 1 MiB record on the single ring reaper serialises every read behind it.
+  // Small ones are verified inline (the hand-off costs more than the hash).
+  bool offload_verify = false;  // set once before the first read
+  std::mutex verify_mu;
+  std::condition_variable verify_cv;
+  std::deque<std::pair<ReadOp*, int64_t>> verify_queue;
+  bool verify_stop = false;
+  std::vector<std::thread> verifiers;
+
   // fsync=everysec
   std::mutex sync_mu;
   std::condition_variable sync_cv;

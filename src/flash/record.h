@@ -81,6 +81,10 @@ struct RecordView {
 
 // Bytes a record occupies on flash: header + key + data, padded to 4 KiB.
 uint64_t record_size(uint64_t key_length, uint64_t data_length);
+// Header + key + data, unpadded: the bytes a read must cover.
+inline uint64_t record_length(uint64_t key_length, uint64_t data_length) {
+  return sizeof(RecordHeader) + key_length + data_length;
+}
 
 // Writes one record at dst (which must hold record_size() bytes, padding
 // included); returns the padded size.

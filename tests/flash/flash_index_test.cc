@@ -16,11 +16,27 @@ uint64_t loc(uint32_t region, uint64_t offset, uint64_t size = 1) {
 }
 
 TEST(FlashIndexTest, LocationPacksAndUnpacks) {
-  const uint64_t l = location::pack(123456, 1000, 257);
+  // A 4 KiB object with a 24-byte key: 4184 bytes, nine 512-byte units, two blocks.
+  const uint64_t l = location::pack(123456, 1000, 64 + 24 + 4096);
   EXPECT_EQ(location::region(l), 123456u);
   EXPECT_EQ(location::offset_blocks(l), 1000u);
-  EXPECT_EQ(location::size_blocks(l), 257u);
+  EXPECT_EQ(location::length_bytes(l), 9u * 512);
+  EXPECT_EQ(location::extent_bytes(l), 8192u);
   EXPECT_EQ(location::place(l | location::kHitBit | location::kRelocatingBit), l);
+}
+
+TEST(FlashIndexTest, LocationHoldsTheLargestRecord) {
+  const uint64_t l =
+      location::pack(location::kMaxRegion, location::kMaxBlocks, location::kMaxRecordBytes);
+  EXPECT_EQ(location::region(l), location::kMaxRegion);
+  EXPECT_EQ(location::offset_blocks(l), location::kMaxBlocks);
+  EXPECT_EQ(location::length_bytes(l), location::kMaxRecordBytes);
+  EXPECT_FALSE(location::hit(l));
+  EXPECT_FALSE(location::relocating(l));
+  // Exact multiples of 512 and 4 KiB do not round up.
+  EXPECT_EQ(location::length_bytes(location::pack(1, 1, 4096)), 4096u);
+  EXPECT_EQ(location::extent_bytes(location::pack(1, 1, 4096)), 4096u);
+  EXPECT_EQ(location::extent_bytes(location::pack(1, 1, 4097)), 8192u);
 }
 
 TEST(FlashIndexTest, AddLookupReplaceDrop) {
