@@ -48,8 +48,9 @@ TEST_P(FlashReadPathTest, EveryRecordLengthReadsBackBeforeAndAfterRecovery) {
   const std::string key = "k1234567";  // 8 bytes: header + key = 72
   // Data sizes putting the record just under, at and over 512-byte units and
   // 4 KiB blocks, a 4 KiB object, and sizes either side of the verifier hand-off.
-  std::vector<size_t> sizes = {0,    1,         440,        441,        439,   4096 - 72, 4096 - 71,
-                               4096, 8192 - 72, 65536 - 73, 65536 - 72, 65536, 1 << 20};
+  std::vector<size_t> sizes = {0,           1,           440,    441,       439,
+                               4096 - 72,   4096 - 71,   4096,   8192 - 72, 65536,
+                               262144 - 73, 262144 - 72, 1 << 20};
   std::vector<std::string> values;
   {
     auto tier = FlashTier::open(options());
@@ -120,7 +121,7 @@ TEST(FlashReadPathTest, CorruptLastByteIsCaughtSmallAndLarge) {
   ASSERT_TRUE((*tier)->direct_io());
   const std::string key(24, 'x');
   const std::string small = pattern(4096, 7);
-  const std::string large = pattern(256 << 10, 8);
+  const std::string large = pattern(512 << 10, 8);
   ASSERT_TRUE(
       write_sync(**tier, {.key = key, .chunk_index = 0, .version = 1, .data = small}).is_ok());
   ASSERT_TRUE(
@@ -152,7 +153,7 @@ TEST(FlashReadPathTest, LargeReadsCompleteOnceBeforeDestruction) {
     std::unique_ptr<FlashTier> tier = std::move(*opened);
     for (int i = 0; i < kChunks; ++i) {
       // Alternate large (verifier) and small (inline) records.
-      values.push_back(pattern(i % 2 == 0 ? (200 << 10) + i : 3000 + i, 100 + i));
+      values.push_back(pattern(i % 2 == 0 ? (300 << 10) + i : 3000 + i, 100 + i));
       ASSERT_TRUE(write_sync(*tier, {.key = "obj",
                                      .chunk_index = static_cast<uint32_t>(i),
                                      .version = 1,
