@@ -76,6 +76,7 @@ Status FlashOffloader::submit(memory::OffloadItem&& in, std::function<void(Statu
     }
     memory_.finish_flash_write(item->key, item->version, item->evicted, ok);
     if (done) done(ok ? Status::ok() : result);
+    if (on_landed_) on_landed_();
   });
   if (!st.is_ok()) {
     if (st.code() == StatusCode::kBusy) busy_.add();

@@ -27,6 +27,9 @@ class FlashOffloader final : public memory::LowerTier {
   // `done` (may be empty) runs once it landed or failed. Busy if the flash
   // write queue is full: the object then stays dirty.
   Status write_copy(memory::OffloadItem&& item, std::function<void(Status)> done);
+  // Runs after every batch that lands (on a flash I/O thread), so writes
+  // refused as Busy can try again. Set once, before traffic.
+  void set_on_landed(std::function<void()> fn) { on_landed_ = std::move(fn); }
 
  private:
   Status submit(memory::OffloadItem&& item, std::function<void(Status)> done);
@@ -36,6 +39,7 @@ class FlashOffloader final : public memory::LowerTier {
   memory::MemoryTier& memory_;
   Counter& write_errors_;
   Counter& busy_;
+  std::function<void()> on_landed_;
   std::atomic<int64_t> last_error_log_ms_{-1000000};
   std::atomic<uint64_t> unlogged_errors_{0};
 };

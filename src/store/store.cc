@@ -99,6 +99,9 @@ void Store::open_flash(const Config& config) {
                                                  .max_inflight = config.promotion_max_inflight,
                                                  .lease_ttl_ms = config.lease_ttl_ms});
   memory_->set_lower_tier(offloader_.get());
+  offloader_->set_on_landed([this] {
+    if (persist_retry_waiting_.load(std::memory_order_relaxed)) retry_persists();
+  });
 }
 
 Store::~Store() {
@@ -106,6 +109,7 @@ Store::~Store() {
   // let it finish while they still exist.
   if (memory_) memory_->stop_active_expiry();
   flash_.reset();
+  for (PendingPersist& p : persist_retry_) p.done(Status::unavailable("store closed"));
 }
 
 void Store::set_limits(int64_t max_key_size, int64_t max_object_size) {
@@ -182,14 +186,56 @@ void Store::after_write(std::string_view key, uint64_t version) {
 
 void Store::persist(std::string_view key, uint64_t version, std::function<void(Status)> done) {
   if (!flash_) return done(Status::ok());
+  PendingPersist p{std::string(key), version, std::move(done)};
+  Status st = try_persist(p);
+  if (st.is_ok()) return;
+  if (st.code() != StatusCode::kBusy) return p.done(st);
+  // The flash write queue is full: wait for landings, not for the client.
+  {
+    std::lock_guard lock(persist_mu_);
+    persist_retry_.push_back(std::move(p));
+    persist_retry_waiting_.store(true);
+  }
+  retry_persists();  // a landing may have come between the refusal and now
+}
+
+// OK: `p.done` will run (or ran). Otherwise p is untouched.
+Status Store::try_persist(PendingPersist& p) {
   // If an offload of this version is already under way, write a second
   // copy rather than track that one: it is rare (evicted at once) and the
   // index takes either record. Nothing comes back when the object is
   // already clean, or was replaced or removed: nothing is owed then.
-  std::optional<memory::OffloadItem> item = memory_->begin_flush(key, version, true);
-  if (!item) return done(Status::ok());
-  Status st = offloader_->write_copy(std::move(*item), std::move(done));
-  if (!st.is_ok()) done(st);
+  std::optional<memory::OffloadItem> item = memory_->begin_flush(p.key, p.version, true);
+  if (!item) {
+    p.done(Status::ok());
+    return Status::ok();
+  }
+  auto done = std::make_shared<std::function<void(Status)>>(std::move(p.done));
+  Status st = offloader_->write_copy(std::move(*item), [done](Status s) { (*done)(s); });
+  if (!st.is_ok()) p.done = std::move(*done);
+  return st;
+}
+
+void Store::retry_persists() {
+  std::vector<PendingPersist> batch;
+  {
+    std::lock_guard lock(persist_mu_);
+    batch.swap(persist_retry_);
+    persist_retry_waiting_.store(false);
+  }
+  std::vector<PendingPersist> still_busy;
+  for (PendingPersist& p : batch) {
+    Status st = try_persist(p);
+    if (st.is_ok()) continue;
+    if (st.code() == StatusCode::kBusy)
+      still_busy.push_back(std::move(p));
+    else
+      p.done(st);
+  }
+  if (still_busy.empty()) return;
+  std::lock_guard lock(persist_mu_);
+  for (PendingPersist& p : still_busy) persist_retry_.push_back(std::move(p));
+  persist_retry_waiting_.store(true);
 }
 
 std::vector<Result<WriteResult>> Store::put_batch(

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -217,6 +218,14 @@ class Store {
   void open_flash(const Config& config);
   Result<ObjectView> get_range_once(std::string_view key, uint64_t offset, uint64_t length);
   void after_write(std::string_view key, uint64_t version);
+  // Durable writes the flash queue refused (Busy), retried as writes land.
+  struct PendingPersist {
+    std::string key;
+    uint64_t version;
+    std::function<void(Status)> done;
+  };
+  Status try_persist(PendingPersist& p);
+  void retry_persists();
   // Conditional writes must see keys that only flash holds.
   Result<WriteResult> put_with_flash(std::string_view key, std::string_view value,
                                      const WriteOptions& options);
@@ -233,6 +242,9 @@ class Store {
   // I/O, whose callbacks use everything above.
   std::unique_ptr<flash::FlashTier> flash_;
   KeyLocks key_locks_;
+  std::mutex persist_mu_;
+  std::vector<PendingPersist> persist_retry_;
+  std::atomic<bool> persist_retry_waiting_{false};
   std::atomic<int64_t> scratch_bytes_{0};  // buffers of blocking flash reads
   FlashTierStatus flash_status_;
   bool durable_writes_ = false;
