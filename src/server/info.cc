@@ -177,6 +177,12 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_user_write_bytes:{}\r\n", f.user_write_bytes);
   out += fmt::format("flash_write_amplification:{:.3f}\r\n", f.write_amplification);
   out += fmt::format("flash_checksum_failures:{}\r\n", f.checksum_failures);
+  // The flash tier records every chunk read's device latency here.
+  HistogramSnapshot rl =
+      s.context().metrics().latency("tierkv_flash_read_latency", "Chunk read latency").snapshot();
+  auto read_us = [&](double q) { return static_cast<double>(rl.percentile(q)) / 1000.0; };
+  out += fmt::format("flash_read_latency_usec:p50={:.3f},p99={:.3f},p99.9={:.3f}\r\n", read_us(0.5),
+                     read_us(0.99), read_us(0.999));
   // Device errors are counted by the flash tier in the shared registry.
   MetricsRegistry& metrics = s.context().metrics();
   out += fmt::format("flash_write_errors:{}\r\n",

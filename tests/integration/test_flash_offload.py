@@ -38,6 +38,10 @@ def test_evicted_values_are_offloaded_and_read_back_exactly(flash_servers):
     assert num(info, "flash_reads") > 0, info
     assert num(info, "flash_read_bytes") > 0, info
     assert num(info, "flash_checksum_failures") == 0, info
+    # Device read latency, as percentiles: p50 <= p99 <= p99.9, all > 0.
+    latency = dict(kv.split("=") for kv in info["flash_read_latency_usec"].split(","))
+    p50, p99, p999 = (float(latency[q]) for q in ("p50", "p99", "p99.9"))
+    assert 0 < p50 <= p99 <= p999, latency
     memory, _ = s.info("memory")
     assert int(memory["used_memory"]) <= 32 * MIB
 
