@@ -29,25 +29,21 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import free_port, wait_for_port, server_info, parse_size  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 GOALS = {4096: 0.6}  # ours/fio at QD16; 0.8 for every larger block size
 DEFAULT_GOAL = 0.8
-RECORD_HEADER = 56  # src/flash/record.h: RecordHeader
+RECORD_HEADER = 64  # src/flash/record.h: RecordHeader (format v2)
 BLOCK = 4096
 
 
-def parse_size(text):
-    text = text.strip().lower()
-    units = {"k": 1 << 10, "m": 1 << 20}
-    if text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text)
 
 
 def size_name(n):
@@ -241,42 +237,10 @@ def run_case(bench, fill, bs, qd, args):
     return case
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def server_info(port):
-    """INFO's fields as a dict (a plain socket: no client library needed)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"*1\r\n$4\r\nINFO\r\n")
-        data = b""
-        while b"\r\n" not in data:
-            data += s.recv(65536)
-        head, rest = data.split(b"\r\n", 1)
-        length = int(head[1:])
-        while len(rest) < length:
-            rest += s.recv(65536)
-    fields = {}
-    for line in rest[:length].decode().splitlines():
-        if ":" in line and not line.startswith("#"):
-            key, value = line.split(":", 1)
-            fields[key] = value
-    return fields
 
 
-def wait_for_port(port, proc, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"tierkv-server exited with code {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("tierkv-server did not start listening")
 
 
 def wire_bench(args, *extra):

@@ -32,6 +32,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import free_port, wait_for_port, parse_size  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RESULTS = os.path.join(ROOT, "bench", "results")
 MEMCACHED = shutil.which("memcached") or "/usr/bin/memcached"
@@ -53,31 +56,10 @@ def find_binary(explicit, env, relative):
     return os.path.join(ROOT, "build-extstore", relative)
 
 
-def parse_size(text):
-    text = text.strip().lower().removesuffix("b").removesuffix("i")
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def wait_for_port(port, proc, timeout=30.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with code {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"server did not listen on {port}")
 
 
 def cpu_seconds(pid):

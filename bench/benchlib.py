@@ -1,0 +1,58 @@
+"""Helpers the benchmark drivers share: loopback ports, waiting for a peer
+to listen, size parsing, and INFO over a plain socket (no client library).
+
+Drivers import it with bench/ on sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import benchlib
+"""
+import socket
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, proc, timeout=30.0):
+    """Returns once something listens on 127.0.0.1:port; raises if `proc`
+    exits first or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server did not listen on {port}")
+
+
+def parse_size(text):
+    """"64k", "1MiB", "2gb", "4096" -> bytes."""
+    text = text.strip().lower().removesuffix("b").removesuffix("i")
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def server_info(port):
+    """INFO's fields as a dict."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"*1\r\n$4\r\nINFO\r\n")
+        data = b""
+        while b"\r\n" not in data:
+            data += s.recv(65536)
+        head, rest = data.split(b"\r\n", 1)
+        length = int(head[1:])
+        while len(rest) < length:
+            rest += s.recv(65536)
+    fields = {}
+    for line in rest[:length].decode().splitlines():
+        if ":" in line and not line.startswith("#"):
+            key, value = line.split(":", 1)
+            fields[key] = value
+    return fields
