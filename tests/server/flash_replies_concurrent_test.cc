@@ -20,6 +20,7 @@
 
 #include "server/server.h"
 #include "store/store.h"
+#include "unix_client.h"
 
 // GCC 12 reports a false -Wrestrict on "literal" + std::string (GCC PR 105329).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -29,78 +30,8 @@
 namespace tierkv::server {
 namespace {
 
-class Client {
- public:
-  explicit Client(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    timeval tv{.tv_sec = 10, .tv_usec = 0};  // a hung reply fails the test, not CI
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  ~Client() { ::close(fd_); }
-  bool connected() const { return connected_; }
-
-  bool send(std::string_view data) {
-    while (!data.empty()) {
-      ssize_t n = ::write(fd_, data.data(), data.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  // One reply: a line, or a bulk string with its payload ("" on EOF).
-  std::string read_reply() {
-    std::string head;
-    char c;
-    ssize_t n;
-    while ((n = read_some(&c, 1)) == 1) {
-      head.push_back(c);
-      if (head.ends_with("\r\n")) break;
-    }
-    if (n == 0) return "EOF:" + head;
-    if (n < 0) return "errno " + std::string(std::strerror(errno)) + ":" + head;
-    if (head.size() > 1 && head[0] == '$' && head != "$-1\r\n") {
-      size_t len = std::stoul(head.substr(1));
-      std::string body(len + 2, '\0');
-      size_t got = 0;
-      while (got < body.size()) {
-        ssize_t r = read_some(body.data() + got, body.size() - got);
-        if (r <= 0) return "";
-        got += static_cast<size_t>(r);
-      }
-      return head + body;
-    }
-    return head;
-  }
-
- private:
-  // The flash tier's io_uring task work can interrupt a blocking read in any
-  // thread of this process (the server runs in-process here).
-  ssize_t read_some(char* p, size_t n) {
-    for (;;) {
-      ssize_t r = ::read(fd_, p, n);
-      if (r >= 0 || errno != EINTR) return r;
-    }
-  }
-
-  int fd_ = -1;
-  bool connected_ = false;
-};
-
-std::string command(std::initializer_list<std::string_view> args) {
-  std::string out = "*" + std::to_string(args.size()) + "\r\n";
-  for (std::string_view a : args) {
-    out += "$" + std::to_string(a.size()) + "\r\n";
-    out.append(a);
-    out += "\r\n";
-  }
-  return out;
-}
+using testing::command;
+using Client = testing::UnixClient;
 
 std::string bulk(std::string_view s) {
   return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n";

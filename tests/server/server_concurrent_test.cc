@@ -14,6 +14,7 @@
 
 #include "server/server.h"
 #include "store/store.h"
+#include "unix_client.h"
 
 // GCC 12 reports a false -Wrestrict on "literal" + std::string (GCC PR 105329).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -23,69 +24,8 @@
 namespace tierkv::server {
 namespace {
 
-class BlockingClient {
- public:
-  explicit BlockingClient(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  }
-  ~BlockingClient() { ::close(fd_); }
-  bool connected() const { return connected_; }
-
-  bool send(std::string_view data) {
-    while (!data.empty()) {
-      ssize_t n = ::write(fd_, data.data(), data.size());
-      if (n <= 0) return false;
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  // Reads until `n` bytes arrived (replies here have known sizes).
-  std::string read_exactly(size_t n) {
-    std::string out(n, '\0');
-    size_t got = 0;
-    while (got < n) {
-      ssize_t r = ::read(fd_, out.data() + got, n - got);
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
-    }
-    out.resize(got);
-    return out;
-  }
-
-  // Reads one line-terminated simple reply or a bulk reply.
-  std::string read_reply() {
-    std::string head;
-    char c;
-    while (::read(fd_, &c, 1) == 1) {
-      head.push_back(c);
-      if (head.size() >= 2 && head.ends_with("\r\n")) break;
-    }
-    if (!head.empty() && head[0] == '$' && head != "$-1\r\n") {
-      size_t len = std::stoul(head.substr(1));
-      return head + read_exactly(len + 2);
-    }
-    return head;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
-
-std::string command(std::initializer_list<std::string_view> args) {
-  std::string out = "*" + std::to_string(args.size()) + "\r\n";
-  for (std::string_view a : args) {
-    out += "$" + std::to_string(a.size()) + "\r\n";
-    out.append(a);
-    out += "\r\n";
-  }
-  return out;
-}
+using testing::command;
+using BlockingClient = testing::UnixClient;
 
 TEST(ServerConcurrentTest, ManyClientsOnManyThreads) {
   Config config;
