@@ -42,8 +42,7 @@ GOALS = {4096: 0.6}  # ours/fio at QD16; 0.8 for every larger block size
 DEFAULT_GOAL = 0.8
 RECORD_HEADER = 64  # src/flash/record.h: RecordHeader (format v2)
 BLOCK = 4096
-
-
+READ_ALIGN = 512  # reads cover the record rounded to the O_DIRECT alignment
 
 
 def size_name(n):
@@ -55,8 +54,15 @@ def size_name(n):
 
 
 def record_size(key_length, data_length):
+    """Bytes a record occupies on flash (whole 4 KiB blocks)."""
     raw = RECORD_HEADER + key_length + data_length
     return (raw + BLOCK - 1) // BLOCK * BLOCK
+
+
+def record_read_size(key_length, data_length):
+    """Bytes one read of the record transfers (FlashTier::io_alignment, 512 here)."""
+    raw = RECORD_HEADER + key_length + data_length
+    return (raw + READ_ALIGN - 1) // READ_ALIGN * READ_ALIGN
 
 
 def load_average():
@@ -197,7 +203,7 @@ def combine_fio(rounds):
 def run_case(bench, fill, bs, qd, args):
     """Store reads and fio in alternating rounds (plus tier reads); the case record."""
     slice_s = args.seconds / args.rounds
-    record = record_size(fill["key_length"], bs)
+    record = record_read_size(fill["key_length"], bs)
     # Where padding doubles the bytes per read, also run fio reading as many
     # bytes per I/O as we do.
     with_record_fio = record >= bs * 1.5
