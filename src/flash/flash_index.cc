@@ -136,6 +136,21 @@ std::optional<FlashObjectInfo> FlashIndex::object(std::string_view key, uint64_t
   return info;
 }
 
+std::optional<FlashObjectSummary> FlashIndex::summary(std::string_view key,
+                                                      uint64_t key_hash) const {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end() || it->second.key() != key) return std::nullopt;
+  const Entry& e = it->second;
+  FlashObjectSummary out{e.version, e.object_size, e.expire_at_ms, 0};
+  for (uint32_t i = 0; i < e.slots; ++i) {
+    const uint64_t slot = e.block[i];
+    if (slot != 0 && !location::relocating(slot)) ++out.readable_chunks;
+  }
+  return out;
+}
+
 bool FlashIndex::has_chunks(std::string_view key, uint64_t key_hash, uint64_t version,
                             uint32_t chunk_count) const {
   Shard& s = shard_for(key_hash);

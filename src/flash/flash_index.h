@@ -99,6 +99,15 @@ struct FlashObjectInfo {
   int64_t expire_at_ms = 0;      // unix ms; 0: none
 };
 
+// FlashObjectInfo without the chunk list: what the read path needs, with no
+// allocation.
+struct FlashObjectSummary {
+  uint64_t version = 0;
+  uint64_t object_size = 0;
+  int64_t expire_at_ms = 0;
+  uint32_t readable_chunks = 0;  // indexed and not being relocated
+};
+
 // A chunk whose region is being reclaimed and that was read since it was
 // written: the tier rewrites it at the head of the log.
 struct ReinsertCandidate {
@@ -130,6 +139,7 @@ class FlashIndex {
   std::optional<IndexedChunk> lookup(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                                      std::optional<uint64_t> version, bool mark_hit);
   std::optional<FlashObjectInfo> object(std::string_view key, uint64_t key_hash) const;
+  std::optional<FlashObjectSummary> summary(std::string_view key, uint64_t key_hash) const;
   // True if chunks 0..chunk_count-1 of `version` are all indexed and readable.
   bool has_chunks(std::string_view key, uint64_t key_hash, uint64_t version,
                   uint32_t chunk_count) const;

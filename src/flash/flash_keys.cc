@@ -23,6 +23,10 @@ std::optional<FlashObjectInfo> FlashTier::lookup(std::string_view key) const {
   return impl_->index.object(key, hash64(key));
 }
 
+std::optional<FlashObjectSummary> FlashTier::summary(std::string_view key) const {
+  return impl_->index.summary(key, hash64(key));
+}
+
 bool FlashTier::contains(std::string_view key, uint32_t chunk_index,
                          std::optional<uint64_t> version) const {
   return impl_->index.lookup(key, hash64(key), chunk_index, version, false).has_value();

@@ -181,6 +181,8 @@ class FlashTier {
 
   // Index-only questions: no I/O. lookup() takes one shard lock.
   std::optional<FlashObjectInfo> lookup(std::string_view key) const;
+  // The same without the chunk list (no allocation): for the read path.
+  std::optional<FlashObjectSummary> summary(std::string_view key) const;
   bool contains(std::string_view key, uint32_t chunk_index,
                 std::optional<uint64_t> version = std::nullopt) const;
   // True if chunks 0..chunk_count-1 of `version` are all indexed and readable.

@@ -287,6 +287,11 @@ class MemoryTier {
   std::mutex expiry_mu_;
   std::condition_variable expiry_cv_;
   bool expiry_stop_ = false;
+  bool trim_requested_ = false;  // under expiry_mu_: eviction freed a lot
+  std::atomic<int64_t> freed_since_trim_{0};
+  // Wakes the expiry thread to return freed memory once evictions freed a
+  // quarter of the budget: fast writers outrun a 10 Hz trim.
+  void note_freed(int64_t bytes);
   std::thread expiry_thread_;
 };
 

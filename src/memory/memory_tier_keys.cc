@@ -285,11 +285,13 @@ void MemoryTier::start_active_expiry(int hz) {
   expiry_thread_ = std::thread([this, hz] {
     std::unique_lock lock(expiry_mu_);
     while (!expiry_stop_) {
+      bool trim_only = std::exchange(trim_requested_, false);
       lock.unlock();
-      expire_cycle(unix_time_ms());
+      if (!trim_only) expire_cycle(unix_time_ms());
       return_free_memory();
       lock.lock();
-      expiry_cv_.wait_for(lock, std::chrono::milliseconds(1000 / hz), [&] { return expiry_stop_; });
+      expiry_cv_.wait_for(lock, std::chrono::milliseconds(1000 / hz),
+                          [&] { return expiry_stop_ || trim_requested_; });
     }
   });
 }

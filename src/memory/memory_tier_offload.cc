@@ -49,32 +49,39 @@ int64_t MemoryTier::chunk_charge(const Object* obj) {
 
 // Usage may pass the budget only by what is being offloaded: those bytes
 // are already on their way out, so evicting more for them would be waste.
+// With a lower tier, offloads run ahead: once usage (not counting what is
+// already on its way out) passes budget - budget/16, every reservation
+// starts one more, so writers and promotions usually find room freed by
+// earlier landings instead of waiting for their own (like a dirty-page
+// writeback threshold). Memory alone evicts only when it must.
 Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
   if (bytes > budget_.load(std::memory_order_relaxed))
     return Status::out_of_memory(
         fmt::format("object needs {} bytes, memory budget is {}", bytes, budget_.load()));
   size_t home = shard_bits_ == 0 ? 0 : home_hash >> (64 - shard_bits_);
   int64_t deadline = 0;
-  bool busy = false;
+  bool busy = false;        // nothing more to start until something lands
+  bool queue_full = false;  // the lower tier refused an offload
   for (;;) {
     int64_t cur = used_.load(std::memory_order_relaxed);
     int64_t budget = budget_.load(std::memory_order_relaxed);
-    if (cur + bytes <= budget) {
-      if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed))
-        return Status::ok();
-      continue;
-    }
-    // Offloads run a little ahead (1/16 of the budget), so that a steady
-    // stream of writes finds room freed by earlier landings instead of
-    // waiting for its own.
+    bool fits = cur + bytes <= budget;
     int64_t ahead = lower_ ? budget / 16 : 0;
-    if (cur - offloading_bytes_.load(std::memory_order_relaxed) + bytes > budget - ahead) {
+    bool behind = cur - offloading_bytes_.load(std::memory_order_relaxed) + bytes > budget - ahead;
+    if (!fits || (lower_ && behind && !busy)) {
       // Round-robin over shards spreads eviction pressure evenly; starting
       // from the writer's own shard would punish keys that share it.
       size_t start = shard_count_ == 1 ? home : evict_cursor_.fetch_add(1) % shard_count_;
       EvictResult r = evict_one(start);
-      if (r == EvictResult::kFreed || r == EvictResult::kOffloadStarted) continue;
-      busy = busy || r == EvictResult::kBusy;
+      if (r == EvictResult::kOffloadStarted) continue;
+      if (r == EvictResult::kFreed && !fits) continue;
+      busy = busy || r == EvictResult::kBusy || r == EvictResult::kNothing;
+      queue_full = queue_full || r == EvictResult::kBusy;
+    }
+    if (fits) {
+      if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed))
+        return Status::ok();
+      continue;
     }
     // With a lower tier, what blocks eviction (offloads in flight, pins of
     // replies being sent) clears by itself soon: wait for it. Memory alone
@@ -87,10 +94,22 @@ Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
     }
     if (now >= deadline) break;
     wait_for_offloads(deadline);
+    busy = false;
   }
-  if (busy || offloads_inflight_.load() > 0)
+  if (offloads_inflight_.load() > 0 || queue_full)
     return Status::out_of_memory("flash cannot keep up with writes: memory full of unwritten data");
   return Status::out_of_memory("memory budget full of pinned or leased data");
+}
+
+void MemoryTier::note_freed(int64_t bytes) {
+  int64_t total = freed_since_trim_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (total < budget_bytes() / 4) return;
+  freed_since_trim_.store(0, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(expiry_mu_);
+    trim_requested_ = true;
+  }
+  expiry_cv_.notify_one();
 }
 
 void MemoryTier::wait_for_offloads(int64_t deadline_ms) {
@@ -170,7 +189,10 @@ MemoryTier::EvictResult MemoryTier::evict_one(size_t first_shard) {
   }
   if (!offload) {
     bool freed = !to_release.empty();
+    int64_t bytes = 0;
+    for (const Chunk* c : to_release) bytes += c->charge;
     release_all(to_release);
+    note_freed(bytes);
     return freed ? EvictResult::kFreed : EvictResult::kNothing;
   }
   OffloadAnswer answer = lower_->offload(item);

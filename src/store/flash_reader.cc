@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <absl/container/inlined_vector.h>
+
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -17,7 +19,10 @@ struct FlashReader::Op {
   uint64_t offset = 0;
   uint64_t length = 0;
   uint32_t first = 0;  // first chunk of the range
-  std::vector<std::shared_ptr<const flash::FlashChunk>> arrived;
+  absl::InlinedVector<std::shared_ptr<const flash::FlashChunk>, 1> arrived;
+  // A one-chunk read keeps its chunk here, and pieces share the op's
+  // ownership: one allocation fewer on the most common read.
+  std::optional<flash::FlashChunk> single;
   size_t next = 0;       // next chunk (relative to first) to hand out
   size_t completed = 0;  // chunks whose read finished, well or not
   Status error;
@@ -38,8 +43,8 @@ struct FlashReader::Op {
   }
 };
 
-void FlashReader::start(std::string_view key, const flash::FlashObjectInfo& info, uint64_t offset,
-                        uint64_t length, FlashReadCallbacks callbacks,
+void FlashReader::start(std::string_view key, const flash::FlashObjectSummary& info,
+                        uint64_t offset, uint64_t length, FlashReadCallbacks callbacks,
                         std::optional<memory::ObjectWriter> copy, OnCopied on_copied) {
   auto op = std::make_shared<Op>();
   op->key.assign(key);
@@ -59,7 +64,7 @@ void FlashReader::start(std::string_view key, const flash::FlashObjectInfo& info
   uint32_t last = length == 0 ? first : static_cast<uint32_t>((offset + length - 1) / chunk_size_);
   op->first = first;
   op->arrived.resize(last - first + 1);
-  std::vector<uint32_t> indexes;
+  absl::InlinedVector<uint32_t, 4> indexes;
   for (uint32_t i = first; i <= last; ++i) indexes.push_back(i);
   flash_.read_chunks(op->key, indexes, info.version,
                      [op](uint32_t index, Result<flash::FlashChunk> chunk) {
@@ -77,7 +82,13 @@ void FlashReader::on_chunk(const std::shared_ptr<Op>& op, uint32_t index,
   if (!chunk) {
     if (op->error.is_ok()) op->error = chunk.status();
   } else if (op->error.is_ok()) {
-    auto held = std::make_shared<const flash::FlashChunk>(std::move(*chunk));
+    std::shared_ptr<const flash::FlashChunk> held;
+    if (op->arrived.size() == 1) {
+      op->single.emplace(std::move(*chunk));
+      held = std::shared_ptr<const flash::FlashChunk>(op, &*op->single);
+    } else {
+      held = std::make_shared<const flash::FlashChunk>(std::move(*chunk));
+    }
     if (op->copy) {
       std::memcpy(op->copy->chunk_data(index), held->data().data(), held->data().size());
       op->copy->advance(held->data().size());

@@ -29,7 +29,7 @@ class FlashReader {
   // Reads [offset, offset + length) of `info`'s version of `key` (range
   // already clipped to the object). With `copy`, the range must be the whole
   // object: every chunk is copied into it and it goes to `on_copied`.
-  void start(std::string_view key, const flash::FlashObjectInfo& info, uint64_t offset,
+  void start(std::string_view key, const flash::FlashObjectSummary& info, uint64_t offset,
              uint64_t length, FlashReadCallbacks callbacks,
              std::optional<memory::ObjectWriter> copy = std::nullopt, OnCopied on_copied = {});
 

@@ -47,6 +47,7 @@ Result<memory::ObjectWriter> Promoter::begin(std::string_view key, uint64_t size
   Result<memory::ObjectWriter> writer = memory_.prepare(key, size);
   if (!writer) {
     failed_.add();
+    spdlog::debug("promotion of {} not started: {}", key, writer.status().to_string());
     end(key);
   }
   return writer;
@@ -65,6 +66,7 @@ FlashReader::OnCopied Promoter::finisher(uint64_t version, int64_t expire_at_ms,
     std::string key = w.key();
     Status st = read.is_ok() ? install(std::move(w), version, expire_at_ms, lease) : read;
     (st.is_ok() ? done_ : failed_).add();
+    if (!st.is_ok()) spdlog::debug("promotion of {} failed: {}", key, st.to_string());
     end(key);
     if (done) done(st);
   };
@@ -91,8 +93,8 @@ Status Promoter::install(memory::ObjectWriter&& writer, uint64_t version, int64_
 }
 
 void Promoter::promote(std::string_view key, bool lease, std::function<void(Status)> done) {
-  std::optional<flash::FlashObjectInfo> info = flash_.lookup(key);
-  if (!info || info->chunks.size() != reader_.chunk_count(info->object_size)) {
+  std::optional<flash::FlashObjectSummary> info = flash_.summary(key);
+  if (!info || info->readable_chunks != reader_.chunk_count(info->object_size)) {
     if (done) done(Status::ok());
     return;
   }

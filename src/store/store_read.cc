@@ -23,13 +23,13 @@ bool expired_at(int64_t expire_at_ms) {
 // The flash copy of a key that memory does not hold, if it is whole and
 // live. An expired or incomplete one (a chunk's region was reclaimed) is
 // removed on the way, so that later probes are cheap.
-static std::optional<flash::FlashObjectInfo> live_flash_object(flash::FlashTier& flash,
-                                                               const FlashReader& reader,
-                                                               std::string_view key) {
-  std::optional<flash::FlashObjectInfo> info = flash.lookup(key);
+static std::optional<flash::FlashObjectSummary> live_flash_object(flash::FlashTier& flash,
+                                                                  const FlashReader& reader,
+                                                                  std::string_view key) {
+  std::optional<flash::FlashObjectSummary> info = flash.summary(key);
   if (!info) return std::nullopt;
   if (expired_at(info->expire_at_ms) ||
-      info->chunks.size() != reader.chunk_count(info->object_size)) {
+      info->readable_chunks != reader.chunk_count(info->object_size)) {
     flash.forget(key, info->version + 1);
     return std::nullopt;
   }
@@ -37,14 +37,15 @@ static std::optional<flash::FlashObjectInfo> live_flash_object(flash::FlashTier&
 }
 
 std::optional<ObjectInfo> Store::flash_info(std::string_view key) {
-  std::optional<flash::FlashObjectInfo> f = live_flash_object(*flash_, *reader_, key);
+  std::optional<flash::FlashObjectSummary> f = live_flash_object(*flash_, *reader_, key);
   if (!f) return std::nullopt;
   ObjectInfo info;
   info.version = f->version;
   info.size = f->object_size;
   info.expire_at_ms = f->expire_at_ms;
   info.flash_state = memory::FlashState::kClean;
-  for (uint32_t i : f->chunks) {
+  // Live means complete: every chunk 0..n-1 is on flash.
+  for (uint32_t i = 0; i < f->readable_chunks; ++i) {
     uint64_t start = uint64_t{i} * reader_->chunk_size();
     uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(
         reader_->chunk_size(), f->object_size - std::min(f->object_size, start)));
@@ -63,7 +64,7 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
     out.view = std::move(*mem);
     return out;
   }
-  std::optional<flash::FlashObjectInfo> info;
+  std::optional<flash::FlashObjectSummary> info;
   if (flash_) info = live_flash_object(*flash_, *reader_, key);
   if (!info) {
     misses_.add();
@@ -173,8 +174,8 @@ Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, 
   // The buffer must exist before a piece can arrive, but its size is known
   // only from the flash index; read() may deliver synchronously, so probe
   // the index first.
-  std::optional<flash::FlashObjectInfo> probe;
-  if (flash_ && !memory_->contains(key)) probe = flash_->lookup(key);
+  std::optional<flash::FlashObjectSummary> probe;
+  if (flash_ && !memory_->contains(key)) probe = flash_->summary(key);
   if (probe) {
     uint64_t off = std::min(offset, probe->object_size);
     uint64_t len = std::min(length, probe->object_size - off);
