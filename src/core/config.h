@@ -46,7 +46,7 @@ struct Config {
   int64_t active_expire_hz = 10;
 
   // flash tier (flash_size 0: memory only)
-  std::string flash_path = "./tierkv-data";
+  std::string flash_path = "./tierkv-data/";  // a directory: holds flash.dat
   int64_t flash_size = int64_t{8} << 30;
   int64_t region_size = int64_t{64} << 20;
   std::string flash_fsync = "none";  // none | everysec | always

@@ -29,6 +29,10 @@ TEST(ConfigTest, DefaultsMatchTheDesign) {
   EXPECT_EQ(c.eviction_policy, "s3fifo");
   EXPECT_EQ(c.metrics_port, 9380);
   EXPECT_EQ(c.flash_size, int64_t{8} << 30);
+  // A directory (trailing '/'): the flash file goes inside ./tierkv-data.
+  EXPECT_EQ(c.flash_path, "./tierkv-data/");
+  EXPECT_EQ(c.offload_policy, "on_evict");
+  EXPECT_EQ(c.promotion_threshold, 2);
   EXPECT_DOUBLE_EQ(c.lease_max_fraction, 0.25);
   EXPECT_TRUE(config_validate(c).is_ok());
   EXPECT_EQ(*config_get(c, "memory"), "1073741824");
