@@ -29,6 +29,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_ports(n):
+    """n distinct free ports: the sockets stay bound until all are chosen, so
+    the kernel cannot hand out the same port twice."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def wait_for_port(port, proc, timeout=15.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -75,10 +88,10 @@ def start_redis(workdir, extra=()):
 def start_tierkv(workdir, extra=()):
     """A tierkv-server in `workdir`; its flash file (256 MiB unless `extra`
     names --flash-size) lives there too."""
-    port = free_port()
+    port, metrics_port = free_ports(2)
     flash = [] if "--flash-size" in extra else ["--flash-size", "256mb"]
     argv = [TIERKV_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-            "--metrics-port", str(free_port()), "--memory", "512mb",
+            "--metrics-port", str(metrics_port), "--memory", "512mb",
             "--flash-path", os.path.join(workdir, "flash.dat"), *flash, *extra]
     return ServerProcess(argv, port, workdir)
 

@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 import redis
 
-from conftest import TIERKV_SERVER, free_port, wait_for_port
+from conftest import TIERKV_SERVER, free_ports, wait_for_port
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -62,8 +62,7 @@ class FlashServer:
     def start(self, timeout=60.0):
         """Starts the server; recovery of a big flash file may take a while."""
         assert self.proc is None or self.proc.poll() is not None, "server already running"
-        self.port = free_port()
-        self.metrics_port = free_port()
+        self.port, self.metrics_port = free_ports(2)
         self.starts += 1
         with open(self.log_path, "ab") as log:
             log.write(b"\n=== start %d: %s\n" % (self.starts, " ".join(self.argv()).encode()))
