@@ -1,5 +1,7 @@
 // Store: the key space across both tiers (SCAN, RANDOMKEY, DBSIZE), object
 // residency, and statistics.
+#include <absl/container/flat_hash_set.h>
+
 #include <algorithm>
 
 #include "core/hash.h"
@@ -52,14 +54,20 @@ ScanPage Store::scan(uint64_t cursor, size_t count) {
   ScanPage page = memory_->scan(cursor, count);
   if (!flash_ || flash_->object_count() == 0) return page;
   uint64_t end = page.next_cursor;  // 0: to the end of the hash space
+  // Skip what the memory walk already reported (objects in both tiers, and
+  // ones whose offload lands meanwhile), but not keys promoted since it ran:
+  // asking memory again would lose them.
+  absl::flat_hash_set<std::string> in_page(page.keys.begin(), page.keys.end());
+  std::vector<std::string> below;
   for (size_t shard = 0; shard < flash_->key_shard_count(); ++shard) {
     for (std::string& k : flash_->keys_in_shard(shard)) {
       uint64_t h = hash64(k);
       if (h < cursor || (end != 0 && h >= end)) continue;
-      if (memory_->contains(k) || !flash_info(k)) continue;
-      page.keys.push_back(std::move(k));
+      if (in_page.contains(k) || !flash_info(k)) continue;
+      below.push_back(std::move(k));
     }
   }
+  for (std::string& k : below) page.keys.push_back(std::move(k));
   return page;
 }
 
