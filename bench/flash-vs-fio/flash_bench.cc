@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "read_runner.h"
 #include "store_runner.h"
 
@@ -57,21 +58,6 @@ struct Options {
 };
 
 // "4096", "4k", "64K", "1m" -> bytes; 0 if malformed.
-uint64_t parse_size(const std::string& text) {
-  size_t used = 0;
-  uint64_t n = 0;
-  try {
-    n = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    return 0;
-  }
-  const std::string unit = text.substr(used);
-  if (unit.empty()) return n;
-  if (unit == "k" || unit == "K") return n << 10;
-  if (unit == "m" || unit == "M") return n << 20;
-  return 0;
-}
-
 void print_fill(const FlashTier& tier, const FillSpec& spec, const FillResult& fill,
                 const std::string& mode, uint64_t memory_objects) {
   const tierkv::flash::FlashStats s = tier.stats();
@@ -209,7 +195,8 @@ tierkv::Config store_config(const Options& o, const std::string& path, uint64_t 
 
 int run(const Options& o) {
   FillSpec fill_spec;
-  const uint64_t block = parse_size(o.block_size);
+  tierkv::Result<int64_t> block_bytes = tierkv::parse_byte_size(o.block_size);
+  const uint64_t block = block_bytes ? static_cast<uint64_t>(*block_bytes) : 0;
   fill_spec.chunk_size = block;
   fill_spec.chunks_per_object = o.chunks_per_object;
   fill_spec.key_length = o.key_length;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/config.h"
 #include "read_runner.h"
 
 namespace {
@@ -45,21 +46,6 @@ struct Options {
   uint64_t pad_mib = 0;
   bool load = false;
 };
-
-uint64_t parse_size(const std::string& text) {
-  size_t used = 0;
-  uint64_t n = 0;
-  try {
-    n = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    return 0;
-  }
-  const std::string unit = text.substr(used);
-  if (unit.empty()) return n;
-  if (unit == "k" || unit == "K") return n << 10;
-  if (unit == "m" || unit == "M") return n << 20;
-  return 0;
-}
 
 double cpu_seconds_now() {
   rusage ru{};
@@ -332,7 +318,8 @@ int main(int argc, char** argv) {
   app.add_flag("--load", o.load, "SET the objects instead of reading them");
   CLI11_PARSE(app, argc, argv);
   FillSpec spec;
-  spec.chunk_size = parse_size(o.size);
+  tierkv::Result<int64_t> size = tierkv::parse_byte_size(o.size);
+  spec.chunk_size = size ? static_cast<uint64_t>(*size) : 0;
   spec.key_length = o.key_length;
   spec.objects = o.objects;
   if (spec.chunk_size < 8 || o.objects == 0) {
