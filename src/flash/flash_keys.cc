@@ -39,8 +39,11 @@ bool FlashTier::contains_object(std::string_view key, uint64_t version,
 
 void FlashTier::append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit) {
   Impl& im = *impl_;
-  // clear() wipes whatever this record would describe.
-  if (im.clearing) return;
+  // clear() wipes whatever this record would describe: as good as landed.
+  if (im.clearing) {
+    if (chunk.done) chunk.done(Status::ok());
+    return;
+  }
   im.deferred_meta.push_back(std::move(chunk));
   append_deferred_meta_locked();
   kick_locked(to_submit);
@@ -56,66 +59,76 @@ void FlashTier::append_deferred_meta_locked() {
   }
 }
 
-bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms) {
+bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms,
+                           std::function<void(Status)> durable) {
   Impl& im = *impl_;
   const uint64_t key_hash = hash64(key);
   std::vector<IoRequest*> to_submit;
   {
     // Under write_mu, so that index order and log order agree.
     std::lock_guard lock(im.write_mu);
-    if (!im.index.set_expiry(key, key_hash, version, expire_at_ms)) return false;
+    if (!im.index.set_expiry(key, key_hash, version, expire_at_ms)) {
+      if (durable) durable(Status::ok());
+      return false;
+    }
     PendingChunk record;
     record.key.assign(key);
     record.key_hash = key_hash;
     record.version = version;
     record.expire_at_ms = expire_at_ms;
     record.record_flags = kRecordExpiry;
+    record.done = std::move(durable);
     append_meta_locked(std::move(record), to_submit);
   }
-  if (!to_submit.empty()) im.engine->submit(to_submit);
+  submit_writes(to_submit);
   return true;
 }
 
-bool FlashTier::remove(std::string_view key, uint64_t up_to_version) {
+std::pair<bool, bool> FlashTier::drop_versions(std::string_view key, uint64_t key_hash,
+                                               uint64_t up_to_version) {
+  Impl& im = *impl_;
+  std::lock_guard lock(im.landing_mu);
+  const bool dropped = im.index.remove_up_to(key, key_hash, up_to_version);
+  auto pending = im.in_flight.find(key_hash);
+  if (pending == im.in_flight.end()) return {dropped, false};
+  auto& removed = pending->second.removed;
+  auto same =
+      std::find_if(removed.begin(), removed.end(), [&](const auto& r) { return r.first == key; });
+  if (same == removed.end()) {
+    removed.emplace_back(std::string(key), up_to_version);
+  } else {
+    same->second = std::max(same->second, up_to_version);
+  }
+  return {dropped, true};
+}
+
+bool FlashTier::remove(std::string_view key, uint64_t up_to_version, RemoveOptions options) {
   Impl& im = *impl_;
   const uint64_t key_hash = hash64(key);
-  bool dropped = false;
-  bool writes_pending = false;
-  {
-    std::lock_guard lock(im.landing_mu);
-    dropped = im.index.remove_up_to(key, key_hash, up_to_version);
-    auto pending = im.in_flight.find(key_hash);
-    if (pending != im.in_flight.end()) {
-      writes_pending = true;
-      auto& removed = pending->second.removed;
-      auto same = std::find_if(removed.begin(), removed.end(),
-                               [&](const auto& r) { return r.first == key; });
-      if (same == removed.end()) {
-        removed.emplace_back(std::string(key), up_to_version);
-      } else {
-        same->second = std::max(same->second, up_to_version);
-      }
-    }
-  }
-  if (!dropped && !writes_pending) return false;
+  auto [dropped, writes_pending] = drop_versions(key, key_hash, up_to_version);
   if (dropped) update_index_gauges();
+  if (!dropped && !writes_pending && !options.always_tombstone) {
+    if (options.durable) options.durable(Status::ok());
+    return false;
+  }
   PendingChunk tombstone;
   tombstone.key.assign(key);
   tombstone.key_hash = key_hash;
   tombstone.version = up_to_version;
   tombstone.record_flags = kRecordTombstone;
+  tombstone.done = std::move(options.durable);
   std::vector<IoRequest*> to_submit;
   {
     std::lock_guard lock(im.write_mu);
     append_meta_locked(std::move(tombstone), to_submit);
   }
-  if (!to_submit.empty()) im.engine->submit(to_submit);
+  submit_writes(to_submit);
   return dropped;
 }
 
 bool FlashTier::forget(std::string_view key, uint64_t below_version) {
   if (below_version == 0) return false;
-  const bool dropped = impl_->index.remove_up_to(key, hash64(key), below_version - 1);
+  const bool dropped = drop_versions(key, hash64(key), below_version - 1).first;
   if (dropped) update_index_gauges();
   return dropped;
 }
@@ -137,7 +150,7 @@ void FlashTier::clear() {
   seal_locked();
   kick_locked(to_submit);
   lock.unlock();
-  if (!to_submit.empty()) im.engine->submit(to_submit);
+  submit_writes(to_submit);
   lock.lock();
   // A region header still in flight would bring its region back: wait.
   im.writes_idle.wait(lock, [&] {
@@ -157,11 +170,15 @@ void FlashTier::clear() {
   im.active_region = -1;
   im.active_offset = 0;
   im.used_bytes = 0;
+  // What they would have recorded is wiped: as good as landed.
+  std::deque<PendingChunk> wiped = std::move(im.deferred_meta);
   im.deferred_meta.clear();
   im.clearing = false;
   update_space_gauges_locked();
   im.writes_idle.notify_all();
   lock.unlock();
+  for (PendingChunk& meta : wiped)
+    if (meta.done) meta.done(Status::ok());
   update_index_gauges();
 }
 
@@ -170,12 +187,12 @@ void FlashTier::clear() {
 // seq used before, so no stale record can match a new header.
 Status FlashTier::wipe_region_headers() {
   Impl& im = *impl_;
-  const uint64_t watermark = im.next_seq++;
+  Result<uint64_t> watermark = take_seq_locked();
+  if (!watermark.is_ok()) return watermark.status();
   AlignedBuffer header(kBlockSize);
   for (uint32_t r = 0; r < region_count_; ++r) {
-    encode_region_header(header.data(), r, watermark, options_.region_size, kRegionFree);
-    TIERKV_RETURN_IF_ERROR(
-        write_exact(im.fd.get(), header.data(), kBlockSize, uint64_t{r} * options_.region_size));
+    encode_region_header(header.data(), r, *watermark, options_.region_size, salt(), kRegionFree);
+    TIERKV_RETURN_IF_ERROR(write_exact(im.fd.get(), header.data(), kBlockSize, region_start(r)));
   }
   if (::fdatasync(im.fd.get()) != 0) {
     return Status::io_error(std::string("flash: fdatasync: ") + std::strerror(errno));

@@ -177,7 +177,7 @@ Status FlashTier::open_device() {
     }
     size = std::min(size, device_bytes);
   }
-  const uint64_t regions = size / options_.region_size;
+  const uint64_t regions = size > kDataStart ? (size - kDataStart) / options_.region_size : 0;
   if (regions < 2) {
     return Status::invalid_argument("flash: size " + std::to_string(size) +
                                     " holds fewer than 2 regions of " +
@@ -185,7 +185,7 @@ Status FlashTier::open_device() {
   }
   if (regions > location::kMaxRegion) return Status::invalid_argument("flash: too many regions");
   region_count_ = static_cast<uint32_t>(regions);
-  const uint64_t bytes = capacity();
+  const uint64_t bytes = kDataStart + capacity();
   if (block_device) return Status::ok();
 
   if (::fstat(fd, &st) != 0) return Status::io_error(errno_text("flash: cannot stat", path, errno));
@@ -207,79 +207,6 @@ Status FlashTier::open_device() {
   if (static_cast<uint64_t>(st.st_size) < bytes &&
       ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     return Status::io_error(errno_text("flash: cannot size", path, errno));
-  }
-  return Status::ok();
-}
-
-Status FlashTier::recover() {
-  Impl& im = *impl_;
-  const uint64_t start = mono_ns();
-  im.regions.assign(region_count_, RegionState{});
-  std::vector<std::pair<uint64_t, uint32_t>> live;  // (seq, region)
-  AlignedBuffer header(kBlockSize);
-  for (uint32_t r = 0; r < region_count_; ++r) {
-    TIERKV_RETURN_IF_ERROR(
-        read_exact(im.fd.get(), header.data(), kBlockSize, uint64_t{r} * options_.region_size));
-    Result<RegionHeader> h = decode_region_header(header.data(), kBlockSize);
-    if (!h.is_ok()) {
-      RegionHeader raw;
-      std::memcpy(&raw, header.data(), sizeof(raw));
-      if (raw.magic == kRegionMagic && raw.format_version < kFormatVersion) {
-        ++recovery_.regions_old_format;  // its records cannot be read: the region is free
-      } else if (raw.magic == kRegionMagic) {
-        ++recovery_.regions_corrupt;
-      }
-      continue;
-    }
-    // A header from another layout (region size changed) describes nothing here.
-    if (h->region_index != r || h->region_size != options_.region_size || h->seq == 0) continue;
-    // Wiped by clear(): free, but later incarnations must number above it.
-    if (h->flags & kRegionFree) {
-      im.next_seq = std::max(im.next_seq, h->seq + 1);
-      continue;
-    }
-    live.emplace_back(h->seq, r);
-  }
-  std::sort(live.begin(), live.end());
-  std::vector<bool> used(region_count_, false);
-  absl::flat_hash_map<std::string, uint64_t> tombstones;  // key -> removed up to version
-  if (!live.empty()) {
-    AlignedBuffer region_buffer(options_.region_size);
-    for (auto [seq, r] : live) {
-      TIERKV_RETURN_IF_ERROR(scan_region(r, seq, region_buffer, tombstones));
-      im.regions[r].seq = seq;
-      im.fifo.push_back(r);
-      im.next_seq = std::max(im.next_seq, seq + 1);
-      used[r] = true;
-      ++recovery_.regions_scanned;
-    }
-  }
-  for (uint32_t r = 0; r < region_count_; ++r) {
-    if (!used[r]) im.free_regions.push_back(r);
-  }
-  recovery_.objects = im.index.object_count();
-  recovery_.duration_us = (mono_ns() - start) / 1000;
-  recovered_max_version_ = im.index.max_version();
-  for (const auto& [key, version] : tombstones) {
-    recovered_max_version_ = std::max(recovered_max_version_, version);
-  }
-  im.metrics.regions.set(region_count_);
-  im.metrics.recovered_records.add(recovery_.records_recovered);
-  im.metrics.recovery_dropped_records.add(recovery_.records_dropped);
-  {
-    std::lock_guard lock(im.write_mu);
-    update_space_gauges_locked();
-  }
-  update_index_gauges();
-  spdlog::info(
-      "flash: recovered {} objects ({} chunk records, {} tombstones) from {} regions in {:.1f} ms; "
-      "dropped {} torn or corrupt records, {} corrupt region headers",
-      recovery_.objects, recovery_.records_recovered, recovery_.tombstones,
-      recovery_.regions_scanned, recovery_.duration_us / 1000.0, recovery_.records_dropped,
-      recovery_.regions_corrupt);
-  if (recovery_.regions_old_format > 0) {
-    spdlog::warn("flash: {} regions were written in an older format (before {}) and are discarded",
-                 recovery_.regions_old_format, kFormatVersion);
   }
   return Status::ok();
 }
@@ -315,68 +242,6 @@ void FlashTier::detect_io_alignment() {
   io_alignment_ = static_cast<uint32_t>(usable ? align : kBlockSize);
 }
 
-// Indexes every valid record of one region incarnation. Records are found by
-// walking block by block, so a corrupt record costs only itself: the walk
-// resumes at the next block that starts a valid record of this incarnation.
-Status FlashTier::scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buffer,
-                              absl::flat_hash_map<std::string, uint64_t>& tombstones) {
-  Impl& im = *impl_;
-  const uint64_t region_size = options_.region_size;
-  TIERKV_RETURN_IF_ERROR(
-      read_exact(im.fd.get(), buffer.data(), region_size, uint64_t{region} * region_size));
-  uint64_t offset = kBlockSize;
-  uint64_t end = kBlockSize;
-  bool gap = false;          // unreadable blocks since the last good record
-  bool gap_counted = false;  // ... already counted as a dropped record
-  while (offset + kBlockSize <= region_size) {
-    const char* p = buffer.data() + offset;
-    const uint64_t left = region_size - offset;
-    if (!is_record_start(p, left, seq)) {
-      gap = true;
-      offset += kBlockSize;
-      continue;
-    }
-    Result<RecordView> rec = decode_record(p, left);
-    if (!rec.is_ok()) {
-      ++recovery_.records_dropped;
-      gap = gap_counted = true;
-      offset += kBlockSize;
-      continue;
-    }
-    // A damaged header hides its record; the good record after it shows it.
-    if (gap && !gap_counted) ++recovery_.records_dropped;
-    gap = gap_counted = false;
-    const uint64_t size = record_size(rec->key.size(), rec->data.size());
-    const uint64_t version = rec->header.object_version;
-    const uint64_t key_hash = hash64(rec->key);
-    if (rec->header.flags & kRecordTombstone) {
-      uint64_t& removed = tombstones[std::string(rec->key)];
-      removed = std::max(removed, version);
-      auto indexed = im.index.object(rec->key, key_hash);
-      if (indexed && indexed->version <= version) im.index.remove(rec->key, key_hash);
-      ++recovery_.tombstones;
-    } else if (rec->header.flags & kRecordExpiry) {
-      // Applies only to the version it names; log order makes the last one win.
-      im.index.set_expiry(rec->key, key_hash, version, rec->header.expire_at_ms);
-      ++recovery_.expiry_records;
-    } else {
-      auto tomb = tombstones.empty() ? tombstones.end() : tombstones.find(std::string(rec->key));
-      if (tomb == tombstones.end() || tomb->second < version) {
-        im.index.add(rec->key, key_hash, rec->header.chunk_index, version, rec->header.object_size,
-                     location::pack(region, offset / kBlockSize,
-                                    record_length(rec->key.size(), rec->data.size())),
-                     /*chunk_count_hint=*/0, rec->header.expire_at_ms);
-        ++recovery_.records_recovered;
-      }
-    }
-    offset += size;
-    end = offset;
-  }
-  im.regions[region].fill = end;
-  im.used_bytes += end;
-  return Status::ok();
-}
-
 Status FlashTier::start_engine() {
   Impl& im = *impl_;
   IoEngineOptions eo;
@@ -396,6 +261,7 @@ Status FlashTier::start_engine() {
   }
   if (!im.engine) im.engine = make_thread_pool_engine(eo);
   start_verifiers();
+  start_reclaimer();
   spdlog::info("flash: {} ({} regions of {} KiB) via {}, {} I/O, fsync {}", file_path_,
                region_count_, options_.region_size >> 10, im.engine->name(),
                direct_io_ ? fmt::format("direct (align {})", io_alignment_) : "buffered",
@@ -413,6 +279,7 @@ Status FlashTier::start_engine() {
 
 FlashTier::~FlashTier() {
   Impl& im = *impl_;
+  stop_reclaimer();
   if (im.engine) {
     flush();
     std::unique_lock lock(im.read_mu);

@@ -70,7 +70,7 @@ FlashTier::ReadOp* FlashTier::make_read_op(std::string_view key, uint32_t chunk_
   op->op = IoRequest::Op::kRead;
   op->buf = op->buffer.data();
   op->length = size;
-  op->offset = uint64_t{location::region(found->location)} * options_.region_size +
+  op->offset = region_start(location::region(found->location)) +
                location::offset_blocks(found->location) * kBlockSize;
   return op.release();
 }
@@ -179,7 +179,7 @@ Result<FlashChunk> FlashTier::finish_read(ReadOp& op, int64_t result) {
                   std::strerror(static_cast<int>(-result)));
     return Status::io_error(std::string("flash read: ") + std::strerror(static_cast<int>(-result)));
   }
-  Result<RecordView> rec = decode_record(op.buffer.data(), op.length);
+  Result<RecordView> rec = decode_record(op.buffer.data(), op.length, {salt(), op.offset});
   const bool matches = rec.is_ok() && rec->key == op.key &&
                        rec->header.chunk_index == op.chunk_index &&
                        rec->header.object_version == op.version;

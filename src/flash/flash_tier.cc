@@ -14,16 +14,6 @@
 
 namespace tierkv::flash {
 
-// Reinsertion copies at most this share of a region, so a region full of hot
-// chunks cannot fill its successor with nothing but copies.
-constexpr double kReinsertMaxFraction = 0.5;
-
-struct FlashTier::Reinsert {
-  PendingChunk chunk;
-  AlignedBuffer buffer;
-  std::string_view data;  // inside buffer
-};
-
 void FlashTier::WriteBatch::on_complete(int64_t result) {
   tier->on_write_done(this, result);
 }
@@ -121,7 +111,7 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
     }
     kick_locked(to_submit);
   }
-  if (!to_submit.empty()) im.engine->submit(to_submit);
+  submit_writes(to_submit);
   return st;
 }
 
@@ -129,12 +119,7 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
   Impl& im = *impl_;
   const uint64_t size = record_size(chunk.key.size(), data.size());
   if (im.active_region < 0 || im.active_offset + size > options_.region_size) {
-    TIERKV_RETURN_IF_ERROR(open_region_locked(/*reinsert=*/true));
-    // Reinserted chunks may have left too little room for a large record;
-    // a region opened without reinsertion always has enough.
-    if (im.active_offset + size > options_.region_size) {
-      TIERKV_RETURN_IF_ERROR(open_region_locked(/*reinsert=*/false));
-    }
+    TIERKV_RETURN_IF_ERROR(open_region_locked());
   }
   const auto region = static_cast<uint32_t>(im.active_region);
   RegionState& st = im.regions[region];
@@ -144,7 +129,8 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
   }
   encode_record(im.active->buffer.data() + im.active->used, chunk.key, data,
                 {chunk.chunk_index, chunk.version, st.seq, chunk.object_size, chunk.record_flags,
-                 chunk.expire_at_ms});
+                 chunk.expire_at_ms, chunk.chunk_count},
+                {salt(), region_start(region) + im.active_offset});
   chunk.location = location::pack(region, im.active_offset / kBlockSize,
                                   record_length(chunk.key.size(), data.size()));
   chunk.data_bytes = data.size();
@@ -158,89 +144,42 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
   return Status::ok();
 }
 
-Status FlashTier::open_region_locked(bool reinsert) {
+Status FlashTier::open_region_locked() {
   Impl& im = *impl_;
+  // Before anything changes: a failure here leaves the tier as it was.
+  Result<uint64_t> seq = take_seq_locked();
+  if (!seq.is_ok()) return seq.status();
   uint32_t region = 0;
-  std::vector<Reinsert> reinserts;
   if (!im.free_regions.empty()) {
     region = im.free_regions.front();
     im.free_regions.pop_front();
   } else {
+    // The background reclaimer (reinsertion) fell behind: reclaim the oldest
+    // region here, without reinsertion, which would read the device.
+    if (im.fifo.empty()) return Status::busy("flash: every region is being reclaimed");
     region = im.fifo.front();
     if (im.regions[region].pending_writes > 0) {
       return Status::busy("flash: oldest region still has writes in flight");
     }
     im.fifo.pop_front();
-    reclaim_locked(region, reinsert, reinserts);
+    reclaim_locked(region, nullptr);
   }
   seal_locked();
   RegionState& st = im.regions[region];
-  st.seq = im.next_seq++;
+  st = RegionState{};
+  st.seq = *seq;
   st.fill = kBlockSize;
   im.used_bytes += kBlockSize;
   im.pending_bytes += kBlockSize;
   im.fifo.push_back(region);
   im.active_region = region;
   im.active = new_batch_locked(region, 0, kBlockSize);
-  encode_region_header(im.active->buffer.data(), region, st.seq, options_.region_size);
+  encode_region_header(im.active->buffer.data(), region, st.seq, options_.region_size, salt());
   im.active->used = kBlockSize;
   im.active_offset = kBlockSize;
-  for (Reinsert& r : reinserts) {
-    // Fits: reinserted bytes are capped well below a region.
-    Status ok = append_locked(std::move(r.chunk), r.data);
-    if (!ok.is_ok()) spdlog::warn("flash: reinsertion failed: {}", ok.to_string());
-  }
   update_space_gauges_locked();
+  if (im.free_regions.empty() && options_.reinsertion) im.reclaim_cv.notify_one();
   return Status::ok();
-}
-
-// Reads exactly `length` bytes at `offset`; used outside the engine.
-Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
-
-void FlashTier::reclaim_locked(uint32_t region, bool reinsert, std::vector<Reinsert>& reinserts) {
-  Impl& im = *impl_;
-  std::vector<ReinsertCandidate> hits;
-  im.index.drop_region(region, options_.reinsertion && reinsert ? &hits : nullptr);
-  // Readers compare this epoch: a record that changed under a read after a
-  // reclaim is a race, not corruption.
-  im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
-  RegionState& st = im.regions[region];
-  im.used_bytes -= st.fill;
-  st.fill = 0;
-  st.seq = 0;
-  im.metrics.reclaims.add();
-
-  auto budget = static_cast<uint64_t>(options_.region_size * kReinsertMaxFraction);
-  for (ReinsertCandidate& h : hits) {
-    const uint64_t size = location::extent_bytes(h.location);
-    const uint64_t offset =
-        uint64_t{region} * options_.region_size + location::offset_blocks(h.location) * kBlockSize;
-    AlignedBuffer buffer;
-    Result<RecordView> rec = Status::corruption("over reinsertion budget");
-    if (size <= budget) {
-      buffer = AlignedBuffer(size);
-      Status st_read = read_exact(im.fd.get(), buffer.data(), size, offset);
-      rec = st_read.is_ok() ? decode_record(buffer.data(), size) : Result<RecordView>(st_read);
-    }
-    if (!rec.is_ok() || rec->key != h.key || rec->header.chunk_index != h.chunk_index ||
-        rec->header.object_version != h.version) {
-      im.index.drop_chunk(h.key, h.key_hash, h.chunk_index, h.location);
-      continue;
-    }
-    budget -= size;
-    Reinsert r;
-    r.chunk.key = std::move(h.key);
-    r.chunk.key_hash = h.key_hash;
-    r.chunk.chunk_index = h.chunk_index;
-    r.chunk.version = h.version;
-    r.chunk.object_size = h.object_size;
-    r.chunk.expire_at_ms = h.expire_at_ms;  // the index's: set_expiry may postdate the record
-    r.chunk.old_location = h.location;
-    r.chunk.reinsertion = true;
-    r.data = rec->data;
-    r.buffer = std::move(buffer);  // the heap block, and so r.data, stays put
-    reinserts.push_back(std::move(r));
-  }
 }
 
 std::unique_ptr<FlashTier::WriteBatch> FlashTier::new_batch_locked(uint32_t region, uint64_t offset,
@@ -272,22 +211,40 @@ void FlashTier::seal_locked() {
 void FlashTier::kick_locked(std::vector<IoRequest*>& to_submit) {
   Impl& im = *impl_;
   while (im.writes_in_flight < options_.max_write_inflight) {
+    WriteBatch* next = !im.sealed.empty() ? im.sealed.front().get() : im.active.get();
+    if (next == nullptr) break;
+    const RegionState& region = im.regions[next->region];
+    // In order: nothing of a region goes down before its header has landed.
+    if (!next->carries_header() && !region.header_landed && !region.header_failed) break;
     std::unique_ptr<WriteBatch> batch;
     if (!im.sealed.empty()) {
       batch = std::move(im.sealed.front());
       im.sealed.pop_front();
-    } else if (im.active) {
-      batch = std::move(im.active);  // group commit: whatever has gathered
     } else {
-      break;
+      batch = std::move(im.active);  // group commit: whatever has gathered
     }
+    batch->doomed = !batch->carries_header() && region.header_failed;
     batch->buf = batch->buffer.data();
     batch->length = batch->used;
-    batch->offset = uint64_t{batch->region} * options_.region_size + batch->region_offset;
+    batch->offset = region_start(batch->region) + batch->region_offset;
     batch->done = 0;
     ++im.writes_in_flight;
     to_submit.push_back(batch.release());
   }
+}
+
+void FlashTier::submit_writes(std::vector<IoRequest*>& batches) {
+  std::vector<IoRequest*> now;
+  for (IoRequest* r : batches) {
+    auto* batch = static_cast<WriteBatch*>(r);
+    if (batch->doomed) {
+      on_write_done(batch, -EIO);
+    } else {
+      now.push_back(r);
+    }
+  }
+  if (!now.empty()) impl_->engine->submit(now);
+  batches.clear();
 }
 
 void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
@@ -323,7 +280,14 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
     std::lock_guard lock(im.write_mu);
     --im.writes_in_flight;
     ++im.writes_finishing;
-    --im.regions[batch->region].pending_writes;
+    RegionState& region = im.regions[batch->region];
+    --region.pending_writes;
+    if (batch->carries_header()) {
+      region.header_landed = ok;
+      region.header_failed = !ok;
+      // Later records must go to a region whose header is on the device.
+      if (!ok && im.active_region == static_cast<int64_t>(batch->region)) im.active_region = -1;
+    }
     im.pending_bytes -= batch->used;
     if (!im.deferred_meta.empty() && !im.clearing) append_deferred_meta_locked();
     kick_locked(next);
@@ -332,7 +296,7 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
       im.spare_buffers.push_back(std::move(batch->buffer));
     }
   }
-  if (!next.empty()) im.engine->submit(next);
+  submit_writes(next);
   update_index_gauges();
   for (size_t i = 0; i < batch->chunks.size(); ++i) {
     if (batch->chunks[i].done) batch->chunks[i].done(std::move(outcomes[i]));
@@ -405,7 +369,7 @@ void FlashTier::flush() {
     seal_locked();
     kick_locked(to_submit);
   }
-  if (!to_submit.empty()) im.engine->submit(to_submit);
+  submit_writes(to_submit);
   {
     std::unique_lock lock(im.write_mu);
     im.writes_idle.wait(lock, [&] {

@@ -18,10 +18,15 @@
 //   chunks leave the index. With reinsertion on, chunks read since they were
 //   written are first copied to the head of the log.
 // * open() rebuilds the index by scanning the regions in sequence order; the
-//   newest version of each chunk wins, torn or corrupt records are dropped.
+//   newest *complete* version of each object wins (a crash in the middle of
+//   a multi-chunk write leaves the previous version), torn or corrupt records
+//   are dropped. Checksums are salted per device and bound to the record's
+//   place, so bytes stored as values can never be taken for records.
 // * Removal drops the index entry and writes a tombstone record, which
 //   recovery honours for the versions it covers. A write of a removed version
 //   still in flight is never indexed when it lands.
+// * Layout: two superblock slots (salt, layout, reserved region sequence
+//   numbers), then the regions (see record.h).
 // * Each object version carries an expiry (unix ms, 0: none), stored and
 //   returned but not enforced here: the Store decides what is expired.
 //
@@ -71,6 +76,15 @@ struct FlashOptions {
 };
 
 std::string_view fsync_policy_name(FsyncPolicy policy);
+
+struct RemoveOptions {
+  // Write the tombstone even if nothing of the key is indexed or in flight
+  // (the caller knows an older copy may be on the device, unindexed).
+  bool always_tombstone = false;
+  // Runs once the tombstone has landed (fsynced with fsync=always), or at
+  // once with OK if none was needed. May run before remove() returns.
+  std::function<void(Status)> durable;
+};
 Result<FsyncPolicy> parse_fsync_policy(std::string_view text);  // none|everysec|always
 
 struct ChunkWrite {
@@ -123,6 +137,9 @@ struct RecoveryStats {
   uint64_t records_dropped = 0;  // torn or corrupt
   uint64_t tombstones = 0;
   uint64_t expiry_records = 0;
+  // Newer versions whose chunks were not all written (a crash mid-write):
+  // dropped, the version before them kept.
+  uint64_t objects_incomplete = 0;
   uint64_t objects = 0;
   uint64_t duration_us = 0;
 };
@@ -190,16 +207,20 @@ class FlashTier {
 
   // Sets the expiry (unix ms, 0: none) of the key if `version` is the one
   // indexed, and appends an expiry record so that it survives a restart.
-  // False if the key is not indexed at that version.
-  bool set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms);
+  // False if the key is not indexed at that version. `durable`, if given,
+  // runs once the record landed (at once with OK when this returns false).
+  bool set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms,
+                  std::function<void(Status)> durable = {});
   // Drops the key if its indexed version is <= up_to_version and queues a
   // tombstone covering every version <= up_to_version, so that a restart
   // does not bring them back. Guarantee: a chunk write of the key with
   // version <= up_to_version accepted before this returns is never indexed
   // (its callback gets Conflict). True if an index entry was dropped.
-  bool remove(std::string_view key, uint64_t up_to_version);
-  // Drops the key if its indexed version is < below_version; no tombstone
-  // (the caller holds a newer version). True if an index entry was dropped.
+  bool remove(std::string_view key, uint64_t up_to_version, RemoveOptions options = {});
+  // Drops the key if its indexed version is < below_version, and keeps
+  // writes of such versions still in flight from being indexed; no
+  // tombstone: the caller holds a newer version that will supersede them on
+  // flash. True if an index entry was dropped.
   bool forget(std::string_view key, uint64_t below_version);
   // Drops everything, durably: once this returns, nothing written before it
   // is readable or recovered after a restart, and writes in flight at the
@@ -233,14 +254,25 @@ class FlashTier {
   struct Impl;
   struct WriteBatch;
   struct ReadOp;
-  struct Reinsert;
   FlashTier(const FlashOptions& options, MetricsRegistry* metrics);
   // Opening (flash_open.cc).
   Status open_device();
   void detect_io_alignment();
   Status recover();
-  Status scan_region(uint32_t region, uint64_t seq, AlignedBuffer& buffer,
-                     absl::flat_hash_map<std::string, uint64_t>& tombstones);
+  // The superblock: read at open (a new one, with a new salt, if there is
+  // none of this format and layout), rewritten to reserve sequence numbers.
+  Status load_superblock();
+  Status write_superblock(uint64_t seq_limit);
+  // The next region sequence number; reserves more on the device first when
+  // the reserved ones run out. Needs write_mu (or open).
+  Result<uint64_t> take_seq_locked();
+  uint64_t salt() const;
+  // Byte offset of region r on the device.
+  uint64_t region_start(uint32_t region) const;
+  // Drops index entries of the key up to `up_to_version` and stops writes of
+  // such versions in flight from being indexed. Returns {dropped, pending}.
+  std::pair<bool, bool> drop_versions(std::string_view key, uint64_t key_hash,
+                                      uint64_t up_to_version);
   Status start_engine();
   void start_verifiers();
   void stop_verifiers();
@@ -253,11 +285,20 @@ class FlashTier {
   void index_landed(WriteBatch& batch, std::vector<Status>& outcomes, uint64_t& user_bytes);
   void log_write_error(const WriteBatch& batch, int64_t result);
   Status wipe_region_headers();
-  Status open_region_locked(bool reinsert);
-  void reclaim_locked(uint32_t region, bool reinsert, std::vector<Reinsert>& reinserts);
+  Status open_region_locked();
+  // Reclaim (flash_reclaim.cc). Drops the region's chunks from the index;
+  // with `hits`, chunks read since written stay, marked relocating, listed.
+  void reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits);
+  // Reinsertion reads the device, so it runs on a thread of its own, a
+  // region ahead: writers never wait for it.
+  void start_reclaimer();
+  void stop_reclaimer();
+  void reclaim_ahead(std::unique_lock<std::mutex>& write_lock);
   std::unique_ptr<WriteBatch> new_batch_locked(uint32_t region, uint64_t offset, uint64_t bytes);
   void seal_locked();
   void kick_locked(std::vector<IoRequest*>& to_submit);
+  // Submits what kick_locked() chose; doomed batches complete at once.
+  void submit_writes(std::vector<IoRequest*>& batches);
   void on_write_done(WriteBatch* batch, int64_t result);
   void update_space_gauges_locked();
   void update_index_gauges();

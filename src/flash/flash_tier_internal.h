@@ -16,6 +16,7 @@
 #include "flash/flash_index.h"
 #include "flash/flash_tier.h"
 #include "flash/io_engine.h"
+#include "flash/record.h"
 
 namespace tierkv::flash {
 
@@ -87,6 +88,12 @@ struct KeyInFlight {
   std::vector<std::pair<std::string, uint64_t>> removed;  // key, up to version
 };
 
+// Where the device's superblock stands (guarded by write_mu after open).
+struct SuperblockState {
+  Superblock current;
+  uint64_t slot = 0;  // the slot `current` was read from or last written to
+};
+
 // One buffer write: consecutive records of one region.
 struct FlashTier::WriteBatch final : IoRequest {
   void on_complete(int64_t result) override;
@@ -97,6 +104,9 @@ struct FlashTier::WriteBatch final : IoRequest {
   uint32_t region = 0;
   uint64_t region_offset = 0;  // where buffer[0] lands inside the region
   bool fsynced = false;
+  // Its region's header failed to land: completes with an error, unwritten.
+  bool doomed = false;
+  bool carries_header() const { return region_offset == 0; }
   std::vector<PendingChunk> chunks;
 };
 
@@ -120,12 +130,18 @@ struct RegionState {
   uint64_t seq = 0;             // 0: free
   uint64_t fill = 0;            // bytes written (header included)
   uint32_t pending_writes = 0;  // batches for this region not yet landed
+  // Batches after the header batch wait until it has landed (and been
+  // fsynced with fsync=always): a record acknowledged in a region whose
+  // header is not on the device would not be found by recovery.
+  bool header_landed = false;
+  bool header_failed = false;
 };
 
 struct FlashTier::Impl {
   explicit Impl(MetricsRegistry& registry) : metrics(registry) {}
 
   UniqueFd fd;
+  SuperblockState super;  // salt, layout, reserved region sequence numbers
   std::unique_ptr<IoEngine> engine;
   FlashIndex index;
   FlashMetrics metrics;
@@ -165,6 +181,10 @@ struct FlashTier::Impl {
   uint64_t next_seq = 1;
   uint64_t used_bytes = 0;
   std::vector<AlignedBuffer> spare_buffers;
+  // The reinsertion reclaimer, woken when the last free region is taken.
+  std::condition_variable reclaim_cv;
+  bool reclaim_stop = false;
+  std::thread reclaimer;
   std::atomic<bool> dirty{false};  // written since the last fdatasync
 
   // Read side, guarded by read_mu.

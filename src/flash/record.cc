@@ -21,19 +21,38 @@
 namespace tierkv::flash {
 namespace {
 
-uint64_t record_checksum(RecordHeader header, std::string_view key, std::string_view data) {
+// The seal (the device's secret salt and the record's offset) is hashed
+// first: it binds the record to the device and to its place on it.
+uint64_t record_checksum(RecordHeader header, std::string_view key, std::string_view data,
+                         RecordSeal seal) {
   header.checksum = 0;
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, &seal, sizeof(seal));
   XXH3_64bits_update(&state, &header, sizeof(header));
   XXH3_64bits_update(&state, key.data(), key.size());
   TIERKV_XXH3_UPDATE(&state, data.data(), data.size());
   return XXH3_64bits_digest(&state);
 }
 
-uint64_t region_checksum(RegionHeader header) {
+uint64_t region_checksum(RegionHeader header, uint64_t salt) {
   header.checksum = 0;
-  return XXH3_64bits(&header, sizeof(header));
+  return XXH3_64bits_withSeed(&header, sizeof(header), salt);
+}
+
+uint64_t superblock_checksum(Superblock sb) {
+  sb.checksum = 0;
+  return XXH3_64bits(&sb, sizeof(sb));
+}
+
+// What no writer produces: rejected even when the checksum matches.
+const char* implausible(const RecordHeader& h) {
+  if (h.flags & ~(kRecordTombstone | kRecordExpiry)) return "unknown record flags";
+  if (h.key_length == 0) return "record without a key";
+  if (h.object_version == 0 || h.object_version >= kMaxObjectVersion)
+    return "implausible record version";
+  if (h.chunk_count != 0 && h.chunk_index >= h.chunk_count) return "chunk index past the count";
+  return nullptr;
 }
 
 }  // namespace
@@ -43,7 +62,7 @@ uint64_t record_size(uint64_t key_length, uint64_t data_length) {
 }
 
 uint64_t encode_record(char* dst, std::string_view key, std::string_view data,
-                       const RecordFields& fields) {
+                       const RecordFields& fields, RecordSeal seal) {
   RecordHeader h;
   h.flags = fields.flags;
   h.key_length = static_cast<uint32_t>(key.size());
@@ -52,8 +71,9 @@ uint64_t encode_record(char* dst, std::string_view key, std::string_view data,
   h.region_seq = fields.region_seq;
   h.object_size = fields.object_size;
   h.data_length = static_cast<uint32_t>(data.size());
+  h.chunk_count = fields.chunk_count;
   h.expire_at_ms = fields.expire_at_ms;
-  h.checksum = record_checksum(h, key, data);
+  h.checksum = record_checksum(h, key, data, seal);
   std::memcpy(dst, &h, sizeof(h));
   // memcpy from a null view (empty data) is undefined even for 0 bytes.
   if (!key.empty()) std::memcpy(dst + sizeof(h), key.data(), key.size());
@@ -72,43 +92,63 @@ bool is_record_start(const char* buf, uint64_t len, uint64_t region_seq) {
          h.region_seq == region_seq;
 }
 
-Result<RecordView> decode_record(const char* buf, uint64_t len) {
+Result<RecordView> decode_record(const char* buf, uint64_t len, RecordSeal seal) {
   if (len < sizeof(RecordHeader)) return Status::corruption("record shorter than its header");
   RecordView view;
   RecordHeader& h = view.header;
   std::memcpy(&h, buf, sizeof(h));
   if (h.magic != kRecordMagic) return Status::corruption("bad record magic");
   if (h.format_version != kFormatVersion) return Status::corruption("unknown record format");
+  if (const char* why = implausible(h)) return Status::corruption(why);
   const uint64_t body = uint64_t{h.key_length} + h.data_length;
   if (body > len - sizeof(RecordHeader)) return Status::corruption("record runs past its extent");
   view.key = std::string_view(buf + sizeof(h), h.key_length);
   view.data = std::string_view(buf + sizeof(h) + h.key_length, h.data_length);
-  if (record_checksum(h, view.key, view.data) != h.checksum) {
+  if (record_checksum(h, view.key, view.data, seal) != h.checksum) {
     return Status::corruption("record checksum mismatch");
   }
   return view;
 }
 
 void encode_region_header(char* dst, uint32_t region_index, uint64_t seq, uint64_t region_size,
-                          uint16_t flags) {
+                          uint64_t salt, uint16_t flags) {
   RegionHeader h;
   h.flags = flags;
   h.region_index = region_index;
   h.seq = seq;
   h.region_size = region_size;
-  h.checksum = region_checksum(h);
+  h.checksum = region_checksum(h, salt);
   std::memset(dst, 0, kBlockSize);
   std::memcpy(dst, &h, sizeof(h));
 }
 
-Result<RegionHeader> decode_region_header(const char* buf, uint64_t len) {
+Result<RegionHeader> decode_region_header(const char* buf, uint64_t len, uint64_t salt) {
   if (len < sizeof(RegionHeader)) return Status::corruption("region header truncated");
   RegionHeader h;
   std::memcpy(&h, buf, sizeof(h));
   if (h.magic != kRegionMagic) return Status::corruption("no region header");
   if (h.format_version != kFormatVersion) return Status::corruption("unknown region format");
-  if (region_checksum(h) != h.checksum) return Status::corruption("region header checksum");
+  if (region_checksum(h, salt) != h.checksum) return Status::corruption("region header checksum");
   return h;
+}
+
+void encode_superblock(char* dst, const Superblock& sb) {
+  Superblock out = sb;
+  out.magic = kSuperMagic;
+  out.format_version = kFormatVersion;
+  out.checksum = superblock_checksum(out);
+  std::memset(dst, 0, kBlockSize);
+  std::memcpy(dst, &out, sizeof(out));
+}
+
+Result<Superblock> decode_superblock(const char* buf, uint64_t len) {
+  if (len < sizeof(Superblock)) return Status::corruption("superblock truncated");
+  Superblock sb;
+  std::memcpy(&sb, buf, sizeof(sb));
+  if (sb.magic != kSuperMagic) return Status::corruption("no superblock");
+  if (sb.format_version != kFormatVersion) return Status::corruption("unknown superblock format");
+  if (superblock_checksum(sb) != sb.checksum) return Status::corruption("superblock checksum");
+  return sb;
 }
 
 }  // namespace tierkv::flash

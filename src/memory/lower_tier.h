@@ -57,6 +57,13 @@ class LowerTier {
   // Takes the item on kQueued (moves from it); leaves it alone otherwise.
   // Called with no memory lock held; must not block.
   virtual OffloadAnswer offload(OffloadItem& item) = 0;
+  // Memory's expiry of `version` is `expire_at_ms` (in the past if it has
+  // just expired there), and the lower tier may hold, or be writing, a copy
+  // with another: make the copy agree, or remove it. Called for objects that
+  // expire in memory while not dirty, and when a copy lands whose expiry
+  // changed while it was written. Called with the object's memory shard lock
+  // held (so it is ordered with set_expiry): never block, never call back.
+  virtual void reconcile_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms) = 0;
 };
 
 }  // namespace tierkv::memory

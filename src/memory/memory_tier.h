@@ -153,8 +153,10 @@ class MemoryTier {
   // Presence without side effects on the policy (lazy expiry still applies).
   bool contains(std::string_view key);
   std::optional<ObjectInfo> stat(std::string_view key);
-  // With if_version, removes only that version (compare-and-delete).
-  bool remove(std::string_view key, std::optional<uint64_t> if_version = std::nullopt);
+  // With if_version, removes only that version (compare-and-delete). The
+  // version removed goes to *removed_version, if given.
+  bool remove(std::string_view key, std::optional<uint64_t> if_version = std::nullopt,
+              uint64_t* removed_version = nullptr);
 
   // expire_at_ms = 0 clears the expiry. False if the key is absent.
   bool set_expiry(std::string_view key, int64_t expire_at_ms);
@@ -174,8 +176,11 @@ class MemoryTier {
   void set_lower_tier(LowerTier* lower) { lower_ = lower; }
   // Reports a lower-tier write of `version` done: a write-through copy makes
   // the object clean (or dirty again on failure); an offload lets the object
-  // leave memory. `offload` says which the item was.
-  void finish_flash_write(std::string_view key, uint64_t version, bool offload, bool ok);
+  // leave memory. `offload` says which the item was; `written_expire_at_ms`
+  // is the expiry the copy was written with (if the object's changed since,
+  // the lower tier is told to reconcile).
+  void finish_flash_write(std::string_view key, uint64_t version, bool offload, bool ok,
+                          int64_t written_expire_at_ms = 0);
   // Write-through: pins a dirty object of `version` for copying down and
   // marks it kFlushing. Empty if it is gone, replaced, or not dirty. With
   // `in_flight_too`, also pins an object whose write is already under way
@@ -233,6 +238,8 @@ class MemoryTier {
   void detach_locked(Shard& s, Object* obj, ChunkList& to_release);
   void release_all(ChunkList& chunks);
   bool expired(const Object* obj, int64_t now_ms) const;
+  // Drops an expired object; a copy below it is told (reconcile_expiry).
+  void expire_locked(Shard& s, Object* obj, ChunkList& to_release);
   static int64_t chunk_charge(const Object* obj);
   // The live object for a key, expiring it lazily if it is due. now == 0:
   // read the clock if the object has an expiry.

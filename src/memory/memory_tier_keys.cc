@@ -22,8 +22,16 @@ Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t ha
   if (now == 0) now = unix_time_ms();  // read the clock only when it matters
   if (!expired(obj, now)) return obj;
   expired_objects_.fetch_add(1, std::memory_order_relaxed);
-  detach_locked(s, obj, to_release);
+  expire_locked(s, obj, to_release);
   return nullptr;
+}
+
+void MemoryTier::expire_locked(Shard& s, Object* obj, ChunkList& to_release) {
+  // A clean object's copy below may carry another expiry (or be landing
+  // with one); dirty ones have no copy.
+  if (lower_ && obj->flash_state != FlashState::kDirty)
+    lower_->reconcile_expiry(obj->key, obj->version, obj->expire_at_ms);
+  detach_locked(s, obj, to_release);
 }
 
 bool MemoryTier::contains(std::string_view key) {
@@ -65,7 +73,8 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
   return info;
 }
 
-bool MemoryTier::remove(std::string_view key, std::optional<uint64_t> if_version) {
+bool MemoryTier::remove(std::string_view key, std::optional<uint64_t> if_version,
+                        uint64_t* removed_version) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
   ChunkList to_release;
@@ -74,6 +83,7 @@ bool MemoryTier::remove(std::string_view key, std::optional<uint64_t> if_version
     std::lock_guard lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
     if (obj && (!if_version || obj->version == *if_version)) {
+      if (removed_version) *removed_version = obj->version;
       detach_locked(s, obj, to_release);
       removed = true;
     }
@@ -261,7 +271,7 @@ size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
       for (; sampled < kSample && !s.with_ttl.empty(); ++sampled) {
         Object* o = s.with_ttl[rng() % s.with_ttl.size()];
         if (!expired(o, now_ms)) continue;
-        detach_locked(s, o, to_release);
+        expire_locked(s, o, to_release);
         ++hits;
       }
     }

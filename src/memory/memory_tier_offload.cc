@@ -233,7 +233,8 @@ void MemoryTier::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
   release_all(to_release);
 }
 
-void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool offload, bool ok) {
+void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool offload, bool ok,
+                                    int64_t written_expire_at_ms) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
   ChunkList to_release;
@@ -241,6 +242,10 @@ void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool
     std::lock_guard lock(s.mu);
     auto it = s.index.find(KeyRef{key, hash});
     Object* obj = it != s.index.end() && (*it)->version == version ? *it : nullptr;
+    // An EXPIRE/PERSIST while the copy was being written: the copy has the
+    // old expiry. Told under this lock, so a later set_expiry comes after.
+    if (obj && ok && lower_ && obj->expire_at_ms != written_expire_at_ms)
+      lower_->reconcile_expiry(obj->key, version, obj->expire_at_ms);
     if (obj && obj->flash_state == FlashState::kOffloading) {
       if (!ok) offload_dropped_.fetch_add(1, std::memory_order_relaxed);
       evicted_objects_.fetch_add(1, std::memory_order_relaxed);

@@ -35,6 +35,18 @@ memory::OffloadAnswer FlashOffloader::offload(memory::OffloadItem& item) {
   return memory::OffloadAnswer::kDrop;
 }
 
+void FlashOffloader::reconcile_expiry(std::string_view key, uint64_t version,
+                                      int64_t expire_at_ms) {
+  std::optional<flash::FlashObjectSummary> f = flash_.summary(key);
+  if (f && f->version == version) {
+    if (f->expire_at_ms != expire_at_ms) flash_.set_expiry(key, version, expire_at_ms);
+    return;
+  }
+  // Not indexed (yet): a copy still being written lands with the expiry it
+  // was given. If the object has expired, make sure it never lands.
+  if (expire_at_ms != 0 && expire_at_ms <= unix_time_ms()) flash_.remove(key, version);
+}
+
 Status FlashOffloader::write_copy(memory::OffloadItem&& item, std::function<void(Status)> done) {
   return submit(std::move(item), std::move(done));
 }
@@ -74,7 +86,7 @@ Status FlashOffloader::submit(memory::OffloadItem&& in, std::function<void(Statu
       write_errors_.add();
       log_write_error(item->key, result);
     }
-    memory_.finish_flash_write(item->key, item->version, item->evicted, ok);
+    memory_.finish_flash_write(item->key, item->version, item->evicted, ok, item->expire_at_ms);
     if (done) done(ok ? Status::ok() : result);
     if (on_landed_) on_landed_();
   });

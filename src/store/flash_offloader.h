@@ -23,6 +23,7 @@ class FlashOffloader final : public memory::LowerTier {
 
   bool holds(std::string_view key, uint64_t hash, uint64_t version, uint32_t chunk_count) override;
   memory::OffloadAnswer offload(memory::OffloadItem& item) override;
+  void reconcile_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms) override;
   // Writes a copy of a resident object (write-through, persist, shutdown).
   // `done` (may be empty) runs once it landed or failed. Busy if the flash
   // write queue is full: the object then stays dirty.

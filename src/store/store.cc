@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "core/hash.h"
+#include "core/status_join.h"
 #include "flash/flash_tier.h"
 #include "store/flash_offloader.h"
 #include "store/flash_reader.h"
@@ -177,8 +178,16 @@ Result<WriteResult> Store::commit(ObjectWriter&& writer, const WriteOptions& opt
 }
 
 void Store::after_write(std::string_view key, uint64_t version) {
-  // The flash copy of an older version is obsolete now.
-  flash_->forget(key, version);
+  // Older versions on flash are obsolete now; none may come back after a
+  // restart, nor be indexed when a write of one still in flight lands.
+  if (durable_writes_) {
+    // The new version is being made durable (the writer waits for it) and
+    // supersedes them on flash; a tombstone now could outlive it in a crash
+    // and lose the older, acknowledged version.
+    flash_->forget(key, version);
+  } else {
+    flash_->remove(key, version - 1);
+  }
   if (!write_through_ || durable_writes_) return;
   if (std::optional<memory::OffloadItem> item = memory_->begin_flush(key, version))
     (void)offloader_->write_copy(std::move(*item), {});
@@ -249,39 +258,77 @@ std::vector<Result<WriteResult>> Store::put_batch(
 
 // --- removal ---
 
-bool Store::remove(std::string_view key, std::optional<uint64_t> if_version) {
-  if (!flash_) return memory_->remove(key, if_version);
-  std::lock_guard lock(key_locks_.for_hash(hash64(key)));
-  if (if_version) {
-    // Compare-and-delete: the version a read-modify-write command saw.
-    if (memory_->remove(key, if_version)) {
-      flash_->remove(key, *if_version);
-      return true;
-    }
-    std::optional<flash::FlashObjectInfo> f = flash_->lookup(key);
-    return f && f->version == *if_version && flash_->remove(key, *if_version);
+bool Store::remove(std::string_view key, std::optional<uint64_t> if_version,
+                   DurableCallback durable) {
+  if (!flash_) {
+    bool removed = memory_->remove(key, if_version);
+    if (durable) durable(Status::ok());
+    return removed;
   }
-  bool in_memory = memory_->remove(key);
-  // Every version handed out so far, in flight ones included.
-  bool on_flash = flash_->remove(key, memory_->max_version());
-  return in_memory || on_flash;
+  std::lock_guard lock(key_locks_.for_hash(hash64(key)));
+  return remove_both_tiers(key, if_version, std::move(durable));
 }
 
-size_t Store::remove_batch(std::span<const std::string_view> keys) {
+// Under the key's stripe lock. The tombstone covers exactly the newest
+// version removed (never the global newest: a SET of the key published
+// meanwhile must survive), and with it every older one.
+bool Store::remove_both_tiers(std::string_view key, std::optional<uint64_t> if_version,
+                              DurableCallback durable) {
+  uint64_t in_memory = 0;
+  memory_->remove(key, if_version, &in_memory);
+  uint64_t on_flash = 0;
+  if (std::optional<flash::FlashObjectSummary> f = flash_->summary(key)) {
+    if (!if_version || f->version == *if_version) on_flash = f->version;
+  }
+  const uint64_t up_to = std::max(in_memory, on_flash);
+  if (up_to == 0) {
+    if (durable) durable(Status::ok());
+    return false;
+  }
+  // With fsync=always an older version may sit on flash unindexed (an
+  // overwrite writes no tombstone then): a removal always writes one.
+  flash_->remove(
+      key, up_to,
+      flash::RemoveOptions{.always_tombstone = durable_writes_, .durable = std::move(durable)});
+  return true;
+}
+
+size_t Store::remove_batch(std::span<const std::string_view> keys, DurableCallback durable) {
+  std::shared_ptr<StatusJoin> join = StatusJoin::make(keys.size(), std::move(durable));
   size_t n = 0;
-  for (std::string_view k : keys) n += remove(k) ? 1 : 0;
+  for (std::string_view k : keys) n += remove(k, std::nullopt, join->arrival()) ? 1 : 0;
   return n;
 }
 
-bool Store::set_expiry(std::string_view key, int64_t expire_at_ms) {
-  if (!flash_) return memory_->set_expiry(key, expire_at_ms);
+bool Store::set_expiry(std::string_view key, int64_t expire_at_ms, DurableCallback durable) {
+  if (!flash_) {
+    bool found = memory_->set_expiry(key, expire_at_ms);
+    if (durable) durable(Status::ok());
+    return found;
+  }
+  // Serialised per key: two changes must reach both tiers in one order.
+  std::lock_guard lock(key_locks_.for_hash(hash64(key)));
   std::optional<ObjectInfo> mem = memory_->stat(key);
-  bool in_memory = memory_->set_expiry(key, expire_at_ms);
-  std::optional<flash::FlashObjectInfo> f = flash_->lookup(key);
-  // Keep the flash copy's expiry in step when it is the same version, or
-  // when flash holds the only copy.
-  if (f && (!in_memory || (mem && mem->version == f->version)))
-    return flash_->set_expiry(key, f->version, expire_at_ms) || in_memory;
+  bool in_memory = mem && memory_->set_expiry(key, expire_at_ms);
+  if (!in_memory) {
+    // Flash holds the only copy, if it is live (an expired one stays so).
+    std::optional<ObjectInfo> below = flash_info(key);
+    if (below) return flash_->set_expiry(key, below->version, expire_at_ms, std::move(durable));
+    if (durable) durable(Status::ok());
+    return false;
+  }
+  std::optional<flash::FlashObjectSummary> f = flash_->summary(key);
+  if (f && f->version == mem->version) {
+    flash_->set_expiry(key, f->version, expire_at_ms, std::move(durable));
+    return true;
+  }
+  // In memory only (a copy may be landing: it is reconciled when it lands).
+  // A durable caller waits for a copy written with the new expiry.
+  if (durable && durable_writes_) {
+    persist(key, mem->version, std::move(durable));
+  } else if (durable) {
+    durable(Status::ok());
+  }
   return in_memory;
 }
 

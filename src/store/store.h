@@ -178,12 +178,18 @@ class Store {
   bool exists(std::string_view key) { return exist(std::span(&key, 1))[0]; }
 
   // --- removal and key space ---
+  // Callback that runs once what a removal or expiry change wrote to flash
+  // is durable per the fsync policy (at once if nothing needed writing).
+  // With fsync=always, removals and expiry changes always write, so a
+  // caller that waits for it knows they survive a crash.
+  using DurableCallback = std::function<void(Status)>;
   // With if_version, removes only that version: a compare-and-delete for
   // read-modify-write commands (GETDEL, rollbacks).
-  bool remove(std::string_view key, std::optional<uint64_t> if_version = std::nullopt);
-  size_t remove_batch(std::span<const std::string_view> keys);
+  bool remove(std::string_view key, std::optional<uint64_t> if_version = std::nullopt,
+              DurableCallback durable = {});
+  size_t remove_batch(std::span<const std::string_view> keys, DurableCallback durable = {});
   // Unix ms; 0 clears. False if absent.
-  bool set_expiry(std::string_view key, int64_t expire_at_ms);
+  bool set_expiry(std::string_view key, int64_t expire_at_ms, DurableCallback durable = {});
   // Size, version and expiry from whichever tier holds the key.
   std::optional<ObjectInfo> stat(std::string_view key);
   std::optional<ObjectResidency> residency(std::string_view key);
@@ -218,6 +224,8 @@ class Store {
   void open_flash(const Config& config);
   Result<ObjectView> get_range_once(std::string_view key, uint64_t offset, uint64_t length);
   void after_write(std::string_view key, uint64_t version);
+  bool remove_both_tiers(std::string_view key, std::optional<uint64_t> if_version,
+                         DurableCallback durable);
   // Durable writes the flash queue refused (Busy), retried as writes land.
   struct PendingPersist {
     std::string key;

@@ -41,16 +41,30 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
+// The device's salt, from the newer valid superblock slot.
+uint64_t file_salt(const std::string& file) {
+  uint64_t salt = 0, generation = 0;
+  for (uint64_t slot = 0; slot < kSuperblockSlots && file.size() >= kDataStart; ++slot) {
+    Result<Superblock> sb = decode_superblock(file.data() + slot * kBlockSize, kBlockSize);
+    if (sb.is_ok() && sb->generation >= generation) {
+      salt = sb->salt;
+      generation = sb->generation;
+    }
+  }
+  return salt;
+}
+
 // Where each record of a freshly written file is, found with the codec.
 std::map<std::string, Extent> map_records(const std::string& path, uint64_t region_size) {
   const std::string file = read_file(path);
+  const uint64_t salt = file_salt(file);
   std::map<std::string, Extent> out;
-  for (uint64_t region = 0; region + region_size <= file.size(); region += region_size) {
-    Result<RegionHeader> h = decode_region_header(file.data() + region, kBlockSize);
+  for (uint64_t region = kDataStart; region + region_size <= file.size(); region += region_size) {
+    Result<RegionHeader> h = decode_region_header(file.data() + region, kBlockSize, salt);
     if (!h.is_ok()) continue;
     for (uint64_t off = kBlockSize; off < region_size;) {
       const char* p = file.data() + region + off;
-      Result<RecordView> r = decode_record(p, region_size - off);
+      Result<RecordView> r = decode_record(p, region_size - off, {salt, region + off});
       if (!is_record_start(p, region_size - off, h->seq) || !r.is_ok()) {
         off += kBlockSize;
         continue;

@@ -1,4 +1,5 @@
 #include "flash/flash_tier.h"
+#include "flash/record.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -129,11 +130,11 @@ INSTANTIATE_TEST_SUITE_P(Backends, FlashTierBackendTest,
                            return info.param == IoBackend::kUring ? "uring" : "threads";
                          });
 
-// 16 MiB in 1 MiB regions: 16 regions, 4 records each. Writing ~3x that
-// wraps the log.
+// 16 MiB in 1 MiB regions (after the superblocks): 16 regions, 4 records
+// each. Writing ~3x that wraps the log.
 FlashOptions reclaim_options(const std::string& path) {
   FlashOptions o = small_options(path);
-  o.size = 16 << 20;
+  o.size = (16 << 20) + kDataStart;
   o.region_size = 1 << 20;
   o.write_buffer_size = 256 << 10;
   return o;

@@ -1,0 +1,57 @@
+// StatusJoin: one callback that runs once after several asynchronous steps.
+//
+//   auto join = StatusJoin::make(keys.size(), std::move(done));
+//   for (auto& k : keys) start(k, join->arrival());
+//
+// `done` runs after the last arrival, on that arrival's thread, with the
+// first error reported (or OK). With zero steps it runs at once, from make().
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "core/status.h"
+
+namespace tierkv {
+
+class StatusJoin : public std::enable_shared_from_this<StatusJoin> {
+ public:
+  using Callback = std::function<void(Status)>;
+
+  static std::shared_ptr<StatusJoin> make(size_t steps, Callback done) {
+    auto join = std::shared_ptr<StatusJoin>(new StatusJoin(steps, std::move(done)));
+    if (steps == 0) join->finish();
+    return join;
+  }
+
+  // A callback to hand to one step; call each exactly once.
+  Callback arrival() {
+    return [self = shared_from_this()](Status st) { self->arrive(std::move(st)); };
+  }
+
+ private:
+  StatusJoin(size_t steps, Callback done) : left_(steps), done_(std::move(done)) {}
+
+  void arrive(Status st) {
+    std::unique_lock lock(mu_);
+    if (!st.is_ok() && first_error_.is_ok()) first_error_ = std::move(st);
+    if (--left_ > 0) return;
+    lock.unlock();
+    finish();
+  }
+
+  void finish() {
+    Callback done = std::move(done_);
+    if (done) done(std::move(first_error_));
+  }
+
+  std::mutex mu_;
+  size_t left_;
+  Status first_error_;
+  Callback done_;
+};
+
+}  // namespace tierkv

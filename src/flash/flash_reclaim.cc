@@ -1,0 +1,139 @@
+// FlashTier: region reclaim, and hit-based reinsertion on a thread of its own.
+//
+// Regions are reclaimed oldest first. Without reinsertion a writer that
+// needs a region reclaims the oldest one itself: that only drops index
+// entries. With reinsertion, chunks read since they were written are copied
+// to the head of the log first, which means reading them from the device.
+// No writer (often a network thread evicting to make room) may wait for
+// that, so a reclaimer thread keeps one region free ahead of the writers:
+// it takes the oldest region out of the FIFO, reads its hot chunks without
+// holding write_mu, appends the copies, then frees the region. If writers
+// outrun it, they reclaim without reinsertion.
+#include <spdlog/spdlog.h>
+
+#include "flash/flash_tier.h"
+#include "flash/flash_tier_internal.h"
+#include "flash/record.h"
+
+namespace tierkv::flash {
+
+Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
+
+namespace {
+
+// Reinsertion copies at most this share of a region, so a region full of hot
+// chunks cannot fill its successor with nothing but copies.
+constexpr double kReinsertMaxFraction = 0.5;
+
+struct Reinsert {
+  PendingChunk chunk;
+  AlignedBuffer buffer;
+  std::string_view data;  // inside buffer
+};
+
+}  // namespace
+
+void FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits) {
+  Impl& im = *impl_;
+  im.index.drop_region(region, hits);
+  // Readers compare this epoch: a record that changed under a read after a
+  // reclaim is a race, not corruption.
+  im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
+  RegionState& st = im.regions[region];
+  im.used_bytes -= st.fill;
+  st.fill = 0;
+  st.seq = 0;
+  im.metrics.reclaims.add();
+  update_space_gauges_locked();
+}
+
+void FlashTier::start_reclaimer() {
+  Impl& im = *impl_;
+  if (!options_.reinsertion) return;
+  im.reclaimer = std::thread([this, &im] {
+    std::unique_lock lock(im.write_mu);
+    while (!im.reclaim_stop) {
+      const bool wanted = im.free_regions.empty() && im.fifo.size() > 1 && !im.clearing &&
+                          im.regions[im.fifo.front()].pending_writes == 0;
+      if (!wanted) {
+        // Also polls: the oldest region's last writes land without a signal.
+        im.reclaim_cv.wait_for(lock, std::chrono::milliseconds(20));
+        continue;
+      }
+      reclaim_ahead(lock);
+    }
+  });
+}
+
+void FlashTier::stop_reclaimer() {
+  Impl& im = *impl_;
+  if (!im.reclaimer.joinable()) return;
+  {
+    std::lock_guard lock(im.write_mu);
+    im.reclaim_stop = true;
+  }
+  im.reclaim_cv.notify_all();
+  im.reclaimer.join();
+}
+
+// Called with write_lock held; releases it while reading the device.
+void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
+  Impl& im = *impl_;
+  const uint32_t region = im.fifo.front();
+  im.fifo.pop_front();
+  std::vector<ReinsertCandidate> hits;
+  reclaim_locked(region, &hits);
+  const uint64_t generation = im.generation;
+  write_lock.unlock();
+
+  std::vector<Reinsert> copies;
+  auto budget = static_cast<uint64_t>(options_.region_size * kReinsertMaxFraction);
+  for (ReinsertCandidate& h : hits) {
+    const uint64_t size = location::extent_bytes(h.location);
+    const uint64_t offset = region_start(region) + location::offset_blocks(h.location) * kBlockSize;
+    Reinsert r;
+    Result<RecordView> rec = Status::corruption("over reinsertion budget");
+    if (size <= budget) {
+      r.buffer = AlignedBuffer(size);
+      Status st = read_exact(im.fd.get(), r.buffer.data(), size, offset);
+      rec = st.is_ok() ? decode_record(r.buffer.data(), size, {salt(), offset})
+                       : Result<RecordView>(st);
+    }
+    if (!rec.is_ok() || rec->key != h.key || rec->header.chunk_index != h.chunk_index ||
+        rec->header.object_version != h.version) {
+      im.index.drop_chunk(h.key, h.key_hash, h.chunk_index, h.location);
+      continue;
+    }
+    budget -= size;
+    r.chunk.key = std::move(h.key);
+    r.chunk.key_hash = h.key_hash;
+    r.chunk.chunk_index = h.chunk_index;
+    r.chunk.version = h.version;
+    r.chunk.object_size = h.object_size;
+    r.chunk.chunk_count = rec->header.chunk_count;
+    r.chunk.expire_at_ms = h.expire_at_ms;  // the index's: set_expiry may postdate the record
+    r.chunk.old_location = h.location;
+    r.chunk.reinsertion = true;
+    r.data = rec->data;
+    copies.push_back(std::move(r));
+  }
+
+  write_lock.lock();
+  // clear() ran meanwhile: it freed every region, this one included.
+  const bool cleared = generation != im.generation || im.clearing;
+  // Free first: the copies may need a region of their own.
+  if (!cleared) im.free_regions.push_back(region);
+  std::vector<IoRequest*> to_submit;
+  for (Reinsert& r : copies) {
+    const PendingChunk& c = r.chunk;
+    Status st = cleared ? Status::busy("flash cleared during reinsertion") : Status::ok();
+    if (st.is_ok()) st = append_locked(c, r.data);
+    if (!st.is_ok()) im.index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.old_location);
+  }
+  kick_locked(to_submit);
+  write_lock.unlock();
+  submit_writes(to_submit);
+  write_lock.lock();
+}
+
+}  // namespace tierkv::flash

@@ -1,0 +1,337 @@
+// FlashTier: the superblock, and recovery of the index at open.
+//
+// Recovery reads every live region (valid header under this device's salt)
+// in sequence order and feeds its records, in log order, to a RecoveryScan:
+// * a tombstone removes every version of its key up to its own, including
+//   records that come later in the log (writes that were in flight);
+// * an expiry record sets the expiry of the version it names;
+// * chunks of a multi-chunk version gather off to the side until every
+//   chunk is there; only then does the version replace the one indexed. So
+//   a crash in the middle of an overwrite leaves the previous version whole.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "core/clock.h"
+#include "core/hash.h"
+#include "flash/flash_tier.h"
+#include "flash/flash_tier_internal.h"
+#include "flash/record.h"
+
+namespace tierkv::flash {
+
+Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
+Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset);
+
+namespace {
+
+// Region sequence numbers reserved per superblock write: one write per this
+// many region openings (64 TiB of data with 64 MiB regions): at run time
+// the blocking superblock write practically never happens.
+constexpr uint64_t kSeqLease = uint64_t{1} << 20;
+
+uint64_t random_salt() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd();
+}
+
+// Feeds records, in log order, into the index (see the file comment).
+class RecoveryScan {
+ public:
+  RecoveryScan(FlashIndex& index, RecoveryStats& stats) : index_(index), stats_(stats) {}
+
+  void add(const RecordView& rec, uint64_t location) {
+    const uint64_t version = rec.header.object_version;
+    max_seen_ = std::max(max_seen_, version);
+    const uint64_t key_hash = hash64(rec.key);
+    if (rec.header.flags & kRecordTombstone) {
+      on_tombstone(rec.key, key_hash, version);
+    } else if (rec.header.flags & kRecordExpiry) {
+      on_expiry(rec.key, key_hash, version, rec.header.expire_at_ms);
+    } else if (!tombstoned(rec.key, version)) {
+      on_chunk(rec, key_hash, location);
+    }
+  }
+
+  // Versions still incomplete at the end of the log are dropped: the
+  // version indexed before them (if any) stays.
+  void finish() { stats_.objects_incomplete += partial_.size(); }
+
+  // Every version any valid record names, indexed or not: new versions
+  // must not collide with leftovers of an incomplete one.
+  uint64_t max_version_seen() const { return max_seen_; }
+
+ private:
+  struct Partial {
+    uint64_t version = 0;
+    uint64_t object_size = 0;
+    uint32_t chunk_count = 0;
+    int64_t expire_at_ms = 0;
+    std::vector<std::pair<uint32_t, uint64_t>> chunks;  // index, location
+  };
+
+  bool tombstoned(std::string_view key, uint64_t version) const {
+    if (tombstones_.empty()) return false;
+    auto it = tombstones_.find(std::string(key));
+    return it != tombstones_.end() && it->second >= version;
+  }
+
+  void on_tombstone(std::string_view key, uint64_t key_hash, uint64_t version) {
+    auto [it, inserted] = tombstones_.try_emplace(std::string(key), version);
+    if (!inserted) it->second = std::max(it->second, version);
+    index_.remove_up_to(key, key_hash, version);
+    ++stats_.tombstones;
+    if (partial_.empty()) return;
+    auto p = partial_.find(std::string(key));
+    if (p != partial_.end() && p->second.version <= version) partial_.erase(p);
+  }
+
+  void on_expiry(std::string_view key, uint64_t key_hash, uint64_t version, int64_t expire_at_ms) {
+    // Applies only to the version it names; log order makes the last one win.
+    index_.set_expiry(key, key_hash, version, expire_at_ms);
+    ++stats_.expiry_records;
+    if (partial_.empty()) return;
+    auto p = partial_.find(std::string(key));
+    if (p != partial_.end() && p->second.version == version) p->second.expire_at_ms = expire_at_ms;
+  }
+
+  void on_chunk(const RecordView& rec, uint64_t key_hash, uint64_t location) {
+    const RecordHeader& h = rec.header;
+    std::optional<FlashObjectSummary> indexed = index_.summary(rec.key, key_hash);
+    // More chunks (or relocated copies) of the version indexed, or a version
+    // that needs no gathering: straight into the index.
+    if ((indexed && indexed->version == h.object_version) || h.chunk_count <= 1) {
+      if (index_.add(rec.key, key_hash, h.chunk_index, h.object_version, h.object_size, location,
+                     h.chunk_count, h.expire_at_ms)) {
+        ++stats_.records_recovered;
+        if (partial_.empty()) return;
+        auto p = partial_.find(std::string(rec.key));
+        if (p != partial_.end() && p->second.version <= h.object_version) partial_.erase(p);
+      }
+      return;
+    }
+    if (indexed && indexed->version > h.object_version) return;
+    auto [it, inserted] = partial_.try_emplace(std::string(rec.key));
+    Partial& p = it->second;
+    if (!inserted && p.version > h.object_version) return;
+    if (inserted || p.version < h.object_version) {
+      p = Partial{h.object_version, h.object_size, h.chunk_count, h.expire_at_ms, {}};
+    }
+    auto same = std::find_if(p.chunks.begin(), p.chunks.end(),
+                             [&](const auto& c) { return c.first == h.chunk_index; });
+    if (same != p.chunks.end()) {
+      same->second = location;  // a later copy of the chunk
+    } else {
+      p.chunks.emplace_back(h.chunk_index, location);
+    }
+    if (p.chunks.size() == p.chunk_count) promote(it->first, key_hash, p);
+  }
+
+  // A gathered version is complete: it replaces whatever was indexed.
+  void promote(std::string_view key, uint64_t key_hash, const Partial& p) {
+    for (const auto& [chunk, location] : p.chunks) {
+      index_.add(key, key_hash, chunk, p.version, p.object_size, location, p.chunk_count,
+                 p.expire_at_ms);
+    }
+    index_.set_expiry(key, key_hash, p.version, p.expire_at_ms);
+    stats_.records_recovered += p.chunks.size();
+    partial_.erase(std::string(key));
+  }
+
+  FlashIndex& index_;
+  RecoveryStats& stats_;
+  absl::flat_hash_map<std::string, uint64_t> tombstones_;  // key -> removed up to version
+  absl::flat_hash_map<std::string, Partial> partial_;
+  uint64_t max_seen_ = 0;
+};
+
+// Indexes every valid record of one region incarnation; returns the fill.
+// The walk follows the record chain. After a torn or corrupt record it
+// resumes at the next block holding a record that verifies: with a salted
+// checksum bound to its offset, only a record we wrote there can.
+uint64_t scan_region(const char* data, uint64_t region_size, uint64_t region_start, uint32_t region,
+                     uint64_t seq, uint64_t salt, RecoveryScan& scan, RecoveryStats& stats) {
+  uint64_t offset = kBlockSize;
+  uint64_t end = kBlockSize;
+  bool gap = false;          // unreadable blocks since the last good record
+  bool gap_counted = false;  // ... already counted as a dropped record
+  while (offset + kBlockSize <= region_size) {
+    const char* p = data + offset;
+    const uint64_t left = region_size - offset;
+    if (!is_record_start(p, left, seq)) {
+      gap = true;
+      offset += kBlockSize;
+      continue;
+    }
+    Result<RecordView> rec = decode_record(p, left, {salt, region_start + offset});
+    if (!rec.is_ok()) {
+      ++stats.records_dropped;
+      gap = gap_counted = true;
+      offset += kBlockSize;
+      continue;
+    }
+    // A damaged header hides its record; the good record after it shows it.
+    if (gap && !gap_counted) ++stats.records_dropped;
+    gap = gap_counted = false;
+    scan.add(*rec, location::pack(region, offset / kBlockSize,
+                                  record_length(rec->key.size(), rec->data.size())));
+    offset += record_size(rec->key.size(), rec->data.size());
+    end = offset;
+  }
+  return end;
+}
+
+}  // namespace
+
+uint64_t FlashTier::region_start(uint32_t region) const {
+  return kDataStart + uint64_t{region} * options_.region_size;
+}
+
+uint64_t FlashTier::salt() const {
+  return impl_->super.current.salt;
+}
+
+Status FlashTier::load_superblock() {
+  Impl& im = *impl_;
+  AlignedBuffer block(kBlockSize);
+  std::optional<Superblock> best;
+  for (uint64_t slot = 0; slot < kSuperblockSlots; ++slot) {
+    TIERKV_RETURN_IF_ERROR(read_exact(im.fd.get(), block.data(), kBlockSize, slot * kBlockSize));
+    Result<Superblock> sb = decode_superblock(block.data(), kBlockSize);
+    if (sb.is_ok() && (!best || sb->generation > best->generation)) {
+      best = *sb;
+      im.super.slot = slot;
+    }
+  }
+  if (best && best->region_size == options_.region_size) {
+    im.super.current = *best;
+    if (best->region_count != region_count_) {
+      spdlog::info("flash: region count changed from {} to {}", best->region_count, region_count_);
+    }
+    return Status::ok();
+  }
+  if (best) {
+    spdlog::warn("flash: region size changed from {} to {} bytes: starting empty",
+                 best->region_size, options_.region_size);
+  } else {
+    spdlog::info("flash: no superblock of format {} on {}: starting empty", kFormatVersion,
+                 file_path_);
+  }
+  im.super.current = Superblock{};
+  im.super.current.salt = random_salt();
+  im.super.current.generation = best ? best->generation : 0;
+  im.super.current.seq_limit = best ? best->seq_limit : 1;
+  im.super.slot = 1;  // the first write goes to slot 0
+  return Status::ok();
+}
+
+Status FlashTier::write_superblock(uint64_t seq_limit) {
+  Impl& im = *impl_;
+  Superblock next = im.super.current;
+  next.generation += 1;
+  next.region_size = options_.region_size;
+  next.region_count = region_count_;
+  next.seq_limit = seq_limit;
+  const uint64_t slot = (im.super.slot + 1) % kSuperblockSlots;
+  AlignedBuffer block(kBlockSize);
+  encode_superblock(block.data(), next);
+  TIERKV_RETURN_IF_ERROR(write_exact(im.fd.get(), block.data(), kBlockSize, slot * kBlockSize));
+  if (::fdatasync(im.fd.get()) != 0) {
+    return Status::io_error(std::string("flash: fdatasync of the superblock: ") +
+                            std::strerror(errno));
+  }
+  im.super.current = next;
+  im.super.slot = slot;
+  return Status::ok();
+}
+
+Result<uint64_t> FlashTier::take_seq_locked() {
+  Impl& im = *impl_;
+  if (im.next_seq >= im.super.current.seq_limit) {
+    TIERKV_RETURN_IF_ERROR(write_superblock(im.next_seq + kSeqLease));
+  }
+  return im.next_seq++;
+}
+
+Status FlashTier::recover() {
+  Impl& im = *impl_;
+  const uint64_t start = mono_ns();
+  TIERKV_RETURN_IF_ERROR(load_superblock());
+  const uint64_t salt = im.super.current.salt;
+  im.regions.assign(region_count_, RegionState{});
+  std::vector<std::pair<uint64_t, uint32_t>> live;  // (seq, region)
+  AlignedBuffer header(kBlockSize);
+  for (uint32_t r = 0; r < region_count_; ++r) {
+    TIERKV_RETURN_IF_ERROR(read_exact(im.fd.get(), header.data(), kBlockSize, region_start(r)));
+    Result<RegionHeader> h = decode_region_header(header.data(), kBlockSize, salt);
+    if (!h.is_ok()) {
+      RegionHeader raw;
+      std::memcpy(&raw, header.data(), sizeof(raw));
+      if (raw.magic == kRegionMagic && raw.format_version < kFormatVersion) {
+        ++recovery_.regions_old_format;  // its records cannot be read: the region is free
+      } else if (raw.magic == kRegionMagic) {
+        ++recovery_.regions_corrupt;
+      }
+      continue;
+    }
+    // A header from another layout (region size changed) describes nothing here.
+    if (h->region_index != r || h->region_size != options_.region_size || h->seq == 0) continue;
+    im.next_seq = std::max(im.next_seq, h->seq + 1);
+    // Wiped by clear(): free, but later incarnations number above it.
+    if (!(h->flags & kRegionFree)) live.emplace_back(h->seq, r);
+  }
+  std::sort(live.begin(), live.end());
+  std::vector<bool> used(region_count_, false);
+  RecoveryScan scan(im.index, recovery_);
+  if (!live.empty()) {
+    AlignedBuffer region_buffer(options_.region_size);
+    for (auto [seq, r] : live) {
+      TIERKV_RETURN_IF_ERROR(
+          read_exact(im.fd.get(), region_buffer.data(), options_.region_size, region_start(r)));
+      const uint64_t fill = scan_region(region_buffer.data(), options_.region_size, region_start(r),
+                                        r, seq, salt, scan, recovery_);
+      im.regions[r].seq = seq;
+      im.regions[r].fill = fill;
+      im.regions[r].header_landed = true;
+      im.used_bytes += fill;
+      im.fifo.push_back(r);
+      used[r] = true;
+      ++recovery_.regions_scanned;
+    }
+  }
+  scan.finish();
+  for (uint32_t r = 0; r < region_count_; ++r) {
+    if (!used[r]) im.free_regions.push_back(r);
+  }
+  // Sequence numbers handed out before a crash may not all be visible in a
+  // header; the reservation on the device covers them.
+  im.next_seq = std::max(im.next_seq, im.super.current.seq_limit);
+  TIERKV_RETURN_IF_ERROR(write_superblock(im.next_seq + kSeqLease));
+  recovery_.objects = im.index.object_count();
+  recovery_.duration_us = (mono_ns() - start) / 1000;
+  recovered_max_version_ = std::max(im.index.max_version(), scan.max_version_seen());
+  im.metrics.regions.set(region_count_);
+  im.metrics.recovered_records.add(recovery_.records_recovered);
+  im.metrics.recovery_dropped_records.add(recovery_.records_dropped);
+  {
+    std::lock_guard lock(im.write_mu);
+    update_space_gauges_locked();
+  }
+  update_index_gauges();
+  spdlog::info(
+      "flash: recovered {} objects ({} chunk records, {} tombstones) from {} regions in {:.1f} ms; "
+      "dropped {} torn or corrupt records, {} incomplete versions, {} corrupt region headers",
+      recovery_.objects, recovery_.records_recovered, recovery_.tombstones,
+      recovery_.regions_scanned, recovery_.duration_us / 1000.0, recovery_.records_dropped,
+      recovery_.objects_incomplete, recovery_.regions_corrupt);
+  if (recovery_.regions_old_format > 0) {
+    spdlog::warn("flash: {} regions were written in an older format (before {}) and are discarded",
+                 recovery_.regions_old_format, kFormatVersion);
+  }
+  return Status::ok();
+}
+
+}  // namespace tierkv::flash
