@@ -56,6 +56,10 @@ class ReplyDeferral {
   // Holds this command's reply until `version` of `key` is durable on
   // flash (fsync=always); if that fails the reply becomes -IOERR.
   virtual void persist(std::string_view key, uint64_t version) = 0;
+  // The general form: holds the reply until the returned callback runs (the
+  // Store calls it once a removal or expiry change is durable). Empty when
+  // this reply is not held (fsync is not always).
+  virtual Store::DurableCallback hold_until_durable() = 0;
 };
 
 // Arguments of one command. For a large SET the parser streams the value
@@ -77,6 +81,11 @@ struct CommandContext {
 
   size_t argc() const { return inv.argv.size(); }
   std::string_view arg(size_t i) const { return inv.argv[i]; }
+  // For Store calls that remove keys or change expiries: with fsync=always
+  // the reply waits until what they wrote is durable.
+  Store::DurableCallback durable() const {
+    return defer != nullptr ? defer->hold_until_durable() : Store::DurableCallback{};
+  }
 };
 
 using CommandHandler = void (*)(CommandContext& ctx);

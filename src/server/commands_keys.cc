@@ -21,7 +21,7 @@ std::span<const std::string_view> keys_from(const CommandContext& ctx, size_t fi
 }
 
 void del_command(CommandContext& ctx) {
-  ctx.reply.integer(static_cast<int64_t>(ctx.store.remove_batch(keys_from(ctx, 1))));
+  ctx.reply.integer(static_cast<int64_t>(ctx.store.remove_batch(keys_from(ctx, 1), ctx.durable())));
 }
 
 void exists_command(CommandContext& ctx) {
@@ -119,10 +119,10 @@ void expire_generic(CommandContext& ctx, bool relative, bool seconds, std::strin
   int64_t current = info->expire_at_ms == 0 ? -1 : info->expire_at_ms;
   if (flags != 0 && !expire_condition_holds(flags, current, when)) return ctx.reply.integer(0);
   if (when <= now) {
-    ctx.store.remove(key);
+    ctx.store.remove(key, std::nullopt, ctx.durable());
     return ctx.reply.integer(1);
   }
-  ctx.reply.integer(ctx.store.set_expiry(key, when) ? 1 : 0);
+  ctx.reply.integer(ctx.store.set_expiry(key, when, ctx.durable()) ? 1 : 0);
 }
 
 void expire_command(CommandContext& ctx) {
@@ -157,7 +157,7 @@ void persist_command(CommandContext& ctx) {
   std::string_view key = ctx.arg(1);
   std::optional<ObjectInfo> info = ctx.store.stat(key);
   if (!info || info->expire_at_ms == 0) return ctx.reply.integer(0);
-  ctx.reply.integer(ctx.store.set_expiry(key, 0) ? 1 : 0);
+  ctx.reply.integer(ctx.store.set_expiry(key, 0, ctx.durable()) ? 1 : 0);
 }
 
 // ---------------------------------------------------------------------------

@@ -294,7 +294,7 @@ void getdel_command(CommandContext& ctx) {
   for (;;) {
     Result<ObjectView> v = ctx.store.get(key);
     if (!v) return reply_view_or_null(ctx, v);
-    if (ctx.store.remove(key, v->version())) return ctx.reply.bulk(*v);
+    if (ctx.store.remove(key, v->version(), ctx.durable())) return ctx.reply.bulk(*v);
   }
 }
 
@@ -308,11 +308,11 @@ void getex_command(CommandContext& ctx) {
   std::optional<int64_t> deadline = expire_deadline(ctx, a, "getex");
   if (!deadline) return;
   if (*deadline != 0) {
-    ctx.store.set_expiry(key, *deadline);
+    ctx.store.set_expiry(key, *deadline, ctx.durable());
     // A deadline already past deletes the key now, as Redis does.
     if (*deadline <= unix_time_ms()) ctx.store.exists(key);
   } else if (a.flags & kPersist) {
-    ctx.store.set_expiry(key, 0);
+    ctx.store.set_expiry(key, 0, ctx.durable());
   }
   ctx.reply.bulk(*v);
 }

@@ -433,16 +433,21 @@ void Connection::on_fetch_done(uint64_t gen) {
 }
 
 void Connection::persist(std::string_view key, uint64_t version) {
-  if (!holding_) return;  // not a held write: nothing waits for durability
+  if (Store::DurableCallback done = hold_until_durable())
+    server_.context().store().persist(key, version, std::move(done));
+}
+
+Store::DurableCallback Connection::hold_until_durable() {
+  if (!holding_) return {};  // not a held write: nothing waits for durability
   ++persists_pending_;
   uint64_t gen = wait_gen_;
   std::shared_ptr<Connection> self = shared_from_this();
   std::shared_ptr<void> token = inflight_token();
-  server_.context().store().persist(key, version, [self, token, gen](Status status) {
+  return [self, token, gen](Status status) {
     self->post_back(token, [gen, status = std::move(status)](Connection& c) {
       c.on_persist_done(gen, status);
     });
-  });
+  };
 }
 
 void Connection::on_persist_done(uint64_t gen, const Status& status) {

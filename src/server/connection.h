@@ -81,6 +81,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   FlashReadCallbacks bulk_stream_callbacks() override;
   void stream_bulk(uint64_t length) override;
   void persist(std::string_view key, uint64_t version) override;
+  Store::DurableCallback hold_until_durable() override;
   // Starts fetching the flash-only values `spec` reads; false if none.
   bool start_fetch(const CommandSpec& spec);
   // Runs `fn` on this connection's thread; keeps the connection (and the
