@@ -37,16 +37,16 @@ bool FlashTier::contains_object(std::string_view key, uint64_t version,
   return impl_->index.has_chunks(key, hash64(key), version, chunk_count);
 }
 
-void FlashTier::append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit) {
+FlashTier::WriteCallback FlashTier::append_meta_locked(PendingChunk chunk,
+                                                      std::vector<IoRequest*>& to_submit) {
   Impl& im = *impl_;
   // clear() wipes whatever this record would describe: as good as landed.
-  if (im.clearing) {
-    if (chunk.done) chunk.done(Status::ok());
-    return;
-  }
+  // The caller runs the callback once it has let go of write_mu.
+  if (im.clearing) return std::move(chunk.done);
   im.deferred_meta.push_back(std::move(chunk));
   append_deferred_meta_locked();
   kick_locked(to_submit);
+  return {};
 }
 
 void FlashTier::append_deferred_meta_locked() {
@@ -64,6 +64,7 @@ bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expir
   Impl& im = *impl_;
   const uint64_t key_hash = hash64(key);
   std::vector<IoRequest*> to_submit;
+  WriteCallback dropped;
   {
     // Under write_mu, so that index order and log order agree.
     std::lock_guard lock(im.write_mu);
@@ -78,9 +79,10 @@ bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expir
     record.expire_at_ms = expire_at_ms;
     record.record_flags = kRecordExpiry;
     record.done = std::move(durable);
-    append_meta_locked(std::move(record), to_submit);
+    dropped = append_meta_locked(std::move(record), to_submit);
   }
   submit_writes(to_submit);
+  if (dropped) dropped(Status::ok());
   return true;
 }
 
@@ -118,11 +120,13 @@ bool FlashTier::remove(std::string_view key, uint64_t up_to_version, RemoveOptio
   tombstone.record_flags = kRecordTombstone;
   tombstone.done = std::move(options.durable);
   std::vector<IoRequest*> to_submit;
+  WriteCallback unwritten;
   {
     std::lock_guard lock(im.write_mu);
-    append_meta_locked(std::move(tombstone), to_submit);
+    unwritten = append_meta_locked(std::move(tombstone), to_submit);
   }
   submit_writes(to_submit);
+  if (unwritten) unwritten(Status::ok());
   return dropped;
 }
 

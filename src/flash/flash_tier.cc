@@ -234,21 +234,22 @@ void FlashTier::kick_locked(std::vector<IoRequest*>& to_submit) {
 }
 
 void FlashTier::submit_writes(std::vector<IoRequest*>& batches) {
-  std::vector<IoRequest*> now;
   for (IoRequest* r : batches) {
     auto* batch = static_cast<WriteBatch*>(r);
+    // Doomed batches still go through the engine (as a cheap fsync) so that
+    // their callbacks run on an I/O thread, never inside the caller's locks.
     if (batch->doomed) {
-      on_write_done(batch, -EIO);
-    } else {
-      now.push_back(r);
+      batch->op = IoRequest::Op::kFsync;
+      batch->fsynced = true;
     }
   }
-  if (!now.empty()) impl_->engine->submit(now);
+  if (!batches.empty()) impl_->engine->submit(batches);
   batches.clear();
 }
 
 void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
   Impl& im = *impl_;
+  if (raw->doomed) result = -EIO;
   if (result >= 0 && options_.fsync == FsyncPolicy::kAlways && !raw->fsynced) {
     raw->fsynced = true;
     raw->op = IoRequest::Op::kFsync;

@@ -280,7 +280,9 @@ class FlashTier {
   Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done);
   Status append_locked(PendingChunk chunk, std::string_view data);
   // A record without data (tombstone, expiry); queued past the byte limit.
-  void append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit);
+  // Returns the record's callback if it was not queued (clear() is wiping
+  // what it would describe): the caller runs it after releasing write_mu.
+  WriteCallback append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit);
   void append_deferred_meta_locked();
   void index_landed(WriteBatch& batch, std::vector<Status>& outcomes, uint64_t& user_bytes);
   void log_write_error(const WriteBatch& batch, int64_t result);
