@@ -153,6 +153,9 @@ class MemoryTier {
   // Presence without side effects on the policy (lazy expiry still applies).
   bool contains(std::string_view key);
   std::optional<ObjectInfo> stat(std::string_view key);
+  // True if `version` is the key's object in memory (expired or not): for
+  // the lower tier, to learn whether a copy it accepted is still wanted.
+  bool holds_version(std::string_view key, uint64_t version);
   // With if_version, removes only that version (compare-and-delete). The
   // version removed goes to *removed_version, if given.
   bool remove(std::string_view key, std::optional<uint64_t> if_version = std::nullopt,

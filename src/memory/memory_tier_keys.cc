@@ -48,6 +48,14 @@ bool MemoryTier::contains(std::string_view key) {
   return found;
 }
 
+bool MemoryTier::holds_version(std::string_view key, uint64_t version) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.index.find(KeyRef{key, hash});
+  return it != s.index.end() && (*it)->version == version;
+}
+
 std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);

@@ -10,9 +10,10 @@
 namespace tierkv {
 
 FlashOffloader::FlashOffloader(flash::FlashTier& flash, memory::MemoryTier& memory,
-                               MetricsRegistry& metrics)
+                               MetricsRegistry& metrics, bool durable_overwrites)
     : flash_(flash),
       memory_(memory),
+      durable_overwrites_(durable_overwrites),
       write_errors_(metrics.counter("tierkv_offload_write_errors_total",
                                     "object writes to flash that failed")),
       busy_(metrics.counter("tierkv_offload_busy_total",
@@ -45,6 +46,19 @@ void FlashOffloader::reconcile_expiry(std::string_view key, uint64_t version,
   // Not indexed (yet): a copy still being written lands with the expiry it
   // was given. If the object has expired, make sure it never lands.
   if (expire_at_ms != 0 && expire_at_ms <= unix_time_ms()) flash_.remove(key, version);
+}
+
+// The item was taken from memory before the flash tier accepted its write.
+// If the key was overwritten, removed or expired in between, the removal ran
+// before the write was in flight and could not stop it: do it now. Checked
+// after acceptance, so a removal after this check finds the write in flight.
+void FlashOffloader::drop_if_superseded(const memory::OffloadItem& item) {
+  if (memory_.holds_version(item.key, item.version)) return;
+  if (durable_overwrites_) {
+    flash_.forget(item.key, item.version + 1);
+  } else {
+    flash_.remove(item.key, item.version);
+  }
 }
 
 Status FlashOffloader::write_copy(memory::OffloadItem&& item, std::function<void(Status)> done) {
@@ -90,6 +104,7 @@ Status FlashOffloader::submit(memory::OffloadItem&& in, std::function<void(Statu
     if (done) done(ok ? Status::ok() : result);
     if (on_landed_) on_landed_();
   });
+  if (st.is_ok()) drop_if_superseded(*item);
   if (!st.is_ok()) {
     if (st.code() == StatusCode::kBusy) busy_.add();
     // The memory tier still owns the object; give the copy back its state.

@@ -19,7 +19,10 @@ namespace tierkv {
 
 class FlashOffloader final : public memory::LowerTier {
  public:
-  FlashOffloader(flash::FlashTier& flash, memory::MemoryTier& memory, MetricsRegistry& metrics);
+  // `durable_overwrites`: fsync=always, where an overwrite leaves older
+  // versions to be superseded on flash instead of writing a tombstone.
+  FlashOffloader(flash::FlashTier& flash, memory::MemoryTier& memory, MetricsRegistry& metrics,
+                 bool durable_overwrites);
 
   bool holds(std::string_view key, uint64_t hash, uint64_t version, uint32_t chunk_count) override;
   memory::OffloadAnswer offload(memory::OffloadItem& item) override;
@@ -36,8 +39,12 @@ class FlashOffloader final : public memory::LowerTier {
   Status submit(memory::OffloadItem&& item, std::function<void(Status)> done);
   void log_write_error(std::string_view key, const Status& error);
 
+  // A copy accepted after its version left memory must never be indexed.
+  void drop_if_superseded(const memory::OffloadItem& item);
+
   flash::FlashTier& flash_;
   memory::MemoryTier& memory_;
+  const bool durable_overwrites_;
   Counter& write_errors_;
   Counter& busy_;
   std::function<void()> on_landed_;

@@ -92,7 +92,7 @@ void Store::open_flash(const Config& config) {
   flash_status_.direct_io = flash_->direct_io();
   durable_writes_ = config.flash_fsync == "always";
   write_through_ = config.offload_policy == "write_through";
-  offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
+  offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_, durable_writes_);
   reader_ = std::make_unique<FlashReader>(*flash_, static_cast<uint32_t>(config.chunk_size));
   promoter_ =
       std::make_unique<Promoter>(*memory_, *flash_, *reader_, key_locks_, *metrics_,
