@@ -48,6 +48,9 @@ KEYS = int(os.environ.get("TIERKV_MODEL_KEYS", "240"))
 SHORT_TTL_MS = (100, 3000)
 LONG_TTL_MS = (600_000, 3_600_000)
 CHECK_BATCH_BYTES = 24 * MIB
+# Survey mode (manual): a failed full check is printed, the model takes what
+# was read as the truth, and the run goes on; the test fails at the end.
+KEEP_GOING = os.environ.get("TIERKV_MODEL_KEEP_GOING") == "1"
 
 
 class ModelFailure(AssertionError):
@@ -70,6 +73,7 @@ class RestartModel:
         self.op_no = 0
         self.lost = 0
         self.oom = 0
+        self.problems = 0  # with TIERKV_MODEL_KEEP_GOING
         self.c = server.client()
 
     # --- messages ----------------------------------------------------------
@@ -92,6 +96,11 @@ class RestartModel:
         try:
             self._step()
         except ModelFailure as f:
+            if KEEP_GOING:
+                print(f"[model {self.label}] op {self.op_no}: {f}")
+                self.problems += 1
+                self.resync(self.last_key)
+                return
             raise ModelFailure(f"{self.where()} {f}\n--- server log ---\n"
                                f"{self.s.log_tail(15)}") from None
 
@@ -181,9 +190,21 @@ class RestartModel:
             return True
         return not self.lost_ok and e.exp[0] > now_ms() + 2000
 
+    def resync(self, key):
+        """Survey mode: the model takes what the server holds for `key`."""
+        t0 = now_ms()
+        value, pttl = self.c.get(key), self.c.pttl(key)
+        t1 = now_ms()
+        vid = value_id(key, value)
+        if vid is None or isinstance(vid, str) or pttl == -2:
+            self.model.pop(key, None)
+        else:
+            self.model[key] = Entry(vid, None if pttl == -1 else (t0 + pttl - 2, t1 + pttl + 2))
+
     def _step(self):
         self.op_no += 1
         key = self.rng.choice(self.keys)
+        self.last_key = key
         r = self.rng.random()
         if r < 0.30:
             return self.op_set(key, "plain")
@@ -262,7 +283,7 @@ class RestartModel:
     def check_all(self, when):
         """Every key of the universe against the model; collects every wrong
         key before failing."""
-        bad, present = [], set()
+        bad, present, observed = [], set(), {}
         keys = list(self.keys)
         i = 0
         while i < len(keys):
@@ -281,6 +302,7 @@ class RestartModel:
             t1 = now_ms()
             for j, k in enumerate(batch):
                 value, pttl = replies[2 * j], replies[2 * j + 1]
+                observed[k] = (value_id(k, value), pttl, t0, t1)
                 try:
                     e = self.check_value(k, value, t0, t1, f"{when}: GET")
                 except ModelFailure as f:
@@ -300,10 +322,18 @@ class RestartModel:
         # DBSIZE: every key read present is counted at most once, the ones
         # still surely live at least once (expired ones not yet touched may
         # still be counted, as in Redis).
-        d0 = now_ms()
-        dbsize = self.c.dbsize()
-        d1 = now_ms()
-        sure = sum(1 for k in present if self.model[k].state(d0, d1) == "live")
+        # DBSIZE may count a key twice while an offload is landing
+        # (docs/tiering.md, "The key space"); it is exact once they landed, so
+        # it is polled (bounded) until it fits.
+        deadline = time.time() + 5
+        while True:
+            d0 = now_ms()
+            dbsize = self.c.dbsize()
+            d1 = now_ms()
+            sure = sum(1 for k in present if self.model[k].state(d0, d1) == "live")
+            if sure <= dbsize <= len(present) or time.time() > deadline:
+                break
+            time.sleep(0.05)
         if not sure <= dbsize <= len(present):
             bad.append(f"{when}: DBSIZE {dbsize}, expected between {sure} (surely live) and "
                        f"{len(present)} (read present)")
@@ -318,6 +348,20 @@ class RestartModel:
         if extra:
             bad.append(f"{when}: SCAN returns {len(extra)} keys that are absent "
                        f"(deleted or expired), first {extra[:5]}")
+        if bad and KEEP_GOING:
+            # Survey mode: report, take what was read as the truth, go on.
+            print(f"[model {self.label}] {when}: {len(bad)} problems:\n  " + "\n  ".join(bad))
+            self.problems += len(bad)
+            for k, (vid, pttl, t0, t1) in observed.items():
+                if vid is None or isinstance(vid, str):
+                    self.model.pop(k, None)
+                elif pttl == -1:
+                    self.model[k] = Entry(vid)
+                elif pttl == -2:
+                    self.model[k] = Entry(vid, (t0 - 2, t1 + 2))
+                else:
+                    self.model[k] = Entry(vid, (t0 + pttl - 2, t1 + pttl + 2))
+            return sum(1 for v in observed.values() if v[0] is not None)
         if bad:
             head = "\n  ".join(bad[:12])
             raise ModelFailure(f"{self.where()} {when}: {len(bad)} problems "
@@ -339,21 +383,23 @@ def run_restart_model(flash_servers, label, policy, flash_size, region_size, los
     s.start()
     m = RestartModel(s, seed, lost_ok, label)
     per_round = max(1, ops // rounds)
-    presents = []
+    presents, reclaims = [], 0
     for rnd in range(rounds):
         for _ in range(per_round):
             m.step()
         m.check_all(f"round {rnd} before restart")
         how = "shutdown" if rnd % 2 else "sigterm"
+        reclaims += num(s.flash_info(), "flash_reclaims")  # the count starts again at 0
         m.restart(how)
         presents.append(m.check_all(f"round {rnd} after {how} restart"))
     info = s.flash_info()
-    reclaims = num(info, "flash_reclaims")
+    reclaims += num(info, "flash_reclaims")
     print(f"[model {label}] keys present after each restart {presents}, flash objects "
           f"{info.get('flash_objects')}, reclaims {reclaims:.0f}, lost to reclaim {m.lost}, "
           f"OOM refusals {m.oom}")
     m.c.close()
     s.stop()
+    assert m.problems == 0, f"[model {label} seed={seed}] {m.problems} problems (printed above)"
     return m, presents, reclaims
 
 
