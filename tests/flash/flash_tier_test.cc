@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/clock.h"
@@ -376,15 +377,62 @@ TEST(FlashTierTest, WriteQueueBackpressureIsBusy) {
   EXPECT_EQ(landed.load(), accepted);
 }
 
+// Each policy is observed through tierkv_flash_fsyncs_total (successful
+// fdatasyncs): none never syncs, not even at flush(); always syncs every
+// buffer write before its callback runs (both engines); everysec syncs in
+// the background within about a second of a write, without a flush, and not
+// once per write.
+uint64_t fsyncs(MetricsRegistry& m) {
+  return m.counter("tierkv_flash_fsyncs_total", "").value();
+}
+
 TEST(FlashTierTest, FsyncPoliciesWork) {
-  for (FsyncPolicy p : {FsyncPolicy::kAlways, FsyncPolicy::kEverySec}) {
+  for (IoBackend backend : {IoBackend::kUring, IoBackend::kThreadPool}) {
+    SCOPED_TRACE(backend == IoBackend::kUring ? "io_uring" : "threads");
+    for (FsyncPolicy p : {FsyncPolicy::kNone, FsyncPolicy::kAlways}) {
+      TempDir dir;
+      MetricsRegistry m;
+      FlashOptions o = small_options(dir.file("f"));
+      o.fsync = p;
+      o.io_backend = backend;
+      auto tier = FlashTier::open(o, &m);
+      ASSERT_TRUE(tier.is_ok());
+      for (int i = 0; i < 5; ++i) {
+        const uint64_t before = fsyncs(m);
+        const std::string key = "k" + std::to_string(i);
+        ASSERT_TRUE(write_sync(**tier, {.key = key, .version = 1, .data = "v"}).is_ok());
+        if (p == FsyncPolicy::kAlways) {
+          EXPECT_GT(fsyncs(m), before) << "write " << i << " acknowledged before an fsync";
+        }
+        EXPECT_EQ(*read_sync(**tier, key, 0), "v");
+      }
+      (*tier)->flush();
+      if (p == FsyncPolicy::kNone) {
+        EXPECT_EQ(fsyncs(m), 0u) << "fsync none synced";
+      }
+    }
+  }
+  {
     TempDir dir;
+    MetricsRegistry m;
     FlashOptions o = small_options(dir.file("f"));
-    o.fsync = p;
-    auto tier = FlashTier::open(o);
+    o.fsync = FsyncPolicy::kEverySec;
+    auto tier = FlashTier::open(o, &m);
     ASSERT_TRUE(tier.is_ok());
-    ASSERT_TRUE(write_sync(**tier, {.key = "k", .version = 1, .data = "v"}).is_ok());
-    EXPECT_EQ(*read_sync(**tier, "k", 0), "v");
+    const uint64_t start = mono_ns();
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(
+          write_sync(**tier, {.key = "k" + std::to_string(i), .version = 1, .data = "v"}).is_ok());
+    }
+    const double seconds = static_cast<double>(mono_ns() - start) / 1e9;
+    EXPECT_LE(static_cast<double>(fsyncs(m)), seconds + 1.0) << "everysec synced every write";
+    // The background sync comes within about a second; no flush() here.
+    const uint64_t deadline = mono_ns() + 10'000'000'000ull;
+    while (fsyncs(m) == 0 && mono_ns() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling, bounded
+    }
+    EXPECT_GE(fsyncs(m), 1u) << "no background fsync within 10 s of the writes";
+    EXPECT_EQ(*read_sync(**tier, "k0", 0), "v");
   }
   EXPECT_EQ(*parse_fsync_policy("everysec"), FsyncPolicy::kEverySec);
   EXPECT_FALSE(parse_fsync_policy("sometimes").is_ok());
