@@ -20,7 +20,8 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TIERKV_TRACE = os.environ.get("TIERKV_TRACE", os.path.join(ROOT, "build", "src", "cli", "tierkv-trace"))
-TRACES_DIR = os.environ.get("TIERKV_TRACES_DIR", os.path.join(ROOT, "..", "shared", "traces"))
+TRACES_DIR = os.path.normpath(
+    os.environ.get("TIERKV_TRACES_DIR", os.path.join(ROOT, "..", "shared", "traces")))
 TOLERANCE = 0.001
 README = os.path.join(TRACES_DIR, "README.md")
 # The traces are an external data set (not in the repository): without them
