@@ -6,8 +6,8 @@ test_model_crash.py, contract in docs/contract.md), for longer.
                            [--only restart|crash|reclaim|on_evict|write_through|none|everysec|always]
 
 --ops/--rounds: operations and clean restarts of each restart variant
-(CI: 3000 and 4); --rounds is also the number of kill -9 rounds of each crash
-variant (CI: 8). Without --seed every run draws a fresh seed (printed, and in
+(CI: 4000 and 5); --rounds is also the number of kill -9 rounds of each crash
+variant (CI: 10). Without --seed every run draws a fresh seed (printed, and in
 every failure message with the command line to rerun it). --keep-going: a
 failed full check is printed and the run goes on (the model takes what was
 read as the truth), to count how many keys are wrong over many rounds.

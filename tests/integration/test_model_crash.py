@@ -19,7 +19,7 @@ server is killed with SIGKILL at a random moment of the writing (while
 writes are in flight), started again on the same flash file, and every key is
 read back (GET + PTTL) and checked; then DBSIZE.
 
-TIERKV_MODEL_CRASH_ROUNDS sets the kill/restart rounds (default 8);
+TIERKV_MODEL_CRASH_ROUNDS sets the kill/restart rounds (default 10);
 scripts/model-torture.py --only crash --rounds N runs more.
 """
 import os
@@ -34,7 +34,7 @@ from flash_util import MIB, flash_servers, make_value  # noqa: F401
 from model_util import (Entry, describe_read, now_ms, pttl_ok, ttl_interval, value_id,
                         value_size)
 
-ROUNDS = int(os.environ.get("TIERKV_MODEL_CRASH_ROUNDS", "8"))
+ROUNDS = int(os.environ.get("TIERKV_MODEL_CRASH_ROUNDS", "10"))
 SEED = os.environ.get("TIERKV_MODEL_SEED")
 WRITERS = 2
 KEYS_PER_WRITER = 50

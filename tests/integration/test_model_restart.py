@@ -41,8 +41,8 @@ from flash_util import MIB, flash_servers, make_value, num  # noqa: F401
 from model_util import (Entry, describe_read, now_ms, pttl_ok, scan_all, ttl_interval,
                         value_id, value_size)
 
-OPS = int(os.environ.get("TIERKV_MODEL_OPS", "3000"))
-ROUNDS = int(os.environ.get("TIERKV_MODEL_ROUNDS", "4"))
+OPS = int(os.environ.get("TIERKV_MODEL_OPS", "4000"))
+ROUNDS = int(os.environ.get("TIERKV_MODEL_ROUNDS", "5"))
 SEED = os.environ.get("TIERKV_MODEL_SEED")
 KEYS = int(os.environ.get("TIERKV_MODEL_KEYS", "240"))
 SHORT_TTL_MS = (100, 3000)
