@@ -470,10 +470,11 @@ def test_old_flash_version_never_comes_back_after_restart(flash_servers, how):
     assert stat, "k never left memory: the scenario needs its 4 MiB version on flash"
     c = s.client()
     if how == "expire":
-        assert c.set("k", small, px=200)
+        assert c.set("k", small, px=300)
+        assert c.get("k") in (small, None)  # no timing assumption: it may be gone already
     else:
         assert c.set("k", small)
-    assert c.get("k") == small
+        assert c.get("k") == small
     if how == "del":
         assert c.delete("k") == 1
     elif how == "expire":
