@@ -571,3 +571,39 @@ def test_ttl_change_survives_restart(flash_servers, where, change):
     assert ok, (f"{change} ({where}, {policy}) lost at a clean restart: PTTL {p}, "
                 f"expected {'-1 (no TTL)' if want is None else 'about 1000000'}")
     c.close()
+
+
+def test_expired_flash_key_is_absent_to_every_command(flash_servers):
+    """A key whose TTL passed while its value was on flash, and that nothing
+    touched since, is absent to the first command that names it, as in Redis
+    (DEL 0, EXISTS 0, PEXPIRE 0, PERSIST 0, GET nil). The model test saw DEL
+    answer 1 for such a key. One key per command, so each is the first."""
+    s = flash_servers(memory="64mb", flash_size="1gb",
+                      extra=("--region-size", "16mb", "--flash-preallocate", "no",
+                             "--active-expire-hz", "0"))
+    s.start()
+    c = s.client()
+    commands = {"DEL": ["DEL"], "EXISTS": ["EXISTS"], "PEXPIRE": ["PEXPIRE", 100000],
+                "PERSIST": ["PERSIST"], "GET": ["GET"], "PTTL": ["PTTL"]}
+    ttl_ms = 3000
+    t0 = now_ms()
+    for name in commands:
+        assert c.set(f"k-{name}", make_value(f"k-{name}", 1, 256 * 1024), px=ttl_ms)
+    push_to_flash(s, "other", 150)
+    for name in commands:
+        assert wait_flash_only(s, f"k-{name}"), f"k-{name} never left memory"
+    # Wait for the clock (not for the server) to pass the expiry, bounded.
+    deadline = time.time() + 30
+    while now_ms() < t0 + ttl_ms + 100 and time.time() < deadline:
+        time.sleep(0.01)
+    wrong = []
+    for name, cmd in commands.items():
+        args = [cmd[0], f"k-{name}", *cmd[1:]]
+        want = {"GET": None, "PTTL": -2}.get(name, 0)
+        got = c.execute_command(*args)
+        if got != want:
+            wrong.append(f"{' '.join(map(str, args))} replied {got!r}, expected {want!r}")
+    assert not wrong, f"commands on expired flash keys: {wrong}"
+    assert c.exists(*[f"k-{name}" for name in commands]) == 0
+    assert c.dbsize() == 150
+    c.close()
