@@ -201,6 +201,7 @@ Status FlashTier::wipe_region_headers() {
   if (::fdatasync(im.fd.get()) != 0) {
     return Status::io_error(std::string("flash: fdatasync: ") + std::strerror(errno));
   }
+  im.metrics.fsyncs.add();
   im.dirty.store(false, std::memory_order_relaxed);
   return Status::ok();
 }

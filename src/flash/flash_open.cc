@@ -53,7 +53,8 @@ FlashMetrics::FlashMetrics(MetricsRegistry& r)
       recovered_records(
           r.counter("tierkv_flash_recovered_records_total", "Chunk records recovered at open")),
       recovery_dropped_records(r.counter("tierkv_flash_recovery_dropped_records_total",
-                                         "Torn or corrupt records dropped at open")) {}
+                                         "Torn or corrupt records dropped at open")),
+      fsyncs(r.counter("tierkv_flash_fsyncs_total", "fdatasync calls that succeeded")) {}
 
 std::string_view fsync_policy_name(FsyncPolicy policy) {
   switch (policy) {
@@ -270,7 +271,7 @@ Status FlashTier::start_engine() {
     im.sync_thread = std::thread([&im] {
       std::unique_lock lock(im.sync_mu);
       while (!im.sync_cv.wait_for(lock, std::chrono::seconds(1), [&] { return im.sync_stop; })) {
-        if (im.dirty.exchange(false)) ::fdatasync(im.fd.get());
+        if (im.dirty.exchange(false) && ::fdatasync(im.fd.get()) == 0) im.metrics.fsyncs.add();
       }
     });
   }

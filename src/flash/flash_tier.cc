@@ -258,6 +258,7 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
   }
   std::unique_ptr<WriteBatch> batch(raw);
   const bool ok = result >= 0;
+  if (ok && batch->fsynced) im.metrics.fsyncs.add();
   std::vector<Status> outcomes(batch->chunks.size());
   if (!ok) {
     const Status failed =
@@ -378,7 +379,9 @@ void FlashTier::flush() {
              !im.active;
     });
   }
-  if (options_.fsync != FsyncPolicy::kNone && im.dirty.exchange(false)) ::fdatasync(im.fd.get());
+  if (options_.fsync != FsyncPolicy::kNone && im.dirty.exchange(false) &&
+      ::fdatasync(im.fd.get()) == 0)
+    im.metrics.fsyncs.add();
 }
 
 void FlashTier::update_space_gauges_locked() {

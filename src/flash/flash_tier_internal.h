@@ -61,6 +61,7 @@ struct FlashMetrics {
   Counter& read_errors;
   Counter& recovered_records;
   Counter& recovery_dropped_records;
+  Counter& fsyncs;
 };
 
 struct PendingChunk {

@@ -284,3 +284,17 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmRSS")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Says clearly which tests did not run for want of an external data set
+    (skips whose reason starts with "traces folder missing")."""
+    reasons = {}
+    for rep in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(rep, "longrepr", None)
+        if isinstance(longrepr, tuple) and len(longrepr) == 3 and \
+                "traces folder missing" in str(longrepr[2]):
+            reason = str(longrepr[2]).removeprefix("Skipped: ")
+            reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, n in reasons.items():
+        terminalreporter.write_line(f"NOT RUN: {n} tests: {reason}", yellow=True, bold=True)

@@ -5,6 +5,11 @@ build/src/cli/tierkv-trace) on every trace in the traces directory (env
 TIERKV_TRACES_DIR, default ../shared/traces next to the repository) and checks
 its LRU and MIN miss ratios against the README's table, which this test reads
 itself rather than trusting the copy compiled into the tool.
+
+The traces are not part of the repository. Without them (a fresh clone with
+no ../shared/), the tests that replay them are skipped with the reason
+"traces folder missing: ..." naming the path looked at, and the run's summary
+says so (conftest.py); the tests of the tool's own behaviour still run.
 """
 import json
 import os
@@ -15,15 +20,24 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TIERKV_TRACE = os.environ.get("TIERKV_TRACE", os.path.join(ROOT, "build", "src", "cli", "tierkv-trace"))
-TRACES_DIR = os.environ.get("TIERKV_TRACES_DIR", os.path.join(ROOT, "..", "shared", "traces"))
+TRACES_DIR = os.path.normpath(
+    os.environ.get("TIERKV_TRACES_DIR", os.path.join(ROOT, "..", "shared", "traces")))
 TOLERANCE = 0.001
+README = os.path.join(TRACES_DIR, "README.md")
+# The traces are an external data set (not in the repository): without them
+# the tests that replay them are skipped, saying where they were looked for;
+# the tests that need only the tool run anyway.
+HAVE_TRACES = os.path.isfile(README)
+TRACES_MISSING = (f"traces folder missing: no {README} (the shared traces are looked for in "
+                  f"../shared/traces next to the repository, or in $TIERKV_TRACES_DIR)")
+needs_traces = pytest.mark.skipif(not HAVE_TRACES, reason=TRACES_MISSING)
 
 
 def readme_anchors():
     """{(trace, fraction): row} from the README's "Anchor numbers" table."""
     anchors = {}
     trace = requests = unique = None
-    with open(os.path.join(TRACES_DIR, "README.md"), encoding="utf-8") as f:
+    with open(README, encoding="utf-8") as f:
         for line in f:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if len(cells) != 9:
@@ -48,6 +62,8 @@ def run_tool(*args, timeout=300):
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
+    if not HAVE_TRACES:
+        pytest.skip(TRACES_MISSING)
     out = tmp_path_factory.mktemp("trace") / "results.json"
     proc = run_tool("--traces-dir", TRACES_DIR, "--policies", "lru", "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -55,19 +71,24 @@ def results(tmp_path_factory):
         return json.load(f)
 
 
+@needs_traces
 def test_readme_table_is_parsed():
     anchors = readme_anchors()
     assert len(anchors) == 8
     assert {t for t, _ in anchors} == {"cloudPhysicsIO", "OLTP", "orm-busy", "multi2"}
 
 
+@needs_traces
 def test_every_anchor_is_replayed(results):
     replayed = {(t["name"], s["fraction"]) for t in results["traces"] for s in t["sizes"]}
     assert set(readme_anchors()) <= replayed
     assert results["anchors_hold"] is True
 
 
-@pytest.mark.parametrize("key", sorted(readme_anchors()))
+# Without the traces there is nothing to parametrize over: one skipped case
+# says so (collection must not fail).
+@needs_traces
+@pytest.mark.parametrize("key", sorted(readme_anchors()) if HAVE_TRACES else ["no-traces"])
 def test_lru_and_min_match_the_readme(results, key):
     trace, fraction = key
     anchor = readme_anchors()[key]
@@ -99,8 +120,11 @@ def test_a_figure_off_its_anchor_fails_the_run(tmp_path):
     ["--format", "csv"],
     ["--no-such-flag"],
 ])
-def test_bad_input_is_one_line_error(args):
-    proc = run_tool("--traces-dir", TRACES_DIR, *args)
+def test_bad_input_is_one_line_error(args, tmp_path):
+    # A traces directory of its own: the errors are about the input, and the
+    # test runs without the shared traces too.
+    (tmp_path / "multi2.trace").write_text("1\n2\n1\n")
+    proc = run_tool("--traces-dir", str(tmp_path), *args)
     assert proc.returncode != 0
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

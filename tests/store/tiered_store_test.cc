@@ -233,28 +233,74 @@ TEST_F(TieredStoreTest, DurableWritesSurviveWithoutShutdownFlush) {
   for (int i = 0; i < 20; ++i) expect_value(*store, i, 30000);
 }
 
+// The full-queue path of durable writes, forced deterministically: a write
+// whose callback blocks holds the flash tier's (single) io_uring completion
+// thread, so the next write's landing cannot be reaped and its bytes stay in
+// the write queue; every persist after it must find the queue full (Busy),
+// wait, and be acknowledged, durably, once the gate opens.
 TEST_F(TieredStoreTest, DurableWritesWaitOutAFullWriteQueue) {
   Config c = config();
   c.flash_fsync = "always";
-  c.flash_write_queue = 1 << 20;  // the minimum: most persists find it full
+  c.flash_write_queue = 1 << 20;  // the minimum
+  constexpr int kWaiting = 16;
   {
     auto store = open(c);
+    flash::FlashTier* flash = store->flash_tier();
+    ASSERT_NE(flash, nullptr);
+    // With the thread pool, another worker would reap the landings.
+    ASSERT_EQ(flash->io_backend(), "io_uring");
+    std::promise<void> entered;
+    // Opens the gate however the test leaves this scope (a failed ASSERT
+    // must not leave the completion thread blocked in the store's destructor).
+    struct Gate {
+      std::promise<void> release;
+      std::shared_future<void> opened = release.get_future().share();
+      bool open = false;
+      void set() {
+        if (!open) release.set_value();
+        open = true;
+      }
+      ~Gate() { set(); }
+    } gate_keeper;
+    std::shared_future<void> gate = gate_keeper.opened;
+    ASSERT_TRUE(flash
+                    ->write_chunk({.key = "gate", .version = 1, .data = value_for(-1, 4096)},
+                                  [&entered, gate](Status) {
+                                    entered.set_value();
+                                    gate.wait();
+                                  })
+                    .is_ok());
+    ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    const uint64_t busy_before = store->metrics().counter("tierkv_offload_busy_total", "").value();
+
+    // 900 KiB accepted into the empty queue; its landing is stuck behind the gate.
     std::vector<std::future<Status>> acks;
-    std::vector<std::shared_ptr<std::promise<Status>>> promises;
-    for (int i = 0; i < 40; ++i) {
-      auto w = store->put(key_for(i), value_for(i, 200 << 10));
+    auto persist = [&](int i, size_t size) {
+      auto w = store->put(key_for(i), value_for(i, size));
       ASSERT_TRUE(w) << w.status().to_string();
       auto p = std::make_shared<std::promise<Status>>();
       acks.push_back(p->get_future());
       store->persist(key_for(i), w->version, [p](Status s) { p->set_value(s); });
-      promises.push_back(p);
+    };
+    persist(0, 900 << 10);
+    // Each of these would take the queue past 1 MiB: refused, so they wait.
+    for (int i = 1; i <= kWaiting; ++i) persist(i, 200 << 10);
+    EXPECT_GE(store->metrics().counter("tierkv_offload_busy_total", "").value() - busy_before,
+              static_cast<uint64_t>(kWaiting));
+    for (int i = 0; i <= kWaiting; ++i) {
+      EXPECT_EQ(acks[i].wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+          << "persist " << i << " acknowledged before its write could land";
     }
-    for (auto& a : acks) EXPECT_TRUE(a.get().is_ok());
-    // The queue did refuse some: the retry path was taken.
-    EXPECT_GT(store->metrics().counter("tierkv_offload_busy_total", "").value(), 0u);
-  }
+
+    gate_keeper.set();
+    for (int i = 0; i <= kWaiting; ++i) {
+      ASSERT_EQ(acks[i].wait_for(std::chrono::seconds(60)), std::future_status::ready) << i;
+      EXPECT_TRUE(acks[i].get().is_ok()) << i;
+    }
+  }  // no persist_all(): only what persist() made durable is on flash
   auto store = open(c);
-  for (int i = 0; i < 40; ++i) expect_value(*store, i, 200 << 10);
+  expect_value(*store, 0, 900 << 10);
+  for (int i = 1; i <= kWaiting; ++i) expect_value(*store, i, 200 << 10);
 }
 
 TEST_F(TieredStoreTest, UnopenableFlashLeavesAMemoryStore) {
