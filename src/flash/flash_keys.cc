@@ -38,7 +38,7 @@ bool FlashTier::contains_object(std::string_view key, uint64_t version,
 }
 
 FlashTier::WriteCallback FlashTier::append_meta_locked(PendingChunk chunk,
-                                                      std::vector<IoRequest*>& to_submit) {
+                                                       std::vector<IoRequest*>& to_submit) {
   Impl& im = *impl_;
   // clear() wipes whatever this record would describe: as good as landed.
   // The caller runs the callback once it has let go of write_mu.
@@ -128,6 +128,21 @@ bool FlashTier::remove(std::string_view key, uint64_t up_to_version, RemoveOptio
   submit_writes(to_submit);
   if (unwritten) unwritten(Status::ok());
   return dropped;
+}
+
+FlashTier::KeyHold FlashTier::hold_key(std::string_view key) {
+  const uint64_t key_hash = hash64(key);
+  std::lock_guard lock(impl_->landing_mu);
+  ++impl_->in_flight[key_hash].writes;
+  return KeyHold(this, key_hash);
+}
+
+FlashTier::KeyHold::~KeyHold() {
+  if (tier_ == nullptr) return;
+  Impl& im = *tier_->impl_;
+  std::lock_guard lock(im.landing_mu);
+  auto it = im.in_flight.find(hash_);
+  if (it != im.in_flight.end() && --it->second.writes == 0) im.in_flight.erase(it);
 }
 
 bool FlashTier::forget(std::string_view key, uint64_t below_version) {

@@ -41,6 +41,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/metrics.h"
@@ -222,6 +223,25 @@ class FlashTier {
   // tombstone: the caller holds a newer version that will supersede them on
   // flash. True if an index entry was dropped.
   bool forget(std::string_view key, uint64_t below_version);
+  // While alive, removals of `key` (remove, forget) are remembered as for a
+  // write in flight: a write of the key accepted before the hold ends is
+  // stopped by any removal made since it began. For a caller that must check
+  // elsewhere that a version is still wanted, then write it, with no window
+  // in which a removal could slip between the check and the acceptance.
+  class KeyHold {
+   public:
+    KeyHold(KeyHold&& o) noexcept : tier_(std::exchange(o.tier_, nullptr)), hash_(o.hash_) {}
+    KeyHold& operator=(KeyHold&&) = delete;
+    ~KeyHold();
+
+   private:
+    friend class FlashTier;
+    KeyHold(FlashTier* tier, uint64_t hash) : tier_(tier), hash_(hash) {}
+    FlashTier* tier_;
+    uint64_t hash_;
+  };
+  [[nodiscard]] KeyHold hold_key(std::string_view key);
+
   // Drops everything, durably: once this returns, nothing written before it
   // is readable or recovered after a restart, and writes in flight at the
   // call get Conflict. Writes attempted while it runs get Busy.

@@ -48,19 +48,6 @@ void FlashOffloader::reconcile_expiry(std::string_view key, uint64_t version,
   if (expire_at_ms != 0 && expire_at_ms <= unix_time_ms()) flash_.remove(key, version);
 }
 
-// The item was taken from memory before the flash tier accepted its write.
-// If the key was overwritten, removed or expired in between, the removal ran
-// before the write was in flight and could not stop it: do it now. Checked
-// after acceptance, so a removal after this check finds the write in flight.
-void FlashOffloader::drop_if_superseded(const memory::OffloadItem& item) {
-  if (memory_.holds_version(item.key, item.version)) return;
-  if (durable_overwrites_) {
-    flash_.forget(item.key, item.version + 1);
-  } else {
-    flash_.remove(item.key, item.version);
-  }
-}
-
 Status FlashOffloader::write_copy(memory::OffloadItem&& item, std::function<void(Status)> done) {
   return submit(std::move(item), std::move(done));
 }
@@ -92,7 +79,7 @@ Status FlashOffloader::submit(memory::OffloadItem&& in, std::function<void(Statu
     w.data = item->chunks[i].bytes();
     writes.push_back(w);
   }
-  Status st = flash_.write_chunks(writes, [this, item, done = std::move(done)](Status result) {
+  auto landed = [this, item, done = std::move(done)](Status result) {
     // Conflict: a newer version or a removal got there first; nothing of
     // this version is wanted any more, which is as good as landed.
     bool ok = result.is_ok() || result.code() == StatusCode::kConflict;
@@ -103,8 +90,17 @@ Status FlashOffloader::submit(memory::OffloadItem&& in, std::function<void(Statu
     memory_.finish_flash_write(item->key, item->version, item->evicted, ok, item->expire_at_ms);
     if (done) done(ok ? Status::ok() : result);
     if (on_landed_) on_landed_();
-  });
-  if (st.is_ok()) drop_if_superseded(*item);
+  };
+  // The item was taken from memory before this call. If the key was
+  // overwritten, removed or expired since, that removal found no write in
+  // flight to stop: check under a hold, so that one made after the check
+  // stops the write, and one made before it means no write at all.
+  flash::FlashTier::KeyHold hold = flash_.hold_key(item->key);
+  if (!memory_.holds_version(item->key, item->version)) {
+    landed(Status::conflict("flash: replaced before its copy was written"));
+    return Status::ok();
+  }
+  Status st = flash_.write_chunks(writes, std::move(landed));
   if (!st.is_ok()) {
     if (st.code() == StatusCode::kBusy) busy_.add();
     // The memory tier still owns the object; give the copy back its state.

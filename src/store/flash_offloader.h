@@ -39,9 +39,6 @@ class FlashOffloader final : public memory::LowerTier {
   Status submit(memory::OffloadItem&& item, std::function<void(Status)> done);
   void log_write_error(std::string_view key, const Status& error);
 
-  // A copy accepted after its version left memory must never be indexed.
-  void drop_if_superseded(const memory::OffloadItem& item);
-
   flash::FlashTier& flash_;
   memory::MemoryTier& memory_;
   const bool durable_overwrites_;

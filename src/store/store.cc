@@ -276,8 +276,10 @@ bool Store::remove_both_tiers(std::string_view key, std::optional<uint64_t> if_v
                               DurableCallback durable) {
   uint64_t in_memory = 0;
   memory_->remove(key, if_version, &in_memory);
+  // Only a live flash copy counts (an expired one is dropped on the way,
+  // and its record carries its expiry: it needs no tombstone).
   uint64_t on_flash = 0;
-  if (std::optional<flash::FlashObjectSummary> f = flash_->summary(key)) {
+  if (std::optional<ObjectInfo> f = flash_info(key)) {
     if (!if_version || f->version == *if_version) on_flash = f->version;
   }
   const uint64_t up_to = std::max(in_memory, on_flash);
