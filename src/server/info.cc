@@ -79,7 +79,7 @@ void section_memory(Server& s, std::string& out) {
   out += fmt::format("used_memory_rss_human:{}\r\n", human_bytes(static_cast<double>(m.rss_bytes)));
   out += fmt::format("maxmemory:{}\r\n", m.budget_bytes);
   out += fmt::format("maxmemory_human:{}\r\n", human_bytes(static_cast<double>(m.budget_bytes)));
-  out += fmt::format("maxmemory_policy:{}\r\n", c.eviction_policy);
+  out += fmt::format("maxmemory_policy:{}\r\n", name_of(c.eviction_policy));
   out += fmt::format("memory_index_bytes:{}\r\n", m.index_bytes);
   out += fmt::format("memory_leased_bytes:{}\r\n", m.leased_bytes);
   out += fmt::format("memory_objects:{}\r\n", m.objects);
