@@ -168,6 +168,12 @@ class ServerContext {
   // nothing changed).
   Config config() const;
   Status set_config(std::string_view key, std::string_view value);
+  // Several keys at once, all or nothing as Redis 7's CONFIG SET: every
+  // value is parsed and checked first, then applied; if an apply function
+  // fails, those already applied are rolled back. On failure `*failed` is
+  // the index of the pair the error is about.
+  using ConfigPair = std::pair<std::string_view, std::string_view>;
+  Status set_configs(const std::vector<ConfigPair>& pairs, size_t* failed);
 
   // The limits the network path reads per command, without the config lock.
   struct Limits {

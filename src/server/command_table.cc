@@ -191,15 +191,39 @@ Config ServerContext::config() const {
 }
 
 Status ServerContext::set_config(std::string_view key, std::string_view value) {
-  const ConfigKey* spec = find_config_key(key);
-  if (spec == nullptr) return Status::not_found(fmt::format("unknown option '{}'", key));
-  if (!spec->runtime_settable()) return Status::unavailable("can't set immutable config");
+  size_t failed = 0;
+  return set_configs({{key, value}}, &failed);
+}
 
+Status ServerContext::set_configs(const std::vector<ConfigPair>& pairs, size_t* failed) {
   std::lock_guard lock(config_mu_);
   Config next = config_;
-  TIERKV_RETURN_IF_ERROR(config_set(next, spec->name, value));
-  TIERKV_RETURN_IF_ERROR(config_validate(next));
-  TIERKV_RETURN_IF_ERROR(apply_config(spec->apply, next));
+  std::vector<std::pair<ConfigApply, size_t>> hooks;  // each once, with its first pair
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    *failed = i;
+    const ConfigKey* spec = find_config_key(pairs[i].first);
+    if (spec == nullptr)
+      return Status::not_found(fmt::format("unknown option '{}'", pairs[i].first));
+    if (!spec->runtime_settable()) return Status::unavailable("can't set immutable config");
+    TIERKV_RETURN_IF_ERROR(config_set(next, spec->name, pairs[i].second));
+    bool seen = false;
+    for (const auto& [hook, index] : hooks) seen = seen || hook == spec->apply;
+    if (!seen) hooks.emplace_back(spec->apply, i);
+  }
+  if (Status st = config_validate(next); !st.is_ok()) {
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      if (st.message().find(fmt::format("'{}'", pairs[i].first)) != std::string::npos) *failed = i;
+    }
+    return st;
+  }
+  for (size_t h = 0; h < hooks.size(); ++h) {
+    Status st = apply_config(hooks[h].first, next);
+    if (st.is_ok()) continue;
+    // Roll back: what was applied goes back to the values in force.
+    for (size_t j = 0; j < h; ++j) (void)apply_config(hooks[j].first, config_);
+    *failed = hooks[h].second;
+    return st;
+  }
   config_ = std::move(next);
   publish_limits();
   return Status::ok();

@@ -21,7 +21,7 @@ const std::string_view kProtectedModeDenied =
     "you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just "
     "disable the protected mode by editing the Redis configuration file, and setting the "
     "protected mode option to 'no', and then restarting the server. 3) If you started the server "
-    "manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an "
+    "manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an "
     "authentication password for the default user. NOTE: You only need to do one of the above "
     "things in order for the server to start accepting connections from the outside.\r\n";
 

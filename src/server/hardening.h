@@ -12,7 +12,8 @@
 
 namespace tierkv::server {
 
-// Redis 7's reply to a client refused by protected mode (then it closes).
+// Redis 7.0's reply to a client refused by protected mode (then it closes),
+// byte for byte, its "Setup a an" included (7.2 reworded it).
 extern const std::string_view kProtectedModeDenied;
 
 // 127.0.0.0/8, ::1, and IPv4-mapped 127.x.

@@ -77,6 +77,7 @@ class Server {
   Counter& commands_processed() { return *commands_processed_; }
   Counter& rejected_connections() { return *rejected_connections_; }
   Counter& total_connections() { return *total_connections_; }
+  Counter& accept_errors() { return *accept_errors_; }
   uint64_t instantaneous_ops() const;
   // Brackets every Store callback that will post back to an I/O thread:
   // stop() waits for all of them to end before it stops the threads.
