@@ -72,10 +72,25 @@ Status fit_maxclients_to_fd_limit(const Config& next) {
       fit.maxclients));
 }
 
-bool accept_error_is_resource(const asio::error_code& ec) {
-  if (ec.category() != asio::system_category()) return false;
-  int v = ec.value();
-  return v == EMFILE || v == ENFILE || v == ENOBUFS || v == ENOMEM;
+bool accept_error_pauses(const asio::error_code& ec) {
+  if (ec.category() != asio::system_category()) return true;
+  switch (ec.value()) {
+    case ECONNABORTED:
+    case EPROTO:
+    case EPERM:
+    case ENETDOWN:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+    case EAGAIN:
+    case EINTR:
+      return false;
+    default:
+      return true;
+  }
 }
 
 }  // namespace tierkv::server

@@ -40,8 +40,11 @@ OpenFilesFit fit_open_files(int64_t maxclients, int64_t reserve);
 // `next.maxclients` clients (raising it if needed), else Redis's error.
 Status fit_maxclients_to_fd_limit(const Config& next);
 
-// True for accept() errors that mean "out of descriptors or memory": the
-// acceptor pauses instead of retrying at once.
-bool accept_error_is_resource(const asio::error_code& ec);
+// False for the accept() errors that belong to one pending connection
+// (accept(2): ECONNABORTED, EPROTO, EPERM and the network errors it passes
+// on): the next accept may succeed at once. True for the rest (EMFILE,
+// ENFILE, ENOBUFS, ENOMEM, ...), which would fail again at once: the
+// acceptor pauses instead of spinning.
+bool accept_error_pauses(const asio::error_code& ec);
 
 }  // namespace tierkv::server

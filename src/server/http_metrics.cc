@@ -142,7 +142,7 @@ void HttpMetricsServer::accept() {
     if (ec == asio::error::operation_aborted) return;
     if (!ec) {
       on_accepted(std::move(socket));
-    } else if (accept_error_is_resource(ec)) {
+    } else if (accept_error_pauses(ec)) {
       // Out of fds: pause instead of failing again at once, on and on.
       auto timer = std::make_shared<asio::steady_timer>(acceptor_.get_executor(),
                                                         std::chrono::milliseconds(100));

@@ -228,12 +228,13 @@ void Server::accept_unix() {
 // Runs on threads_[0], where the acceptors' handlers run.
 void Server::accept_again(const asio::error_code& ec, void (Server::*accept)()) {
   accept_errors_->add();
-  if (!accept_error_is_resource(ec)) {
+  if (!accept_error_pauses(ec)) {
     spdlog::warn("accept failed: {}", ec.message());
     return (this->*accept)();
   }
-  // Out of descriptors: the pending connection stays in the backlog and
-  // accept() would fail again at once. Pause; clients closing free fds.
+  // Out of descriptors (or memory): the pending connection stays in the
+  // backlog and accept() would fail again at once. Pause; clients closing
+  // free fds.
   if (!accept_paused_logged_)
     spdlog::warn("accept failed: {}; pausing accepts for 100 ms at a time until it succeeds",
                  ec.message());

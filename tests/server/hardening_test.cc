@@ -60,11 +60,11 @@ TEST(HardeningTest, FitOpenFilesKeepsWhatFitsAndReportsWhatDoesNot) {
   }
 }
 
-TEST(HardeningTest, ResourceAcceptErrors) {
-  EXPECT_TRUE(accept_error_is_resource(asio::error_code(EMFILE, asio::system_category())));
-  EXPECT_TRUE(accept_error_is_resource(asio::error_code(ENFILE, asio::system_category())));
-  EXPECT_FALSE(accept_error_is_resource(asio::error_code(ECONNABORTED, asio::system_category())));
-  EXPECT_FALSE(accept_error_is_resource(asio::error::operation_aborted));
+TEST(HardeningTest, AcceptErrorsThatRepeatPause) {
+  for (int e : {EMFILE, ENFILE, ENOBUFS, ENOMEM, EINVAL})
+    EXPECT_TRUE(accept_error_pauses(asio::error_code(e, asio::system_category()))) << e;
+  for (int e : {ECONNABORTED, EPROTO, EPERM, ENETUNREACH, EAGAIN})
+    EXPECT_FALSE(accept_error_pauses(asio::error_code(e, asio::system_category()))) << e;
 }
 
 }  // namespace
