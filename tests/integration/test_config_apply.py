@@ -4,7 +4,7 @@ Redis's error, changing nothing."""
 import random
 import time
 
-from conftest import reply_of
+from conftest import RawClient, reply_of
 from flash_util import MIB, flash_servers, residencies, tier_stat, wait_until  # noqa: F401
 
 IMMUTABLE = ("bind", "port", "unixsocket", "io-threads", "metrics-bind", "metrics-port",
@@ -225,3 +225,46 @@ def test_unknown_key_is_refused(tierkv_server):
     assert got == ("error", "Unknown option or number of arguments for CONFIG SET - "
                             "'no-such-key'"), got
     c.close()
+
+
+def error_then_closed(port, data):
+    c = RawClient(port)
+    try:
+        c.send(data)
+        reply = c.read_reply()
+        return reply, c.closed_by_server()
+    finally:
+        c.close()
+
+
+def test_network_limits_apply_at_run_time(make_tierkv):
+    s = make_tierkv("--flash-size", "0")
+    admin = RawClient(s.port)
+    for key, value in (("max-inline-len", "1kb"),
+                       ("max-object-size", "1mb"), ("proto-max-bulk-len", "1mb"),
+                       ("max-key-size", "10")):
+        assert admin.call("CONFIG", "SET", key, value) == b"+OK\r\n", key
+    # An inline line that has not ended within max-inline-len bytes.
+    assert error_then_closed(s.port, b"ECHO " + b"x" * 2000) == (
+        b"-ERR Protocol error: too big inline request\r\n", True)
+    assert error_then_closed(s.port, b"*2\r\n$4\r\nECHO\r\n$%d\r\n" % ((1 << 20) + 1)) == (
+        b"-ERR Protocol error: invalid bulk length\r\n", True)
+    reply = admin.call("SET", "k" * 11, "v")
+    assert reply.startswith(b"-ERR ") and b"max-key-size" in reply, reply
+    assert admin.call("SET", "k" * 10, "v") == b"+OK\r\n"
+    # maxclients 1: this admin connection is the one; another is turned away.
+    assert admin.call("CONFIG", "SET", "maxclients", "1") == b"+OK\r\n"
+    extra = RawClient(s.port)
+    assert extra.read_reply() == b"-ERR max number of clients reached\r\n"
+    assert extra.closed_by_server()
+    extra.close()
+    assert admin.call("CONFIG", "SET", "maxclients", "100") == b"+OK\r\n"
+    other = RawClient(s.port)
+    assert other.call("PING") == b"+PONG\r\n"
+    other.close()
+    # Last, as CONFIG SET itself has four arguments.
+    assert admin.call("CONFIG", "SET", "max-multibulk-args", "3") == b"+OK\r\n"
+    assert error_then_closed(s.port, b"*4\r\n") == (
+        b"-ERR Protocol error: invalid multibulk length\r\n", True)
+    assert admin.call("SET", "a", "b") == b"+OK\r\n"
+    admin.close()
