@@ -53,14 +53,17 @@ def test_immutable_key_error_matches_redis(pair):
     pair.same("CONFIG", "SET", "unixsocket", "/tmp/x.sock")
 
 
-def test_requirepass_set_later_keeps_connected_clients_authenticated(pair):
+def test_requirepass_set_later_keeps_connected_clients_authenticated(pair, tierkv_server,
+                                                                     redis_server):
     try:
         pair.same("CONFIG", "SET", "requirepass", "s3cret")
         pair.same("PING")  # connected before the password: still the default user
         pair.same("SET", "k", "v")
     finally:
-        for c in (pair.ours, pair.theirs):
+        for server in (tierkv_server, redis_server):  # the shared servers go back to no password
+            c = server.client(password="s3cret")
             c.execute_command("CONFIG", "SET", "requirepass", "")
+            c.close()
 
 
 def test_protected_mode_get_and_set_match_redis(pair):
