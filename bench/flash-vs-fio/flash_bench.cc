@@ -189,7 +189,7 @@ tierkv::Config store_config(const Options& o, const std::string& path, uint64_t 
   c.flash_queue_depth = o.tier_queue_depth;
   c.promotion_threshold = 255;  // the most flash hits before a promotion
   c.active_expire_hz = 0;
-  c.log_level = "warn";
+  c.log_level = tierkv::LogLevel::kWarn;
   return c;
 }
 

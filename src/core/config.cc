@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cctype>
 #include <charconv>
@@ -14,238 +15,208 @@
 namespace tierkv {
 namespace {
 
-enum class Kind { kString, kInt, kBytes, kDouble, kEnum };
+constexpr std::array<std::string_view, 4> kEvictionNames = {"s3fifo", "lru", "clock", "sieve"};
+constexpr std::array<std::string_view, 3> kFsyncNames = {"none", "everysec", "always"};
+constexpr std::array<std::string_view, 2> kOffloadNames = {"on_evict", "write_through"};
+constexpr std::array<std::string_view, 5> kLogNames = {"trace", "debug", "info", "warn", "error"};
+constexpr std::array<std::string_view, 2> kYesNo = {"yes", "no"};
 
+// A key's parser and validator (set) and its CONFIG GET text (get).
 struct KeySpec {
   ConfigKey key;
-  Kind kind;
-  double min = 0;
-  double max = 0;
-  std::vector<std::string_view> choices;
-  std::function<void*(Config&)> field;
+  std::function<Status(Config&, std::string_view)> set;
+  std::function<std::string(const Config&)> get;
 };
-
-template <typename T>
-std::function<void*(Config&)> field_of(T Config::*member) {
-  return [member](Config& c) -> void* { return &(c.*member); };
-}
 
 constexpr double kMaxI = static_cast<double>(std::numeric_limits<int64_t>::max());
 
+Status bad_value(std::string_view key, std::string_view value, std::string_view why) {
+  return Status::invalid_argument(fmt::format("invalid value '{}' for '{}': {}", value, key, why));
+}
+
+Status out_of_bounds(std::string_view key, std::string_view value, double min, double max) {
+  // kMaxI is not exactly representable as int64_t once it is a double.
+  if (max >= kMaxI)
+    return bad_value(key, value, fmt::format("must be at least {}", static_cast<int64_t>(min)));
+  return bad_value(key, value,
+                   fmt::format("must be between {} and {}", static_cast<int64_t>(min),
+                               static_cast<int64_t>(max)));
+}
+
+Result<int64_t> parse_int(std::string_view text) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || text.empty())
+    return Status::invalid_argument("not an integer");
+  return v;
+}
+
+std::string lower(std::string_view text) {
+  std::string v(text);
+  std::ranges::transform(v, v.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return v;
+}
+
+// Index of `value` (lower-cased) in `names`, or an error listing them.
+template <size_t N>
+Result<size_t> parse_choice(std::string_view key, std::string_view value,
+                            const std::array<std::string_view, N>& names) {
+  // Lower-case only: choices keep their '_' (on_evict), unlike key names.
+  std::string v = lower(value);
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == v) return i;
+  }
+  return bad_value(key, value, fmt::format("expected one of {}", fmt::join(names, ", ")));
+}
+
+KeySpec string_key(ConfigKey k, std::string Config::*m) {
+  return {k,
+          [m](Config& c, std::string_view v) {
+            c.*m = std::string(v);
+            return Status::ok();
+          },
+          [m](const Config& c) { return c.*m; }};
+}
+
+// An integer (bytes: with a unit, see parse_byte_size) within [min, max].
+KeySpec int_key(ConfigKey k, int64_t Config::*m, double min, double max, bool bytes = false) {
+  return {k,
+          [k, m, min, max, bytes](Config& c, std::string_view value) {
+            Result<int64_t> v = bytes ? parse_byte_size(value) : parse_int(value);
+            if (!v) return bad_value(k.name, value, v.status().message());
+            if (*v < min || static_cast<double>(*v) > max)
+              return out_of_bounds(k.name, value, min, max);
+            c.*m = *v;
+            return Status::ok();
+          },
+          [m](const Config& c) { return std::to_string(c.*m); }};
+}
+
+KeySpec bytes_key(ConfigKey k, int64_t Config::*m, double min, double max) {
+  return int_key(k, m, min, max, true);
+}
+
+KeySpec double_key(ConfigKey k, double Config::*m, double min, double max) {
+  return {k,
+          [k, m, min, max](Config& c, std::string_view value) {
+            std::string tmp(value);
+            char* end = nullptr;
+            double v = std::strtod(tmp.c_str(), &end);
+            if (tmp.empty() || end != tmp.c_str() + tmp.size())
+              return bad_value(k.name, value, "not a number");
+            if (!(v >= min && v <= max))
+              return bad_value(k.name, value, fmt::format("must be between {} and {}", min, max));
+            c.*m = v;
+            return Status::ok();
+          },
+          [m](const Config& c) { return fmt::format("{}", c.*m); }};
+}
+
+// An enumeration: names[i] is the value E(i).
+template <typename E, size_t N>
+KeySpec enum_key(ConfigKey k, E Config::*m, const std::array<std::string_view, N>& names) {
+  return {k,
+          [k, m, &names](Config& c, std::string_view value) {
+            Result<size_t> i = parse_choice(k.name, value, names);
+            if (!i) return i.status();
+            c.*m = static_cast<E>(*i);
+            return Status::ok();
+          },
+          [m, &names](const Config& c) { return std::string(names[static_cast<size_t>(c.*m)]); }};
+}
+
+KeySpec bool_key(ConfigKey k, bool Config::*m) {
+  return {k,
+          [k, m](Config& c, std::string_view value) {
+            Result<size_t> i = parse_choice(k.name, value, kYesNo);
+            if (!i) return i.status();
+            c.*m = *i == 0;
+            return Status::ok();
+          },
+          [m](const Config& c) { return std::string(c.*m ? "yes" : "no"); }};
+}
+
 const std::vector<KeySpec>& specs() {
+  using A = ConfigApply;
+  using C = Config;
   static const std::vector<KeySpec> table = {
-      {{"bind", "address to listen on", false}, Kind::kString, 0, 0, {}, field_of(&Config::bind)},
-      {{"port", "TCP port (0 disables TCP)", false},
-       Kind::kInt,
-       0,
-       65535,
-       {},
-       field_of(&Config::port)},
-      {{"unixsocket", "Unix socket path (empty: none)", false},
-       Kind::kString,
-       0,
-       0,
-       {},
-       field_of(&Config::unixsocket)},
-      {{"io-threads", "network threads (0: one per core)", false},
-       Kind::kInt,
-       0,
-       256,
-       {},
-       field_of(&Config::io_threads)},
-      {{"maxclients", "maximum connected clients", true},
-       Kind::kInt,
-       1,
-       1000000,
-       {},
-       field_of(&Config::maxclients)},
-      {{"timeout", "close clients idle this many seconds (0: never)", true},
-       Kind::kInt,
-       0,
-       kMaxI,
-       {},
-       field_of(&Config::timeout_s)},
-      {{"requirepass", "password for AUTH (empty: no auth)", true},
-       Kind::kString,
-       0,
-       0,
-       {},
-       field_of(&Config::requirepass)},
-      {{"proto-max-bulk-len", "largest bulk string accepted", true},
-       Kind::kBytes,
-       1 << 20,
-       kMaxI,
-       {},
-       field_of(&Config::proto_max_bulk_len)},
-      {{"max-multibulk-args", "most arguments in one command", true},
-       Kind::kInt,
-       1,
-       1 << 30,
-       {},
-       field_of(&Config::max_multibulk_args)},
-      {{"max-inline-len", "longest inline command", true},
-       Kind::kBytes,
-       1024,
-       1 << 30,
-       {},
-       field_of(&Config::max_inline_len)},
-      {{"client-output-buffer-limit", "bytes queued to one client before it is cut off", true},
-       Kind::kBytes,
-       1 << 16,
-       kMaxI,
-       {},
-       field_of(&Config::client_output_buffer_limit)},
-      {{"metrics-bind", "address of the HTTP /metrics endpoint", false},
-       Kind::kString,
-       0,
-       0,
-       {},
-       field_of(&Config::metrics_bind)},
-      {{"metrics-port", "port of the HTTP /metrics endpoint (0 disables)", false},
-       Kind::kInt,
-       0,
-       65535,
-       {},
-       field_of(&Config::metrics_port)},
-      {{"log-level", "trace, debug, info, warn, error", true},
-       Kind::kEnum,
-       0,
-       0,
-       {"trace", "debug", "info", "warn", "error"},
-       field_of(&Config::log_level)},
-      {{"max-key-size", "longest key accepted", true},
-       Kind::kBytes,
-       1,
-       512 << 20,
-       {},
-       field_of(&Config::max_key_size)},
-      {{"max-object-size", "largest value accepted", true},
-       Kind::kBytes,
-       1,
-       kMaxI,
-       {},
-       field_of(&Config::max_object_size)},
-      {{"chunk-size", "unit of residency and I/O (power of two, 4k..64m)", false},
-       Kind::kBytes,
-       4096,
-       64 << 20,
-       {},
-       field_of(&Config::chunk_size)},
-      {{"memory", "DRAM budget of the memory tier", true},
-       Kind::kBytes,
-       1 << 20,
-       kMaxI,
-       {},
-       field_of(&Config::memory)},
-      {{"eviction-policy", "s3fifo, lru, clock or sieve", false},
-       Kind::kEnum,
-       0,
-       0,
-       {"s3fifo", "lru", "clock", "sieve"},
-       field_of(&Config::eviction_policy)},
-      {{"memory-shards", "index shards (power of two)", false},
-       Kind::kInt,
-       1,
-       4096,
-       {},
-       field_of(&Config::memory_shards)},
-      {{"lease-max-fraction", "share of memory that leases may protect", true},
-       Kind::kDouble,
-       0,
-       1,
-       {},
-       field_of(&Config::lease_max_fraction)},
-      {{"lease-ttl-ms", "default lease length", true},
-       Kind::kInt,
-       1,
-       kMaxI,
-       {},
-       field_of(&Config::lease_ttl_ms)},
-      {{"active-expire-hz", "active expiry cycles per second (0: lazy only)", true},
-       Kind::kInt,
-       0,
-       500,
-       {},
-       field_of(&Config::active_expire_hz)},
-      {{"flash-path", "file or block device of the flash tier", false},
-       Kind::kString,
-       0,
-       0,
-       {},
-       field_of(&Config::flash_path)},
-      {{"flash-size", "bytes of flash to use (0: no flash tier)", false},
-       Kind::kBytes,
-       0,
-       kMaxI,
-       {},
-       field_of(&Config::flash_size)},
-      {{"region-size", "flash region size", false},
-       Kind::kBytes,
-       1 << 20,
-       1 << 30,
-       {},
-       field_of(&Config::region_size)},
-      {{"flash-fsync", "when flash writes are fsynced: none, everysec, always", false},
-       Kind::kEnum,
-       0,
-       0,
-       {"none", "everysec", "always"},
-       field_of(&Config::flash_fsync)},
-      {{"flash-queue-depth", "flash reads in flight", false},
-       Kind::kInt,
-       1,
-       4096,
-       {},
-       field_of(&Config::flash_queue_depth)},
-      {{"flash-reinsertion", "copy chunks that were hit forward when their region is reclaimed",
-        false},
-       Kind::kEnum,
-       0,
-       0,
-       {"no", "yes"},
-       field_of(&Config::flash_reinsertion)},
-      {{"flash-preallocate", "allocate the whole flash file at start", false},
-       Kind::kEnum,
-       0,
-       0,
-       {"yes", "no"},
-       field_of(&Config::flash_preallocate)},
-      {{"flash-write-queue", "bytes accepted for flash but not yet written", false},
-       Kind::kBytes,
-       1 << 20,
-       kMaxI,
-       {},
-       field_of(&Config::flash_write_queue)},
-      {{"backing-latency-ns", "fixed latency added to every flash read (model knob)", false},
-       Kind::kInt,
-       0,
-       1e9,
-       {},
-       field_of(&Config::backing_latency_ns)},
-      {{"offload-policy", "when memory data goes to flash: on_evict, write_through", false},
-       Kind::kEnum,
-       0,
-       0,
-       {"on_evict", "write_through"},
-       field_of(&Config::offload_policy)},
-      {{"offload-wait-ms", "how long a write waits for flash to drain before OOM", true},
-       Kind::kInt,
-       0,
-       600000,
-       {},
-       field_of(&Config::offload_wait_ms)},
-      {{"promotion-threshold", "flash hits before an object is promoted to memory", true},
-       Kind::kInt,
-       1,
-       255,
-       {},
-       field_of(&Config::promotion_threshold)},
-      {{"promotion-max-inflight", "promotions and prefetches in flight", true},
-       Kind::kInt,
-       1,
-       65536,
-       {},
-       field_of(&Config::promotion_max_inflight)},
+      string_key({"bind", "address to listen on"}, &C::bind),
+      int_key({"port", "TCP port (0 disables TCP)"}, &C::port, 0, 65535),
+      string_key({"unixsocket", "Unix socket path (empty: none)"}, &C::unixsocket),
+      int_key({"io-threads", "network threads (0: one per core)"}, &C::io_threads, 0, 256),
+      int_key({"maxclients", "maximum connected clients", A::kMaxClients}, &C::maxclients, 1,
+              1000000),
+      int_key({"timeout", "close clients idle this many seconds (0: never)", A::kNetworkLimits},
+              &C::timeout_s, 0, kMaxI),
+      string_key({"requirepass", "password for AUTH (empty: no auth)", A::kNetworkLimits},
+                 &C::requirepass),
+      bool_key({"protected-mode", "without requirepass, serve only loopback and Unix clients",
+                A::kNetworkLimits},
+               &C::protected_mode),
+      bytes_key({"proto-max-bulk-len", "largest bulk string accepted", A::kNetworkLimits},
+                &C::proto_max_bulk_len, 1 << 20, kMaxI),
+      int_key({"max-multibulk-args", "most arguments in one command", A::kNetworkLimits},
+              &C::max_multibulk_args, 1, 1 << 30),
+      bytes_key({"max-inline-len", "longest inline command", A::kNetworkLimits}, &C::max_inline_len,
+                1024, 1 << 30),
+      bytes_key({"client-output-buffer-limit", "bytes queued to one client before it is cut off",
+                 A::kNetworkLimits},
+                &C::client_output_buffer_limit, 1 << 16, kMaxI),
+      string_key({"metrics-bind", "address of the HTTP /metrics endpoint"}, &C::metrics_bind),
+      int_key({"metrics-port", "port of the HTTP /metrics endpoint (0 disables)"}, &C::metrics_port,
+              0, 65535),
+      int_key({"metrics-timeout-ms", "close an HTTP client that sent no whole request by then",
+               A::kMetricsLimits},
+              &C::metrics_timeout_ms, 100, 600000),
+      int_key({"metrics-max-clients", "HTTP connections at once (more are closed at once)",
+               A::kMetricsLimits},
+              &C::metrics_max_clients, 1, 10000),
+      enum_key({"log-level", "trace, debug, info, warn, error", A::kLogLevel}, &C::log_level,
+               kLogNames),
+      bytes_key({"max-key-size", "longest key accepted", A::kObjectLimits}, &C::max_key_size, 1,
+                512 << 20),
+      bytes_key({"max-object-size", "largest value accepted", A::kObjectLimits},
+                &C::max_object_size, 1, kMaxI),
+      bytes_key({"chunk-size", "unit of residency and I/O (power of two, 4k..64m)"}, &C::chunk_size,
+                4096, 64 << 20),
+      bytes_key({"memory", "DRAM budget of the memory tier", A::kMemoryBudget}, &C::memory, 1 << 20,
+                kMaxI),
+      enum_key({"eviction-policy", "s3fifo, lru, clock or sieve"}, &C::eviction_policy,
+               kEvictionNames),
+      int_key({"memory-shards", "index shards (power of two)"}, &C::memory_shards, 1, 4096),
+      double_key(
+          {"lease-max-fraction", "share of memory that leases may protect", A::kLeaseFraction},
+          &C::lease_max_fraction, 0, 1),
+      int_key({"lease-ttl-ms", "default lease length", A::kLeaseTtl}, &C::lease_ttl_ms, 1, kMaxI),
+      int_key(
+          {"active-expire-hz", "active expiry cycles per second (0: lazy only)", A::kActiveExpire},
+          &C::active_expire_hz, 0, 500),
+      string_key({"flash-path", "file or block device of the flash tier"}, &C::flash_path),
+      bytes_key({"flash-size", "bytes of flash to use (0: no flash tier)"}, &C::flash_size, 0,
+                kMaxI),
+      bytes_key({"region-size", "flash region size"}, &C::region_size, 1 << 20, 1 << 30),
+      enum_key({"flash-fsync", "when flash writes are fsynced: none, everysec, always"},
+               &C::flash_fsync, kFsyncNames),
+      int_key({"flash-queue-depth", "flash reads in flight"}, &C::flash_queue_depth, 1, 4096),
+      bool_key(
+          {"flash-reinsertion", "copy chunks that were hit forward when their region is reclaimed"},
+          &C::flash_reinsertion),
+      bool_key({"flash-preallocate", "allocate the whole flash file at start"},
+               &C::flash_preallocate),
+      bytes_key({"flash-write-queue", "bytes accepted for flash but not yet written"},
+                &C::flash_write_queue, 1 << 20, kMaxI),
+      int_key({"backing-latency-ns", "fixed latency added to every flash read (model knob)"},
+              &C::backing_latency_ns, 0, 1e9),
+      enum_key({"offload-policy", "when memory data goes to flash: on_evict, write_through"},
+               &C::offload_policy, kOffloadNames),
+      int_key({"offload-wait-ms", "how long a write waits for flash to drain before OOM",
+               A::kOffloadWait},
+              &C::offload_wait_ms, 0, 600000),
+      int_key({"promotion-threshold", "flash hits before an object is promoted to memory",
+               A::kPromotion},
+              &C::promotion_threshold, 1, 255),
+      int_key({"promotion-max-inflight", "promotions and prefetches in flight", A::kPromotion},
+              &C::promotion_max_inflight, 1, 65536),
   };
   return table;
 }
@@ -267,80 +238,6 @@ const KeySpec* find_spec(std::string_view name) {
   return nullptr;
 }
 
-Status out_of_bounds(const KeySpec& s, std::string_view value) {
-  // kMaxI is not exactly representable as int64_t once it is a double.
-  if (s.max >= kMaxI)
-    return Status::invalid_argument(fmt::format("invalid value '{}' for '{}': must be at least {}",
-                                                value, s.key.name, static_cast<int64_t>(s.min)));
-  return Status::invalid_argument(
-      fmt::format("invalid value '{}' for '{}': must be between {} and {}", value, s.key.name,
-                  static_cast<int64_t>(s.min), static_cast<int64_t>(s.max)));
-}
-
-Result<int64_t> parse_int(std::string_view text) {
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || text.empty())
-    return Status::invalid_argument("not an integer");
-  return v;
-}
-
-Status set_by_spec(Config& c, const KeySpec& s, std::string_view value) {
-  void* f = s.field(c);
-  auto bad = [&](std::string_view why) {
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for '{}': {}", value, s.key.name, why));
-  };
-  switch (s.kind) {
-    case Kind::kString:
-      *static_cast<std::string*>(f) = std::string(value);
-      return Status::ok();
-    case Kind::kEnum: {
-      // Lower-case only: choices keep their '_' (on_evict), unlike key names.
-      std::string v(value);
-      std::ranges::transform(v, v.begin(), [](unsigned char ch) { return std::tolower(ch); });
-      if (std::find(s.choices.begin(), s.choices.end(), v) == s.choices.end())
-        return bad(fmt::format("expected one of {}", fmt::join(s.choices, ", ")));
-      *static_cast<std::string*>(f) = v;
-      return Status::ok();
-    }
-    case Kind::kInt:
-    case Kind::kBytes: {
-      Result<int64_t> v = s.kind == Kind::kInt ? parse_int(value) : parse_byte_size(value);
-      if (!v) return bad(v.status().message());
-      if (*v < s.min || static_cast<double>(*v) > s.max) return out_of_bounds(s, value);
-      *static_cast<int64_t*>(f) = *v;
-      return Status::ok();
-    }
-    case Kind::kDouble: {
-      std::string tmp(value);
-      char* end = nullptr;
-      double v = std::strtod(tmp.c_str(), &end);
-      if (tmp.empty() || end != tmp.c_str() + tmp.size()) return bad("not a number");
-      if (v < s.min || v > s.max)
-        return bad(fmt::format("must be between {} and {}", s.min, s.max));
-      *static_cast<double*>(f) = v;
-      return Status::ok();
-    }
-  }
-  return Status::internal("unhandled config kind");
-}
-
-std::string format_value(const Config& c, const KeySpec& s) {
-  void* f = s.field(const_cast<Config&>(c));
-  switch (s.kind) {
-    case Kind::kString:
-    case Kind::kEnum:
-      return *static_cast<std::string*>(f);
-    case Kind::kInt:
-    case Kind::kBytes:
-      return std::to_string(*static_cast<int64_t*>(f));
-    case Kind::kDouble:
-      return fmt::format("{}", *static_cast<double*>(f));
-  }
-  return "";
-}
-
 std::string toml_node_text(const toml::node& node) {
   if (auto s = node.value<std::string>()) return *s;
   if (auto b = node.value_exact<bool>()) return *b ? "yes" : "no";
@@ -355,12 +252,30 @@ Status apply_table(Config& config, const toml::table& table, const std::string& 
     if (!s) return Status::invalid_argument(fmt::format("{}: unknown key '{}'", origin, k.str()));
     if (!node.is_value())
       return Status::invalid_argument(fmt::format("{}: '{}' must be a value", origin, k.str()));
-    TIERKV_RETURN_IF_ERROR(set_by_spec(config, *s, toml_node_text(node)));
+    TIERKV_RETURN_IF_ERROR(s->set(config, toml_node_text(node)));
   }
   return Status::ok();
 }
 
 }  // namespace
+
+std::string_view name_of(EvictionPolicyKind v) {
+  return kEvictionNames[static_cast<size_t>(v)];
+}
+std::string_view name_of(FlashFsync v) {
+  return kFsyncNames[static_cast<size_t>(v)];
+}
+std::string_view name_of(OffloadPolicy v) {
+  return kOffloadNames[static_cast<size_t>(v)];
+}
+std::string_view name_of(LogLevel v) {
+  return kLogNames[static_cast<size_t>(v)];
+}
+
+const ConfigKey* find_config_key(std::string_view name) {
+  const KeySpec* s = find_spec(name);
+  return s ? &s->key : nullptr;
+}
 
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> keys = [] {
@@ -399,16 +314,24 @@ Result<int64_t> parse_byte_size(std::string_view text) {
 Status config_set(Config& config, std::string_view name, std::string_view value) {
   const KeySpec* s = find_spec(name);
   if (!s) return Status::invalid_argument(fmt::format("unknown configuration key '{}'", name));
-  return set_by_spec(config, *s, value);
+  return s->set(config, value);
 }
 
 Result<std::string> config_get(const Config& config, std::string_view name) {
   const KeySpec* s = find_spec(name);
   if (!s) return Status::not_found(fmt::format("unknown configuration key '{}'", name));
-  return format_value(config, *s);
+  return s->get(config);
 }
 
 Status config_validate(const Config& c) {
+  // An embedded caller may have cast any number into an enumeration.
+  if (static_cast<size_t>(c.eviction_policy) >= kEvictionNames.size() ||
+      static_cast<size_t>(c.flash_fsync) >= kFsyncNames.size() ||
+      static_cast<size_t>(c.offload_policy) >= kOffloadNames.size() ||
+      static_cast<size_t>(c.log_level) >= kLogNames.size())
+    return Status::invalid_argument(
+        "invalid value for 'eviction-policy', 'flash-fsync', 'offload-policy' or 'log-level': "
+        "not one of its choices");
   if (!std::has_single_bit(static_cast<uint64_t>(c.chunk_size)))
     return Status::invalid_argument(
         fmt::format("invalid value '{}' for 'chunk-size': must be a power of two", c.chunk_size));
@@ -462,7 +385,7 @@ Result<Config> load_config(int argc, const char* const* argv, std::string_view p
     const KeySpec& s = specs()[i];
     flag_values[i].first = &s;
     app.add_option("--" + std::string(s.key.name), flag_values[i].second,
-                   std::string(s.key.help) + " (default " + format_value(config, s) + ")")
+                   std::string(s.key.help) + " (default " + s.get(config) + ")")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // as redis-server: last wins
   }
   try {
@@ -475,7 +398,7 @@ Result<Config> load_config(int argc, const char* const* argv, std::string_view p
   if (!config_path.empty()) TIERKV_RETURN_IF_ERROR(config_apply_toml_file(config, config_path));
   for (size_t i = 0; i < specs().size(); ++i) {
     if (app.count("--" + std::string(specs()[i].key.name)) == 0) continue;
-    TIERKV_RETURN_IF_ERROR(set_by_spec(config, specs()[i], flag_values[i].second));
+    TIERKV_RETURN_IF_ERROR(specs()[i].set(config, flag_values[i].second));
   }
   TIERKV_RETURN_IF_ERROR(config_validate(config));
   return config;

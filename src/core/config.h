@@ -1,9 +1,11 @@
 // Configuration: embedded defaults, then a TOML file, then command-line flags.
 //
-// Every key is declared once in a table (config.cc) with its type, bounds and
-// whether CONFIG SET may change it at run time. The TOML loader, the CLI, and
-// the server's CONFIG GET/SET all go through that table, so a key cannot be
-// valid in one place and unknown in another.
+// Every key is declared once in a table (config.cc) with its parser, its
+// validator (bounds, choices) and, if CONFIG SET may change it at run time,
+// the apply hook that makes the new value take effect (as Redis's config.c
+// does). The TOML loader, the CLI, and the server's CONFIG GET/SET all go
+// through that table, so a key cannot be valid in one place and unknown in
+// another. Enumerations are parsed once, here, into typed values.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,17 @@
 #include "core/status.h"
 
 namespace tierkv {
+
+enum class EvictionPolicyKind : uint8_t { kS3Fifo, kLru, kClock, kSieve };
+enum class FlashFsync : uint8_t { kNone, kEverySec, kAlways };
+enum class OffloadPolicy : uint8_t { kOnEvict, kWriteThrough };
+enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError };
+
+// The names CONFIG GET prints (and the parser accepts).
+std::string_view name_of(EvictionPolicyKind v);
+std::string_view name_of(FlashFsync v);
+std::string_view name_of(OffloadPolicy v);
+std::string_view name_of(LogLevel v);
 
 struct Config {
   // server
@@ -30,7 +43,10 @@ struct Config {
   int64_t client_output_buffer_limit = int64_t{256} << 20;
   std::string metrics_bind = "127.0.0.1";
   int64_t metrics_port = 9380;  // 0 disables the HTTP endpoint
-  std::string log_level = "info";
+  LogLevel log_level = LogLevel::kInfo;
+  bool protected_mode = true;         // refuse non-loopback peers when no requirepass
+  int64_t metrics_timeout_ms = 5000;  // an HTTP client that sends no request is closed
+  int64_t metrics_max_clients = 16;   // HTTP connections at once; more are closed at once
 
   // data model
   int64_t max_key_size = 64 << 10;
@@ -39,7 +55,7 @@ struct Config {
 
   // memory tier
   int64_t memory = int64_t{1} << 30;
-  std::string eviction_policy = "s3fifo";
+  EvictionPolicyKind eviction_policy = EvictionPolicyKind::kS3Fifo;
   int64_t memory_shards = 32;
   double lease_max_fraction = 0.25;
   int64_t lease_ttl_ms = 10000;
@@ -49,28 +65,49 @@ struct Config {
   std::string flash_path = "./tierkv-data/";  // a directory: holds flash.dat
   int64_t flash_size = int64_t{8} << 30;
   int64_t region_size = int64_t{64} << 20;
-  std::string flash_fsync = "none";  // none | everysec | always
+  FlashFsync flash_fsync = FlashFsync::kNone;
   int64_t flash_queue_depth = 64;
-  std::string flash_reinsertion = "no";
-  std::string flash_preallocate = "yes";
+  bool flash_reinsertion = false;
+  bool flash_preallocate = true;
   int64_t flash_write_queue = int64_t{64} << 20;  // accepted, unwritten bytes
   int64_t backing_latency_ns = 0;
 
   // tiering (store)
-  std::string offload_policy = "on_evict";  // on_evict | write_through
-  int64_t offload_wait_ms = 2000;           // how long a write waits for flash to drain
+  OffloadPolicy offload_policy = OffloadPolicy::kOnEvict;
+  int64_t offload_wait_ms = 2000;  // how long a write waits for flash to drain
   int64_t promotion_threshold = 2;
   int64_t promotion_max_inflight = 64;
+};
+
+// How a runtime-settable key takes effect. The server implements one apply
+// function per hook (a switch, so a hook without one does not compile);
+// kNone means CONFIG SET refuses the key.
+enum class ConfigApply : uint8_t {
+  kNone,
+  kNetworkLimits,  // read per command or connection from the server's limits
+  kMaxClients,     // also raises the open-files limit, or refuses
+  kLogLevel,
+  kMemoryBudget,
+  kObjectLimits,  // max-key-size, max-object-size
+  kPromotion,     // promotion-threshold, promotion-max-inflight
+  kOffloadWait,
+  kLeaseTtl,
+  kLeaseFraction,
+  kActiveExpire,
+  kMetricsLimits,  // metrics-timeout-ms, metrics-max-clients
 };
 
 // One configuration key, as the table describes it.
 struct ConfigKey {
   std::string_view name;
   std::string_view help;
-  bool runtime_settable;
+  ConfigApply apply = ConfigApply::kNone;
+  bool runtime_settable() const { return apply != ConfigApply::kNone; }
 };
 
 const std::vector<ConfigKey>& config_keys();
+// The table entry of `name` (case-insensitive, '_' means '-'); null if unknown.
+const ConfigKey* find_config_key(std::string_view name);
 
 // Sets `name` from text ("64mb", "yes", "lru", ...). Errors name the key.
 Status config_set(Config& config, std::string_view name, std::string_view value);

@@ -172,8 +172,14 @@ class MemoryTier {
 
   // One active-expiry pass over every shard; returns keys expired.
   size_t expire_cycle(int64_t now_ms);
+  // Sets the active expiry rate (cycles per second; 0: lazy expiry only) and
+  // starts the background thread if it is not running. Callable at any time:
+  // the thread picks up a new rate at once.
   void start_active_expiry(int hz);
   void stop_active_expiry();
+  // Share of the budget that leases may protect (CONFIG SET). Leases already
+  // granted stay until they end; only new ones see a lower cap.
+  void set_lease_max_fraction(double fraction) { lease_max_fraction_.store(fraction); }
 
   // --- the lower tier (set once, before any traffic) ---
   void set_lower_tier(LowerTier* lower) { lower_ = lower; }
@@ -272,7 +278,7 @@ class MemoryTier {
 
   const uint32_t chunk_size_;
   const uint32_t shard_bits_;
-  const double lease_max_fraction_;
+  std::atomic<double> lease_max_fraction_;
   std::unique_ptr<Shard[]> shards_;
   const size_t shard_count_;
   std::atomic<int64_t> used_{0};
@@ -297,6 +303,7 @@ class MemoryTier {
   std::mutex expiry_mu_;
   std::condition_variable expiry_cv_;
   bool expiry_stop_ = false;
+  int expire_hz_ = 0;            // under expiry_mu_
   bool trim_requested_ = false;  // under expiry_mu_: eviction freed a lot
   std::atomic<int64_t> freed_since_trim_{0};
   // Wakes the expiry thread to return freed memory once evictions freed a

@@ -144,7 +144,8 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms) {
   ChunkList to_release;
   Status st;
   int64_t now = unix_time_ms();
-  int64_t cap = static_cast<int64_t>(static_cast<double>(budget_bytes()) * lease_max_fraction_);
+  int64_t cap = static_cast<int64_t>(static_cast<double>(budget_bytes()) *
+                                     lease_max_fraction_.load(std::memory_order_relaxed));
   {
     std::lock_guard lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, now, to_release);
@@ -298,18 +299,28 @@ size_t MemoryTier::expire_cycle(int64_t now_ms) {
 }
 
 void MemoryTier::start_active_expiry(int hz) {
-  if (hz <= 0 || expiry_thread_.joinable()) return;
-  expiry_stop_ = false;
-  expiry_thread_ = std::thread([this, hz] {
+  {
+    std::lock_guard lock(expiry_mu_);
+    expire_hz_ = std::max(hz, 0);
+    expiry_stop_ = false;
+  }
+  expiry_cv_.notify_all();
+  if (expiry_thread_.joinable()) return;
+  expiry_thread_ = std::thread([this] {
     std::unique_lock lock(expiry_mu_);
     while (!expiry_stop_) {
       bool trim_only = std::exchange(trim_requested_, false);
+      int hz = expire_hz_;
       lock.unlock();
-      if (!trim_only) expire_cycle(unix_time_ms());
+      if (!trim_only && hz > 0) expire_cycle(unix_time_ms());
       return_free_memory();
       lock.lock();
-      expiry_cv_.wait_for(lock, std::chrono::milliseconds(1000 / hz),
-                          [&] { return expiry_stop_ || trim_requested_; });
+      // A new rate (CONFIG SET active-expire-hz) applies at once.
+      auto wake = [&] { return expiry_stop_ || trim_requested_ || expire_hz_ != hz; };
+      if (hz > 0)
+        expiry_cv_.wait_for(lock, std::chrono::milliseconds(1000 / hz), wake);
+      else
+        expiry_cv_.wait(lock, wake);
     }
   });
 }

@@ -172,9 +172,17 @@ class ServerContext {
   CommandTable& mutable_commands() { return commands_; }
 
   // Configuration, changed at run time by CONFIG SET. Errors: NotFound
-  // (unknown key), Unavailable (not settable at run time), InvalidArgument.
+  // (unknown key), Unavailable (no apply hook: not settable at run time),
+  // InvalidArgument, or whatever the key's apply function answers (then
+  // nothing changed).
   Config config() const;
   Status set_config(std::string_view key, std::string_view value);
+  // Several keys at once, all or nothing as Redis 7's CONFIG SET: every
+  // value is parsed and checked first, then applied; if an apply function
+  // fails, those already applied are rolled back. On failure `*failed` is
+  // the index of the pair the error is about.
+  using ConfigPair = std::pair<std::string_view, std::string_view>;
+  Status set_configs(const std::vector<ConfigPair>& pairs, size_t* failed);
 
   // The limits the network path reads per command, without the config lock.
   struct Limits {
@@ -186,6 +194,9 @@ class ServerContext {
     std::atomic<int64_t> timeout_s{0};
     std::atomic<int64_t> max_object_size{0};
     std::atomic<bool> auth_required{false};
+    std::atomic<bool> protected_mode{true};
+    std::atomic<int64_t> metrics_timeout_ms{0};
+    std::atomic<int64_t> metrics_max_clients{0};
   };
   const Limits& limits() const { return limits_; }
 
@@ -207,6 +218,11 @@ class ServerContext {
   int64_t start_time_ms_;
   Limits limits_;
   void publish_limits();  // config_ -> limits_, with config_mu_ held
+  // Makes `next` take effect for one hook (see ConfigApply), config_mu_ held.
+  Status apply_config(ConfigApply hook, const Config& next);
 };
+
+// Sets spdlog's level.
+void apply_log_level(LogLevel level);
 
 }  // namespace tierkv::server

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "server/command.h"
+#include "server/hardening.h"
 
 namespace tierkv::server {
 namespace {
@@ -179,6 +180,9 @@ void ServerContext::publish_limits() {
   limits_.timeout_s.store(config_.timeout_s);
   limits_.max_object_size.store(config_.max_object_size);
   limits_.auth_required.store(!config_.requirepass.empty());
+  limits_.protected_mode.store(config_.protected_mode);
+  limits_.metrics_timeout_ms.store(config_.metrics_timeout_ms);
+  limits_.metrics_max_clients.store(config_.metrics_max_clients);
 }
 
 Config ServerContext::config() const {
@@ -187,30 +191,95 @@ Config ServerContext::config() const {
 }
 
 Status ServerContext::set_config(std::string_view key, std::string_view value) {
-  const ConfigKey* spec = nullptr;
-  for (const ConfigKey& k : config_keys()) {
-    if (iequals(k.name, key)) spec = &k;
-  }
-  if (spec == nullptr) return Status::not_found(fmt::format("unknown option '{}'", key));
-  if (!spec->runtime_settable) return Status::unavailable("can't set immutable config");
+  size_t failed = 0;
+  return set_configs({{key, value}}, &failed);
+}
 
+Status ServerContext::set_configs(const std::vector<ConfigPair>& pairs, size_t* failed) {
   std::lock_guard lock(config_mu_);
   Config next = config_;
-  TIERKV_RETURN_IF_ERROR(config_set(next, spec->name, value));
-  TIERKV_RETURN_IF_ERROR(config_validate(next));
-  if (next.memory != config_.memory) TIERKV_RETURN_IF_ERROR(store_.set_memory_budget(next.memory));
-  if (next.max_key_size != config_.max_key_size || next.max_object_size != config_.max_object_size)
-    store_.set_limits(next.max_key_size, next.max_object_size);
-  if (next.promotion_threshold != config_.promotion_threshold ||
-      next.promotion_max_inflight != config_.promotion_max_inflight)
-    store_.set_promotion(next.promotion_threshold, next.promotion_max_inflight);
-  if (next.offload_wait_ms != config_.offload_wait_ms)
-    store_.set_offload_wait_ms(next.offload_wait_ms);
-  if (next.log_level != config_.log_level)
-    spdlog::set_level(spdlog::level::from_str(next.log_level));
+  std::vector<std::pair<ConfigApply, size_t>> hooks;  // each once, with its first pair
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    *failed = i;
+    const ConfigKey* spec = find_config_key(pairs[i].first);
+    if (spec == nullptr)
+      return Status::not_found(fmt::format("unknown option '{}'", pairs[i].first));
+    if (!spec->runtime_settable()) return Status::unavailable("can't set immutable config");
+    TIERKV_RETURN_IF_ERROR(config_set(next, spec->name, pairs[i].second));
+    bool seen = false;
+    for (const auto& [hook, index] : hooks) seen = seen || hook == spec->apply;
+    if (!seen) hooks.emplace_back(spec->apply, i);
+  }
+  if (Status st = config_validate(next); !st.is_ok()) {
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      if (st.message().find(fmt::format("'{}'", pairs[i].first)) != std::string::npos) *failed = i;
+    }
+    return st;
+  }
+  for (size_t h = 0; h < hooks.size(); ++h) {
+    Status st = apply_config(hooks[h].first, next);
+    if (st.is_ok()) continue;
+    // Roll back: what was applied goes back to the values in force.
+    for (size_t j = 0; j < h; ++j) (void)apply_config(hooks[j].first, config_);
+    *failed = hooks[h].second;
+    return st;
+  }
   config_ = std::move(next);
   publish_limits();
   return Status::ok();
+}
+
+// One apply function per hook, as Redis's config.c has per key. Keys read
+// through limits_ take effect in publish_limits(), after this returns OK.
+Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
+  switch (hook) {
+    case ConfigApply::kNone:
+      return Status::unavailable("can't set immutable config");
+    case ConfigApply::kNetworkLimits:
+    case ConfigApply::kMetricsLimits:
+      return Status::ok();
+    case ConfigApply::kMaxClients:
+      return fit_maxclients_to_fd_limit(next);
+    case ConfigApply::kLogLevel:
+      apply_log_level(next.log_level);
+      return Status::ok();
+    case ConfigApply::kMemoryBudget:
+      return store_.set_memory_budget(next.memory);
+    case ConfigApply::kObjectLimits:
+      store_.set_limits(next.max_key_size, next.max_object_size);
+      return Status::ok();
+    case ConfigApply::kPromotion:
+      store_.set_promotion(next.promotion_threshold, next.promotion_max_inflight);
+      return Status::ok();
+    case ConfigApply::kOffloadWait:
+      store_.set_offload_wait_ms(next.offload_wait_ms);
+      return Status::ok();
+    case ConfigApply::kLeaseTtl:
+      store_.set_lease_ttl_ms(next.lease_ttl_ms);
+      return Status::ok();
+    case ConfigApply::kLeaseFraction:
+      store_.set_lease_max_fraction(next.lease_max_fraction);
+      return Status::ok();
+    case ConfigApply::kActiveExpire:
+      store_.set_active_expire_hz(next.active_expire_hz);
+      return Status::ok();
+  }
+  return Status::internal("unhandled config apply hook");
+}
+
+void apply_log_level(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace:
+      return spdlog::set_level(spdlog::level::trace);
+    case LogLevel::kDebug:
+      return spdlog::set_level(spdlog::level::debug);
+    case LogLevel::kInfo:
+      return spdlog::set_level(spdlog::level::info);
+    case LogLevel::kWarn:
+      return spdlog::set_level(spdlog::level::warn);
+    case LogLevel::kError:
+      return spdlog::set_level(spdlog::level::err);
+  }
 }
 
 }  // namespace tierkv::server

@@ -192,7 +192,7 @@ void config_set(CommandContext& ctx) {
         fmt::format("ERR Unknown option or number of arguments for CONFIG SET - '{}'", ctx.arg(2)));
     return;
   }
-  // Check every key first, so that an unknown key changes nothing.
+  // Unknown keys first, with Redis's text; set_configs() is all or nothing.
   for (size_t i = 2; i < ctx.argc(); i += 2) {
     std::string_view key = canonical_key(ctx.arg(i));
     bool known = false;
@@ -203,13 +203,14 @@ void config_set(CommandContext& ctx) {
       return;
     }
   }
-  for (size_t i = 2; i < ctx.argc(); i += 2) {
-    Status st = ctx.server.set_config(canonical_key(ctx.arg(i)), ctx.arg(i + 1));
-    if (!st.is_ok()) {
-      ctx.reply.error(fmt::format("ERR CONFIG SET failed (possibly related to argument '{}') - {}",
-                                  ctx.arg(i), st.message()));
-      return;
-    }
+  std::vector<ServerContext::ConfigPair> pairs;
+  for (size_t i = 2; i < ctx.argc(); i += 2)
+    pairs.emplace_back(canonical_key(ctx.arg(i)), ctx.arg(i + 1));
+  size_t failed = 0;
+  if (Status st = ctx.server.set_configs(pairs, &failed); !st.is_ok()) {
+    ctx.reply.error(fmt::format("ERR CONFIG SET failed (possibly related to argument '{}') - {}",
+                                ctx.arg(2 + 2 * failed), st.message()));
+    return;
   }
   ctx.reply.ok();
 }

@@ -49,6 +49,9 @@ Connection::Connection(Server& server, IoThread& thread, Socket socket, std::str
   state_.laddr = std::move(laddr);
   state_.created_ms = now_ms();
   state_.last_active_ms = state_.created_ms;
+  // As Redis: a client that connects while no password is set is the
+  // authenticated default user, and stays so if requirepass is set later.
+  state_.authenticated = !server_.context().limits().auth_required.load(std::memory_order_relaxed);
   last_active_ms_.store(state_.created_ms, std::memory_order_relaxed);
   fd_ = static_cast<int>(socket_.native_handle());
   gather_.reserve(kMaxIov);

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <memory>
 
+#include "server/hardening.h"
 #include "server/info.h"
 #include "server/server.h"
 
@@ -13,15 +15,39 @@ namespace {
 
 constexpr size_t kMaxRequest = 8 * 1024;
 
-// One HTTP exchange: read the request head, answer, close.
+// One HTTP exchange: read the request head, answer, close. The whole
+// exchange has `timeout` to finish; then the socket is closed.
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(const HttpMetricsServer& owner, asio::ip::tcp::socket socket)
-      : owner_(owner), socket_(std::move(socket)) {}
+  HttpSession(const HttpMetricsServer& owner, asio::ip::tcp::socket socket,
+              std::shared_ptr<int64_t> sessions, Counter& timeouts)
+      : owner_(owner),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        sessions_(std::move(sessions)),
+        timeouts_(timeouts) {
+    ++*sessions_;
+  }
+  ~HttpSession() { --*sessions_; }
 
-  void start() { read(); }
+  void start(std::chrono::milliseconds timeout) {
+    timer_.expires_after(timeout);
+    timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+      if (ec) return;  // answered in time
+      self->timeouts_.add();
+      self->close();
+    });
+    read();
+  }
 
  private:
+  void close() {
+    asio::error_code ignored;
+    timer_.cancel();
+    socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+
   void read() {
     auto self = shared_from_this();
     size_t old = request_.size();
@@ -29,7 +55,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     socket_.async_read_some(asio::buffer(request_.data() + old, 1024),
                             [self, old](const asio::error_code& ec, size_t n) {
                               self->request_.resize(old + n);
-                              if (ec) return;
+                              if (ec) return self->close();
                               self->on_read();
                             });
   }
@@ -60,15 +86,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         code, reason, type, body.size());
     if (!head_only) response_ += body;
     auto self = shared_from_this();
-    asio::async_write(socket_, asio::buffer(response_), [self](const asio::error_code&, size_t) {
-      asio::error_code ignored;
-      self->socket_.shutdown(asio::socket_base::shutdown_both, ignored);
-      self->socket_.close(ignored);
-    });
+    asio::async_write(socket_, asio::buffer(response_),
+                      [self](const asio::error_code&, size_t) { self->close(); });
   }
 
   const HttpMetricsServer& owner_;
   asio::ip::tcp::socket socket_;
+  asio::steady_timer timer_;
+  std::shared_ptr<int64_t> sessions_;
+  Counter& timeouts_;
   std::string request_;
   std::string response_;
 };
@@ -81,7 +107,14 @@ void gauge(std::string& out, std::string_view name, std::string_view help, std::
 }  // namespace
 
 HttpMetricsServer::HttpMetricsServer(Server& server, asio::io_context& io)
-    : server_(server), acceptor_(io) {}
+    : server_(server),
+      acceptor_(io),
+      rejected_(server.context().metrics().counter(
+          "tierkv_metrics_rejected_connections_total",
+          "HTTP /metrics connections closed at once: metrics-max-clients reached")),
+      timeouts_(server.context().metrics().counter(
+          "tierkv_metrics_timeouts_total",
+          "HTTP /metrics connections closed by metrics-timeout-ms")) {}
 
 Status HttpMetricsServer::listen(const std::string& bind, uint16_t port) {
   try {
@@ -107,9 +140,31 @@ void HttpMetricsServer::stop() {
 void HttpMetricsServer::accept() {
   acceptor_.async_accept([this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) std::make_shared<HttpSession>(*this, std::move(socket))->start();
+    if (!ec) {
+      on_accepted(std::move(socket));
+    } else if (accept_error_pauses(ec)) {
+      // Out of fds: pause instead of failing again at once, on and on.
+      auto timer = std::make_shared<asio::steady_timer>(acceptor_.get_executor(),
+                                                        std::chrono::milliseconds(100));
+      timer->async_wait([this, timer](const asio::error_code& wait_ec) {
+        if (!wait_ec && acceptor_.is_open()) accept();
+      });
+      return;
+    }
     accept();
   });
+}
+
+void HttpMetricsServer::on_accepted(asio::ip::tcp::socket socket) {
+  const ServerContext::Limits& l = server_.context().limits();
+  if (*sessions_ >= l.metrics_max_clients.load(std::memory_order_relaxed)) {
+    rejected_.add();
+    asio::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  auto timeout = std::chrono::milliseconds(l.metrics_timeout_ms.load(std::memory_order_relaxed));
+  std::make_shared<HttpSession>(*this, std::move(socket), sessions_, timeouts_)->start(timeout);
 }
 
 std::string HttpMetricsServer::render() const {

@@ -79,7 +79,7 @@ void section_memory(Server& s, std::string& out) {
   out += fmt::format("used_memory_rss_human:{}\r\n", human_bytes(static_cast<double>(m.rss_bytes)));
   out += fmt::format("maxmemory:{}\r\n", m.budget_bytes);
   out += fmt::format("maxmemory_human:{}\r\n", human_bytes(static_cast<double>(m.budget_bytes)));
-  out += fmt::format("maxmemory_policy:{}\r\n", c.eviction_policy);
+  out += fmt::format("maxmemory_policy:{}\r\n", name_of(c.eviction_policy));
   out += fmt::format("memory_index_bytes:{}\r\n", m.index_bytes);
   out += fmt::format("memory_leased_bytes:{}\r\n", m.leased_bytes);
   out += fmt::format("memory_objects:{}\r\n", m.objects);
@@ -94,6 +94,7 @@ void section_stats(Server& s, std::string& out) {
   out += fmt::format("total_commands_processed:{}\r\n", s.commands_processed().value());
   out += fmt::format("instantaneous_ops_per_sec:{}\r\n", s.instantaneous_ops());
   out += fmt::format("rejected_connections:{}\r\n", s.rejected_connections().value());
+  out += fmt::format("accept_errors:{}\r\n", s.accept_errors().value());
   out += fmt::format("expired_keys:{}\r\n", m.expired_objects);
   out += fmt::format("evicted_keys:{}\r\n", m.evicted_objects);
   out += fmt::format("evicted_chunks:{}\r\n", m.evicted_chunks);

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     std::fprintf(help ? stdout : stderr, "%s\n", config.status().message().c_str());
     return help ? 0 : 2;
   }
-  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  tierkv::server::apply_log_level(config->log_level);
 
   tierkv::MetricsRegistry metrics;
   auto store = tierkv::Store::open(*config, &metrics);

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include "flash/flash_tier.h"
 #include "server/connection.h"
+#include "server/hardening.h"
 #include "server/http_metrics.h"
 #include "server/info.h"
 
@@ -35,10 +37,12 @@ Server::Server(Config config, Store& store, MetricsRegistry& metrics)
   context_.list_clients = [this] { return client_lines(); };
   context_.info_section = [this](std::string_view section) { return render_info(*this, section); };
   commands_processed_ = &metrics_.counter("tierkv_commands_processed_total", "commands executed");
-  rejected_connections_ =
-      &metrics_.counter("tierkv_rejected_connections_total", "connections refused by maxclients");
+  rejected_connections_ = &metrics_.counter("tierkv_rejected_connections_total",
+                                            "connections refused (maxclients, protected mode)");
   total_connections_ =
       &metrics_.counter("tierkv_connections_received_total", "connections accepted");
+  accept_errors_ = &metrics_.counter("tierkv_accept_errors_total",
+                                     "accept() failures (out of fds: accepting pauses 100 ms)");
 }
 
 Server::~Server() {
@@ -75,7 +79,27 @@ bool Server::is_identity_command(const CommandSpec* spec) const {
   return false;
 }
 
+Status Server::fit_open_files_limit() {
+  Config config = context_.config();
+  int64_t reserve = fd_reserve(config);
+  OpenFilesFit fit = fit_open_files(config.maxclients, reserve);
+  if (fit.maxclients >= config.maxclients) return Status::ok();
+  if (fit.maxclients < 1)
+    return Status::unavailable(fmt::format(
+        "the open files limit (ulimit -n) of {} is not enough for the server to start: raise it "
+        "to at least {}",
+        fit.limit, reserve + 1));
+  spdlog::warn(
+      "You requested maxclients of {} requiring at least {} max file descriptors; the open files "
+      "limit could not be raised ({}). maxclients has been reduced to {} to compensate for the "
+      "open files limit of {}. If you need higher maxclients increase 'ulimit -n'.",
+      config.maxclients, config.maxclients + reserve, std::strerror(fit.raise_errno),
+      fit.maxclients, fit.limit);
+  return context_.set_config("maxclients", std::to_string(fit.maxclients));
+}
+
 Status Server::start() {
+  TIERKV_RETURN_IF_ERROR(fit_open_files_limit());
   Config config = context_.config();
   size_t n = config.io_threads > 0 ? static_cast<size_t>(config.io_threads)
                                    : std::max(1u, std::thread::hardware_concurrency());
@@ -136,7 +160,7 @@ Status Server::start() {
   if (unix_acceptor_) spdlog::info("listening on unix socket {}", unix_path_);
   if (http_) spdlog::info("metrics on http://{}:{}/metrics", config.metrics_bind, http_->port());
   spdlog::info("memory budget {} bytes, eviction policy {}, chunk size {}, io threads {}",
-               st.memory.budget_bytes, config.eviction_policy, config.chunk_size, n);
+               st.memory.budget_bytes, name_of(config.eviction_policy), config.chunk_size, n);
   return Status::ok();
 }
 
@@ -159,20 +183,34 @@ void Server::adopt(IoThread& t, Socket socket, std::string addr, std::string lad
 
 void Server::accept_tcp() {
   IoThread& t = pick_thread();
-  tcp_acceptor_->async_accept(
-      t.io, [this, &t](const asio::error_code& ec, asio::ip::tcp::socket socket) {
-        if (ec == asio::error::operation_aborted) return;
-        if (!ec) {
-          asio::error_code ignored;
-          socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-          auto remote = socket.remote_endpoint(ignored);
-          auto local = socket.local_endpoint(ignored);
-          adopt(t, std::move(socket), endpoint_text(remote), endpoint_text(local));
-        } else {
-          spdlog::warn("accept failed: {}", ec.message());
-        }
-        accept_tcp();
-      });
+  tcp_acceptor_->async_accept(t.io, [this, &t](const asio::error_code& ec,
+                                               asio::ip::tcp::socket socket) {
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) return accept_again(ec, &Server::accept_tcp);
+    accept_paused_logged_ = false;
+    asio::error_code ignored;
+    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+    auto remote = socket.remote_endpoint(ignored);
+    auto local = socket.local_endpoint(ignored);
+    const ServerContext::Limits& l = context_.limits();
+    if (protected_mode_refuses(l.protected_mode.load(std::memory_order_relaxed),
+                               l.auth_required.load(std::memory_order_relaxed), remote.address())) {
+      deny_protected(std::move(socket));
+    } else {
+      adopt(t, std::move(socket), endpoint_text(remote), endpoint_text(local));
+    }
+    accept_tcp();
+  });
+}
+
+void Server::deny_protected(asio::ip::tcp::socket socket) {
+  rejected_connections_->add();
+  auto s = std::make_shared<asio::ip::tcp::socket>(std::move(socket));
+  asio::async_write(*s, asio::buffer(kProtectedModeDenied), [s](const asio::error_code&, size_t) {
+    asio::error_code ignored;
+    s->shutdown(asio::socket_base::shutdown_both, ignored);
+    s->close(ignored);
+  });
 }
 
 void Server::accept_unix() {
@@ -180,13 +218,33 @@ void Server::accept_unix() {
   unix_acceptor_->async_accept(
       t.io, [this, &t](const asio::error_code& ec, asio::local::stream_protocol::socket socket) {
         if (ec == asio::error::operation_aborted) return;
-        if (!ec) {
-          adopt(t, std::move(socket), unix_path_ + ":0", unix_path_ + ":0");
-        } else {
-          spdlog::warn("accept failed: {}", ec.message());
-        }
+        if (ec) return accept_again(ec, &Server::accept_unix);
+        accept_paused_logged_ = false;
+        adopt(t, std::move(socket), unix_path_ + ":0", unix_path_ + ":0");
         accept_unix();
       });
+}
+
+// Runs on threads_[0], where the acceptors' handlers run.
+void Server::accept_again(const asio::error_code& ec, void (Server::*accept)()) {
+  accept_errors_->add();
+  if (!accept_error_pauses(ec)) {
+    spdlog::warn("accept failed: {}", ec.message());
+    return (this->*accept)();
+  }
+  // Out of descriptors (or memory): the pending connection stays in the
+  // backlog and accept() would fail again at once. Pause; clients closing
+  // free fds.
+  if (!accept_paused_logged_)
+    spdlog::warn("accept failed: {}; pausing accepts for 100 ms at a time until it succeeds",
+                 ec.message());
+  accept_paused_logged_ = true;
+  auto timer =
+      std::make_shared<asio::steady_timer>(threads_[0]->io, std::chrono::milliseconds(100));
+  timer->async_wait([this, timer, accept](const asio::error_code& wait_ec) {
+    if (wait_ec || stopping()) return;
+    (this->*accept)();
+  });
 }
 
 void Server::schedule_idle_sweep(IoThread& t) {

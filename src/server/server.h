@@ -77,6 +77,7 @@ class Server {
   Counter& commands_processed() { return *commands_processed_; }
   Counter& rejected_connections() { return *rejected_connections_; }
   Counter& total_connections() { return *total_connections_; }
+  Counter& accept_errors() { return *accept_errors_; }
   uint64_t instantaneous_ops() const;
   // Brackets every Store callback that will post back to an I/O thread:
   // stop() waits for all of them to end before it stops the threads.
@@ -87,8 +88,15 @@ class Server {
 
  private:
   void register_commands();
+  // Raises the open-files limit for maxclients, or lowers maxclients to fit.
+  Status fit_open_files_limit();
   void accept_tcp();
   void accept_unix();
+  // After an accept error: at once, or after a pause when out of fds, so a
+  // full fd table does not spin a core.
+  void accept_again(const asio::error_code& ec, void (Server::*accept)());
+  // Answers Redis's -DENIED text and closes (protected mode).
+  void deny_protected(asio::ip::tcp::socket socket);
   template <typename Socket>
   void adopt(IoThread& t, Socket socket, std::string addr, std::string laddr);
   IoThread& pick_thread();
@@ -107,6 +115,7 @@ class Server {
   std::unique_ptr<asio::local::stream_protocol::acceptor> unix_acceptor_;
   std::unique_ptr<asio::signal_set> signals_;
   std::unique_ptr<asio::steady_timer> ops_timer_;
+  bool accept_paused_logged_ = false;  // touched on threads_[0] only
   std::unique_ptr<HttpMetricsServer> http_;
   uint16_t tcp_port_ = 0;
   std::string unix_path_;
@@ -116,6 +125,7 @@ class Server {
   Counter* commands_processed_ = nullptr;
   Counter* rejected_connections_ = nullptr;
   Counter* total_connections_ = nullptr;
+  Counter* accept_errors_ = nullptr;
 
   mutable std::mutex clients_mu_;
   std::unordered_map<uint64_t, Connection*> clients_;

@@ -88,7 +88,7 @@ Status Promoter::install(memory::ObjectWriter&& writer, uint64_t version, int64_
     if (!r) return r.status();
     if (!r->written) return Status::conflict("memory already holds the key");
   }
-  if (lease) (void)memory_.grant_lease(key, lease_ttl_ms_);
+  if (lease) (void)memory_.grant_lease(key, lease_ttl_ms_.load(std::memory_order_relaxed));
   return Status::ok();
 }
 

@@ -40,6 +40,8 @@ class Promoter {
            KeyLocks& locks, MetricsRegistry& metrics, const PromoterOptions& options);
 
   void set_limits(int64_t threshold, int64_t max_inflight);
+  // Length of the lease a fetch or prefetch grants from now on.
+  void set_lease_ttl_ms(int64_t ms) { lease_ttl_ms_.store(ms, std::memory_order_relaxed); }
   // Counts a flash hit of the key; true if the key is now admitted.
   bool admit(uint64_t key_hash);
   // Takes an in-flight slot and a memory writer for a copy of the object.
@@ -64,7 +66,7 @@ class Promoter {
   CountMinSketch sketch_;
   std::atomic<int64_t> threshold_;
   std::atomic<int64_t> max_inflight_;
-  const int64_t lease_ttl_ms_;
+  std::atomic<int64_t> lease_ttl_ms_;
   std::mutex mu_;
   absl::flat_hash_set<std::string> inflight_;
   Counter& attempted_;

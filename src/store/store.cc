@@ -22,11 +22,39 @@ MetricsRegistry* pick_registry(std::unique_ptr<MetricsRegistry>& owned, MetricsR
   return owned.get();
 }
 
+// Config's enumerations were parsed once, in core: these switches cover
+// every value (-Wswitch), so there is no fallback to get wrong.
+memory::PolicyKind policy_kind(EvictionPolicyKind p) {
+  switch (p) {
+    case EvictionPolicyKind::kS3Fifo:
+      return memory::PolicyKind::kS3Fifo;
+    case EvictionPolicyKind::kLru:
+      return memory::PolicyKind::kLru;
+    case EvictionPolicyKind::kClock:
+      return memory::PolicyKind::kClock;
+    case EvictionPolicyKind::kSieve:
+      return memory::PolicyKind::kSieve;
+  }
+  return memory::PolicyKind::kS3Fifo;  // unreachable: every value is handled
+}
+
+flash::FsyncPolicy fsync_policy(FlashFsync f) {
+  switch (f) {
+    case FlashFsync::kNone:
+      return flash::FsyncPolicy::kNone;
+    case FlashFsync::kEverySec:
+      return flash::FsyncPolicy::kEverySec;
+    case FlashFsync::kAlways:
+      return flash::FsyncPolicy::kAlways;
+  }
+  return flash::FsyncPolicy::kNone;  // unreachable: every value is handled
+}
+
 memory::MemoryTierOptions memory_options(const Config& c) {
   memory::MemoryTierOptions o;
   o.budget_bytes = c.memory;
   o.chunk_size = static_cast<uint32_t>(c.chunk_size);
-  o.policy = memory::parse_policy(c.eviction_policy).value_or(memory::PolicyKind::kS3Fifo);
+  o.policy = policy_kind(c.eviction_policy);
   o.shards = static_cast<uint32_t>(c.memory_shards);
   o.lease_max_fraction = c.lease_max_fraction;
   o.offload_wait_ms = c.offload_wait_ms;
@@ -38,11 +66,10 @@ flash::FlashOptions flash_options(const Config& c) {
   o.path = c.flash_path;
   o.size = static_cast<uint64_t>(c.flash_size);
   o.region_size = static_cast<uint64_t>(c.region_size);
-  Result<flash::FsyncPolicy> fsync = flash::parse_fsync_policy(c.flash_fsync);
-  o.fsync = fsync ? *fsync : flash::FsyncPolicy::kNone;
+  o.fsync = fsync_policy(c.flash_fsync);
   o.queue_depth = static_cast<uint32_t>(c.flash_queue_depth);
-  o.reinsertion = c.flash_reinsertion == "yes";
-  o.preallocate = c.flash_preallocate == "yes";
+  o.reinsertion = c.flash_reinsertion;
+  o.preallocate = c.flash_preallocate;
   o.max_pending_write_bytes = static_cast<uint64_t>(c.flash_write_queue);
   o.backing_latency_ns = static_cast<uint64_t>(c.backing_latency_ns);
   return o;
@@ -52,9 +79,6 @@ flash::FlashOptions flash_options(const Config& c) {
 
 Result<std::unique_ptr<Store>> Store::open(const Config& config, MetricsRegistry* metrics) {
   TIERKV_RETURN_IF_ERROR(config_validate(config));
-  if (!memory::parse_policy(config.eviction_policy))
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'eviction-policy'", config.eviction_policy));
   std::unique_ptr<Store> store(new Store(config, metrics));
   store->open_flash(config);
   store->memory_->start_active_expiry(static_cast<int>(config.active_expire_hz));
@@ -90,8 +114,8 @@ void Store::open_flash(const Config& config) {
   flash_status_.path = flash_->file_path();
   flash_status_.io_backend = std::string(flash_->io_backend());
   flash_status_.direct_io = flash_->direct_io();
-  durable_writes_ = config.flash_fsync == "always";
-  write_through_ = config.offload_policy == "write_through";
+  durable_writes_ = config.flash_fsync == FlashFsync::kAlways;
+  write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_, durable_writes_);
   reader_ = std::make_unique<FlashReader>(*flash_, static_cast<uint32_t>(config.chunk_size));
   promoter_ =
@@ -120,6 +144,10 @@ void Store::set_limits(int64_t max_key_size, int64_t max_object_size) {
 
 void Store::set_promotion(int64_t threshold, int64_t max_inflight) {
   if (promoter_) promoter_->set_limits(threshold, max_inflight);
+}
+
+void Store::set_lease_ttl_ms(int64_t ms) {
+  if (promoter_) promoter_->set_lease_ttl_ms(ms);
 }
 
 Status Store::check_key(std::string_view key) const {

@@ -210,6 +210,10 @@ class Store {
   // Runtime-settable tiering knobs (CONFIG SET).
   void set_promotion(int64_t threshold, int64_t max_inflight);
   void set_offload_wait_ms(int64_t ms) { memory_->set_offload_wait_ms(ms); }
+  // Leases granted by fetch() and prefetches from now on (no-op without flash).
+  void set_lease_ttl_ms(int64_t ms);
+  void set_lease_max_fraction(double f) { memory_->set_lease_max_fraction(f); }
+  void set_active_expire_hz(int64_t hz) { memory_->start_active_expiry(static_cast<int>(hz)); }
   StoreStats stats() const;
   MetricsRegistry& metrics() { return *metrics_; }
   memory::MemoryTier& memory_tier() { return *memory_; }

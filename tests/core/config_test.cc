@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -26,12 +27,15 @@ TEST(ConfigTest, DefaultsMatchTheDesign) {
   EXPECT_EQ(c.chunk_size, 1 << 20);
   EXPECT_EQ(c.max_key_size, 64 << 10);
   EXPECT_EQ(c.max_object_size, int64_t{1} << 30);
-  EXPECT_EQ(c.eviction_policy, "s3fifo");
+  EXPECT_EQ(c.eviction_policy, EvictionPolicyKind::kS3Fifo);
   EXPECT_EQ(c.metrics_port, 9380);
   EXPECT_EQ(c.flash_size, int64_t{8} << 30);
   // A directory (trailing '/'): the flash file goes inside ./tierkv-data.
   EXPECT_EQ(c.flash_path, "./tierkv-data/");
-  EXPECT_EQ(c.offload_policy, "on_evict");
+  EXPECT_EQ(c.offload_policy, OffloadPolicy::kOnEvict);
+  EXPECT_TRUE(c.protected_mode);
+  EXPECT_EQ(c.metrics_timeout_ms, 5000);
+  EXPECT_EQ(c.metrics_max_clients, 16);
   EXPECT_EQ(c.promotion_threshold, 2);
   EXPECT_DOUBLE_EQ(c.lease_max_fraction, 0.25);
   EXPECT_TRUE(config_validate(c).is_ok());
@@ -56,7 +60,7 @@ TEST(ConfigTest, SetParsesEachKind) {
   ASSERT_TRUE(config_set(c, "PORT", "7000").is_ok());  // names are case-insensitive
   EXPECT_EQ(c.port, 7000);
   ASSERT_TRUE(config_set(c, "eviction_policy", "LRU").is_ok());  // '_' means '-'
-  EXPECT_EQ(c.eviction_policy, "lru");
+  EXPECT_EQ(c.eviction_policy, EvictionPolicyKind::kLru);
   ASSERT_TRUE(config_set(c, "lease-max-fraction", "0.5").is_ok());
   EXPECT_DOUBLE_EQ(c.lease_max_fraction, 0.5);
   ASSERT_TRUE(config_set(c, "bind", "0.0.0.0").is_ok());
@@ -67,9 +71,9 @@ TEST(ConfigTest, TieringKeysAndEnumValuesWithUnderscores) {
   Config c;
   // Only key names treat '_' as '-'; enum values keep theirs.
   ASSERT_TRUE(config_set(c, "offload-policy", "write_through").is_ok());
-  EXPECT_EQ(c.offload_policy, "write_through");
+  EXPECT_EQ(c.offload_policy, OffloadPolicy::kWriteThrough);
   ASSERT_TRUE(config_set(c, "flash_fsync", "Always").is_ok());
-  EXPECT_EQ(c.flash_fsync, "always");
+  EXPECT_EQ(c.flash_fsync, FlashFsync::kAlways);
   EXPECT_FALSE(config_set(c, "offload-policy", "write-through").is_ok());
   ASSERT_TRUE(config_set(c, "flash-size", "0").is_ok());  // memory only
   EXPECT_TRUE(config_validate(c).is_ok());
@@ -99,6 +103,107 @@ TEST(ConfigTest, BadValuesGiveOneLineErrorNamingTheKey) {
   expect_names_key(config_set(c, "no-such-key", "1"), "no-such-key");
   EXPECT_EQ(c.memory, int64_t{1} << 30) << "a rejected value must not be applied";
   EXPECT_EQ(c.port, 6380);
+}
+
+// Every choice of every enumeration parses into its typed value and prints
+// back as the same text; anything else is refused, naming the key.
+template <typename E>
+void expect_enum_round_trip(const std::string& key, E Config::*field,
+                            const std::vector<std::pair<std::string, E>>& values) {
+  for (const auto& [text, value] : values) {
+    Config c;
+    ASSERT_TRUE(config_set(c, key, text).is_ok()) << key << "=" << text;
+    EXPECT_EQ(c.*field, value) << key << "=" << text;
+    EXPECT_EQ(*config_get(c, key), text);
+    std::string upper = text;
+    for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    ASSERT_TRUE(config_set(c, key, upper).is_ok()) << key << "=" << upper;
+    EXPECT_EQ(*config_get(c, key), text) << "CONFIG GET prints the canonical spelling";
+  }
+  Config c;
+  Config before = c;
+  for (const char* bad : {"", "bogus", "yes no", " none"}) {
+    Status s = config_set(c, key, bad);
+    expect_names_key(s, key);
+    EXPECT_NE(s.message().find("expected one of"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(c.*field, before.*field) << "a refused value changes nothing";
+}
+
+TEST(ConfigTest, EveryEnumValueRoundTrips) {
+  using EP = EvictionPolicyKind;
+  expect_enum_round_trip<EP>(
+      "eviction-policy", &Config::eviction_policy,
+      {{"s3fifo", EP::kS3Fifo}, {"lru", EP::kLru}, {"clock", EP::kClock}, {"sieve", EP::kSieve}});
+  expect_enum_round_trip<FlashFsync>("flash-fsync", &Config::flash_fsync,
+                                     {{"none", FlashFsync::kNone},
+                                      {"everysec", FlashFsync::kEverySec},
+                                      {"always", FlashFsync::kAlways}});
+  expect_enum_round_trip<OffloadPolicy>(
+      "offload-policy", &Config::offload_policy,
+      {{"on_evict", OffloadPolicy::kOnEvict}, {"write_through", OffloadPolicy::kWriteThrough}});
+  expect_enum_round_trip<LogLevel>("log-level", &Config::log_level,
+                                   {{"trace", LogLevel::kTrace},
+                                    {"debug", LogLevel::kDebug},
+                                    {"info", LogLevel::kInfo},
+                                    {"warn", LogLevel::kWarn},
+                                    {"error", LogLevel::kError}});
+  for (const char* key : {"flash-reinsertion", "flash-preallocate", "protected-mode"}) {
+    SCOPED_TRACE(key);
+    auto field = std::string(key) == "flash-reinsertion"   ? &Config::flash_reinsertion
+                 : std::string(key) == "flash-preallocate" ? &Config::flash_preallocate
+                                                           : &Config::protected_mode;
+    expect_enum_round_trip<bool>(key, field, {{"yes", true}, {"no", false}});
+  }
+}
+
+TEST(ConfigTest, TomlBooleansAndEnumsAreTyped) {
+  Config c;
+  Status s = config_apply_toml_text(c, R"(
+flash-reinsertion = true
+flash-preallocate = false
+protected-mode = false
+flash-fsync = "everysec"
+offload-policy = "write_through"
+log-level = "warn"
+)");
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(c.flash_reinsertion);
+  EXPECT_FALSE(c.flash_preallocate);
+  EXPECT_FALSE(c.protected_mode);
+  EXPECT_EQ(c.flash_fsync, FlashFsync::kEverySec);
+  EXPECT_EQ(c.offload_policy, OffloadPolicy::kWriteThrough);
+  EXPECT_EQ(c.log_level, LogLevel::kWarn);
+  expect_names_key(config_apply_toml_text(c, "flash-fsync = \"sometimes\"\n"), "flash-fsync");
+  expect_names_key(config_apply_toml_text(c, "protected-mode = 1\n"), "protected-mode");
+}
+
+TEST(ConfigTest, EnumOutsideItsChoicesFailsValidation) {
+  Config c;
+  c.flash_fsync = static_cast<FlashFsync>(7);  // an embedded caller's cast
+  EXPECT_EQ(config_validate(c).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
+  std::vector<std::string> settable;
+  for (const ConfigKey& k : config_keys()) {
+    if (k.runtime_settable()) settable.emplace_back(k.name);
+  }
+  const std::vector<std::string> expected = {"maxclients",          "timeout",
+                                             "requirepass",         "protected-mode",
+                                             "proto-max-bulk-len",  "max-multibulk-args",
+                                             "max-inline-len",      "client-output-buffer-limit",
+                                             "metrics-timeout-ms",  "metrics-max-clients",
+                                             "log-level",           "max-key-size",
+                                             "max-object-size",     "memory",
+                                             "lease-max-fraction",  "lease-ttl-ms",
+                                             "active-expire-hz",    "offload-wait-ms",
+                                             "promotion-threshold", "promotion-max-inflight"};
+  EXPECT_EQ(settable, expected);
+  ASSERT_NE(find_config_key("Lease_TTL_ms"), nullptr);
+  EXPECT_EQ(find_config_key("Lease_TTL_ms")->apply, ConfigApply::kLeaseTtl);
+  EXPECT_EQ(find_config_key("eviction-policy")->apply, ConfigApply::kNone);
+  EXPECT_EQ(find_config_key("no-such-key"), nullptr);
 }
 
 TEST(ConfigTest, UnboundedMaximumIsNotPrintedAsGarbage) {
@@ -135,7 +240,7 @@ port = 7001
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_EQ(c.memory, 256 << 20);
   EXPECT_EQ(c.chunk_size, 65536);
-  EXPECT_EQ(c.eviction_policy, "sieve");
+  EXPECT_EQ(c.eviction_policy, EvictionPolicyKind::kSieve);
   EXPECT_DOUBLE_EQ(c.lease_max_fraction, 0.5);
   EXPECT_EQ(c.port, 7001);
   EXPECT_EQ(c.bind, "127.0.0.1");  // untouched keys keep their defaults
@@ -178,7 +283,7 @@ TEST_F(LoadConfigTest, FlagsOverrideTomlWhichOverridesDefaults) {
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_EQ(c->memory, 512 << 20);  // flag wins over the file
   EXPECT_EQ(c->port, 7002);         // file wins over the default
-  EXPECT_EQ(c->eviction_policy, "clock");
+  EXPECT_EQ(c->eviction_policy, EvictionPolicyKind::kClock);
   std::remove(path.c_str());
 }
 

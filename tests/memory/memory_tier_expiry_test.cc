@@ -113,6 +113,41 @@ TEST(ExpiryTest, BackgroundThreadExpiresWithoutAccess) {
   EXPECT_EQ(t.used_bytes(), base);
 }
 
+TEST(ExpiryTest, RateChangesWhileTheThreadRuns) {
+  MemoryTier t(opts());
+  t.start_active_expiry(0);  // the thread runs, but expires nothing
+  int64_t now = unix_time_ms();
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(t.put(key_of(i), "v", WriteOptions{.expire_at_ms = now + 20}));
+  sleep_ms(300);
+  EXPECT_EQ(t.object_count(), 100u) << "hz 0: lazy expiry only";
+  t.start_active_expiry(100);  // as CONFIG SET active-expire-hz does
+  for (int i = 0; i < 200 && t.object_count() > 0; ++i) sleep_ms(10);
+  EXPECT_EQ(t.object_count(), 0u);
+  t.start_active_expiry(0);
+  sleep_ms(50);  // let a cycle under way finish
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(t.put(key_of(i), "v", WriteOptions{.expire_at_ms = unix_time_ms() + 20}));
+  sleep_ms(300);
+  EXPECT_EQ(t.object_count(), 100u) << "back to 0: the thread stopped expiring";
+  t.stop_active_expiry();
+}
+
+TEST(ExpiryTest, LeaseCapChangesAtRunTime) {
+  MemoryTier t(opts());
+  ASSERT_TRUE(t.put("a", std::string(8192, 'a')));
+  ASSERT_TRUE(t.put("b", std::string(8192, 'b')));
+  t.set_lease_max_fraction(0);
+  EXPECT_EQ(t.grant_lease("a", 60000).code(), StatusCode::kBusy);
+  EXPECT_EQ(t.stats().leased_bytes, 0);
+  t.set_lease_max_fraction(0.5);
+  EXPECT_TRUE(t.grant_lease("a", 60000).is_ok());
+  EXPECT_GT(t.stats().leased_bytes, 0);
+  t.set_lease_max_fraction(0);  // granted leases stay; new ones are refused
+  EXPECT_EQ(t.grant_lease("b", 60000).code(), StatusCode::kBusy);
+  EXPECT_TRUE(t.stat("a")->chunks[0].leased);
+}
+
 TEST(ExpiryTest, ExpiryOfAPinnedObjectKeepsTheView) {
   MemoryTier t(opts());
   ASSERT_TRUE(t.put("k", "value", WriteOptions{.expire_at_ms = unix_time_ms() + 200}));

@@ -53,7 +53,7 @@ constexpr int kKeys = 120;                 // 12 MiB: three times the memory bud
 // A server over a 4 MiB memory tier and a 64 MiB flash file.
 class FlashServerTest : public ::testing::Test {
  protected:
-  void start(const std::string& fsync) {
+  void start(FlashFsync fsync) {
     dir_ = std::filesystem::temp_directory_path() /
            ("tierkv-flash-replies-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
@@ -112,7 +112,7 @@ class FlashServerTest : public ::testing::Test {
 };
 
 TEST_F(FlashServerTest, PipelinedGetsFromFlashStayInOrder) {
-  start("none");
+  start(FlashFsync::kNone);
   Client c(config_.unixsocket);
   ASSERT_TRUE(c.connected());
   ASSERT_NO_FATAL_FAILURE(fill(c));
@@ -133,7 +133,7 @@ TEST_F(FlashServerTest, PipelinedGetsFromFlashStayInOrder) {
 }
 
 TEST_F(FlashServerTest, ValueReadingCommandsSeeFlashOnlyValues) {
-  start("none");
+  start(FlashFsync::kNone);
   Client c(config_.unixsocket);
   ASSERT_TRUE(c.connected());
   ASSERT_NO_FATAL_FAILURE(fill(c));
@@ -165,7 +165,7 @@ TEST_F(FlashServerTest, ValueReadingCommandsSeeFlashOnlyValues) {
 }
 
 TEST_F(FlashServerTest, TierStatShowsResidency) {
-  start("none");
+  start(FlashFsync::kNone);
   Client c(config_.unixsocket);
   ASSERT_TRUE(c.connected());
   ASSERT_NO_FATAL_FAILURE(fill(c));
@@ -192,7 +192,7 @@ TEST_F(FlashServerTest, TierStatShowsResidency) {
 }
 
 TEST_F(FlashServerTest, DurableWritesAreOnFlashWhenAcknowledged) {
-  start("always");
+  start(FlashFsync::kAlways);
   Client c(config_.unixsocket);
   ASSERT_TRUE(c.connected());
   std::string pipeline;
@@ -218,7 +218,7 @@ TEST_F(FlashServerTest, DurableWritesAreOnFlashWhenAcknowledged) {
 }
 
 TEST_F(FlashServerTest, ManyClientsReadFlashAtOnce) {
-  start("none");
+  start(FlashFsync::kNone);
   {
     Client c(config_.unixsocket);
     ASSERT_TRUE(c.connected());
@@ -256,7 +256,7 @@ TEST_F(FlashServerTest, ManyClientsReadFlashAtOnce) {
 }
 
 TEST_F(FlashServerTest, InfoHasAFlashSection) {
-  start("none");
+  start(FlashFsync::kNone);
   Client c(config_.unixsocket);
   ASSERT_TRUE(c.connected());
   ASSERT_NO_FATAL_FAILURE(fill(c));

@@ -39,7 +39,7 @@ TEST(StoreTest, OpenRejectsBadConfig) {
   c.chunk_size = 100000;
   EXPECT_EQ(Store::open(c).status().code(), StatusCode::kInvalidArgument);
   c = small_config();
-  c.eviction_policy = "arc";
+  c.eviction_policy = static_cast<EvictionPolicyKind>(9);  // no such policy
   auto r = Store::open(c);
   ASSERT_FALSE(r);
   EXPECT_NE(r.status().message().find("'eviction-policy'"), std::string::npos);
@@ -47,7 +47,7 @@ TEST(StoreTest, OpenRejectsBadConfig) {
 
 TEST(StoreTest, ConfigReachesTheMemoryTier) {
   Config c = small_config();
-  c.eviction_policy = "sieve";
+  c.eviction_policy = EvictionPolicyKind::kSieve;
   auto s = open_store(c);
   EXPECT_EQ(s->memory_tier().chunk_size(), 64u << 10);
   EXPECT_EQ(s->memory_tier().budget_bytes(), 16 << 20);
@@ -148,7 +148,7 @@ TEST(StoreTest, BatchedPutReportsEachItem) {
 
 TEST(StoreTest, ExistNeverPromotesOrTouches) {
   Config c = small_config();
-  c.eviction_policy = "lru";
+  c.eviction_policy = EvictionPolicyKind::kLru;
   auto s = open_store(c);
   ASSERT_TRUE(s->put("k", "v"));
   std::vector<std::string_view> keys = {"k"};

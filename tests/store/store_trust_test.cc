@@ -47,7 +47,7 @@ std::string value_of(uint64_t seed, size_t n) {
 
 class StoreTrustTest : public ::testing::Test {
  protected:
-  Config config(std::string_view offload = "on_evict") const {
+  Config config(OffloadPolicy offload = OffloadPolicy::kOnEvict) const {
     Config c;
     c.memory = 8 << 20;
     c.chunk_size = 64 << 10;
@@ -56,8 +56,8 @@ class StoreTrustTest : public ::testing::Test {
     c.flash_path = dir_.file("flash.dat");
     c.flash_size = 128 << 20;
     c.region_size = 1 << 20;
-    c.flash_preallocate = "no";
-    c.offload_policy = std::string(offload);
+    c.flash_preallocate = false;
+    c.offload_policy = offload;
     return c;
   }
   std::unique_ptr<Store> open(const Config& c) {
@@ -108,7 +108,7 @@ TEST_F(StoreTrustTest, OverwriteThenDeleteStaysDeletedAfterRestart) {
 // reach the flash copy, which otherwise lands with the old expiry and
 // serves the key without a TTL once the memory copy is gone.
 TEST_F(StoreTrustTest, ExpiryChangedWhileTheCopyIsWrittenReachesFlash) {
-  const Config c = config("write_through");
+  const Config c = config(OffloadPolicy::kWriteThrough);
   auto store = open(c);
   const int64_t later = unix_time_ms() + 3'600'000;
   for (int i = 0; i < 40; ++i) {
@@ -170,7 +170,7 @@ TEST_F(StoreTrustTest, OlderVersionLandingLateIsNeverServed) {
 // An object that expires in memory while its flash copy carries no expiry
 // (written before an EXPIRE reached it) must not come back from flash.
 TEST_F(StoreTrustTest, ExpiredInMemoryNeverServedFromFlash) {
-  const Config c = config("write_through");
+  const Config c = config(OffloadPolicy::kWriteThrough);
   auto store = open(c);
   for (int i = 0; i < 40; ++i) {
     const std::string key = "e" + std::to_string(i);
@@ -228,7 +228,7 @@ TEST_F(StoreTrustTest, ConcurrentSetSurvivesADeleteItRacedWith) {
 // record is on the device; a restart after it finds the key gone.
 TEST_F(StoreTrustTest, DurableRemovalAndExpiryReportAfterLanding) {
   Config c = config();
-  c.flash_fsync = "always";
+  c.flash_fsync = FlashFsync::kAlways;
   auto store = open(c);
   ASSERT_TRUE(store->put("gone", value_of(1, 1 << 20)));
   ASSERT_TRUE(store->put("ttl", value_of(2, 1 << 20)));

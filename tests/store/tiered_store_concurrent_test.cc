@@ -49,7 +49,7 @@ TEST(TieredStoreConcurrentTest, MixedLoadNeverServesTornValues) {
   c.flash_path = dir + "/flash.dat";
   c.flash_size = 32 << 20;
   c.region_size = 1 << 20;
-  c.flash_preallocate = "no";
+  c.flash_preallocate = false;
   c.promotion_threshold = 1;
   auto opened = Store::open(c);
   ASSERT_TRUE(opened) << opened.status().to_string();

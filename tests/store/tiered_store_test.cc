@@ -61,7 +61,7 @@ class TieredStoreTest : public ::testing::Test {
     c.flash_path = dir_.file("flash.dat");
     c.flash_size = 64 << 20;
     c.region_size = 1 << 20;
-    c.flash_preallocate = "no";
+    c.flash_preallocate = false;
     return c;
   }
   std::unique_ptr<Store> open(const Config& c) {
@@ -205,7 +205,7 @@ TEST_F(TieredStoreTest, RestartRecoversAndVersionsKeepRising) {
 
 TEST_F(TieredStoreTest, WriteThroughCopiesEveryWrite) {
   Config c = config();
-  c.offload_policy = "write_through";
+  c.offload_policy = OffloadPolicy::kWriteThrough;
   auto store = open(c);
   ASSERT_TRUE(store->put("k", value_for(1, 100000)));
   store->flash_tier()->flush();
@@ -217,7 +217,7 @@ TEST_F(TieredStoreTest, WriteThroughCopiesEveryWrite) {
 
 TEST_F(TieredStoreTest, DurableWritesSurviveWithoutShutdownFlush) {
   Config c = config();
-  c.flash_fsync = "always";
+  c.flash_fsync = FlashFsync::kAlways;
   {
     auto store = open(c);
     ASSERT_TRUE(store->durable_writes());
@@ -240,7 +240,7 @@ TEST_F(TieredStoreTest, DurableWritesSurviveWithoutShutdownFlush) {
 // wait, and be acknowledged, durably, once the gate opens.
 TEST_F(TieredStoreTest, DurableWritesWaitOutAFullWriteQueue) {
   Config c = config();
-  c.flash_fsync = "always";
+  c.flash_fsync = FlashFsync::kAlways;
   c.flash_write_queue = 1 << 20;  // the minimum
   constexpr int kWaiting = 16;
   {
