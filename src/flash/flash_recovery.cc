@@ -259,6 +259,7 @@ Result<uint64_t> FlashTier::take_seq_locked() {
 Status FlashTier::recover() {
   Impl& im = *impl_;
   const uint64_t start = mono_ns();
+  if (options_.progress) options_.progress->start_ms.store(static_cast<uint64_t>(unix_time_ms()));
   TIERKV_RETURN_IF_ERROR(load_superblock());
   const uint64_t salt = im.super.current.salt;
   im.regions.assign(region_count_, RegionState{});
@@ -284,6 +285,7 @@ Status FlashTier::recover() {
     if (!(h->flags & kRegionFree)) live.emplace_back(h->seq, r);
   }
   std::sort(live.begin(), live.end());
+  if (options_.progress) options_.progress->bytes_total.store(live.size() * options_.region_size);
   std::vector<bool> used(region_count_, false);
   RecoveryScan scan(im.index, recovery_);
   if (!live.empty()) {
@@ -300,6 +302,7 @@ Status FlashTier::recover() {
       im.fifo.push_back(r);
       used[r] = true;
       ++recovery_.regions_scanned;
+      if (options_.progress) options_.progress->bytes_done.fetch_add(options_.region_size);
     }
   }
   scan.finish();

@@ -34,6 +34,7 @@
 // methods are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,6 +58,15 @@ struct PendingChunk;
 enum class FsyncPolicy : uint8_t { kNone, kEverySec, kAlways };
 enum class IoBackend : uint8_t { kAuto, kUring, kThreadPool };
 
+// How far open() has got recovering the index, for a caller that serves
+// progress (INFO loading fields) from another thread.
+struct RecoveryProgress {
+  std::atomic<uint64_t> bytes_done{0};
+  std::atomic<uint64_t> bytes_total{0};
+  std::atomic<uint64_t> start_ms{0};  // unix ms
+  std::atomic<bool> from_snapshot{false};
+};
+
 struct FlashOptions {
   // A file, a block device, or a directory (existing, or ending in '/'),
   // which then holds the file "flash.dat".
@@ -74,6 +84,8 @@ struct FlashOptions {
   uint32_t max_write_inflight = 4;  // buffer writes in flight
   // Accepted-but-unwritten bytes beyond which writes answer Busy.
   uint64_t max_pending_write_bytes = uint64_t{64} << 20;
+  // Updated while open() recovers, if given; must outlive open().
+  RecoveryProgress* progress = nullptr;
 };
 
 std::string_view fsync_policy_name(FsyncPolicy policy);

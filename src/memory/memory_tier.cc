@@ -184,6 +184,12 @@ Result<WriteResult> MemoryTier::put(std::string_view key, std::string_view value
   return publish(std::move(*w), options);
 }
 
+void MemoryTier::raise_next_version(uint64_t first) {
+  uint64_t now = next_version_.load();
+  while (now < first && !next_version_.compare_exchange_weak(now, first)) {
+  }
+}
+
 Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOptions& opts) {
   if (writer.tier_ == nullptr)
     return Status::invalid_argument("writer is empty (moved from or already published)");

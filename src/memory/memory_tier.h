@@ -202,6 +202,9 @@ class MemoryTier {
   void set_offload_wait_ms(int64_t ms) { offload_wait_ms_.store(ms); }
   // The newest version handed out so far.
   uint64_t max_version() const { return next_version_.load() - 1; }
+  // New versions start at `first` or above (a lower tier recovered later
+  // than the tier was made holds versions up to first - 1).
+  void raise_next_version(uint64_t first);
   // While alive, writes on this thread never wait for offloads (promotion
   // and I/O-completion threads, which the offloads themselves need).
   class NoWaitScope {

@@ -77,12 +77,45 @@ flash::FlashOptions flash_options(const Config& c) {
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> Store::open(const Config& config, MetricsRegistry* metrics) {
+Result<std::unique_ptr<Store>> Store::open(const Config& config, MetricsRegistry* metrics,
+                                           OpenMode mode) {
   TIERKV_RETURN_IF_ERROR(config_validate(config));
   std::unique_ptr<Store> store(new Store(config, metrics));
-  store->open_flash(config);
-  store->memory_->start_active_expiry(static_cast<int>(config.active_expire_hz));
+  // Memory exists at once (stats work while loading); it takes no writes
+  // until the flash index says where versions continue.
+  store->memory_ = std::make_unique<memory::MemoryTier>(memory_options(config));
+  if (mode == OpenMode::kWait || config.flash_size == 0) {
+    store->load(config);
+  } else {
+    Store* s = store.get();
+    store->loader_ = std::thread([s, config] { s->load(config); });
+  }
   return store;
+}
+
+void Store::load(const Config& config) {
+  open_flash(config);
+  memory_->start_active_expiry(static_cast<int>(config.active_expire_hz));
+  {
+    std::lock_guard lock(loaded_mu_);
+    loaded_.store(true, std::memory_order_release);
+  }
+  loaded_cv_.notify_all();
+}
+
+void Store::wait_loaded() const {
+  std::unique_lock lock(loaded_mu_);
+  loaded_cv_.wait(lock, [&] { return loaded_.load(std::memory_order_acquire); });
+}
+
+LoadProgress Store::load_progress() const {
+  LoadProgress p;
+  p.loading = loading();
+  p.bytes_done = progress_->bytes_done.load();
+  p.bytes_total = progress_->bytes_total.load();
+  p.start_ms = static_cast<int64_t>(progress_->start_ms.load());
+  p.from_snapshot = progress_->from_snapshot.load();
+  return p;
 }
 
 Store::Store(const Config& config, MetricsRegistry* metrics)
@@ -91,24 +124,25 @@ Store::Store(const Config& config, MetricsRegistry* metrics)
       max_object_size_(config.max_object_size),
       hits_(metrics_->counter("tierkv_keyspace_hits_total", "reads that found the key")),
       misses_(metrics_->counter("tierkv_keyspace_misses_total", "reads that missed")),
-      flash_hits_(metrics_->counter("tierkv_flash_hits_total", "reads answered from flash")) {}
+      flash_hits_(metrics_->counter("tierkv_flash_hits_total", "reads answered from flash")) {
+  progress_ = std::make_unique<flash::RecoveryProgress>();
+}
 
 // A flash tier that cannot open is not fatal: the store serves from memory
 // and says why (INFO flash_error), as a cache should.
 void Store::open_flash(const Config& config) {
-  memory::MemoryTierOptions mo = memory_options(config);
   if (config.flash_size > 0) {
-    Result<std::unique_ptr<flash::FlashTier>> f =
-        flash::FlashTier::open(flash_options(config), metrics_);
+    flash::FlashOptions fo = flash_options(config);
+    fo.progress = progress_.get();
+    Result<std::unique_ptr<flash::FlashTier>> f = flash::FlashTier::open(fo, metrics_);
     if (f) {
       flash_ = std::move(*f);
-      mo.first_version = flash_->recovered_max_version() + 1;
+      memory_->raise_next_version(flash_->recovered_max_version() + 1);
     } else {
       flash_status_.error = f.status().message();
       spdlog::error("flash tier disabled, serving from memory only: {}", flash_status_.error);
     }
   }
-  memory_ = std::make_unique<memory::MemoryTier>(mo);
   if (!flash_) return;
   flash_status_.enabled = true;
   flash_status_.path = flash_->file_path();
@@ -130,6 +164,7 @@ void Store::open_flash(const Config& config) {
 }
 
 Store::~Store() {
+  if (loader_.joinable()) loader_.join();
   // In-flight flash I/O calls back into the memory tier and the promoter:
   // let it finish while they still exist.
   if (memory_) memory_->stop_active_expiry();

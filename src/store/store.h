@@ -21,6 +21,7 @@
 // All methods are thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -42,7 +44,8 @@ namespace tierkv {
 
 namespace flash {
 class FlashTier;
-}
+struct RecoveryProgress;
+}  // namespace flash
 class FlashOffloader;
 class FlashReader;
 class Promoter;
@@ -122,6 +125,21 @@ struct FlashTierStatus {
   bool direct_io = false;
 };
 
+// Where opening stands. With a flash tier the index is recovered first
+// (from the snapshot of a clean shutdown, or by scanning the device).
+struct LoadProgress {
+  bool loading = false;
+  bool from_snapshot = false;
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+  int64_t start_ms = 0;  // unix ms; 0 before recovery began
+};
+
+enum class OpenMode : uint8_t {
+  kWait,        // open() returns once the store is ready
+  kBackground,  // open() returns at once; the flash index loads on a thread
+};
+
 struct StoreStats {
   memory::MemoryTierStats memory;
   uint64_t hits = 0;
@@ -132,9 +150,17 @@ struct StoreStats {
 class Store {
  public:
   // Opens a store configured by `config` (validated). Metrics go to
-  // `metrics` if given, else to a registry the store owns.
+  // `metrics` if given, else to a registry the store owns. With
+  // OpenMode::kBackground it returns while the flash index still loads:
+  // until loading() is false, only loading(), load_progress(), stats(),
+  // flash_status(), flash_tier() (null) and metrics() may be called.
   static Result<std::unique_ptr<Store>> open(const Config& config,
-                                             MetricsRegistry* metrics = nullptr);
+                                             MetricsRegistry* metrics = nullptr,
+                                             OpenMode mode = OpenMode::kWait);
+  bool loading() const { return !loaded_.load(std::memory_order_acquire); }
+  LoadProgress load_progress() const;
+  // Blocks until loading is over (tests, tools).
+  void wait_loaded() const;
   ~Store();
 
   // --- writes ---
@@ -217,14 +243,17 @@ class Store {
   StoreStats stats() const;
   MetricsRegistry& metrics() { return *metrics_; }
   memory::MemoryTier& memory_tier() { return *memory_; }
-  // Null when the store runs on memory alone.
-  flash::FlashTier* flash_tier() { return flash_.get(); }
-  const FlashTierStatus& flash_status() const { return flash_status_; }
+  // Null when the store runs on memory alone, or is still loading.
+  flash::FlashTier* flash_tier() { return loading() ? nullptr : flash_.get(); }
+  FlashTierStatus flash_status() const { return loading() ? FlashTierStatus{} : flash_status_; }
 
  private:
   Store(const Config& config, MetricsRegistry* metrics);
   Status check_key(std::string_view key) const;
   Status check_size(uint64_t size) const;
+  // Opens the flash tier (recovering its index) and wires the tiers; then
+  // the store is ready.
+  void load(const Config& config);
   void open_flash(const Config& config);
   Result<ObjectView> get_range_once(std::string_view key, uint64_t offset, uint64_t length);
   void after_write(std::string_view key, uint64_t version);
@@ -259,6 +288,11 @@ class Store {
   std::atomic<bool> persist_retry_waiting_{false};
   std::atomic<int64_t> scratch_bytes_{0};  // buffers of blocking flash reads
   FlashTierStatus flash_status_;
+  std::unique_ptr<flash::RecoveryProgress> progress_;
+  std::atomic<bool> loaded_{false};
+  mutable std::mutex loaded_mu_;
+  mutable std::condition_variable loaded_cv_;
+  std::thread loader_;
   bool durable_writes_ = false;
   bool write_through_ = false;
   std::atomic<int64_t> max_key_size_;
