@@ -6,6 +6,8 @@
 #include <bit>
 #include <cstring>
 
+#include "core/hash.h"
+
 namespace tierkv::flash {
 
 std::string_view FlashIndex::Entry::key() const {
@@ -52,6 +54,29 @@ void FlashIndex::resize_block(Shard& s, Entry& e, uint32_t slots) {
   s.block_bytes += heap_footprint(block.get());
   e.block = std::move(block);
   e.slots = slots;
+}
+
+void FlashIndex::for_each_entry(const std::function<void(const EntryImage&)>& fn) const {
+  std::vector<uint64_t> places;
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    Shard& s = shards_[i];
+    std::lock_guard lock(s.mu);
+    for (const auto& [hash, e] : s.map) {
+      places.assign(e.block.get(), e.block.get() + e.slots);
+      for (uint64_t& p : places) p = location::relocating(p) ? 0 : location::place(p);
+      fn(EntryImage{e.key(), e.version, e.object_size, e.expire_at_ms, places});
+    }
+  }
+}
+
+void FlashIndex::restore(const EntryImage& image) {
+  const uint64_t key_hash = hash64(image.key);
+  const auto slots = static_cast<uint32_t>(image.locations.size());
+  for (uint32_t c = 0; c < slots; ++c) {
+    if (image.locations[c] == 0) continue;
+    add(image.key, key_hash, c, image.version, image.object_size, image.locations[c], slots,
+        image.expire_at_ms);
+  }
 }
 
 void FlashIndex::erase_entry(Shard& s, absl::flat_hash_map<uint64_t, Entry>::iterator it) {

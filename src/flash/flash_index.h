@@ -25,9 +25,11 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,6 +122,15 @@ struct ReinsertCandidate {
   int64_t expire_at_ms = 0;
 };
 
+// One object's index entry as a snapshot holds it.
+struct EntryImage {
+  std::string_view key;
+  uint64_t version = 0;
+  uint64_t object_size = 0;
+  int64_t expire_at_ms = 0;
+  std::span<const uint64_t> locations;  // one per chunk slot; 0: not on flash
+};
+
 class FlashIndex {
  public:
   explicit FlashIndex(uint32_t shards = 16);
@@ -160,6 +171,12 @@ class FlashIndex {
   // False if the chunk was removed or superseded meanwhile.
   bool relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t version,
                 uint64_t new_location);
+
+  // Visits every entry, a shard at a time under its lock (for the snapshot
+  // of a clean shutdown: nothing else runs then). Locations without flags.
+  void for_each_entry(const std::function<void(const EntryImage&)>& fn) const;
+  // Puts back an entry from a snapshot.
+  void restore(const EntryImage& image);
 
   uint32_t shard_count() const { return shard_count_; }
   std::vector<std::string> keys_in_shard(uint32_t shard) const;

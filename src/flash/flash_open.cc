@@ -178,7 +178,8 @@ Status FlashTier::open_device() {
     }
     size = std::min(size, device_bytes);
   }
-  const uint64_t regions = size > kDataStart ? (size - kDataStart) / options_.region_size : 0;
+  const Layout layout = plan_layout(size, options_.region_size);
+  const uint64_t regions = layout.regions;
   if (regions < 2) {
     return Status::invalid_argument("flash: size " + std::to_string(size) +
                                     " holds fewer than 2 regions of " +
@@ -186,7 +187,8 @@ Status FlashTier::open_device() {
   }
   if (regions > location::kMaxRegion) return Status::invalid_argument("flash: too many regions");
   region_count_ = static_cast<uint32_t>(regions);
-  const uint64_t bytes = kDataStart + capacity();
+  layout_ = layout;
+  const uint64_t bytes = layout.total;
   if (block_device) return Status::ok();
 
   if (::fstat(fd, &st) != 0) return Status::io_error(errno_text("flash: cannot stat", path, errno));

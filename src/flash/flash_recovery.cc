@@ -261,8 +261,36 @@ Status FlashTier::recover() {
   const uint64_t start = mono_ns();
   if (options_.progress) options_.progress->start_ms.store(static_cast<uint64_t>(unix_time_ms()));
   TIERKV_RETURN_IF_ERROR(load_superblock());
-  const uint64_t salt = im.super.current.salt;
   im.regions.assign(region_count_, RegionState{});
+  const bool from_snapshot = load_snapshot();
+  if (!from_snapshot) TIERKV_RETURN_IF_ERROR(scan_regions());
+  // Sequence numbers handed out before a crash may not all be visible in a
+  // header; the reservation on the device covers them. Writing the
+  // superblock also clears its record of the snapshot: used once.
+  im.next_seq = std::max(im.next_seq, im.super.current.seq_limit);
+  im.super.current.snapshot_length = 0;
+  im.super.current.snapshot_checksum = 0;
+  TIERKV_RETURN_IF_ERROR(write_superblock(im.next_seq + kSeqLease));
+  im.max_version_seen.store(recovered_max_version_);
+  recovery_.from_snapshot = from_snapshot;
+  recovery_.objects = im.index.object_count();
+  recovery_.duration_us = (mono_ns() - start) / 1000;
+  im.metrics.regions.set(region_count_);
+  im.metrics.recovered_records.add(recovery_.records_recovered);
+  im.metrics.recovery_dropped_records.add(recovery_.records_dropped);
+  {
+    std::lock_guard lock(im.write_mu);
+    update_space_gauges_locked();
+  }
+  update_index_gauges();
+  log_recovery();
+  return Status::ok();
+}
+
+// Rebuilds the index by reading every live region (see the file comment).
+Status FlashTier::scan_regions() {
+  Impl& im = *impl_;
+  const uint64_t salt = im.super.current.salt;
   std::vector<std::pair<uint64_t, uint32_t>> live;  // (seq, region)
   AlignedBuffer header(kBlockSize);
   for (uint32_t r = 0; r < region_count_; ++r) {
@@ -309,21 +337,16 @@ Status FlashTier::recover() {
   for (uint32_t r = 0; r < region_count_; ++r) {
     if (!used[r]) im.free_regions.push_back(r);
   }
-  // Sequence numbers handed out before a crash may not all be visible in a
-  // header; the reservation on the device covers them.
-  im.next_seq = std::max(im.next_seq, im.super.current.seq_limit);
-  TIERKV_RETURN_IF_ERROR(write_superblock(im.next_seq + kSeqLease));
-  recovery_.objects = im.index.object_count();
-  recovery_.duration_us = (mono_ns() - start) / 1000;
   recovered_max_version_ = std::max(im.index.max_version(), scan.max_version_seen());
-  im.metrics.regions.set(region_count_);
-  im.metrics.recovered_records.add(recovery_.records_recovered);
-  im.metrics.recovery_dropped_records.add(recovery_.records_dropped);
-  {
-    std::lock_guard lock(im.write_mu);
-    update_space_gauges_locked();
+  return Status::ok();
+}
+
+void FlashTier::log_recovery() const {
+  if (recovery_.from_snapshot) {
+    spdlog::info("flash: index loaded from the snapshot: {} objects, {} regions in {:.1f} ms",
+                 recovery_.objects, impl_->fifo.size(), recovery_.duration_us / 1000.0);
+    return;
   }
-  update_index_gauges();
   spdlog::info(
       "flash: recovered {} objects ({} chunk records, {} tombstones) from {} regions in {:.1f} ms; "
       "dropped {} torn or corrupt records, {} incomplete versions, {} corrupt region headers",
@@ -334,7 +357,6 @@ Status FlashTier::recover() {
     spdlog::warn("flash: {} regions were written in an older format (before {}) and are discarded",
                  recovery_.regions_old_format, kFormatVersion);
   }
-  return Status::ok();
 }
 
 }  // namespace tierkv::flash

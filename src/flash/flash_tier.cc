@@ -117,7 +117,10 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
 
 Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
   Impl& im = *impl_;
+  TIERKV_RETURN_IF_ERROR(drop_snapshot_locked());
   const uint64_t size = record_size(chunk.key.size(), data.size());
+  if (chunk.version > im.max_version_seen.load(std::memory_order_relaxed))
+    im.max_version_seen.store(chunk.version, std::memory_order_relaxed);
   if (im.active_region < 0 || im.active_offset + size > options_.region_size) {
     TIERKV_RETURN_IF_ERROR(open_region_locked());
   }

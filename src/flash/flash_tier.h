@@ -49,11 +49,13 @@
 #include "core/status.h"
 #include "flash/aligned_buffer.h"
 #include "flash/flash_index.h"
+#include "flash/record.h"
 
 namespace tierkv::flash {
 
 struct IoRequest;
 struct PendingChunk;
+class SnapshotReader;
 
 enum class FsyncPolicy : uint8_t { kNone, kEverySec, kAlways };
 enum class IoBackend : uint8_t { kAuto, kUring, kThreadPool };
@@ -155,6 +157,7 @@ struct RecoveryStats {
   uint64_t objects_incomplete = 0;
   uint64_t objects = 0;
   uint64_t duration_us = 0;
+  bool from_snapshot = false;  // the index came from a clean shutdown's snapshot
 };
 
 struct FlashStats {
@@ -269,6 +272,10 @@ class FlashTier {
   // Pushes out buffered writes and waits until all accepted so far landed
   // (fdatasync'ed too unless fsync=none).
   void flush();
+  // Clean shutdown: writes the index and region state to the device, so the
+  // next open loads them instead of scanning (flash_snapshot.cc). Stops
+  // reinsertion. A write after it (a late command) discards the snapshot.
+  Status write_snapshot();
 
   FlashStats stats() const;
   const RecoveryStats& recovery() const { return recovery_; }
@@ -291,6 +298,8 @@ class FlashTier {
   Status open_device();
   void detect_io_alignment();
   Status recover();
+  Status scan_regions();
+  void log_recovery() const;
   // The superblock: read at open (a new one, with a new salt, if there is
   // none of this format and layout), rewritten to reserve sequence numbers.
   Status load_superblock();
@@ -299,6 +308,11 @@ class FlashTier {
   // the reserved ones run out. Needs write_mu (or open).
   Result<uint64_t> take_seq_locked();
   uint64_t salt() const;
+  // The snapshot (flash_snapshot.cc): loaded at open, if there is a valid
+  // one; dropped before the first write after one was written.
+  bool load_snapshot();
+  const char* parse_snapshot(SnapshotReader& in);
+  Status drop_snapshot_locked();
   // Byte offset of region r on the device.
   uint64_t region_start(uint32_t region) const;
   // Drops index entries of the key up to `up_to_version` and stops writes of
@@ -350,6 +364,7 @@ class FlashTier {
   bool direct_io_ = false;
   uint32_t io_alignment_ = 1;
   uint32_t region_count_ = 0;
+  Layout layout_;
   RecoveryStats recovery_;
   uint64_t recovered_max_version_ = 0;
   std::unique_ptr<MetricsRegistry> owned_metrics_;

@@ -180,6 +180,10 @@ struct FlashTier::Impl {
   // reclaim still had writes in flight); retried in order as writes land.
   std::deque<PendingChunk> deferred_meta;
   uint64_t next_seq = 1;
+  // The newest version any record names (recovered or written since).
+  std::atomic<uint64_t> max_version_seen{0};
+  // A snapshot is on the device and still valid: the next record drops it.
+  bool snapshot_on_device = false;
   uint64_t used_bytes = 0;
   std::vector<AlignedBuffer> spare_buffers;
   // The reinsertion reclaimer, woken when the last free region is taken.

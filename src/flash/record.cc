@@ -14,6 +14,7 @@
 #define TIERKV_XXH3_UPDATE XXH3_64bits_update
 #endif
 
+#include <algorithm>
 #include <cstring>
 
 #include "flash/aligned_buffer.h"
@@ -130,6 +131,28 @@ Result<RegionHeader> decode_region_header(const char* buf, uint64_t len, uint64_
   if (h.format_version != kFormatVersion) return Status::corruption("unknown region format");
   if (region_checksum(h, salt) != h.checksum) return Status::corruption("region header checksum");
   return h;
+}
+
+namespace {
+uint64_t snapshot_area(uint64_t region_space) {
+  return align_up(std::max<uint64_t>(uint64_t{1} << 20, region_space / 64));
+}
+}  // namespace
+
+uint64_t layout_size(uint64_t regions, uint64_t region_size) {
+  return kDataStart + regions * region_size + snapshot_area(regions * region_size);
+}
+
+Layout plan_layout(uint64_t size, uint64_t region_size) {
+  Layout l;
+  if (size <= kDataStart || region_size == 0) return l;
+  uint64_t regions = (size - kDataStart) / region_size;
+  while (regions > 0 && layout_size(regions, region_size) > size) --regions;
+  l.regions = regions;
+  l.snapshot_offset = kDataStart + regions * region_size;
+  l.snapshot_bytes = snapshot_area(regions * region_size);
+  l.total = l.snapshot_offset + l.snapshot_bytes;
+  return l;
 }
 
 void encode_superblock(char* dst, const Superblock& sb) {

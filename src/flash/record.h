@@ -88,9 +88,27 @@ struct Superblock {
   uint64_t generation = 0;  // bumped on every rewrite; the higher valid slot wins
   uint64_t region_size = 0;
   uint64_t seq_limit = 0;
+  // The index snapshot of the last clean shutdown (0: none, or used up:
+  // the first start after it clears this before writing anything).
+  uint64_t snapshot_length = 0;
+  uint64_t snapshot_checksum = 0;
   uint64_t checksum = 0;
 };
-static_assert(sizeof(Superblock) == 56);
+static_assert(sizeof(Superblock) == 72);
+
+// The device layout: superblock slots, the regions, then the area that
+// holds the index snapshot of a clean shutdown (1/64 of the region space,
+// at least 1 MiB: about 60 B of index per 4 KiB object fits).
+struct Layout {
+  uint64_t regions = 0;
+  uint64_t snapshot_offset = 0;
+  uint64_t snapshot_bytes = 0;
+  uint64_t total = 0;  // bytes the layout uses
+};
+// The most regions of `region_size` that `size` bytes hold.
+Layout plan_layout(uint64_t size, uint64_t region_size);
+// The smallest size that holds `regions` regions (for tests and tools).
+uint64_t layout_size(uint64_t regions, uint64_t region_size);
 
 // Where a record sits and the device's salt: both seed its checksum.
 struct RecordSeal {

@@ -330,7 +330,7 @@ void Server::persist_memory() {
   if (flash == nullptr) return;
   flash::FlashStats before = flash->stats();
   auto start = std::chrono::steady_clock::now();
-  Status st = store_.persist_all();
+  Status st = store_.close_cleanly();
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                   start)
                 .count();

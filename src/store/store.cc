@@ -402,6 +402,12 @@ void Store::flush() {
   if (flash_) flash_->clear();
 }
 
+Status Store::close_cleanly() {
+  Status st = persist_all();
+  if (!st.is_ok() || !flash_) return st;
+  return flash_->write_snapshot();
+}
+
 Status Store::persist_all() {
   if (!flash_) return Status::ok();
   std::atomic<uint64_t> failed{0}, queued{0};

@@ -226,9 +226,12 @@ class Store {
   // its region is reclaimed).
   uint64_t size() const;
   void flush();
-  // Writes every object that exists only in memory to flash and waits
-  // (clean shutdown). OK at once without flash.
+  // Writes every object that exists only in memory to flash and waits.
+  // OK at once without flash.
   Status persist_all();
+  // Clean shutdown: persist_all(), then the flash index snapshot, so the
+  // next start loads the index instead of scanning the device.
+  Status close_cleanly();
 
   // --- administration ---
   Status set_memory_budget(int64_t bytes) { return memory_->set_budget(bytes); }

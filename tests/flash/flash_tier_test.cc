@@ -135,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, FlashTierBackendTest,
 // each. Writing ~3x that wraps the log.
 FlashOptions reclaim_options(const std::string& path) {
   FlashOptions o = small_options(path);
-  o.size = (16 << 20) + kDataStart;
+  o.size = layout_size(16, 1 << 20);
   o.region_size = 1 << 20;
   o.write_buffer_size = 256 << 10;
   return o;

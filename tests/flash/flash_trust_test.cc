@@ -126,7 +126,7 @@ TEST(FlashTrustTest, CompleteNewerVersionReplacesTheOldOne) {
 TEST(FlashTrustTest, LostRegionHeaderNeverLetsOldRecordsBack) {
   TempDir dir;
   FlashOptions o = small_options(dir.file("f"));
-  o.size = kDataStart + 4 * o.region_size;
+  o.size = layout_size(4, o.region_size);
   {
     auto t = open_or_die(o);
     ASSERT_TRUE(t);

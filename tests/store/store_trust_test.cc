@@ -74,7 +74,7 @@ class StoreTrustTest : public ::testing::Test {
   }
   // Clean shutdown and restart, as SHUTDOWN does it.
   std::unique_ptr<Store> restart(std::unique_ptr<Store> store, const Config& c) {
-    EXPECT_TRUE(store->persist_all().is_ok());
+    EXPECT_TRUE(store->close_cleanly().is_ok());
     store.reset();
     return open(c);
   }

@@ -1,0 +1,321 @@
+// FlashTier: the index snapshot of a clean shutdown.
+//
+// At a clean shutdown the index and the region state (sequence numbers,
+// fill, FIFO order) are written to the snapshot area at the end of the
+// device, then the superblock records the snapshot's length and checksum.
+// The next open loads it instead of scanning every region, and clears the
+// superblock's record of it before anything else is written: a snapshot is
+// used at most once, and never after a later write, so a start after a
+// crash always scans. A write after the snapshot (a late command during
+// shutdown) clears it first, synchronously.
+//
+//   header   magic "TKVI" | format | region count | fifo count | entries | max version
+//   regions  region count x {seq, fill}
+//   fifo     fifo count x region index (u32)
+//   entries  {key length u32, slots u32, version, object size, expiry,
+//             slots x location, key bytes}
+//
+// The checksum (xxh3, salted like records) covers the whole body.
+#define XXH_STATIC_LINKING_ONLY
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/clock.h"
+#include "flash/flash_tier.h"
+#include "flash/flash_tier_internal.h"
+#include "flash/record.h"
+
+namespace tierkv::flash {
+
+Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
+Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset);
+
+namespace {
+
+constexpr uint32_t kSnapshotMagic = 0x49564B54;  // "TKVI"
+constexpr size_t kSnapshotBuffer = size_t{4} << 20;
+
+struct SnapshotHeader {
+  uint32_t magic = kSnapshotMagic;
+  uint16_t format_version = kFormatVersion;
+  uint16_t reserved = 0;
+  uint32_t region_count = 0;
+  uint32_t fifo_count = 0;
+  uint64_t entries = 0;
+  uint64_t max_version = 0;
+};
+
+struct EntryHeader {
+  uint32_t key_length = 0;
+  uint32_t slots = 0;
+  uint64_t version = 0;
+  uint64_t object_size = 0;
+  int64_t expire_at_ms = 0;
+};
+
+// xxh3 of the salt, then of every byte put or got.
+class SnapshotHash {
+ public:
+  explicit SnapshotHash(uint64_t salt) : state_(XXH3_createState()) {
+    XXH3_64bits_reset(state_);
+    XXH3_64bits_update(state_, &salt, sizeof(salt));
+  }
+  ~SnapshotHash() { XXH3_freeState(state_); }
+  SnapshotHash(const SnapshotHash&) = delete;
+  SnapshotHash& operator=(const SnapshotHash&) = delete;
+  void update(const void* p, size_t n) { XXH3_64bits_update(state_, p, n); }
+  uint64_t digest() const { return XXH3_64bits_digest(state_); }
+
+ private:
+  XXH3_state_t* state_;
+};
+
+// Streams the body to the area through one aligned buffer.
+class SnapshotWriter {
+ public:
+  SnapshotWriter(int fd, uint64_t offset, uint64_t capacity, uint64_t salt)
+      : fd_(fd), offset_(offset), capacity_(capacity), hash_(salt), buffer_(kSnapshotBuffer) {}
+
+  // False once the body would not fit in the area.
+  bool put(const void* data, size_t n) {
+    if (!status_.is_ok() || length_ + n > capacity_) return false;
+    hash_.update(data, n);
+    length_ += n;
+    const char* p = static_cast<const char*>(data);
+    while (n > 0 && status_.is_ok()) {
+      const size_t take = std::min(n, buffer_.size() - used_);
+      std::memcpy(buffer_.data() + used_, p, take);
+      used_ += take;
+      p += take;
+      n -= take;
+      if (used_ == buffer_.size()) drain();
+    }
+    return status_.is_ok();
+  }
+  Status finish() {
+    if (status_.is_ok() && used_ > 0) drain();
+    return status_;
+  }
+  uint64_t length() const { return length_; }
+  uint64_t checksum() const { return hash_.digest(); }
+
+ private:
+  void drain() {
+    const size_t bytes = align_up(used_);
+    std::memset(buffer_.data() + used_, 0, bytes - used_);
+    status_ = write_exact(fd_, buffer_.data(), bytes, offset_ + flushed_);
+    flushed_ += bytes;
+    used_ = 0;
+  }
+
+  int fd_;
+  uint64_t offset_, capacity_;
+  SnapshotHash hash_;
+  AlignedBuffer buffer_;
+  size_t used_ = 0;
+  uint64_t flushed_ = 0, length_ = 0;
+  Status status_;
+};
+
+}  // namespace
+
+// Reads the body back in large pieces; false past its length or on error.
+class SnapshotReader {
+ public:
+  SnapshotReader(int fd, uint64_t offset, uint64_t length, uint64_t salt,
+                 RecoveryProgress* progress)
+      : fd_(fd),
+        offset_(offset),
+        length_(length),
+        hash_(salt),
+        progress_(progress),
+        buffer_(kSnapshotBuffer) {}
+
+  bool get(void* out, size_t n) {
+    if (consumed_ + n > length_) return false;
+    char* p = static_cast<char*>(out);
+    while (n > 0) {
+      if (pos_ == filled_ && !refill()) return false;
+      const size_t take = std::min(n, filled_ - pos_);
+      std::memcpy(p, buffer_.data() + pos_, take);
+      hash_.update(p, take);
+      pos_ += take;
+      consumed_ += take;
+      p += take;
+      n -= take;
+    }
+    return true;
+  }
+  bool at_end() const { return consumed_ == length_; }
+  uint64_t checksum() const { return hash_.digest(); }
+
+ private:
+  bool refill() {
+    const uint64_t left = align_up(length_) - read_;
+    const size_t bytes = static_cast<size_t>(std::min<uint64_t>(left, buffer_.size()));
+    if (bytes == 0 || !read_exact(fd_, buffer_.data(), bytes, offset_ + read_).is_ok()) {
+      return false;
+    }
+    read_ += bytes;
+    if (progress_) progress_->bytes_done.fetch_add(bytes);
+    filled_ = bytes;
+    pos_ = 0;
+    return true;
+  }
+
+  int fd_;
+  uint64_t offset_, length_;
+  SnapshotHash hash_;
+  RecoveryProgress* progress_;
+  AlignedBuffer buffer_;
+  size_t pos_ = 0, filled_ = 0;
+  uint64_t read_ = 0, consumed_ = 0;
+};
+
+const char* FlashTier::parse_snapshot(SnapshotReader& in) {
+  Impl& im = *impl_;
+  SnapshotHeader header;
+  if (!in.get(&header, sizeof(header))) return "truncated header";
+  if (header.magic != kSnapshotMagic || header.format_version != kFormatVersion)
+    return "another format";
+  if (header.region_count != region_count_) return "another region count";
+  for (RegionState& r : im.regions) {
+    uint64_t pair[2];
+    if (!in.get(pair, sizeof(pair))) return "truncated region table";
+    r.seq = pair[0];
+    r.fill = pair[1];
+    r.header_landed = r.seq != 0;
+    if (r.fill > options_.region_size) return "implausible region fill";
+  }
+  std::vector<bool> live(region_count_, false);
+  for (uint32_t i = 0; i < header.fifo_count; ++i) {
+    uint32_t r = 0;
+    if (!in.get(&r, sizeof(r)) || r >= region_count_ || live[r]) return "bad region order";
+    live[r] = true;
+    im.fifo.push_back(r);
+    im.used_bytes += im.regions[r].fill;
+    im.next_seq = std::max(im.next_seq, im.regions[r].seq + 1);
+  }
+  std::string key;
+  std::vector<uint64_t> locations;
+  for (uint64_t i = 0; i < header.entries; ++i) {
+    EntryHeader eh;
+    if (!in.get(&eh, sizeof(eh))) return "truncated entry";
+    if (eh.key_length == 0 || eh.slots > location::kMaxBlocks) return "implausible entry";
+    locations.resize(eh.slots);
+    key.resize(eh.key_length);
+    if (!in.get(locations.data(), locations.size() * sizeof(uint64_t)) ||
+        !in.get(key.data(), key.size()))
+      return "truncated entry";
+    im.index.restore({key, eh.version, eh.object_size, eh.expire_at_ms, locations});
+  }
+  if (!in.at_end()) return "trailing bytes";
+  for (uint32_t r = 0; r < region_count_; ++r) {
+    if (!live[r]) im.free_regions.push_back(r);
+  }
+  recovered_max_version_ = header.max_version;
+  return nullptr;
+}
+
+Status FlashTier::write_snapshot() {
+  Impl& im = *impl_;
+  stop_reclaimer();  // no relocation may be half done
+  flush();
+  const uint64_t start = mono_ns();
+  std::unique_lock lock(im.write_mu);
+  im.writes_idle.wait(lock, [&] {
+    return im.writes_in_flight == 0 && im.writes_finishing == 0 && im.sealed.empty() &&
+           !im.active && im.deferred_meta.empty();
+  });
+  SnapshotWriter out(im.fd.get(), layout_.snapshot_offset, layout_.snapshot_bytes, salt());
+  SnapshotHeader header;
+  header.region_count = region_count_;
+  header.fifo_count = static_cast<uint32_t>(im.fifo.size());
+  header.entries = im.index.object_count();
+  header.max_version = std::max(recovered_max_version_, im.max_version_seen.load());
+  bool fits = out.put(&header, sizeof(header));
+  for (const RegionState& r : im.regions) {
+    const uint64_t pair[2] = {r.seq, r.fill};
+    fits = fits && out.put(pair, sizeof(pair));
+  }
+  for (uint32_t r : im.fifo) fits = fits && out.put(&r, sizeof(r));
+  uint64_t entries = 0;
+  im.index.for_each_entry([&](const EntryImage& e) {
+    EntryHeader eh{static_cast<uint32_t>(e.key.size()), static_cast<uint32_t>(e.locations.size()),
+                   e.version, e.object_size, e.expire_at_ms};
+    fits = fits && out.put(&eh, sizeof(eh)) &&
+           out.put(e.locations.data(), e.locations.size_bytes()) &&
+           out.put(e.key.data(), e.key.size());
+    ++entries;
+  });
+  Status st = out.finish();
+  if (!fits || !st.is_ok() || entries != header.entries) {
+    spdlog::warn("flash: no index snapshot written ({}); the next start scans",
+                 !st.is_ok() ? st.to_string() : "it does not fit in the snapshot area");
+    return st.is_ok() ? Status::too_large("index snapshot does not fit") : st;
+  }
+  if (::fdatasync(im.fd.get()) != 0) {
+    return Status::io_error(std::string("flash: fdatasync of the snapshot: ") +
+                            std::strerror(errno));
+  }
+  im.super.current.snapshot_length = out.length();
+  im.super.current.snapshot_checksum = out.checksum();
+  TIERKV_RETURN_IF_ERROR(write_superblock(im.super.current.seq_limit));
+  im.snapshot_on_device = true;
+  spdlog::info("flash: index snapshot of {} objects ({} bytes) written in {:.1f} ms", entries,
+               out.length(), (mono_ns() - start) / 1e6);
+  return Status::ok();
+}
+
+// Called (under write_mu) before the first record after a snapshot.
+Status FlashTier::drop_snapshot_locked() {
+  Impl& im = *impl_;
+  if (!im.snapshot_on_device) return Status::ok();
+  im.super.current.snapshot_length = 0;
+  im.super.current.snapshot_checksum = 0;
+  TIERKV_RETURN_IF_ERROR(write_superblock(im.super.current.seq_limit));
+  im.snapshot_on_device = false;
+  return Status::ok();
+}
+
+// True if the index and the region state came from the snapshot. Else the
+// tier is left empty for the scan, and the log says why.
+bool FlashTier::load_snapshot() {
+  Impl& im = *impl_;
+  const Superblock& sb = im.super.current;
+  if (sb.snapshot_length == 0) {
+    spdlog::info("flash: no index snapshot (the last stop was not clean): scanning");
+    return false;
+  }
+  if (sb.snapshot_length > layout_.snapshot_bytes) {
+    spdlog::warn("flash: index snapshot larger than its area: scanning");
+    return false;
+  }
+  RecoveryProgress* progress = options_.progress;
+  if (progress) {
+    progress->from_snapshot.store(true);
+    progress->bytes_total.store(align_up(sb.snapshot_length));
+  }
+  SnapshotReader in(im.fd.get(), layout_.snapshot_offset, sb.snapshot_length, salt(), progress);
+  const char* why = parse_snapshot(in);
+  if (why == nullptr && in.checksum() != sb.snapshot_checksum) why = "checksum mismatch";
+  if (why == nullptr) return true;
+  spdlog::warn("flash: index snapshot rejected ({}): scanning", why);
+  im.index.clear();
+  im.regions.assign(region_count_, RegionState{});
+  im.fifo.clear();
+  im.free_regions.clear();
+  im.used_bytes = 0;
+  im.next_seq = 1;
+  if (progress) {
+    progress->from_snapshot.store(false);
+    progress->bytes_done.store(0);
+  }
+  return false;
+}
+
+}  // namespace tierkv::flash
