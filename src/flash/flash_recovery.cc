@@ -12,8 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "core/clock.h"
 #include "core/hash.h"
@@ -38,12 +42,19 @@ uint64_t random_salt() {
   return (uint64_t{rd()} << 32) ^ rd();
 }
 
+// What recovery keeps of a record: no data (the read path verifies it).
+struct ParsedRecord {
+  RecordHeader header;
+  std::string key;
+  uint64_t location = 0;
+};
+
 // Feeds records, in log order, into the index (see the file comment).
 class RecoveryScan {
  public:
   RecoveryScan(FlashIndex& index, RecoveryStats& stats) : index_(index), stats_(stats) {}
 
-  void add(const RecordView& rec, uint64_t location) {
+  void add(const ParsedRecord& rec) {
     const uint64_t version = rec.header.object_version;
     max_seen_ = std::max(max_seen_, version);
     const uint64_t key_hash = hash64(rec.key);
@@ -52,7 +63,7 @@ class RecoveryScan {
     } else if (rec.header.flags & kRecordExpiry) {
       on_expiry(rec.key, key_hash, version, rec.header.expire_at_ms);
     } else if (!tombstoned(rec.key, version)) {
-      on_chunk(rec, key_hash, location);
+      on_chunk(rec, key_hash);
     }
   }
 
@@ -98,7 +109,8 @@ class RecoveryScan {
     if (p != partial_.end() && p->second.version == version) p->second.expire_at_ms = expire_at_ms;
   }
 
-  void on_chunk(const RecordView& rec, uint64_t key_hash, uint64_t location) {
+  void on_chunk(const ParsedRecord& rec, uint64_t key_hash) {
+    const uint64_t location = rec.location;
     const RecordHeader& h = rec.header;
     std::optional<FlashObjectSummary> indexed = index_.summary(rec.key, key_hash);
     // More chunks (or relocated copies) of the version indexed, or a version
@@ -148,12 +160,20 @@ class RecoveryScan {
   uint64_t max_seen_ = 0;
 };
 
-// Indexes every valid record of one region incarnation; returns the fill.
-// The walk follows the record chain. After a torn or corrupt record it
-// resumes at the next block holding a record that verifies: with a salted
-// checksum bound to its offset, only a record we wrote there can.
-uint64_t scan_region(const char* data, uint64_t region_size, uint64_t region_start, uint32_t region,
-                     uint64_t seq, uint64_t salt, RecoveryScan& scan, RecoveryStats& stats) {
+struct RegionScan {
+  std::vector<ParsedRecord> records;
+  uint64_t fill = 0;
+  uint64_t dropped = 0;
+  Status status;
+  bool done = false;
+};
+
+// Finds every valid record of one region incarnation, in log order. The
+// walk follows the record chain. After a torn or corrupt record it resumes
+// at the next block holding a record that verifies: with a salted checksum
+// bound to its offset, only a record we wrote there can.
+void parse_region(const char* data, uint64_t region_size, uint64_t region_start, uint32_t region,
+                  uint64_t seq, uint64_t salt, RegionScan& out) {
   uint64_t offset = kBlockSize;
   uint64_t end = kBlockSize;
   bool gap = false;          // unreadable blocks since the last good record
@@ -168,21 +188,90 @@ uint64_t scan_region(const char* data, uint64_t region_size, uint64_t region_sta
     }
     Result<RecordView> rec = decode_record(p, left, {salt, region_start + offset});
     if (!rec.is_ok()) {
-      ++stats.records_dropped;
+      ++out.dropped;
       gap = gap_counted = true;
       offset += kBlockSize;
       continue;
     }
     // A damaged header hides its record; the good record after it shows it.
-    if (gap && !gap_counted) ++stats.records_dropped;
+    if (gap && !gap_counted) ++out.dropped;
     gap = gap_counted = false;
-    scan.add(*rec, location::pack(region, offset / kBlockSize,
-                                  record_length(rec->key.size(), rec->data.size())));
+    out.records.push_back({rec->header, std::string(rec->key),
+                           location::pack(region, offset / kBlockSize,
+                                          record_length(rec->key.size(), rec->data.size()))});
     offset += record_size(rec->key.size(), rec->data.size());
     end = offset;
   }
-  return end;
+  out.fill = end;
 }
+
+// Reads and parses regions on a few threads, a bounded window ahead (one
+// region buffer each), while the caller applies them strictly in log order.
+class ParallelRegionReader {
+ public:
+  using Parse = std::function<void(size_t i, RegionScan& out, AlignedBuffer& buffer)>;
+
+  ParallelRegionReader(size_t count, uint64_t region_size, Parse parse)
+      : results_(count), parse_(std::move(parse)) {
+    const size_t workers = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 4);
+    window_ = workers + 1;
+    for (size_t w = 0; w < std::min(workers, count); ++w)
+      threads_.emplace_back([this, region_size] { work(region_size); });
+  }
+  ~ParallelRegionReader() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  ParallelRegionReader(const ParallelRegionReader&) = delete;
+  ParallelRegionReader& operator=(const ParallelRegionReader&) = delete;
+
+  // Waits for region i (taken in order) and lets the readers move on.
+  RegionScan take(size_t i) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return results_[i].done; });
+    RegionScan out = std::move(results_[i]);
+    taken_ = i + 1;
+    lock.unlock();
+    cv_.notify_all();
+    return out;
+  }
+
+ private:
+  void work(uint64_t region_size) {
+    AlignedBuffer buffer(region_size, AlignedBuffer::Uninitialized{});
+    for (;;) {
+      size_t i = 0;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock,
+                 [&] { return stop_ || next_ >= results_.size() || next_ < taken_ + window_; });
+        if (stop_ || next_ >= results_.size()) return;
+        i = next_++;
+      }
+      RegionScan scanned;
+      parse_(i, scanned, buffer);
+      {
+        std::lock_guard lock(mu_);
+        results_[i] = std::move(scanned);
+        results_[i].done = true;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  std::vector<RegionScan> results_;
+  Parse parse_;
+  size_t window_ = 2;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t next_ = 0, taken_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
 
 }  // namespace
 
@@ -316,22 +405,27 @@ Status FlashTier::scan_regions() {
   if (options_.progress) options_.progress->bytes_total.store(live.size() * options_.region_size);
   std::vector<bool> used(region_count_, false);
   RecoveryScan scan(im.index, recovery_);
-  if (!live.empty()) {
-    AlignedBuffer region_buffer(options_.region_size);
-    for (auto [seq, r] : live) {
-      TIERKV_RETURN_IF_ERROR(
-          read_exact(im.fd.get(), region_buffer.data(), options_.region_size, region_start(r)));
-      const uint64_t fill = scan_region(region_buffer.data(), options_.region_size, region_start(r),
-                                        r, seq, salt, scan, recovery_);
-      im.regions[r].seq = seq;
-      im.regions[r].fill = fill;
-      im.regions[r].header_landed = true;
-      im.used_bytes += fill;
-      im.fifo.push_back(r);
-      used[r] = true;
-      ++recovery_.regions_scanned;
-      if (options_.progress) options_.progress->bytes_done.fetch_add(options_.region_size);
-    }
+  ParallelRegionReader reader(
+      live.size(), options_.region_size, [&](size_t i, RegionScan& out, AlignedBuffer& buffer) {
+        const auto [seq, r] = live[i];
+        out.status = read_exact(im.fd.get(), buffer.data(), options_.region_size, region_start(r));
+        if (out.status.is_ok())
+          parse_region(buffer.data(), options_.region_size, region_start(r), r, seq, salt, out);
+      });
+  for (size_t i = 0; i < live.size(); ++i) {
+    const auto [seq, r] = live[i];
+    RegionScan scanned = reader.take(i);
+    TIERKV_RETURN_IF_ERROR(scanned.status);
+    for (const ParsedRecord& rec : scanned.records) scan.add(rec);
+    recovery_.records_dropped += scanned.dropped;
+    im.regions[r].seq = seq;
+    im.regions[r].fill = scanned.fill;
+    im.regions[r].header_landed = true;
+    im.used_bytes += scanned.fill;
+    im.fifo.push_back(r);
+    used[r] = true;
+    ++recovery_.regions_scanned;
+    if (options_.progress) options_.progress->bytes_done.fetch_add(options_.region_size);
   }
   scan.finish();
   for (uint32_t r = 0; r < region_count_; ++r) {
