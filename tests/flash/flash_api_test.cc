@@ -19,17 +19,12 @@
 namespace tierkv::flash {
 namespace {
 
+using testing::open_or_die;
 using testing::pattern;
 using testing::read_sync;
 using testing::small_options;
 using testing::TempDir;
 using testing::write_sync;
-
-std::unique_ptr<FlashTier> open_or_die(const FlashOptions& o) {
-  auto tier = FlashTier::open(o);
-  EXPECT_TRUE(tier.is_ok()) << tier.status().to_string();
-  return tier.is_ok() ? std::move(*tier) : nullptr;
-}
 
 // The expiry a read hands back with the chunk.
 int64_t read_expiry(FlashTier& tier, std::string_view key, uint32_t chunk) {

@@ -17,17 +17,12 @@
 namespace tierkv::flash {
 namespace {
 
+using testing::open_or_die;
 using testing::pattern;
 using testing::read_sync;
 using testing::small_options;
 using testing::TempDir;
 using testing::write_sync;
-
-std::unique_ptr<FlashTier> open_or_die(const FlashOptions& o) {
-  auto t = FlashTier::open(o);
-  EXPECT_TRUE(t.is_ok()) << t.status().to_string();
-  return t.is_ok() ? std::move(*t) : nullptr;
-}
 
 // Seeded writes, overwrites, removals and expiry changes over `keys` keys,
 // objects of 1 to 4 chunks, through enough data that regions are reclaimed.

@@ -2,6 +2,7 @@
 // wrappers around the asynchronous FlashTier calls.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <chrono>
@@ -52,6 +53,13 @@ inline std::string pattern(size_t n, uint64_t seed) {
     for (size_t j = 0; j < 8 && i + j < n; ++j) s[i + j] = static_cast<char>(v >> (8 * j));
   }
   return s;
+}
+
+// Opens a tier, failing the test (and returning null) if it cannot.
+inline std::unique_ptr<FlashTier> open_or_die(const FlashOptions& o) {
+  auto tier = FlashTier::open(o);
+  EXPECT_TRUE(tier.is_ok()) << tier.status().to_string();
+  return tier.is_ok() ? std::move(*tier) : nullptr;
 }
 
 // Writes one chunk and waits for it to land. Retries while the tier is busy.

@@ -16,17 +16,12 @@
 namespace tierkv::flash {
 namespace {
 
+using testing::open_or_die;
 using testing::pattern;
 using testing::read_sync;
 using testing::small_options;
 using testing::TempDir;
 using testing::write_sync;
-
-std::unique_ptr<FlashTier> open_or_die(const FlashOptions& o) {
-  auto t = FlashTier::open(o);
-  EXPECT_TRUE(t.is_ok()) << t.status().to_string();
-  return t.is_ok() ? std::move(*t) : nullptr;
-}
 
 struct File {
   explicit File(const std::string& path) : fd(::open(path.c_str(), O_RDWR)) {}

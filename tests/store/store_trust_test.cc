@@ -15,35 +15,13 @@
 #include "core/clock.h"
 #include "flash/flash_tier.h"
 #include "store/store.h"
+#include "store_test_util.h"
 
 namespace tierkv {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = "/tmp/tierkv-trust-test-XXXXXX";
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::string value_of(uint64_t seed, size_t n) {
-  std::string s(n, '\0');
-  std::mt19937_64 rng(seed * 7919 + n);
-  for (size_t j = 0; j < n; j += 8) {
-    uint64_t v = rng();
-    for (size_t b = 0; b < 8 && j + b < n; ++b) s[j + b] = static_cast<char>(v >> (8 * b));
-  }
-  return s;
-}
+using testing::TempDir;
+using testing::value_for;
 
 class StoreTrustTest : public ::testing::Test {
  protected:
@@ -69,7 +47,7 @@ class StoreTrustTest : public ::testing::Test {
   void push_out(Store& store, int round) {
     for (int i = 0; i < 24; ++i)
       ASSERT_TRUE(store.put("filler:" + std::to_string(round) + ":" + std::to_string(i),
-                            value_of(i, 1 << 20)));
+                            value_for(i, 1 << 20)));
     store.flash_tier()->flush();
   }
   // Clean shutdown and restart, as SHUTDOWN does it.
@@ -87,8 +65,8 @@ class StoreTrustTest : public ::testing::Test {
 TEST_F(StoreTrustTest, OverwriteThenDeleteStaysDeletedAfterRestart) {
   const Config c = config();
   auto store = open(c);
-  ASSERT_TRUE(store->put("k", value_of(1, 4 << 20)));
-  ASSERT_TRUE(store->put("kept", value_of(2, 4 << 20)));
+  ASSERT_TRUE(store->put("k", value_for(1, 4 << 20)));
+  ASSERT_TRUE(store->put("kept", value_for(2, 4 << 20)));
   push_out(*store, 0);
   ASSERT_EQ(store->residency("k")->state, "flash");
   ASSERT_TRUE(store->put("k", "small"));
@@ -113,7 +91,7 @@ TEST_F(StoreTrustTest, ExpiryChangedWhileTheCopyIsWrittenReachesFlash) {
   const int64_t later = unix_time_ms() + 3'600'000;
   for (int i = 0; i < 40; ++i) {
     const std::string key = "t" + std::to_string(i);
-    ASSERT_TRUE(store->put(key, value_of(i, 256 << 10)));  // its copy starts now
+    ASSERT_TRUE(store->put(key, value_for(i, 256 << 10)));  // its copy starts now
     ASSERT_TRUE(store->set_expiry(key, later + i));
   }
   push_out(*store, 0);
@@ -141,7 +119,7 @@ TEST_F(StoreTrustTest, OlderVersionLandingLateIsNeverServed) {
   std::vector<std::future<Status>> landed;
   for (int i = 0; i < n; ++i) {
     const std::string key = "v" + std::to_string(i);
-    Result<WriteResult> v1 = store->put(key, value_of(i, 256 << 10));
+    Result<WriteResult> v1 = store->put(key, value_for(i, 256 << 10));
     ASSERT_TRUE(v1);
     auto done = std::make_shared<std::promise<Status>>();
     landed.push_back(done->get_future());
@@ -174,7 +152,7 @@ TEST_F(StoreTrustTest, ExpiredInMemoryNeverServedFromFlash) {
   auto store = open(c);
   for (int i = 0; i < 40; ++i) {
     const std::string key = "e" + std::to_string(i);
-    ASSERT_TRUE(store->put(key, value_of(i, 128 << 10)));
+    ASSERT_TRUE(store->put(key, value_for(i, 128 << 10)));
     ASSERT_TRUE(store->set_expiry(key, unix_time_ms() + 100));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -230,8 +208,8 @@ TEST_F(StoreTrustTest, DurableRemovalAndExpiryReportAfterLanding) {
   Config c = config();
   c.flash_fsync = FlashFsync::kAlways;
   auto store = open(c);
-  ASSERT_TRUE(store->put("gone", value_of(1, 1 << 20)));
-  ASSERT_TRUE(store->put("ttl", value_of(2, 1 << 20)));
+  ASSERT_TRUE(store->put("gone", value_for(1, 1 << 20)));
+  ASSERT_TRUE(store->put("ttl", value_for(2, 1 << 20)));
   push_out(*store, 0);
   std::promise<Status> removed, expired;
   EXPECT_TRUE(store->remove("gone", std::nullopt, [&](Status s) { removed.set_value(s); }));

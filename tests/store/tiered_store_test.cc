@@ -14,35 +14,13 @@
 #include "core/clock.h"
 #include "flash/flash_tier.h"
 #include "store/store.h"
+#include "store_test_util.h"
 
 namespace tierkv {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = "/tmp/tierkv-store-test-XXXXXX";
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::string value_for(int i, size_t n) {
-  std::string s(n, '\0');
-  std::mt19937_64 rng(static_cast<uint64_t>(i) * 7919 + n);
-  for (size_t j = 0; j < n; j += 8) {
-    uint64_t v = rng();
-    for (size_t b = 0; b < 8 && j + b < n; ++b) s[j + b] = static_cast<char>(v >> (8 * b));
-  }
-  return s;
-}
+using testing::TempDir;
+using testing::value_for;
 
 std::string key_for(int i) {
   std::string k = "key:";

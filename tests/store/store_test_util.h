@@ -1,0 +1,42 @@
+// Helpers shared by the Store tests: a temporary directory and seeded values.
+#pragma once
+
+#include <stdlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+
+namespace tierkv::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = "/tmp/tierkv-store-test-XXXXXX";
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// `n` bytes that depend only on (seed, n).
+inline std::string value_for(uint64_t seed, size_t n) {
+  std::string s(n, '\0');
+  std::mt19937_64 rng(seed * 7919 + n);
+  for (size_t j = 0; j < n; j += 8) {
+    uint64_t v = rng();
+    for (size_t b = 0; b < 8 && j + b < n; ++b) s[j + b] = static_cast<char>(v >> (8 * b));
+  }
+  return s;
+}
+
+}  // namespace tierkv::testing
