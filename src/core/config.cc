@@ -246,6 +246,24 @@ const std::vector<KeySpec>& specs() {
        65536,
        {},
        field_of(&Config::promotion_max_inflight)},
+      {{"flash-read-window", "chunks a flash read holds ahead of its consumer", true},
+       Kind::kInt,
+       1,
+       4096,
+       {},
+       field_of(&Config::flash_read_window)},
+      {{"flash-read-inflight", "chunk reads in flight per flash read", true},
+       Kind::kInt,
+       1,
+       4096,
+       {},
+       field_of(&Config::flash_read_inflight)},
+      {{"flash-read-buffer", "cap on all flash read buffers (at least twice chunk-size)", true},
+       Kind::kBytes,
+       1 << 20,
+       kMaxI,
+       {},
+       field_of(&Config::flash_read_buffer)},
   };
   return table;
 }
@@ -427,6 +445,10 @@ Status config_validate(const Config& c) {
     return Status::invalid_argument(
         fmt::format("invalid value '{}' for 'region-size': must be at least twice 'chunk-size'",
                     c.region_size));
+  if (c.flash_read_buffer < 2 * c.chunk_size)
+    return Status::invalid_argument(fmt::format(
+        "invalid value '{}' for 'flash-read-buffer': must be at least twice 'chunk-size'",
+        c.flash_read_buffer));
   if (c.flash_size != 0 && c.flash_size < 2 * c.region_size)
     return Status::invalid_argument(fmt::format(
         "invalid value '{}' for 'flash-size': must be 0 or at least two regions", c.flash_size));

@@ -61,6 +61,11 @@ struct Config {
   int64_t offload_wait_ms = 2000;           // how long a write waits for flash to drain
   int64_t promotion_threshold = 2;
   int64_t promotion_max_inflight = 64;
+  // flash reads: chunks read ahead of the consumer, chunk reads in flight
+  // per read, and the cap on all flash read buffers of the process
+  int64_t flash_read_window = 4;
+  int64_t flash_read_inflight = 4;
+  int64_t flash_read_buffer = int64_t{256} << 20;
 };
 
 // One configuration key, as the table describes it.

@@ -50,9 +50,10 @@ class ReplyDeferral {
   virtual ~ReplyDeferral() = default;
   // Callbacks for Store::read() that stream the flash part of the read as
   // one bulk reply. If read() answers kFlash, the handler must then call
-  // stream_bulk() with the length, and reply nothing else.
+  // stream_bulk() with the length and the read, and reply nothing else. The
+  // read advances as the socket takes its pieces; closing cancels it.
   virtual FlashReadCallbacks bulk_stream_callbacks() = 0;
-  virtual void stream_bulk(uint64_t length) = 0;
+  virtual void stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) = 0;
   // Holds this command's reply until `version` of `key` is durable on
   // flash (fsync=always); if that fails the reply becomes -IOERR.
   virtual void persist(std::string_view key, uint64_t version) = 0;

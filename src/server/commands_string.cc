@@ -207,7 +207,7 @@ void get_command(CommandContext& ctx) {
     case ReadStart::Where::kMemory:
       return ctx.reply.bulk(r.view);
     case ReadStart::Where::kFlash:
-      return ctx.defer->stream_bulk(r.length);
+      return ctx.defer->stream_bulk(r.length, std::move(r.flash_read));
   }
 }
 

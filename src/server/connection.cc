@@ -87,6 +87,11 @@ void Connection::close() {
   thread_.connections.erase(this);
   server_.unregister_client(this);
   value_writer_.reset();
+  // Nothing more will be sent: stop a flash read, and give back the chunk
+  // buffers (and pins) queued for the socket.
+  if (stream_read_) stream_read_->cancel();
+  out_.clear();
+  writing_.clear();
 }
 
 void Connection::check_idle(int64_t now, int64_t timeout_ms) {
@@ -329,8 +334,9 @@ FlashReadCallbacks Connection::bulk_stream_callbacks() {
   return cb;
 }
 
-void Connection::stream_bulk(uint64_t length) {
+void Connection::stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) {
   waiting_ = Wait::kStream;
+  stream_read_ = std::move(read);
   stream_length_ = length;
   stream_sent_ = 0;
   stream_header_sent_ = false;
@@ -369,6 +375,7 @@ void Connection::on_stream_piece(uint64_t gen, ValuePiece piece) {
 void Connection::on_stream_done(uint64_t gen, const Status& status) {
   // The read's last callback: nothing of it will touch this connection now.
   std::shared_ptr<Connection> self = std::move(stream_keep_alive_);
+  stream_read_.reset();
   server_.deferred_end();
   if (closed_ || waiting_ != Wait::kStream || gen != wait_gen_) return;
   bool failed = false;

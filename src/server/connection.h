@@ -79,7 +79,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   enum class Wait : uint8_t { kNone, kStream, kFetch, kPersist };
   // ReplyDeferral:
   FlashReadCallbacks bulk_stream_callbacks() override;
-  void stream_bulk(uint64_t length) override;
+  void stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) override;
   void persist(std::string_view key, uint64_t version) override;
   // Starts fetching the flash-only values `spec` reads; false if none.
   bool start_fetch(const CommandSpec& spec);
@@ -129,6 +129,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   bool stream_header_sent_ = false;
   size_t stream_queued_before_ = 0;
   std::shared_ptr<Connection> stream_keep_alive_;  // until the read's on_done
+  std::shared_ptr<FlashRead> stream_read_;         // cancelled if the client goes
   // kPersist: the reply of a write waits here until the write is durable.
   ReplyBuffer held_;
   bool holding_ = false;

@@ -92,7 +92,7 @@ void Store::open_flash(const Config& config) {
   durable_writes_ = config.flash_fsync == "always";
   write_through_ = config.offload_policy == "write_through";
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
-  reader_ = std::make_unique<FlashReader>(*flash_, static_cast<uint32_t>(config.chunk_size));
+  reader_ = std::make_unique<FlashReader>(*flash_, flash_reader_options(config), *metrics_);
   promoter_ =
       std::make_unique<Promoter>(*memory_, *flash_, *reader_, key_locks_, *metrics_,
                                  PromoterOptions{.threshold = config.promotion_threshold,

@@ -78,6 +78,31 @@ struct FlashReadCallbacks {
   std::function<void(Status)> on_done;
 };
 
+// How far a flash read runs ahead of its consumer: at most `depth` chunks
+// held (read, arriving, or handed out and not yet released) and at most
+// `parallel` being read. 0 takes the store's defaults (flash-read-window,
+// flash-read-inflight). GET streams with the defaults; look-ahead and range
+// reads are the same reader with other numbers.
+struct ReadWindow {
+  uint32_t depth = 0;
+  uint32_t parallel = 0;
+};
+
+// A flash read in progress: the pull side of read(). The read advances as
+// the consumer drops the pieces it was given (each piece's owner is a chunk
+// buffer charged to flash-read-buffer), so a consumer that holds its pieces
+// holds the read. Thread-safe; dropping the handle does not stop the read.
+class FlashRead {
+ public:
+  virtual ~FlashRead() = default;
+  // Reads nothing more; on_done still comes once (Unavailable), after the
+  // reads in flight. Pieces already handed out stay valid.
+  virtual void cancel() = 0;
+  // Chunks held now: issued, arrived, or handed out and not yet released.
+  virtual uint32_t chunks_held() const = 0;
+  virtual uint64_t chunks_issued() const = 0;
+};
+
 // What read() found.
 struct ReadStart {
   enum class Where : uint8_t { kAbsent, kMemory, kFlash };
@@ -90,6 +115,7 @@ struct ReadStart {
   uint64_t offset = 0;
   uint64_t length = 0;
   int64_t expire_at_ms = 0;
+  std::shared_ptr<FlashRead> flash_read;  // kFlash (null if length is 0)
 };
 
 // Per-chunk residency, for TIER.STAT.
@@ -127,6 +153,9 @@ struct StoreStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t flash_hits = 0;  // reads answered from flash
+  int64_t flash_read_buffer_used = 0;   // bytes of flash read buffers held
+  int64_t flash_read_buffer_limit = 0;  // flash-read-buffer (0 without flash)
+  uint64_t flash_read_buffer_waits = 0;
 };
 
 class Store {
@@ -152,8 +181,10 @@ class Store {
   // The non-blocking read: memory answers at once; flash pieces arrive via
   // `callbacks` (see FlashReadCallbacks). A flash hit counts toward
   // promotion; an admitted object is copied into memory as it is read.
+  // The flash part is a window (ReadWindow) that the consumer pulls by
+  // releasing pieces; ReadStart::flash_read can cancel it.
   ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
-                 FlashReadCallbacks callbacks);
+                 FlashReadCallbacks callbacks, ReadWindow window = {});
   // Memory only: never touches flash. NotFound also when only flash has it.
   Result<ObjectView> get_resident(std::string_view key, const memory::GetOptions& options = {});
   // True if the key exists and some of it is only on flash.
@@ -204,6 +235,8 @@ class Store {
   // Runtime-settable tiering knobs (CONFIG SET).
   void set_promotion(int64_t threshold, int64_t max_inflight);
   void set_offload_wait_ms(int64_t ms) { memory_->set_offload_wait_ms(ms); }
+  // flash-read-window, flash-read-inflight, flash-read-buffer (0: unchanged).
+  void set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes);
   StoreStats stats() const;
   MetricsRegistry& metrics() { return *metrics_; }
   memory::MemoryTier& memory_tier() { return *memory_; }

@@ -92,6 +92,11 @@ StoreStats Store::stats() const {
   s.hits = hits_.value();
   s.misses = misses_.value();
   s.flash_hits = flash_hits_.value();
+  if (reader_) {
+    s.flash_read_buffer_used = reader_->budget().used();
+    s.flash_read_buffer_limit = reader_->budget().limit();
+    s.flash_read_buffer_waits = reader_->budget().waits();
+  }
   return s;
 }
 
