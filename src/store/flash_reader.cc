@@ -116,7 +116,7 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   // consumer runs. One thread delivers at a time.
   void deliver(std::unique_lock<std::mutex>& lock);
   // Ends the read (on_done) once it is complete or stopped with nothing in
-  // flight. Unlocks.
+  // flight. Returns unlocked.
   void maybe_finish(std::unique_lock<std::mutex>& lock);
 
   FlashReader& reader_;
@@ -264,7 +264,7 @@ void FlashReader::Op::on_chunk(uint32_t index, Result<flash::FlashChunk> chunk) 
     lock.unlock();
     reader_.budget_.release(charge);
     lock.lock();
-    return maybe_finish(lock);
+    return maybe_finish(lock);  // nothing more is issued
   }
   if (copy_) {
     std::memcpy(copy_->chunk_data(index), chunk->data().data(), chunk->data().size());
@@ -273,6 +273,7 @@ void FlashReader::Op::on_chunk(uint32_t index, Result<flash::FlashChunk> chunk) 
   s.chunk.emplace(std::move(*chunk));
   deliver(lock);
   maybe_finish(lock);
+  pump();  // a read slot is free
 }
 
 void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
@@ -297,7 +298,7 @@ void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
 
 void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
   bool complete = next_deliver_ > last_;
-  if (finished_ || delivering_ || !(complete || (stopped_ && inflight_ == 0))) return;
+  if (finished_ || delivering_ || !(complete || (stopped_ && inflight_ == 0))) return lock.unlock();
   finished_ = true;
   Status result = complete && !stopped_ ? Status::ok() : error_;
   // Chunks that arrived but will never be handed out.
