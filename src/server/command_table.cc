@@ -207,8 +207,7 @@ Status ServerContext::set_config(std::string_view key, std::string_view value) {
   if (next.flash_read_window != config_.flash_read_window ||
       next.flash_read_inflight != config_.flash_read_inflight ||
       next.flash_read_buffer != config_.flash_read_buffer)
-    store_.set_flash_read(next.flash_read_window, next.flash_read_inflight,
-                          next.flash_read_buffer);
+    store_.set_flash_read(next.flash_read_window, next.flash_read_inflight, next.flash_read_buffer);
   if (next.offload_wait_ms != config_.offload_wait_ms)
     store_.set_offload_wait_ms(next.offload_wait_ms);
   if (next.log_level != config_.log_level)

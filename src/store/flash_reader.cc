@@ -141,7 +141,7 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   uint32_t held_ = 0;      // issued and not yet released by the consumer
   uint32_t inflight_ = 0;  // issued and not yet completed
   uint64_t issued_ = 0;
-  int64_t prepaid_ = 0;  // budget granted to the next chunk while it waited
+  int64_t prepaid_ = 0;  // budget held for the next chunk (granted, or kept)
   bool waiting_budget_ = false;
   bool delivering_ = false;
   bool stopped_ = false;  // error or cancel: nothing more is issued
@@ -221,7 +221,7 @@ void FlashReader::Op::granted(int64_t charge) {
   {
     std::lock_guard lock(mu_);
     waiting_budget_ = false;
-    wanted = !stopped_ && !finished_;
+    wanted = !stopped_ && !finished_ && prepaid_ == 0;
     if (wanted) prepaid_ = charge;
   }
   if (!wanted) {
@@ -235,6 +235,12 @@ void FlashReader::Op::released(int64_t charge) {
   {
     std::lock_guard lock(mu_);
     --held_;
+    // A read being drained keeps one buffer for its next chunk rather than
+    // queueing behind reads whose clients do not read: it cannot be starved.
+    if (held_ == 0 && prepaid_ == 0 && !stopped_ && next_issue_ <= last_) {
+      prepaid_ = charge;
+      charge = 0;
+    }
   }
   reader_.budget_.release(charge);
   pump();
@@ -252,9 +258,8 @@ void FlashReader::Op::on_chunk(uint32_t index, Result<flash::FlashChunk> chunk) 
   std::unique_lock lock(mu_);
   --inflight_;
   if (chunk && chunk->data().size() != expected_length(index))
-    chunk =
-        Status::corruption(fmt::format("chunk {} of '{}' has {} bytes, expected {}", index, key_,
-                                       chunk->data().size(), expected_length(index)));
+    chunk = Status::corruption(fmt::format("chunk {} of '{}' has {} bytes, expected {}", index,
+                                           key_, chunk->data().size(), expected_length(index)));
   Slot& s = slot(index);
   if (!chunk || stopped_) {
     if (!chunk && error_.is_ok()) error_ = chunk.status();
@@ -282,8 +287,8 @@ void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
   while (!stopped_ && next_deliver_ <= last_ && slot(next_deliver_).chunk) {
     uint32_t index = next_deliver_++;
     Slot& s = slot(index);
-    auto piece =
-        std::make_shared<Piece>(std::move(*s.chunk), std::exchange(s.charge, 0), shared_from_this());
+    auto piece = std::make_shared<Piece>(std::move(*s.chunk), std::exchange(s.charge, 0),
+                                         shared_from_this());
     s.chunk.reset();
     std::string_view bytes = slice(index, piece->chunk.data());
     // Pieces go out in order, without the lock: the consumer may drop a
@@ -302,7 +307,7 @@ void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
   finished_ = true;
   Status result = complete && !stopped_ ? Status::ok() : error_;
   // Chunks that arrived but will never be handed out.
-  int64_t unused = 0;
+  int64_t unused = std::exchange(prepaid_, 0);
   for (Slot& s : ring_) {
     if (!s.chunk) continue;
     unused += std::exchange(s.charge, 0);
@@ -324,7 +329,6 @@ FlashReaderOptions flash_reader_options(const Config& config) {
                              .parallel = static_cast<uint32_t>(config.flash_read_inflight)},
       .buffer_limit = std::max(config.flash_read_buffer, 2 * config.chunk_size)};
 }
-
 
 FlashReader::FlashReader(flash::FlashTier& flash, const FlashReaderOptions& options,
                          MetricsRegistry& metrics)

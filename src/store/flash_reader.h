@@ -8,7 +8,9 @@
 // took the bytes) the next chunk is read. Every chunk buffer is charged to
 // one process-wide ReadBudget (flash-read-buffer) before it is read; a read
 // that finds no room waits, without blocking a thread, until buffers are
-// released, in FIFO order. Optionally the chunks are also copied into a
+// released, in FIFO order; a read whose consumer drains it keeps one buffer
+// for its next chunk, so stalled readers elsewhere cannot starve it.
+// Optionally the chunks are also copied into a
 // memory-tier writer as they arrive (promotion without a second read).
 #pragma once
 

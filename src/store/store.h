@@ -152,7 +152,7 @@ struct StoreStats {
   memory::MemoryTierStats memory;
   uint64_t hits = 0;
   uint64_t misses = 0;
-  uint64_t flash_hits = 0;  // reads answered from flash
+  uint64_t flash_hits = 0;              // reads answered from flash
   int64_t flash_read_buffer_used = 0;   // bytes of flash read buffers held
   int64_t flash_read_buffer_limit = 0;  // flash-read-buffer (0 without flash)
   uint64_t flash_read_buffer_waits = 0;

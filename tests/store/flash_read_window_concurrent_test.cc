@@ -195,6 +195,48 @@ TEST_F(FlashReadWindowTest, AllReadersTogetherStayUnderTheBufferCap) {
   EXPECT_EQ(store_->stats().flash_read_buffer_used, 0);
 }
 
+TEST_F(FlashReadWindowTest, DrainedReaderIsNotStarvedByStalledOnes) {
+  const int64_t cap = 3 * kCharge;
+  open(cap);
+  constexpr int kReaders = 4;
+  write_flash_values(kReaders, 8);
+  Collector col(kReaders);
+  std::vector<ReadStart> reads;
+  for (int i = 0; i < kReaders; ++i)
+    reads.push_back(store_->read(key_for(i), 0, UINT64_MAX, col.callbacks(*store_, i),
+                                 ReadWindow{.depth = 2, .parallel = 2}));
+  ASSERT_TRUE(col.wait([&] { return col.pieces.size() == 3; }));
+  // Only read 0 is consumed; the others never are. It still completes.
+  auto take_read0 = [&] {
+    std::unique_lock lock(col.mu);
+    for (auto it = col.pieces.begin(); it != col.pieces.end(); ++it) {
+      if (it->first != 0) continue;
+      ValuePiece p = std::move(it->second);
+      col.pieces.erase(it);
+      col.bytes[0].append(p.bytes);
+      lock.unlock();
+      return true;
+    }
+    return false;
+  };
+  while (true) {
+    if (take_read0()) continue;
+    std::unique_lock lock(col.mu);
+    if (!col.results[0].is_ok() || col.bytes[0].size() == value_size(8)) break;
+    ASSERT_TRUE(col.cv.wait_for(lock, std::chrono::seconds(10),
+                                [&] {
+                                  for (auto& [r, p] : col.pieces)
+                                    if (r == 0) return true;
+                                  return false;
+                                }))
+        << "read 0 starved after " << col.bytes[0].size() << " bytes";
+  }
+  EXPECT_EQ(col.bytes[0], value_for(0, value_size(8)));
+  EXPECT_LE(col.max_used, cap);
+  for (ReadStart& r : reads) r.flash_read->cancel();
+  ASSERT_TRUE(col.wait([&] { return col.done == kReaders; }));
+}
+
 TEST_F(FlashReadWindowTest, CancelStopsTheReadAndGivesBuffersBack) {
   open(int64_t{64} << 20);
   write_flash_values(1, 20);
