@@ -57,6 +57,10 @@ class ReplyDeferral {
   // Holds this command's reply until `version` of `key` is durable on
   // flash (fsync=always); if that fails the reply becomes -IOERR.
   virtual void persist(std::string_view key, uint64_t version) = 0;
+  // A value the handler needs is only on flash (it left memory after the
+  // fetch): the handler replied nothing; the connection fetches again and
+  // reruns the command, with backoff, or answers -BUSY / -OOM.
+  virtual void fetch_again() = 0;
 };
 
 // Arguments of one command. For a large SET the parser streams the value
@@ -124,9 +128,10 @@ void register_connection_commands(
     CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT
 void register_server_commands(
     CommandTable& table);  // COMMAND CONFIG INFO DBSIZE FLUSH* TIME SHUTDOWN
-void register_string_commands(CommandTable& table);  // GET SET ... INCRBYFLOAT
-void register_key_commands(CommandTable& table);     // DEL ... RANDOMKEY
-void register_tier_commands(CommandTable& table);    // TIER.*
+void register_string_commands(CommandTable& table);   // GET SET ... SETRANGE
+void register_counter_commands(CommandTable& table);  // INCR ... INCRBYFLOAT
+void register_key_commands(CommandTable& table);      // DEL ... RANDOMKEY
+void register_tier_commands(CommandTable& table);     // TIER.*
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {

@@ -43,7 +43,7 @@ struct IovRef {
 
 Connection::Connection(Server& server, IoThread& thread, Socket socket, std::string addr,
                        std::string laddr)
-    : server_(server), thread_(thread), socket_(std::move(socket)) {
+    : server_(server), thread_(thread), socket_(std::move(socket)), retry_timer_(thread.io) {
   state_.id = server_.context().next_client_id();
   state_.addr = std::move(addr);
   state_.laddr = std::move(laddr);
@@ -90,6 +90,7 @@ void Connection::close() {
   // Nothing more will be sent: stop a flash read, and give back the chunk
   // buffers (and pins) queued for the socket.
   if (stream_read_) stream_read_->cancel();
+  retry_timer_.cancel();
   out_.clear();
   writing_.clear();
 }
@@ -238,6 +239,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
       inv_.value_arg = static_cast<size_t>(spec->value_arg);
     }
     fetch_attempts_ = 0;
+    fetch_error_ = Status::ok();
     run_command(*spec, clock);
   }
   // A command waiting for a fetch runs later, with its streamed value.
@@ -269,7 +271,12 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
   ReplyBuffer& reply = holding_ ? held_ : out_;
   uint64_t errors_before = reply.error_count();
   CommandContext ctx{inv_, reply, state_, server_.context(), store, this};
+  fetch_again_ = false;
   spec.handler(ctx);
+  if (fetch_again_ && retry_fetch(spec, clock)) {
+    holding_ = false;
+    return;
+  }
   bool failed = reply.error_count() != errors_before;
   if (holding_) {
     holding_ = false;
@@ -422,15 +429,39 @@ bool Connection::start_fetch(const CommandSpec& spec) {
   uint64_t gen = ++wait_gen_;
   std::shared_ptr<Connection> self = shared_from_this();
   std::shared_ptr<void> token = inflight_token();
-  store.fetch(keys, [self, token, gen](Status) {
+  store.fetch(keys, [self, token, gen](Status status) {
     // Whatever the outcome, the command runs again and finds out.
-    self->post_back(token, [gen](Connection& c) { c.on_fetch_done(gen); });
+    self->post_back(
+        token, [gen, status = std::move(status)](Connection& c) { c.on_fetch_done(gen, status); });
   });
   return true;
 }
 
-void Connection::on_fetch_done(uint64_t gen) {
+bool Connection::retry_fetch(const CommandSpec& spec, uint64_t clock) {
+  if (fetch_attempts_ >= kMaxFetchAttempts) {
+    // The handler replied nothing: this is its answer.
+    (holding_ ? held_ : out_)
+        .error(fetch_error_.code() == StatusCode::kOutOfMemory
+                   ? fetch_error_
+                   : Status::busy("the value keeps leaving memory before the "
+                                  "command can run; try again"));
+    return false;
+  }
+  ++fetch_attempts_;
+  waiting_ = Wait::kFetch;
+  deferred_spec_ = &spec;
+  deferred_clock_ = clock;
+  uint64_t gen = ++wait_gen_;
+  retry_timer_.expires_after(std::chrono::milliseconds(1 << std::min(fetch_attempts_, 8)));
+  retry_timer_.async_wait([self = shared_from_this(), gen](const asio::error_code& ec) {
+    if (!ec) self->on_fetch_done(gen, Status::ok());
+  });
+  return true;
+}
+
+void Connection::on_fetch_done(uint64_t gen, const Status& status) {
   if (closed_ || waiting_ != Wait::kFetch || gen != wait_gen_) return;
+  if (!status.is_ok()) fetch_error_ = status;
   waiting_ = Wait::kNone;
   uint64_t clock = deferred_clock_;
   run_command(*deferred_spec_, clock);

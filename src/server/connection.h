@@ -48,9 +48,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   Connection(Server& server, IoThread& thread, Socket socket, std::string addr, std::string laddr);
   ~Connection();
   Connection(const Connection&) = delete;
-  // Re-runs of a kReadsValue command after a fetch, before it runs anyway
-  // (with the Store's blocking reads) if its values keep leaving memory.
-  static constexpr int kMaxFetchAttempts = 3;
+  // Fetches and reruns of one kReadsValue command (each rerun after a value
+  // left memory again waits 4, 16, 64, 256 ms) before it answers -BUSY (or
+  // -OOM if the last fetch found no room). Nothing on the network thread
+  // waits for flash.
+  static constexpr int kMaxFetchAttempts = 10;
   Connection& operator=(const Connection&) = delete;
 
   // Runs on the connection's thread.
@@ -81,6 +83,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   FlashReadCallbacks bulk_stream_callbacks() override;
   void stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) override;
   void persist(std::string_view key, uint64_t version) override;
+  void fetch_again() override { fetch_again_ = true; }
+  // After fetch_again(): reruns the command later, or answers the error.
+  // True if it will run again.
+  bool retry_fetch(const CommandSpec& spec, uint64_t clock);
   // Starts fetching the flash-only values `spec` reads; false if none.
   bool start_fetch(const CommandSpec& spec);
   // Runs `fn` on this connection's thread; keeps the connection (and the
@@ -90,7 +96,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   std::shared_ptr<void> inflight_token();
   void on_stream_piece(uint64_t gen, ValuePiece piece);
   void on_stream_done(uint64_t gen, const Status& status);
-  void on_fetch_done(uint64_t gen);
+  void on_fetch_done(uint64_t gen, const Status& status);
   void on_persist_done(uint64_t gen, const Status& status);
   // The wait ended (its reply queued): go on with pipelined commands.
   void resume();
@@ -123,6 +129,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   uint64_t deferred_clock_ = 0;   // when the deferred command started
   bool deferred_failed_ = false;  // its handler replied an error
   int fetch_attempts_ = 0;
+  bool fetch_again_ = false;
+  Status fetch_error_;  // of the last fetch
+  asio::steady_timer retry_timer_;
   // kStream
   uint64_t stream_length_ = 0;
   uint64_t stream_sent_ = 0;

@@ -187,6 +187,12 @@ class Store {
                  FlashReadCallbacks callbacks, ReadWindow window = {});
   // Memory only: never touches flash. NotFound also when only flash has it.
   Result<ObjectView> get_resident(std::string_view key, const memory::GetOptions& options = {});
+  // The non-blocking read for commands that need a value in memory: bytes
+  // [offset, offset + length) of memory's copy (a hit), NotFound if no tier
+  // has the key (a miss), or Busy if only flash has it: fetch() it and ask
+  // again.
+  Result<ObjectView> read_resident(std::string_view key, uint64_t offset = 0,
+                                   uint64_t length = UINT64_MAX);
   // True if the key exists and some of it is only on flash.
   bool needs_flash(std::string_view key);
   // Loads the flash-only objects among `keys` into memory (whatever the

@@ -108,6 +108,19 @@ Result<ObjectView> Store::get_resident(std::string_view key, const memory::GetOp
   return memory_->get(key, options);
 }
 
+Result<ObjectView> Store::read_resident(std::string_view key, uint64_t offset, uint64_t length) {
+  Result<ObjectView> v = memory_->get(key, GetOptions{.offset = offset, .length = length});
+  if (v) {
+    hits_.add();
+    return v;
+  }
+  if (v.status().code() != StatusCode::kNotFound) return v;
+  if (flash_ && live_flash_object(*flash_, *reader_, key))
+    return Status::busy("the value is on flash only; fetch it first");
+  misses_.add();
+  return v;
+}
+
 bool Store::needs_flash(std::string_view key) {
   if (!flash_ || memory_->contains(key)) return false;
   return live_flash_object(*flash_, *reader_, key).has_value();

@@ -13,10 +13,11 @@ CHUNK_CHARGE = MIB + 4096  # what one chunk buffer is charged
 
 
 def push_to_flash(client, key, size):
-    """Writes `key`, then enough other data that memory evicts it to flash."""
+    """Writes `key`, then enough other data that memory evicts it to flash
+    (the servers run LRU, so the untouched key goes first)."""
     client.set(key, make_value(key, 1, size))
     filler = b"f" * MIB
-    for i in range(256):
+    for i in range(512):
         client.set(f"fill:{i}", filler)
         if i % 16 == 15 and set(residencies(client, key)) == {"flash"}:
             return
@@ -44,7 +45,7 @@ def read_bulk(sock, size):
 
 def test_flash_gets_never_read_keep_rss_bounded(flash_servers):
     s = flash_servers(memory="96mb", flash_size="512mb",
-                      extra=["--flash-read-window", str(WINDOW), "--promotion-threshold", "255",
+                      extra=["--eviction-policy", "lru", "--flash-read-window", str(WINDOW), "--promotion-threshold", "255",
                              "--max-object-size", "128mb"]).start()
     c = s.client()
     push_to_flash(c, "big", VALUE)
@@ -82,7 +83,7 @@ def test_read_buffer_cap_queues_reads_until_room(flash_servers):
     the fourth waits and is served once the others drain."""
     cap = 3 * CHUNK_CHARGE
     s = flash_servers(memory="96mb", flash_size="512mb",
-                      extra=["--flash-read-window", "2", "--flash-read-buffer", str(cap),
+                      extra=["--eviction-policy", "lru", "--flash-read-window", "2", "--flash-read-buffer", str(cap),
                              "--promotion-threshold", "255"]).start()
     c = s.client()
     size = 16 * MIB
@@ -106,7 +107,7 @@ def test_read_buffer_cap_queues_reads_until_room(flash_servers):
 
 def test_client_gone_mid_stream_cancels_the_read(flash_servers):
     s = flash_servers(memory="96mb", flash_size="512mb",
-                      extra=["--promotion-threshold", "255"]).start()
+                      extra=["--eviction-policy", "lru", "--promotion-threshold", "255"]).start()
     c = s.client()
     push_to_flash(c, "v", 32 * MIB)
     sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
