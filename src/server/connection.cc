@@ -252,7 +252,9 @@ void Connection::end_command() {
 }
 
 void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
-  if ((spec.flags & kReadsValue) && fetch_attempts_ < kMaxFetchAttempts && start_fetch(spec)) {
+  // The first run fetches flash-only values; later ones come from
+  // retry_fetch() (with backoff) when a value left memory again.
+  if ((spec.flags & kReadsValue) && fetch_attempts_ == 0 && start_fetch(spec)) {
     deferred_spec_ = &spec;
     deferred_clock_ = clock;
     return;
@@ -410,31 +412,39 @@ void Connection::on_stream_done(uint64_t gen, const Status& status) {
   resume();
 }
 
-bool Connection::start_fetch(const CommandSpec& spec) {
+std::vector<std::string_view> Connection::flash_only_keys(const CommandSpec& spec) {
+  std::vector<std::string_view> keys;
   Store& store = server_.context().store();
-  if (store.flash_tier() == nullptr || spec.first_key <= 0) return false;
-  if (spec.reads_value_if != nullptr && !spec.reads_value_if(inv_)) return false;
+  if (store.flash_tier() == nullptr || spec.first_key <= 0) return keys;
+  if (spec.reads_value_if != nullptr && !spec.reads_value_if(inv_)) return keys;
   size_t argc = inv_.argv.size();
   size_t first = static_cast<size_t>(spec.first_key);
   size_t last = spec.last_key < 0 ? argc - static_cast<size_t>(-spec.last_key)
                                   : static_cast<size_t>(spec.last_key);
   size_t step = spec.key_step > 0 ? static_cast<size_t>(spec.key_step) : 1;
-  std::vector<std::string_view> keys;
   for (size_t i = first; i <= last && i < argc; i += step) {
     if (store.needs_flash(inv_.argv[i])) keys.push_back(inv_.argv[i]);
   }
+  return keys;
+}
+
+bool Connection::start_fetch(const CommandSpec& spec) {
+  std::vector<std::string_view> keys = flash_only_keys(spec);
   if (keys.empty()) return false;
   ++fetch_attempts_;
   waiting_ = Wait::kFetch;
-  uint64_t gen = ++wait_gen_;
+  fetch_keys(keys, ++wait_gen_);
+  return true;
+}
+
+void Connection::fetch_keys(std::span<const std::string_view> keys, uint64_t gen) {
   std::shared_ptr<Connection> self = shared_from_this();
   std::shared_ptr<void> token = inflight_token();
-  store.fetch(keys, [self, token, gen](Status status) {
+  server_.context().store().fetch(keys, [self, token, gen](Status status) {
     // Whatever the outcome, the command runs again and finds out.
     self->post_back(
         token, [gen, status = std::move(status)](Connection& c) { c.on_fetch_done(gen, status); });
   });
-  return true;
 }
 
 bool Connection::retry_fetch(const CommandSpec& spec, uint64_t clock) {
@@ -443,8 +453,8 @@ bool Connection::retry_fetch(const CommandSpec& spec, uint64_t clock) {
     (holding_ ? held_ : out_)
         .error(fetch_error_.code() == StatusCode::kOutOfMemory
                    ? fetch_error_
-                   : Status::busy("the value keeps leaving memory before the "
-                                  "command can run; try again"));
+                   : Status::busy("the value keeps leaving memory before the command can run; "
+                                  "try again"));
     return false;
   }
   ++fetch_attempts_;
@@ -452,11 +462,20 @@ bool Connection::retry_fetch(const CommandSpec& spec, uint64_t clock) {
   deferred_spec_ = &spec;
   deferred_clock_ = clock;
   uint64_t gen = ++wait_gen_;
+  // Backoff: a promotion of the key may be in flight, or memory may be full
+  // of offloads that have not landed yet.
   retry_timer_.expires_after(std::chrono::milliseconds(1 << std::min(fetch_attempts_, 8)));
   retry_timer_.async_wait([self = shared_from_this(), gen](const asio::error_code& ec) {
-    if (!ec) self->on_fetch_done(gen, Status::ok());
+    if (!ec) self->on_retry_due(gen);
   });
   return true;
+}
+
+void Connection::on_retry_due(uint64_t gen) {
+  if (closed_ || waiting_ != Wait::kFetch || gen != wait_gen_) return;
+  std::vector<std::string_view> keys = flash_only_keys(*deferred_spec_);
+  if (keys.empty()) return on_fetch_done(gen, Status::ok());
+  fetch_keys(keys, gen);
 }
 
 void Connection::on_fetch_done(uint64_t gen, const Status& status) {

@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   Connection(Server& server, IoThread& thread, Socket socket, std::string addr, std::string laddr);
   ~Connection();
   Connection(const Connection&) = delete;
-  // Fetches and reruns of one kReadsValue command (each rerun after a value
-  // left memory again waits 4, 16, 64, 256 ms) before it answers -BUSY (or
-  // -OOM if the last fetch found no room). Nothing on the network thread
-  // waits for flash.
+  // Fetches of one kReadsValue command before it answers -BUSY (or -OOM if
+  // a fetch found no room): the first at once, each later one (the value
+  // left memory again before the command ran) after 4, 8, ... 256 ms, about
+  // one second in all. Nothing on the network thread waits for flash.
   static constexpr int kMaxFetchAttempts = 10;
   Connection& operator=(const Connection&) = delete;
 
@@ -89,6 +90,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   bool retry_fetch(const CommandSpec& spec, uint64_t clock);
   // Starts fetching the flash-only values `spec` reads; false if none.
   bool start_fetch(const CommandSpec& spec);
+  std::vector<std::string_view> flash_only_keys(const CommandSpec& spec);
+  void fetch_keys(std::span<const std::string_view> keys, uint64_t gen);
+  void on_retry_due(uint64_t gen);
   // Runs `fn` on this connection's thread; keeps the connection (and the
   // server's count of pending callbacks) alive until it ran.
   template <typename Fn>
