@@ -28,6 +28,7 @@ struct Config {
   int64_t max_multibulk_args = 1 << 20;
   int64_t max_inline_len = 64 << 10;
   int64_t client_output_buffer_limit = int64_t{256} << 20;
+  int64_t client_query_buffer_limit = int64_t{1} << 30;  // Redis's default
   std::string metrics_bind = "127.0.0.1";
   int64_t metrics_port = 9380;  // 0 disables the HTTP endpoint
   std::string log_level = "info";

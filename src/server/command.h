@@ -179,6 +179,7 @@ class ServerContext {
     std::atomic<int64_t> max_multibulk_args{0};
     std::atomic<int64_t> max_inline_len{0};
     std::atomic<int64_t> client_output_buffer_limit{0};
+    std::atomic<int64_t> client_query_buffer_limit{0};
     std::atomic<int64_t> maxclients{0};
     std::atomic<int64_t> timeout_s{0};
     std::atomic<int64_t> max_object_size{0};

@@ -137,8 +137,22 @@ void Connection::on_read(const asio::error_code& ec, size_t n, bool direct) {
   state_.last_active_ms = now_ms();
   last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
   process_input();
+  if (query_buffer_over_limit()) return close();
   flush();
   start_read();
+}
+
+// Like Redis's client-query-buffer-limit: what one client has sent of a
+// command not yet complete. A value streamed into the store counts by the
+// bytes received so far (its reservation is released when the client goes).
+bool Connection::query_buffer_over_limit() {
+  uint64_t bytes = value_writer_ ? value_writer_->filled() : parser_.query_bytes();
+  int64_t limit =
+      server_.context().limits().client_query_buffer_limit.load(std::memory_order_relaxed);
+  if (closed_ || static_cast<int64_t>(bytes) <= limit) return false;
+  spdlog::warn("Closing client that reached max query buffer length: id={} addr={} qbuf={}",
+               state_.id, state_.addr, bytes);
+  return true;
 }
 
 void Connection::process_input() {

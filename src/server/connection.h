@@ -70,6 +70,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void start_read();
   void on_read(const asio::error_code& ec, size_t n, bool direct);
   void process_input();
+  bool query_buffer_over_limit();
   void on_large_value();
   const CommandSpec* lookup(std::string_view name);
   void dispatch(const std::vector<std::string_view>& argv, uint64_t& clock);
