@@ -64,6 +64,7 @@ void FlashIndex::erase_entry(Shard& s, absl::flat_hash_map<uint64_t, Entry>::ite
   s.sample[e.sample_pos] = moved;
   s.sample.pop_back();
   if (moved != it->first) s.map.find(moved)->second.sample_pos = e.sample_pos;
+  s.ordered.erase(it->first);
   s.map.erase(it);
 }
 
@@ -85,6 +86,7 @@ bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_ind
   if (inserted) {
     e.sample_pos = static_cast<uint32_t>(s.sample.size());
     s.sample.push_back(key_hash);
+    s.ordered.insert(key_hash);
   }
   if (inserted || e.key() != key || version > e.version) {
     reset_entry(s, e, key, version, object_size, wanted);
@@ -201,6 +203,35 @@ std::vector<std::string> FlashIndex::keys_in_shard(uint32_t shard) const {
   return keys;
 }
 
+std::vector<std::string> FlashIndex::keys_from(uint64_t from, size_t max, uint64_t* next) const {
+  max = std::max<size_t>(max, 1);
+  std::vector<std::pair<uint64_t, std::string>> found;
+  // Every key below `bound` was collected: the lowest hash a shard left.
+  uint64_t bound = UINT64_MAX;
+  bool more = false;
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    const Shard& s = shards_[i];
+    std::lock_guard lock(s.mu);
+    auto it = s.ordered.lower_bound(from);
+    for (size_t n = 0; it != s.ordered.end() && n < max; ++it, ++n)
+      found.emplace_back(*it, std::string(s.map.find(*it)->second.key()));
+    if (it != s.ordered.end()) {
+      more = true;
+      bound = std::min(bound, *it);
+    }
+  }
+  std::sort(found.begin(), found.end());
+  uint64_t cut = more ? bound : 0;  // 0: to the end
+  if (found.size() > max && (cut == 0 || found[max].first < cut)) cut = found[max].first;
+  std::vector<std::string> keys;
+  for (auto& [hash, key] : found) {
+    if (cut != 0 && hash >= cut) break;
+    keys.push_back(std::move(key));
+  }
+  *next = cut;
+  return keys;
+}
+
 std::optional<std::string> FlashIndex::random_key(uint64_t seed) const {
   const uint64_t pick = seed >> 32;  // the low bits choose the shard
   for (uint32_t i = 0; i < shard_count_; ++i) {
@@ -303,7 +334,8 @@ size_t FlashIndex::memory_bytes() const {
   for (uint32_t i = 0; i < shard_count_; ++i) {
     std::lock_guard lock(shards_[i].mu);
     n += shards_[i].map.capacity() * kSlot + shards_[i].block_bytes +
-         shards_[i].sample.capacity() * sizeof(uint64_t);
+         shards_[i].sample.capacity() * sizeof(uint64_t) +
+         shards_[i].ordered.size() * sizeof(uint64_t);  // btree nodes: about 8 bytes a key
   }
   return n;
 }
@@ -313,6 +345,7 @@ void FlashIndex::clear() {
     std::lock_guard lock(shards_[i].mu);
     shards_[i].map.clear();
     shards_[i].sample.clear();
+    shards_[i].ordered.clear();
     shards_[i].block_bytes = 0;
     shards_[i].chunks = 0;
   }
