@@ -158,19 +158,31 @@ std::optional<int64_t> expire_deadline(CommandContext& ctx, const ExtendedArgs& 
 // ---------------------------------------------------------------------------
 // GET / SET family
 
-void get_command(CommandContext& ctx) {
-  // Without flash (or without a connection to stream into) nothing waits.
-  if (ctx.defer == nullptr || ctx.store.flash_tier() == nullptr)
-    return reply_view_or_null(ctx, ctx.store.read_resident(ctx.arg(1)));
-  ReadStart r = ctx.store.read(ctx.arg(1), 0, UINT64_MAX, ctx.defer->bulk_stream_callbacks());
+// True if replies can stream from flash: there is flash and a connection.
+bool can_stream(const CommandContext& ctx) {
+  return ctx.defer != nullptr && ctx.store.flash_tier() != nullptr;
+}
+
+// Replies with bytes [offset, offset + length) of the key's value: from
+// memory at once, or pulled from flash through the read window (only the
+// chunks of the range are read). An absent key is null, or "" (GETRANGE).
+void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
+                 bool absent_is_null) {
+  ReadStart r = ctx.store.read(key, offset, length, ctx.defer->bulk_stream_callbacks());
   switch (r.where) {
     case ReadStart::Where::kAbsent:
-      return ctx.reply.null();
+      return absent_is_null ? ctx.reply.null() : ctx.reply.bulk(std::string_view{});
     case ReadStart::Where::kMemory:
       return ctx.reply.bulk(r.view);
     case ReadStart::Where::kFlash:
       return ctx.defer->stream_bulk(r.length, std::move(r.flash_read));
   }
+}
+
+void get_command(CommandContext& ctx) {
+  // Without flash (or without a connection to stream into) nothing waits.
+  if (!can_stream(ctx)) return reply_view_or_null(ctx, ctx.store.read_resident(ctx.arg(1)));
+  reply_range(ctx, ctx.arg(1), 0, UINT64_MAX, /*absent_is_null=*/true);
 }
 
 // SET reads the old value only to return it (GET).
@@ -371,6 +383,12 @@ void getrange_command(CommandContext& ctx) {
   std::string_view key = ctx.arg(1);
   // Redis answers these from the arguments alone: empty, present or not.
   if (*start < 0 && *end < 0 && *start > *end) return ctx.reply.bulk(std::string_view{});
+  // Without negative indexes the range needs no length: streamed like GET.
+  if (*start >= 0 && *end >= 0 && can_stream(ctx)) {
+    if (*start > *end) return ctx.reply.bulk(std::string_view{});
+    uint64_t length = static_cast<uint64_t>(*end) - static_cast<uint64_t>(*start) + 1;
+    return reply_range(ctx, key, static_cast<uint64_t>(*start), length, false);
+  }
   for (;;) {
     // Negative indexes need the length first; the range read must then see
     // the same version, or the clamping would be computed for another value.
@@ -403,6 +421,13 @@ void getrange_command(CommandContext& ctx) {
     if (expect_version != 0 && v->version() != expect_version) continue;
     return ctx.reply.bulk(*v);
   }
+}
+
+// GETRANGE loads the value into memory first only for negative indexes.
+bool getrange_reads_value(const Invocation& inv) {
+  std::optional<int64_t> start = parse_int64(inv.argv[2]);
+  std::optional<int64_t> end = parse_int64(inv.argv[3]);
+  return start && end && (*start < 0 || *end < 0);
 }
 
 void setrange_command(CommandContext& ctx) {
@@ -484,8 +509,9 @@ void register_string_commands(CommandTable& table) {
   table.add({"append", 3, kRmwFast, 1, 1, 1, append_command, "Append to a value"});
   table.add({"strlen", 2, kReadFast, 1, 1, 1, strlen_command, "Length of a value"});
   table.add({"getrange", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command,
-             "Get a substring of a value"});
-  table.add({"substr", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command, "Alias of GETRANGE"});
+             "Get a substring of a value", 0, getrange_reads_value});
+  table.add({"substr", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command, "Alias of GETRANGE",
+             0, getrange_reads_value});
   table.add({"setrange", 4, kWrite | kReadsValue, 1, 1, 1, setrange_command,
              "Overwrite part of a value at an offset"});
 }

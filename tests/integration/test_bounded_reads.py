@@ -120,3 +120,25 @@ def test_client_gone_mid_stream_cancels_the_read(flash_servers):
     # The rest of the value was never read (32 chunks; at most a window more).
     assert num(s.flash_info(), "flash_reads") - reads_before <= 8
     assert c.get("v") == make_value("v", 1, 32 * MIB)
+
+
+def test_getrange_of_a_flash_value_reads_only_its_chunks(flash_servers):
+    s = flash_servers(memory="96mb", flash_size="512mb",
+                      extra=["--eviction-policy", "lru", "--promotion-threshold", "255"]).start()
+    c = s.client()
+    size = 32 * MIB
+    push_to_flash(c, "v", size)
+    value = make_value("v", 1, size)
+    used_before = num(s.info("memory")[0], "used_memory")
+    reads_before = num(s.flash_info(), "flash_reads")
+    start = 5 * MIB + 1000
+    assert c.getrange("v", start, start + 99) == value[start:start + 100]
+    assert c.getrange("v", 2 * MIB - 10, 2 * MIB + 9) == value[2 * MIB - 10:2 * MIB + 10]
+    assert c.getrange("v", size - 5, size + 1000) == value[size - 5:]
+    assert c.getrange("v", size + 5, size + 1000) == b""
+    assert c.getrange("missing", 0, 10) == b""
+    # 1 + 2 + 1 chunks: the ranges, not the value, and nothing loaded into memory.
+    assert num(s.flash_info(), "flash_reads") - reads_before == 4
+    assert num(s.info("memory")[0], "used_memory") <= used_before
+    # Negative indexes need the length: the value is fetched, then read.
+    assert c.getrange("v", -10, -1) == value[-10:]
