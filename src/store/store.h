@@ -14,7 +14,8 @@
 // With a flash tier (Config::flash_size > 0), memory is a cache over flash:
 // objects evicted from memory are written to flash first (offload), and read
 // back from there. A read that needs flash never blocks inside read(): its
-// bytes arrive through callbacks, in order. get() is the blocking form, for
+// bytes arrive through callbacks, in order, pulled by the consumer through a
+// bounded window (ReadWindow, flash-read-buffer). get() is the blocking form, for
 // callers that may wait (tools, tests, embedded users) — never a network
 // thread.
 //
@@ -69,10 +70,14 @@ struct ValuePiece {
   std::shared_ptr<const void> owner;
 };
 
-// How the flash part of a read reports. Both run on a flash I/O thread and
-// may run before read() returns. on_piece gets the pieces in byte order;
-// on_done runs once, last: OK after every piece, else the read stopped
-// (NotFound: the object went away or failed its checksum; IOError).
+// How the flash part of a read reports. Both run on a flash I/O thread (or,
+// for a chunk that is gone or a cancel, on the thread that asked for it) and
+// may run before read() returns; never two at once for one read. on_piece
+// gets the pieces in byte order; the read goes on as their owners are
+// dropped (see FlashRead), so pieces must not outlive the Store. on_done
+// runs once, last: OK after every piece, else the read stopped (NotFound:
+// the object went away or failed its checksum; IOError; Unavailable:
+// cancelled).
 struct FlashReadCallbacks {
   std::function<void(ValuePiece)> on_piece;
   std::function<void(Status)> on_done;
