@@ -205,29 +205,37 @@ std::vector<std::string> FlashIndex::keys_in_shard(uint32_t shard) const {
 
 std::vector<std::string> FlashIndex::keys_from(uint64_t from, size_t max, uint64_t* next) const {
   max = std::max<size_t>(max, 1);
-  std::vector<std::pair<uint64_t, std::string>> found;
-  // Every key below `bound` was collected: the lowest hash a shard left.
-  uint64_t bound = UINT64_MAX;
-  bool more = false;
+  // First the hashes only: up to `max` per shard. Every hash below `bound`
+  // (the lowest one a shard left out) was seen.
+  std::vector<uint64_t> hashes;
+  uint64_t bound = 0;  // 0: no shard left any out
   for (uint32_t i = 0; i < shard_count_; ++i) {
     const Shard& s = shards_[i];
     std::lock_guard lock(s.mu);
     auto it = s.ordered.lower_bound(from);
-    for (size_t n = 0; it != s.ordered.end() && n < max; ++it, ++n)
+    for (size_t n = 0; it != s.ordered.end() && n < max; ++it, ++n) hashes.push_back(*it);
+    if (it != s.ordered.end() && (bound == 0 || *it < bound)) bound = *it;
+  }
+  uint64_t cut = bound;
+  if (hashes.size() > max) {
+    std::nth_element(hashes.begin(), hashes.begin() + static_cast<ptrdiff_t>(max), hashes.end());
+    if (cut == 0 || hashes[max] < cut) cut = hashes[max];
+  }
+  // Then the keys of [from, cut): `max` of them (more only if keys came in
+  // meanwhile; none that was there is skipped).
+  std::vector<std::pair<uint64_t, std::string>> found;
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    const Shard& s = shards_[i];
+    std::lock_guard lock(s.mu);
+    for (auto it = s.ordered.lower_bound(from); it != s.ordered.end(); ++it) {
+      if (cut != 0 && *it >= cut) break;
       found.emplace_back(*it, std::string(s.map.find(*it)->second.key()));
-    if (it != s.ordered.end()) {
-      more = true;
-      bound = std::min(bound, *it);
     }
   }
   std::sort(found.begin(), found.end());
-  uint64_t cut = more ? bound : 0;  // 0: to the end
-  if (found.size() > max && (cut == 0 || found[max].first < cut)) cut = found[max].first;
   std::vector<std::string> keys;
-  for (auto& [hash, key] : found) {
-    if (cut != 0 && hash >= cut) break;
-    keys.push_back(std::move(key));
-  }
+  keys.reserve(found.size());
+  for (auto& [hash, key] : found) keys.push_back(std::move(key));
   *next = cut;
   return keys;
 }

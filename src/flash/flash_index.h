@@ -165,9 +165,11 @@ class FlashIndex {
   uint32_t shard_count() const { return shard_count_; }
   std::vector<std::string> keys_in_shard(uint32_t shard) const;
   // Keys whose hash is at least `from`, in hash order (the order SCAN
-  // walks), at most `max` (0 counts as 1). *next is the hash to go on from,
-  // or 0 once the walk passed the last key. Each shard gives at most `max`,
-  // so one call's work is bounded whatever the index holds.
+  // walks), `max` of them (0 counts as 1; more only if keys are added
+  // meanwhile). *next is the hash to go on from, or 0 once the walk passed
+  // the last key. Each shard is read for at most `max` hashes and keys are
+  // copied only for the page, so one call's work is bounded whatever the
+  // index holds.
   std::vector<std::string> keys_from(uint64_t from, size_t max, uint64_t* next) const;
   // A key of a random object (a random non-empty shard, then a random object
   // in it: uniform up to shard size differences). `seed` picks both.
