@@ -362,6 +362,12 @@ void Connection::on_write(const asio::error_code& ec, size_t n) {
     return;
   }
   writing_.consume(n);
+  // As in Redis, a client that takes bytes is active: a slow reader of a
+  // large value is not closed by `timeout` while it reads.
+  if (n > 0) {
+    state_.last_active_ms = now_ms();
+    last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
+  }
   output_bytes_.store(out_.pending_bytes() + writing_.pending_bytes(), std::memory_order_relaxed);
   flush();
   start_read();

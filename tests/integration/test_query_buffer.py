@@ -118,3 +118,35 @@ def test_half_sent_set_releases_memory_after_idle_timeout(make_tierkv, make_redi
     rsock.settimeout(15)
     assert rsock.recv(1) == b""
     rsock.close()
+
+
+def slow_get(port, key, size, seconds):
+    """GETs `key` and reads the reply at a pace that spreads it over about
+    `seconds`; returns the bytes received."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.sendall(encode_command("GET", key))
+    want = len(b"$%d\r\n" % size) + size + 2
+    got = bytearray()
+    step = max(want // 40, 1)
+    while len(got) < want:
+        chunk = sock.recv(min(step, want - len(got)))
+        if not chunk:
+            break
+        got += chunk
+        if len(got) % step < len(chunk):
+            time.sleep(seconds / 40)  # pacing the reader, not waiting for the server
+    sock.close()
+    return bytes(got)
+
+
+def test_slow_reader_is_not_idle(make_tierkv, make_redis):
+    """A client reading a large reply slowly is active (Redis counts writes
+    as interaction): `timeout` does not cut it off."""
+    size = 64 * MIB  # more than the kernel's socket buffers hold
+    value = b"s" * size
+    for s in (make_tierkv("--timeout", "1"), make_redis("--timeout", "1")):
+        c = RawClient(s.port)
+        assert c.call("SET", "big", value) == b"+OK\r\n"
+        c.close()
+        assert slow_get(s.port, "big", size, 3.0) == b"$%d\r\n" % size + value + b"\r\n", s
