@@ -2,11 +2,14 @@
 flash-only keys with a memory budget so small that fetched values are pushed
 out again at once: every reply is right or a clear -BUSY / -OOM error, and
 nothing stalls (a network thread never waits for the disk)."""
+import socket
 import threading
 
 import redis
 
-from flash_util import KIB, flash_servers, num, residencies  # noqa: F401
+from conftest import encode_command
+from flash_util import KIB, MIB, flash_servers, make_value, num, residencies, wait_until  # noqa: F401
+from test_bounded_reads import push_to_flash, read_bulk
 
 KEYS = 8
 THREADS = 6
@@ -115,3 +118,40 @@ def test_value_commands_on_flash_only_keys_under_memory_pressure(flash_servers):
     # The values did come from flash, again and again.
     assert fetched >= 2 * KEYS
     assert c.ping()
+
+
+def test_value_command_answers_busy_when_its_fetch_cannot_run(flash_servers):
+    """The one promotion slot is held by a GET whose client does not read
+    (a whole read copies into memory as it goes): INCR of a flash-only key
+    cannot be fetched, retries with backoff, then answers -BUSY; once the
+    reader drains, INCR works."""
+    s = flash_servers(memory="128mb", flash_size="512mb",
+                      extra=["--eviction-policy", "lru", "--offload-policy", "write_through",
+                             "--promotion-threshold", "1", "--promotion-max-inflight", "1",
+                             "--flash-read-window", "2"]).start()
+    c = s.client()
+    c.set("ctr", b"41")
+    push_to_flash(c, "big", 32 * MIB)
+    filler = b"f" * MIB
+    for i in range(1024):  # the memory tier evicts per shard: go on until ctr left too
+        if set(residencies(c, "ctr")) == {"flash"} and set(residencies(c, "big")) == {"flash"}:
+            break
+        c.set(f"more:{i}", filler)
+    assert set(residencies(c, "ctr")) == {"flash"}
+    stalled = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    stalled.sendall(encode_command("GET", "big"))
+    # Its promotion holds the only slot while its window is full.
+    assert wait_until_info(s, "promotions_attempted", 1)
+    try:
+        c.incr("ctr")
+        raise AssertionError("INCR ran without its value")
+    except redis.exceptions.ResponseError as e:
+        assert str(e).startswith("BUSY"), e
+    assert read_bulk(stalled, 32 * MIB) == make_value("big", 1, 32 * MIB)
+    stalled.close()
+    assert c.incr("ctr") == 42
+
+
+def wait_until_info(s, field, at_least):
+    return wait_until(lambda: num(s.flash_info(), field) >= at_least, 30)
