@@ -3,13 +3,18 @@
 // flash read, a fetch of flash-only values (retried with backoff), a write
 // held until durable. The Store's callbacks run on flash threads and only
 // post back to the connection's I/O thread.
+//
+// connection.h comes first, as in connection.cc: Asio picks its allocator
+// (aligned_alloc or operator new) from what was included before it, and
+// every file that includes it must make the same choice.
+#include "server/connection.h"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 
-#include "server/connection.h"
 #include "server/server.h"
 
 namespace tierkv::server {
