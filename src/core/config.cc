@@ -162,6 +162,11 @@ const std::vector<KeySpec>& specs() {
       bytes_key({"client-output-buffer-limit", "bytes queued to one client before it is cut off",
                  A::kNetworkLimits},
                 &C::client_output_buffer_limit, 1 << 16, kMaxI),
+      bytes_key({"client-query-buffer-limit",
+                 "bytes of one command being received (a streamed value counts) before the "
+                 "client is closed",
+                 A::kNetworkLimits},
+                &C::client_query_buffer_limit, 1 << 20, kMaxI),
       string_key({"metrics-bind", "address of the HTTP /metrics endpoint"}, &C::metrics_bind),
       int_key({"metrics-port", "port of the HTTP /metrics endpoint (0 disables)"}, &C::metrics_port,
               0, 65535),
@@ -217,6 +222,14 @@ const std::vector<KeySpec>& specs() {
               &C::promotion_threshold, 1, 255),
       int_key({"promotion-max-inflight", "promotions and prefetches in flight", A::kPromotion},
               &C::promotion_max_inflight, 1, 65536),
+      int_key(
+          {"flash-read-window", "chunks a flash read holds ahead of its consumer", A::kFlashRead},
+          &C::flash_read_window, 1, 4096),
+      int_key({"flash-read-inflight", "chunk reads in flight per flash read", A::kFlashRead},
+              &C::flash_read_inflight, 1, 4096),
+      bytes_key({"flash-read-buffer", "cap on all flash read buffers (at least twice chunk-size)",
+                 A::kFlashRead},
+                &C::flash_read_buffer, 1 << 20, kMaxI),
   };
   return table;
 }
@@ -350,6 +363,10 @@ Status config_validate(const Config& c) {
     return Status::invalid_argument(
         fmt::format("invalid value '{}' for 'region-size': must be at least twice 'chunk-size'",
                     c.region_size));
+  if (c.flash_read_buffer < 2 * c.chunk_size)
+    return Status::invalid_argument(fmt::format(
+        "invalid value '{}' for 'flash-read-buffer': must be at least twice 'chunk-size'",
+        c.flash_read_buffer));
   if (c.flash_size != 0 && c.flash_size < 2 * c.region_size)
     return Status::invalid_argument(fmt::format(
         "invalid value '{}' for 'flash-size': must be 0 or at least two regions", c.flash_size));

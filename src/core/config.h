@@ -41,6 +41,7 @@ struct Config {
   int64_t max_multibulk_args = 1 << 20;
   int64_t max_inline_len = 64 << 10;
   int64_t client_output_buffer_limit = int64_t{256} << 20;
+  int64_t client_query_buffer_limit = int64_t{1} << 30;  // Redis's default
   std::string metrics_bind = "127.0.0.1";
   int64_t metrics_port = 9380;  // 0 disables the HTTP endpoint
   LogLevel log_level = LogLevel::kInfo;
@@ -77,6 +78,11 @@ struct Config {
   int64_t offload_wait_ms = 2000;  // how long a write waits for flash to drain
   int64_t promotion_threshold = 2;
   int64_t promotion_max_inflight = 64;
+  // flash reads: chunks read ahead of the consumer, chunk reads in flight
+  // per read, and the cap on all flash read buffers of the process
+  int64_t flash_read_window = 4;
+  int64_t flash_read_inflight = 4;
+  int64_t flash_read_buffer = int64_t{256} << 20;
 };
 
 // How a runtime-settable key takes effect. The server implements one apply
@@ -95,6 +101,7 @@ enum class ConfigApply : uint8_t {
   kLeaseFraction,
   kActiveExpire,
   kMetricsLimits,  // metrics-timeout-ms, metrics-max-clients
+  kFlashRead,      // flash-read-window, flash-read-inflight, flash-read-buffer
 };
 
 // One configuration key, as the table describes it.

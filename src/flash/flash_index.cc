@@ -89,6 +89,7 @@ void FlashIndex::erase_entry(Shard& s, absl::flat_hash_map<uint64_t, Entry>::ite
   s.sample[e.sample_pos] = moved;
   s.sample.pop_back();
   if (moved != it->first) s.map.find(moved)->second.sample_pos = e.sample_pos;
+  s.ordered.erase(it->first);
   s.map.erase(it);
 }
 
@@ -110,6 +111,7 @@ bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_ind
   if (inserted) {
     e.sample_pos = static_cast<uint32_t>(s.sample.size());
     s.sample.push_back(key_hash);
+    s.ordered.insert(key_hash);
   }
   if (inserted || e.key() != key || version > e.version) {
     reset_entry(s, e, key, version, object_size, wanted);
@@ -226,6 +228,43 @@ std::vector<std::string> FlashIndex::keys_in_shard(uint32_t shard) const {
   return keys;
 }
 
+std::vector<std::string> FlashIndex::keys_from(uint64_t from, size_t max, uint64_t* next) const {
+  max = std::max<size_t>(max, 1);
+  // First the hashes only: up to `max` per shard. Every hash below `bound`
+  // (the lowest one a shard left out) was seen.
+  std::vector<uint64_t> hashes;
+  uint64_t bound = 0;  // 0: no shard left any out
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    const Shard& s = shards_[i];
+    std::lock_guard lock(s.mu);
+    auto it = s.ordered.lower_bound(from);
+    for (size_t n = 0; it != s.ordered.end() && n < max; ++it, ++n) hashes.push_back(*it);
+    if (it != s.ordered.end() && (bound == 0 || *it < bound)) bound = *it;
+  }
+  uint64_t cut = bound;
+  if (hashes.size() > max) {
+    std::nth_element(hashes.begin(), hashes.begin() + static_cast<ptrdiff_t>(max), hashes.end());
+    if (cut == 0 || hashes[max] < cut) cut = hashes[max];
+  }
+  // Then the keys of [from, cut): `max` of them (more only if keys came in
+  // meanwhile; none that was there is skipped).
+  std::vector<std::pair<uint64_t, std::string>> found;
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    const Shard& s = shards_[i];
+    std::lock_guard lock(s.mu);
+    for (auto it = s.ordered.lower_bound(from); it != s.ordered.end(); ++it) {
+      if (cut != 0 && *it >= cut) break;
+      found.emplace_back(*it, std::string(s.map.find(*it)->second.key()));
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> keys;
+  keys.reserve(found.size());
+  for (auto& [hash, key] : found) keys.push_back(std::move(key));
+  *next = cut;
+  return keys;
+}
+
 std::optional<std::string> FlashIndex::random_key(uint64_t seed) const {
   const uint64_t pick = seed >> 32;  // the low bits choose the shard
   for (uint32_t i = 0; i < shard_count_; ++i) {
@@ -328,7 +367,8 @@ size_t FlashIndex::memory_bytes() const {
   for (uint32_t i = 0; i < shard_count_; ++i) {
     std::lock_guard lock(shards_[i].mu);
     n += shards_[i].map.capacity() * kSlot + shards_[i].block_bytes +
-         shards_[i].sample.capacity() * sizeof(uint64_t);
+         shards_[i].sample.capacity() * sizeof(uint64_t) +
+         shards_[i].ordered.size() * sizeof(uint64_t);  // btree nodes: about 8 bytes a key
   }
   return n;
 }
@@ -338,6 +378,7 @@ void FlashIndex::clear() {
     std::lock_guard lock(shards_[i].mu);
     shards_[i].map.clear();
     shards_[i].sample.clear();
+    shards_[i].ordered.clear();
     shards_[i].block_bytes = 0;
     shards_[i].chunks = 0;
   }

@@ -22,6 +22,7 @@
 // Thread-safe: sharded by key hash, one mutex per shard.
 #pragma once
 
+#include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
 
 #include <cstdint>
@@ -180,6 +181,13 @@ class FlashIndex {
 
   uint32_t shard_count() const { return shard_count_; }
   std::vector<std::string> keys_in_shard(uint32_t shard) const;
+  // Keys whose hash is at least `from`, in hash order (the order SCAN
+  // walks), `max` of them (0 counts as 1; more only if keys are added
+  // meanwhile). *next is the hash to go on from, or 0 once the walk passed
+  // the last key. Each shard is read for at most `max` hashes and keys are
+  // copied only for the page, so one call's work is bounded whatever the
+  // index holds.
+  std::vector<std::string> keys_from(uint64_t from, size_t max, uint64_t* next) const;
   // A key of a random object (a random non-empty shard, then a random object
   // in it: uniform up to shard size differences). `seed` picks both.
   std::optional<std::string> random_key(uint64_t seed) const;
@@ -207,7 +215,8 @@ class FlashIndex {
   struct Shard {
     mutable std::mutex mu;
     absl::flat_hash_map<uint64_t, Entry> map;
-    std::vector<uint64_t> sample;  // every key hash in map, for random_key
+    std::vector<uint64_t> sample;       // every key hash in map, for random_key
+    absl::btree_set<uint64_t> ordered;  // the same, in order, for keys_from
     size_t block_bytes = 0;
     uint64_t chunks = 0;
     uint64_t max_version = 0;

@@ -229,6 +229,11 @@ std::vector<std::string> FlashTier::keys_in_shard(size_t shard) const {
   return impl_->index.keys_in_shard(static_cast<uint32_t>(shard));
 }
 
+std::vector<std::string> FlashTier::keys_from(uint64_t from_hash, size_t max,
+                                              uint64_t* next) const {
+  return impl_->index.keys_from(from_hash, max, next);
+}
+
 std::optional<std::string> FlashTier::random_key() const {
   thread_local std::mt19937_64 rng(std::random_device{}());
   return impl_->index.random_key(rng());

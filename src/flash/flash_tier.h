@@ -266,6 +266,8 @@ class FlashTier {
   // shard's keys come back in one call (a consistent snapshot of the shard).
   size_t key_shard_count() const;
   std::vector<std::string> keys_in_shard(size_t shard) const;
+  // A bounded page of keys in hash order (see FlashIndex::keys_from).
+  std::vector<std::string> keys_from(uint64_t from_hash, size_t max, uint64_t* next) const;
   std::optional<std::string> random_key() const;
   uint64_t object_count() const;
 

@@ -50,9 +50,10 @@ class ReplyDeferral {
   virtual ~ReplyDeferral() = default;
   // Callbacks for Store::read() that stream the flash part of the read as
   // one bulk reply. If read() answers kFlash, the handler must then call
-  // stream_bulk() with the length, and reply nothing else.
+  // stream_bulk() with the length and the read, and reply nothing else. The
+  // read advances as the socket takes its pieces; closing cancels it.
   virtual FlashReadCallbacks bulk_stream_callbacks() = 0;
-  virtual void stream_bulk(uint64_t length) = 0;
+  virtual void stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) = 0;
   // Holds this command's reply until `version` of `key` is durable on
   // flash (fsync=always); if that fails the reply becomes -IOERR.
   virtual void persist(std::string_view key, uint64_t version) = 0;
@@ -60,6 +61,10 @@ class ReplyDeferral {
   // Store calls it once a removal or expiry change is durable). Empty when
   // this reply is not held (fsync is not always).
   virtual Store::DurableCallback hold_until_durable() = 0;
+  // A value the handler needs is only on flash (it left memory after the
+  // fetch): the handler replied nothing; the connection fetches again and
+  // reruns the command, with backoff, or answers -BUSY / -OOM.
+  virtual void fetch_again() = 0;
 };
 
 // Arguments of one command. For a large SET the parser streams the value
@@ -132,9 +137,10 @@ void register_connection_commands(
     CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT
 void register_server_commands(
     CommandTable& table);  // COMMAND CONFIG INFO DBSIZE FLUSH* TIME SHUTDOWN
-void register_string_commands(CommandTable& table);  // GET SET ... INCRBYFLOAT
-void register_key_commands(CommandTable& table);     // DEL ... RANDOMKEY
-void register_tier_commands(CommandTable& table);    // TIER.*
+void register_string_commands(CommandTable& table);   // GET SET ... SETRANGE
+void register_counter_commands(CommandTable& table);  // INCR ... INCRBYFLOAT
+void register_key_commands(CommandTable& table);      // DEL ... RANDOMKEY
+void register_tier_commands(CommandTable& table);     // TIER.*
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {
@@ -190,6 +196,7 @@ class ServerContext {
     std::atomic<int64_t> max_multibulk_args{0};
     std::atomic<int64_t> max_inline_len{0};
     std::atomic<int64_t> client_output_buffer_limit{0};
+    std::atomic<int64_t> client_query_buffer_limit{0};
     std::atomic<int64_t> maxclients{0};
     std::atomic<int64_t> timeout_s{0};
     std::atomic<int64_t> max_object_size{0};

@@ -176,6 +176,7 @@ void ServerContext::publish_limits() {
   limits_.max_multibulk_args.store(config_.max_multibulk_args);
   limits_.max_inline_len.store(config_.max_inline_len);
   limits_.client_output_buffer_limit.store(config_.client_output_buffer_limit);
+  limits_.client_query_buffer_limit.store(config_.client_query_buffer_limit);
   limits_.maxclients.store(config_.maxclients);
   limits_.timeout_s.store(config_.timeout_s);
   limits_.max_object_size.store(config_.max_object_size);
@@ -262,6 +263,10 @@ Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
       return Status::ok();
     case ConfigApply::kActiveExpire:
       store_.set_active_expire_hz(next.active_expire_hz);
+      return Status::ok();
+    case ConfigApply::kFlashRead:
+      store_.set_flash_read(next.flash_read_window, next.flash_read_inflight,
+                            next.flash_read_buffer);
       return Status::ok();
   }
   return Status::internal("unhandled config apply hook");

@@ -8,9 +8,11 @@
 //
 // With a flash tier, GET streams a flash-resident value through the
 // connection (ReplyDeferral); the other commands that read values are
-// flagged kReadsValue, so their values are in memory when they run and the
-// Store's reads here do not wait for flash. With fsync=always every write
-// is held until durable (hold_until_durable).
+// flagged kReadsValue, so their values are in memory when they run; they
+// read with Store::read_resident(), which never waits for flash (see
+// string_common.h for a value that left memory meanwhile). With
+// fsync=always every write is held until durable (hold_until_durable).
+// The counters (INCR ...) are in commands_counter.cc.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -21,53 +23,13 @@
 #include <absl/container/flat_hash_map.h>
 
 #include "core/clock.h"
-#include "server/command.h"
+#include "server/string_common.h"
 
 namespace tierkv::server {
 namespace {
 
 // ---------------------------------------------------------------------------
 // Shared helpers
-
-// Replies to a failed store call: a missing key is null, anything else an error.
-void reply_view_or_null(CommandContext& ctx, const Result<ObjectView>& v) {
-  if (v)
-    ctx.reply.bulk(*v);
-  else if (v.status().code() == StatusCode::kNotFound)
-    ctx.reply.null();
-  else
-    ctx.reply.error(v.status());
-}
-
-// Copies a small value out of a view into `buf` (for number parsing).
-// False if it does not fit: no valid number is that long.
-template <size_t N>
-bool copy_small(const ObjectView& v, char (&buf)[N], std::string_view& out) {
-  if (v.length() >= N) return false;
-  size_t n = 0;
-  v.for_each_segment([&](std::string_view s) {
-    std::memcpy(buf + n, s.data(), s.size());
-    n += s.size();
-  });
-  buf[n] = '\0';
-  out = std::string_view(buf, n);
-  return true;
-}
-
-// The error for a value that would pass the object size limit. Redis names
-// proto-max-bulk-len here; tierkv's limit is max-object-size.
-constexpr std::string_view kStringTooLong =
-    "ERR string exceeds maximum allowed size (max-object-size)";
-
-// With fsync=always, the reply to a write waits until it is on flash.
-void hold_until_durable(CommandContext& ctx, std::string_view key, const WriteResult& r) {
-  if (ctx.defer != nullptr && r.written && ctx.store.durable_writes())
-    ctx.defer->persist(key, r.version);
-}
-
-bool exceeds_object_limit(CommandContext& ctx, uint64_t size) {
-  return size > static_cast<uint64_t>(ctx.server.limits().max_object_size.load());
-}
 
 // Appends bytes [from, to) of `view` (offsets relative to the view) to `w`.
 void append_view_range(ObjectWriter& w, const ObjectView& view, uint64_t from, uint64_t to) {
@@ -196,19 +158,31 @@ std::optional<int64_t> expire_deadline(CommandContext& ctx, const ExtendedArgs& 
 // ---------------------------------------------------------------------------
 // GET / SET family
 
-void get_command(CommandContext& ctx) {
-  // Without flash (or without a connection to stream into) nothing waits.
-  if (ctx.defer == nullptr || ctx.store.flash_tier() == nullptr)
-    return reply_view_or_null(ctx, ctx.store.get(ctx.arg(1)));
-  ReadStart r = ctx.store.read(ctx.arg(1), 0, UINT64_MAX, ctx.defer->bulk_stream_callbacks());
+// True if replies can stream from flash: there is flash and a connection.
+bool can_stream(const CommandContext& ctx) {
+  return ctx.defer != nullptr && ctx.store.flash_tier() != nullptr;
+}
+
+// Replies with bytes [offset, offset + length) of the key's value: from
+// memory at once, or pulled from flash through the read window (only the
+// chunks of the range are read). An absent key is null, or "" (GETRANGE).
+void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
+                 bool absent_is_null) {
+  ReadStart r = ctx.store.read(key, offset, length, ctx.defer->bulk_stream_callbacks());
   switch (r.where) {
     case ReadStart::Where::kAbsent:
-      return ctx.reply.null();
+      return absent_is_null ? ctx.reply.null() : ctx.reply.bulk(std::string_view{});
     case ReadStart::Where::kMemory:
       return ctx.reply.bulk(r.view);
     case ReadStart::Where::kFlash:
-      return ctx.defer->stream_bulk(r.length);
+      return ctx.defer->stream_bulk(r.length, std::move(r.flash_read));
   }
+}
+
+void get_command(CommandContext& ctx) {
+  // Without flash (or without a connection to stream into) nothing waits.
+  if (!can_stream(ctx)) return reply_view_or_null(ctx, ctx.store.read_resident(ctx.arg(1)));
+  reply_range(ctx, ctx.arg(1), 0, UINT64_MAX, /*absent_is_null=*/true);
 }
 
 // SET reads the old value only to return it (GET).
@@ -234,6 +208,8 @@ void set_command(CommandContext& ctx) {
     if (flags & kNx) wo.condition = WriteCondition::kIfAbsent;
     if (flags & kXx) wo.condition = WriteCondition::kIfPresent;
   }
+  // The old value is returned from memory; a flash-only one is fetched first.
+  if ((flags & kGet) && awaiting_flash(ctx, ctx.arg(1))) return;
   Result<WriteResult> r = ctx.inv.value_writer
                               ? ctx.store.commit(std::move(*ctx.inv.value_writer), wo)
                               : ctx.store.put(ctx.arg(1), ctx.arg(2), wo);
@@ -277,6 +253,7 @@ void psetex_command(CommandContext& ctx) {
 }
 
 void getset_command(CommandContext& ctx) {
+  if (awaiting_flash(ctx, ctx.arg(1))) return;
   Result<WriteResult> r =
       ctx.store.put(ctx.arg(1), ctx.arg(2), WriteOptions{.return_previous = true});
   if (!r) return ctx.reply.error(r.status());
@@ -292,7 +269,8 @@ void getdel_command(CommandContext& ctx) {
   // delete miss and the loop read the new value instead.
   std::string_view key = ctx.arg(1);
   for (;;) {
-    Result<ObjectView> v = ctx.store.get(key);
+    Result<ObjectView> v = ctx.store.read_resident(key);
+    if (awaiting_flash(ctx, v)) return;
     if (!v) return reply_view_or_null(ctx, v);
     if (ctx.store.remove(key, v->version(), ctx.durable())) return ctx.reply.bulk(*v);
   }
@@ -302,7 +280,8 @@ void getex_command(CommandContext& ctx) {
   ExtendedArgs a;
   if (!parse_extended_args(ctx, 2, /*is_set=*/false, a)) return;
   std::string_view key = ctx.arg(1);
-  Result<ObjectView> v = ctx.store.get(key);
+  Result<ObjectView> v = ctx.store.read_resident(key);
+  if (awaiting_flash(ctx, v)) return;
   if (!v) return reply_view_or_null(ctx, v);
   // Like Redis, the expiry value is checked only once the key was found.
   std::optional<int64_t> deadline = expire_deadline(ctx, a, "getex");
@@ -318,8 +297,15 @@ void getex_command(CommandContext& ctx) {
 }
 
 void mget_command(CommandContext& ctx) {
-  ctx.reply.array(ctx.argc() - 1);
-  for (size_t i = 1; i < ctx.argc(); ++i) reply_view_or_null(ctx, ctx.store.get(ctx.arg(i)));
+  // Every value first: one that left memory means running again later.
+  std::vector<Result<ObjectView>> values;
+  values.reserve(ctx.argc() - 1);
+  for (size_t i = 1; i < ctx.argc(); ++i) {
+    values.push_back(ctx.store.read_resident(ctx.arg(i)));
+    if (awaiting_flash(ctx, values.back())) return;
+  }
+  ctx.reply.array(values.size());
+  for (const Result<ObjectView>& v : values) reply_view_or_null(ctx, v);
 }
 
 void mset_command(CommandContext& ctx) {
@@ -397,13 +383,20 @@ void getrange_command(CommandContext& ctx) {
   std::string_view key = ctx.arg(1);
   // Redis answers these from the arguments alone: empty, present or not.
   if (*start < 0 && *end < 0 && *start > *end) return ctx.reply.bulk(std::string_view{});
+  // Without negative indexes the range needs no length: streamed like GET.
+  if (*start >= 0 && *end >= 0 && can_stream(ctx)) {
+    if (*start > *end) return ctx.reply.bulk(std::string_view{});
+    uint64_t length = static_cast<uint64_t>(*end) - static_cast<uint64_t>(*start) + 1;
+    return reply_range(ctx, key, static_cast<uint64_t>(*start), length, false);
+  }
   for (;;) {
     // Negative indexes need the length first; the range read must then see
     // the same version, or the clamping would be computed for another value.
     uint64_t expect_version = 0;
     int64_t s = *start, e = *end;
     if (s < 0 || e < 0) {
-      Result<ObjectView> probe = ctx.store.get_range(key, 0, 0);
+      Result<ObjectView> probe = ctx.store.read_resident(key, 0, 0);
+      if (awaiting_flash(ctx, probe)) return;
       if (!probe) {
         if (probe.status().code() == StatusCode::kNotFound)
           return ctx.reply.bulk(std::string_view{});
@@ -419,7 +412,8 @@ void getrange_command(CommandContext& ctx) {
       return ctx.reply.bulk(std::string_view{});
     }
     uint64_t length = static_cast<uint64_t>(e) - static_cast<uint64_t>(s) + 1;
-    Result<ObjectView> v = ctx.store.get_range(key, static_cast<uint64_t>(s), length);
+    Result<ObjectView> v = ctx.store.read_resident(key, static_cast<uint64_t>(s), length);
+    if (awaiting_flash(ctx, v)) return;
     if (!v) {
       if (v.status().code() == StatusCode::kNotFound) return ctx.reply.bulk(std::string_view{});
       return ctx.reply.error(v.status());
@@ -427,6 +421,13 @@ void getrange_command(CommandContext& ctx) {
     if (expect_version != 0 && v->version() != expect_version) continue;
     return ctx.reply.bulk(*v);
   }
+}
+
+// GETRANGE loads the value into memory first only for negative indexes.
+bool getrange_reads_value(const Invocation& inv) {
+  std::optional<int64_t> start = parse_int64(inv.argv[2]);
+  std::optional<int64_t> end = parse_int64(inv.argv[3]);
+  return start && end && (*start < 0 || *end < 0);
 }
 
 void setrange_command(CommandContext& ctx) {
@@ -437,7 +438,8 @@ void setrange_command(CommandContext& ctx) {
   std::string_view patch = ctx.arg(3);
   uint64_t offset = static_cast<uint64_t>(*offset_arg);
   for (;;) {
-    Result<ObjectView> old = ctx.store.get(key);
+    Result<ObjectView> old = ctx.store.read_resident(key);
+    if (awaiting_flash(ctx, old)) return;
     if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
     uint64_t old_size = old ? old->object_size() : 0;
     if (patch.empty()) return ctx.reply.integer(static_cast<int64_t>(old_size));
@@ -464,7 +466,8 @@ void append_command(CommandContext& ctx) {
   std::string_view key = ctx.arg(1);
   std::string_view suffix = ctx.arg(2);
   for (;;) {
-    Result<ObjectView> old = ctx.store.get(key);
+    Result<ObjectView> old = ctx.store.read_resident(key);
+    if (awaiting_flash(ctx, old)) return;
     if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
     uint64_t old_size = old ? old->object_size() : 0;
     if (exceeds_object_limit(ctx, old_size + suffix.size())) return ctx.reply.error(kStringTooLong);
@@ -479,97 +482,6 @@ void append_command(CommandContext& ctx) {
     if (!r) return ctx.reply.error(r.status());
     hold_until_durable(ctx, key, *r);
     if (r->written) return ctx.reply.integer(static_cast<int64_t>(old_size + suffix.size()));
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Counters
-
-void incr_by(CommandContext& ctx, int64_t delta) {
-  std::string_view key = ctx.arg(1);
-  for (;;) {
-    Result<ObjectView> old = ctx.store.get(key);
-    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
-    int64_t current = 0;
-    if (old) {
-      char buf[24];
-      std::string_view text;
-      std::optional<int64_t> parsed;
-      if (copy_small(*old, buf, text)) parsed = parse_int64(text);
-      if (!parsed) return ctx.reply.error(errors::kNotInteger);
-      current = *parsed;
-    }
-    if ((delta < 0 && current < 0 && delta < INT64_MIN - current) ||
-        (delta > 0 && current > 0 && delta > INT64_MAX - current))
-      return ctx.reply.error(errors::kOverflow);
-    int64_t next = current + delta;
-    char out[24];
-    char* end = std::to_chars(out, out + sizeof(out), next).ptr;
-    Result<WriteResult> r =
-        ctx.store.put(key, std::string_view(out, static_cast<size_t>(end - out)),
-                      WriteOptions{.condition = WriteCondition::kIfVersion,
-                                   .expected_version = old ? old->version() : 0,
-                                   .keep_ttl = true});
-    if (!r) return ctx.reply.error(r.status());
-    hold_until_durable(ctx, key, *r);
-    if (r->written) return ctx.reply.integer(next);
-  }
-}
-
-void incr_command(CommandContext& ctx) {
-  incr_by(ctx, 1);
-}
-void decr_command(CommandContext& ctx) {
-  incr_by(ctx, -1);
-}
-
-void incrby_command(CommandContext& ctx) {
-  std::optional<int64_t> delta = parse_int64(ctx.arg(2));
-  if (!delta) return ctx.reply.error(errors::kNotInteger);
-  incr_by(ctx, *delta);
-}
-
-void decrby_command(CommandContext& ctx) {
-  std::optional<int64_t> delta = parse_int64(ctx.arg(2));
-  if (!delta) return ctx.reply.error(errors::kNotInteger);
-  if (*delta == INT64_MIN) return ctx.reply.error("ERR decrement would overflow");
-  incr_by(ctx, -*delta);
-}
-
-// Redis keeps INCRBYFLOAT values as long double text of fewer than
-// MAX_LONG_DOUBLE_CHARS bytes; longer values are not floats.
-constexpr size_t kMaxLongDoubleChars = 5 * 1024;
-
-void incrbyfloat_command(CommandContext& ctx) {
-  std::string_view key = ctx.arg(1);
-  std::optional<long double> incr = parse_long_double(ctx.arg(2));
-  for (;;) {
-    Result<ObjectView> old = ctx.store.get(key);
-    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
-    long double current = 0;
-    if (old) {
-      std::string text;
-      std::optional<long double> parsed;
-      if (old->length() < kMaxLongDoubleChars) {
-        old->append_to(text);
-        parsed = parse_long_double(text);
-      }
-      if (!parsed) return ctx.reply.error(errors::kNotFloat);
-      current = *parsed;
-    }
-    // Redis checks the stored value before the increment argument.
-    if (!incr) return ctx.reply.error(errors::kNotFloat);
-    long double next = current + *incr;
-    if (std::isnan(next) || std::isinf(next))
-      return ctx.reply.error("ERR increment would produce NaN or Infinity");
-    std::string text = format_long_double(next);
-    Result<WriteResult> r = ctx.store.put(key, text,
-                                          WriteOptions{.condition = WriteCondition::kIfVersion,
-                                                       .expected_version = old ? old->version() : 0,
-                                                       .keep_ttl = true});
-    if (!r) return ctx.reply.error(r.status());
-    hold_until_durable(ctx, key, *r);
-    if (r->written) return ctx.reply.bulk(text);
   }
 }
 
@@ -597,15 +509,11 @@ void register_string_commands(CommandTable& table) {
   table.add({"append", 3, kRmwFast, 1, 1, 1, append_command, "Append to a value"});
   table.add({"strlen", 2, kReadFast, 1, 1, 1, strlen_command, "Length of a value"});
   table.add({"getrange", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command,
-             "Get a substring of a value"});
-  table.add({"substr", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command, "Alias of GETRANGE"});
+             "Get a substring of a value", 0, getrange_reads_value});
+  table.add({"substr", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command, "Alias of GETRANGE",
+             0, getrange_reads_value});
   table.add({"setrange", 4, kWrite | kReadsValue, 1, 1, 1, setrange_command,
              "Overwrite part of a value at an offset"});
-  table.add({"incr", 2, kRmwFast, 1, 1, 1, incr_command, "Increment an integer value by one"});
-  table.add({"incrby", 3, kRmwFast, 1, 1, 1, incrby_command, "Increment an integer value"});
-  table.add({"decr", 2, kRmwFast, 1, 1, 1, decr_command, "Decrement an integer value by one"});
-  table.add({"decrby", 3, kRmwFast, 1, 1, 1, decrby_command, "Decrement an integer value"});
-  table.add({"incrbyfloat", 3, kRmwFast, 1, 1, 1, incrbyfloat_command, "Increment a float value"});
 }
 
 }  // namespace tierkv::server

@@ -43,7 +43,7 @@ struct IovRef {
 
 Connection::Connection(Server& server, IoThread& thread, Socket socket, std::string addr,
                        std::string laddr)
-    : server_(server), thread_(thread), socket_(std::move(socket)) {
+    : server_(server), thread_(thread), socket_(std::move(socket)), retry_timer_(thread.io) {
   state_.id = server_.context().next_client_id();
   state_.addr = std::move(addr);
   state_.laddr = std::move(laddr);
@@ -90,6 +90,12 @@ void Connection::close() {
   thread_.connections.erase(this);
   server_.unregister_client(this);
   value_writer_.reset();
+  // Nothing more will be sent: stop a flash read, and give back the chunk
+  // buffers (and pins) queued for the socket.
+  if (stream_read_) stream_read_->cancel();
+  retry_timer_.cancel();
+  out_.clear();
+  writing_.clear();
 }
 
 void Connection::check_idle(int64_t now, int64_t timeout_ms) {
@@ -134,8 +140,22 @@ void Connection::on_read(const asio::error_code& ec, size_t n, bool direct) {
   state_.last_active_ms = now_ms();
   last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
   process_input();
+  if (query_buffer_over_limit()) return close();
   flush();
   start_read();
+}
+
+// Like Redis's client-query-buffer-limit: what one client has sent of a
+// command not yet complete. A value streamed into the store counts by the
+// bytes received so far (its reservation is released when the client goes).
+bool Connection::query_buffer_over_limit() {
+  uint64_t bytes = value_writer_ ? value_writer_->filled() : parser_.query_bytes();
+  int64_t limit =
+      server_.context().limits().client_query_buffer_limit.load(std::memory_order_relaxed);
+  if (closed_ || static_cast<int64_t>(bytes) <= limit) return false;
+  spdlog::warn("Closing client that reached max query buffer length: id={} addr={} qbuf={}",
+               state_.id, state_.addr, bytes);
+  return true;
 }
 
 void Connection::process_input() {
@@ -236,6 +256,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
       inv_.value_arg = static_cast<size_t>(spec->value_arg);
     }
     fetch_attempts_ = 0;
+    fetch_error_ = Status::ok();
     run_command(*spec, clock);
   }
   // A command waiting for a fetch runs later, with its streamed value.
@@ -248,7 +269,9 @@ void Connection::end_command() {
 }
 
 void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
-  if ((spec.flags & kReadsValue) && fetch_attempts_ < kMaxFetchAttempts && start_fetch(spec)) {
+  // The first run fetches flash-only values; later ones come from
+  // retry_fetch() (with backoff) when a value left memory again.
+  if ((spec.flags & kReadsValue) && fetch_attempts_ == 0 && start_fetch(spec)) {
     deferred_spec_ = &spec;
     deferred_clock_ = clock;
     return;
@@ -267,7 +290,12 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
   ReplyBuffer& reply = holding_ ? held_ : out_;
   uint64_t errors_before = reply.error_count();
   CommandContext ctx{inv_, reply, state_, server_.context(), store, this};
+  fetch_again_ = false;
   spec.handler(ctx);
+  if (fetch_again_ && retry_fetch(spec, clock)) {
+    holding_ = false;
+    return;
+  }
   bool failed = reply.error_count() != errors_before;
   if (holding_) {
     holding_ = false;
@@ -296,191 +324,6 @@ uint64_t Connection::account(const CommandSpec& spec, uint64_t start, bool faile
   server_.commands_processed().add();
   if (failed) stats.failed->add();
   return end;
-}
-
-// --- deferred replies ---
-
-std::shared_ptr<void> Connection::inflight_token() {
-  server_.deferred_begin();
-  Server* server = &server_;
-  return std::shared_ptr<void>(nullptr, [server](void*) { server->deferred_end(); });
-}
-
-template <typename Fn>
-void Connection::post_back(const std::shared_ptr<void>& token, Fn fn) {
-  asio::post(thread_.io,
-             [self = shared_from_this(), token, fn = std::move(fn)]() mutable { fn(*self); });
-}
-
-// Called for every GET when flash is on, so it must not allocate: each
-// callback holds only the raw connection and the wait's number (small enough
-// for std::function's inline storage). They run only for a flash read, and
-// stream_bulk() then keeps the connection alive until on_stream_done.
-FlashReadCallbacks Connection::bulk_stream_callbacks() {
-  uint64_t gen = ++wait_gen_;
-  Connection* c = this;
-  FlashReadCallbacks cb;
-  cb.on_piece = [c, gen](ValuePiece piece) {
-    asio::post(c->thread_.io, [c, gen, piece = std::move(piece)]() mutable {
-      c->on_stream_piece(gen, std::move(piece));
-    });
-  };
-  cb.on_done = [c, gen](Status status) {
-    asio::post(c->thread_.io,
-               [c, gen, status = std::move(status)] { c->on_stream_done(gen, status); });
-  };
-  return cb;
-}
-
-void Connection::stream_bulk(uint64_t length) {
-  waiting_ = Wait::kStream;
-  stream_length_ = length;
-  stream_sent_ = 0;
-  stream_header_sent_ = false;
-  stream_queued_before_ = out_.pending_bytes() + writing_.pending_bytes();
-  stream_keep_alive_ = shared_from_this();
-  server_.deferred_begin();
-}
-
-void Connection::on_stream_piece(uint64_t gen, ValuePiece piece) {
-  if (closed_ || waiting_ != Wait::kStream || gen != wait_gen_) return;
-  if (stream_sent_ + piece.bytes.size() > stream_length_) {
-    spdlog::warn("client id={}: flash read gave more bytes than {}; closing", state_.id,
-                 stream_length_);
-    close();
-    return;
-  }
-  if (!stream_header_sent_) {
-    out_.set_proto(state_.proto);
-    out_.bulk_header(stream_length_);
-    stream_header_sent_ = true;
-  }
-  stream_sent_ += piece.bytes.size();
-  out_.bulk_piece(piece.bytes, std::move(piece.owner));
-  size_t queued = out_.pending_bytes() + writing_.pending_bytes();
-  int64_t limit =
-      server_.context().limits().client_output_buffer_limit.load(std::memory_order_relaxed);
-  if (stream_queued_before_ > 0 && static_cast<int64_t>(queued) > limit) {
-    spdlog::info("client id={} addr={} closed: output buffer {} bytes over limit {}", state_.id,
-                 state_.addr, queued, limit);
-    close();
-    return;
-  }
-  flush();
-}
-
-void Connection::on_stream_done(uint64_t gen, const Status& status) {
-  // The read's last callback: nothing of it will touch this connection now.
-  std::shared_ptr<Connection> self = std::move(stream_keep_alive_);
-  server_.deferred_end();
-  if (closed_ || waiting_ != Wait::kStream || gen != wait_gen_) return;
-  bool failed = false;
-  if (stream_header_sent_) {
-    // Part of the value is out: the only honest ending is a closed socket.
-    if (!status.is_ok() || stream_sent_ != stream_length_) {
-      spdlog::warn("client id={}: flash read stopped after {} of {} bytes ({}); closing", state_.id,
-                   stream_sent_, stream_length_, status.is_ok() ? "short" : status.to_string());
-      close();
-      return;
-    }
-    out_.bulk_end();
-  } else if (status.is_ok() && stream_length_ == 0) {
-    out_.bulk_header(0);
-    out_.bulk_end();
-  } else if (status.is_ok() || status.code() != StatusCode::kNotFound) {
-    // A miss is what a vanished or corrupt object is; anything else is an
-    // error the client should see.
-    out_.error(status.is_ok() ? Status(StatusCode::kIOError, "flash read ended early") : status);
-    failed = true;
-  } else {
-    out_.null();
-  }
-  account(*deferred_spec_, deferred_clock_, failed);
-  resume();
-}
-
-bool Connection::start_fetch(const CommandSpec& spec) {
-  Store& store = server_.context().store();
-  if (store.flash_tier() == nullptr || spec.first_key <= 0) return false;
-  if (spec.reads_value_if != nullptr && !spec.reads_value_if(inv_)) return false;
-  size_t argc = inv_.argv.size();
-  size_t first = static_cast<size_t>(spec.first_key);
-  size_t last = spec.last_key < 0 ? argc - static_cast<size_t>(-spec.last_key)
-                                  : static_cast<size_t>(spec.last_key);
-  size_t step = spec.key_step > 0 ? static_cast<size_t>(spec.key_step) : 1;
-  std::vector<std::string_view> keys;
-  for (size_t i = first; i <= last && i < argc; i += step) {
-    if (store.needs_flash(inv_.argv[i])) keys.push_back(inv_.argv[i]);
-  }
-  if (keys.empty()) return false;
-  ++fetch_attempts_;
-  waiting_ = Wait::kFetch;
-  uint64_t gen = ++wait_gen_;
-  std::shared_ptr<Connection> self = shared_from_this();
-  std::shared_ptr<void> token = inflight_token();
-  store.fetch(keys, [self, token, gen](Status) {
-    // Whatever the outcome, the command runs again and finds out.
-    self->post_back(token, [gen](Connection& c) { c.on_fetch_done(gen); });
-  });
-  return true;
-}
-
-void Connection::on_fetch_done(uint64_t gen) {
-  if (closed_ || waiting_ != Wait::kFetch || gen != wait_gen_) return;
-  waiting_ = Wait::kNone;
-  uint64_t clock = deferred_clock_;
-  run_command(*deferred_spec_, clock);
-  if (waiting_ == Wait::kFetch) return;  // it needs another fetch
-  end_command();
-  if (waiting_ == Wait::kNone) resume();
-}
-
-void Connection::persist(std::string_view key, uint64_t version) {
-  if (Store::DurableCallback done = hold_until_durable())
-    server_.context().store().persist(key, version, std::move(done));
-}
-
-Store::DurableCallback Connection::hold_until_durable() {
-  if (!holding_) return {};  // not a held write: nothing waits for durability
-  ++persists_pending_;
-  uint64_t gen = wait_gen_;
-  std::shared_ptr<Connection> self = shared_from_this();
-  std::shared_ptr<void> token = inflight_token();
-  return [self, token, gen](Status status) {
-    self->post_back(token, [gen, status = std::move(status)](Connection& c) {
-      c.on_persist_done(gen, status);
-    });
-  };
-}
-
-void Connection::on_persist_done(uint64_t gen, const Status& status) {
-  if (closed_ || gen != wait_gen_) return;
-  // Conflict / NotFound: a newer write or a delete replaced this version
-  // before it reached flash; the acknowledged write did happen.
-  if (!status.is_ok() && status.code() != StatusCode::kConflict &&
-      status.code() != StatusCode::kNotFound && persist_error_.is_ok())
-    persist_error_ = status;
-  if (--persists_pending_ > 0 || waiting_ != Wait::kPersist) return;
-  bool failed = !persist_error_.is_ok();
-  if (failed) {
-    held_.clear();
-    out_.set_proto(state_.proto);
-    out_.error(fmt::format("IOERR {}", persist_error_.message()));
-  } else {
-    failed = deferred_failed_;
-    out_.splice(held_);
-  }
-  account(*deferred_spec_, deferred_clock_, failed);
-  resume();
-}
-
-void Connection::resume() {
-  waiting_ = Wait::kNone;
-  deferred_spec_ = nullptr;
-  if (closed_) return;
-  process_input();
-  flush();
-  start_read();
 }
 
 void Connection::publish_identity() {
@@ -522,6 +365,12 @@ void Connection::on_write(const asio::error_code& ec, size_t n) {
     return;
   }
   writing_.consume(n);
+  // As in Redis, a client that takes bytes is active: a slow reader of a
+  // large value is not closed by `timeout` while it reads.
+  if (n > 0) {
+    state_.last_active_ms = now_ms();
+    last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
+  }
   output_bytes_.store(out_.pending_bytes() + writing_.pending_bytes(), std::memory_order_relaxed);
   flush();
   start_read();

@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   Connection(Server& server, IoThread& thread, Socket socket, std::string addr, std::string laddr);
   ~Connection();
   Connection(const Connection&) = delete;
-  // Re-runs of a kReadsValue command after a fetch, before it runs anyway
-  // (with the Store's blocking reads) if its values keep leaving memory.
-  static constexpr int kMaxFetchAttempts = 3;
+  // Fetches of one kReadsValue command before it answers -BUSY (or -OOM if
+  // a fetch found no room): the first at once, each later one (the value
+  // left memory again before the command ran) after 4, 8, ... 256 ms, about
+  // one second in all. Nothing on the network thread waits for flash.
+  static constexpr int kMaxFetchAttempts = 10;
   Connection& operator=(const Connection&) = delete;
 
   // Runs on the connection's thread.
@@ -67,6 +70,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void start_read();
   void on_read(const asio::error_code& ec, size_t n, bool direct);
   void process_input();
+  bool query_buffer_over_limit();
   void on_large_value();
   const CommandSpec* lookup(std::string_view name);
   void dispatch(const std::vector<std::string_view>& argv, uint64_t& clock);
@@ -79,11 +83,18 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   enum class Wait : uint8_t { kNone, kStream, kFetch, kPersist };
   // ReplyDeferral:
   FlashReadCallbacks bulk_stream_callbacks() override;
-  void stream_bulk(uint64_t length) override;
+  void stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) override;
   void persist(std::string_view key, uint64_t version) override;
   Store::DurableCallback hold_until_durable() override;
+  void fetch_again() override { fetch_again_ = true; }
+  // After fetch_again(): reruns the command later, or answers the error.
+  // True if it will run again.
+  bool retry_fetch(const CommandSpec& spec, uint64_t clock);
   // Starts fetching the flash-only values `spec` reads; false if none.
   bool start_fetch(const CommandSpec& spec);
+  std::vector<std::string_view> flash_only_keys(const CommandSpec& spec);
+  void fetch_keys(std::span<const std::string_view> keys, uint64_t gen);
+  void on_retry_due(uint64_t gen);
   // Runs `fn` on this connection's thread; keeps the connection (and the
   // server's count of pending callbacks) alive until it ran.
   template <typename Fn>
@@ -91,7 +102,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   std::shared_ptr<void> inflight_token();
   void on_stream_piece(uint64_t gen, ValuePiece piece);
   void on_stream_done(uint64_t gen, const Status& status);
-  void on_fetch_done(uint64_t gen);
+  void on_fetch_done(uint64_t gen, const Status& status);
   void on_persist_done(uint64_t gen, const Status& status);
   // The wait ended (its reply queued): go on with pipelined commands.
   void resume();
@@ -124,12 +135,16 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   uint64_t deferred_clock_ = 0;   // when the deferred command started
   bool deferred_failed_ = false;  // its handler replied an error
   int fetch_attempts_ = 0;
+  bool fetch_again_ = false;
+  Status fetch_error_;  // of the last fetch
+  asio::steady_timer retry_timer_;
   // kStream
   uint64_t stream_length_ = 0;
   uint64_t stream_sent_ = 0;
   bool stream_header_sent_ = false;
   size_t stream_queued_before_ = 0;
   std::shared_ptr<Connection> stream_keep_alive_;  // until the read's on_done
+  std::shared_ptr<FlashRead> stream_read_;         // cancelled if the client goes
   // kPersist: the reply of a write waits here until the write is durable.
   ReplyBuffer held_;
   bool holding_ = false;

@@ -204,6 +204,9 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("offload_dropped:{}\r\n", st.memory.offload_dropped);
   out += fmt::format("offload_waits:{}\r\n", st.memory.offload_waits);
   out += fmt::format("flash_hits:{}\r\n", st.flash_hits);
+  out += fmt::format("flash_read_buffer_used:{}\r\n", st.flash_read_buffer_used);
+  out += fmt::format("flash_read_buffer_limit:{}\r\n", st.flash_read_buffer_limit);
+  out += fmt::format("flash_read_buffer_waits:{}\r\n", st.flash_read_buffer_waits);
 }
 
 void section_keyspace(Server& s, std::string& out) {

@@ -78,6 +78,9 @@ class RespParser {
   const std::string& error() const { return error_; }
 
   size_t buffered() const { return wpos_ - rpos_; }
+  // Bytes of the command being received that the buffer holds (a value
+  // streamed into a writer or discarded is not in it).
+  size_t query_bytes() const { return wpos_ - cmd_start_ - (dead_end_ - dead_begin_); }
   size_t capacity() const { return cap_; }
 
  private:

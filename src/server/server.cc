@@ -54,6 +54,7 @@ void Server::register_commands() {
   register_connection_commands(t);
   register_server_commands(t);
   register_string_commands(t);
+  register_counter_commands(t);
   register_key_commands(t);
   register_tier_commands(t);
   for (const CommandSpec& spec : t.all()) {

@@ -4,111 +4,365 @@
 
 #include <absl/container/inlined_vector.h>
 
+#include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 namespace tierkv {
 
-struct FlashReader::Op {
-  std::mutex mu;
-  std::string key;
-  uint64_t version = 0;
-  uint64_t object_size = 0;
-  uint64_t chunk_size = 0;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  uint32_t first = 0;  // first chunk of the range
-  absl::InlinedVector<std::shared_ptr<const flash::FlashChunk>, 1> arrived;
-  // A one-chunk read keeps its chunk here, and pieces share the op's
-  // ownership: one allocation fewer on the most common read.
-  std::optional<flash::FlashChunk> single;
-  size_t next = 0;       // next chunk (relative to first) to hand out
-  size_t completed = 0;  // chunks whose read finished, well or not
-  Status error;
-  FlashReadCallbacks callbacks;
-  std::optional<memory::ObjectWriter> copy;
-  OnCopied on_copied;
+// --- ReadBudget ---
 
-  uint64_t expected_length(uint32_t index) const {
-    uint64_t start = index * chunk_size;
-    return std::min(chunk_size, object_size - std::min(object_size, start));
-  }
-  // The part of chunk `index` inside the requested range.
-  std::string_view slice(uint32_t index, std::string_view data) const {
-    uint64_t start = index * chunk_size;
-    uint64_t from = offset > start ? offset - start : 0;
-    uint64_t end = std::min<uint64_t>(offset + length - start, data.size());
-    return data.substr(from, end - from);
-  }
-};
-
-void FlashReader::start(std::string_view key, const flash::FlashObjectSummary& info,
-                        uint64_t offset, uint64_t length, FlashReadCallbacks callbacks,
-                        std::optional<memory::ObjectWriter> copy, OnCopied on_copied) {
-  auto op = std::make_shared<Op>();
-  op->key.assign(key);
-  op->version = info.version;
-  op->object_size = info.object_size;
-  op->chunk_size = chunk_size_;
-  op->offset = offset;
-  op->length = length;
-  op->callbacks = std::move(callbacks);
-  op->copy = std::move(copy);
-  op->on_copied = std::move(on_copied);
-  if (length == 0 && !op->copy) {
-    op->callbacks.on_done(Status::ok());
-    return;
-  }
-  uint32_t first = static_cast<uint32_t>(offset / chunk_size_);
-  uint32_t last = length == 0 ? first : static_cast<uint32_t>((offset + length - 1) / chunk_size_);
-  op->first = first;
-  op->arrived.resize(last - first + 1);
-  absl::InlinedVector<uint32_t, 4> indexes;
-  for (uint32_t i = first; i <= last; ++i) indexes.push_back(i);
-  flash_.read_chunks(op->key, indexes, info.version,
-                     [op](uint32_t index, Result<flash::FlashChunk> chunk) {
-                       on_chunk(op, index, std::move(chunk));
-                     });
+ReadBudget::ReadBudget(int64_t limit, MetricsRegistry& metrics)
+    : limit_(limit),
+      used_gauge_(metrics.gauge("tierkv_flash_read_buffer_used_bytes",
+                                "bytes of flash read buffers held (read, or waiting to be sent)")),
+      limit_gauge_(metrics.gauge("tierkv_flash_read_buffer_limit_bytes",
+                                 "cap on flash read buffers (flash-read-buffer)")),
+      waits_(metrics.counter("tierkv_flash_read_buffer_waits_total",
+                             "chunk reads that waited for read-buffer space")) {
+  limit_gauge_.set(limit);
 }
 
-void FlashReader::on_chunk(const std::shared_ptr<Op>& op, uint32_t index,
-                           Result<flash::FlashChunk> chunk) {
-  std::unique_lock lock(op->mu);
-  if (chunk && chunk->data().size() != op->expected_length(index))
-    chunk =
-        Status::corruption(fmt::format("chunk {} of '{}' has {} bytes, expected {}", index, op->key,
-                                       chunk->data().size(), op->expected_length(index)));
-  if (!chunk) {
-    if (op->error.is_ok()) op->error = chunk.status();
-  } else if (op->error.is_ok()) {
-    std::shared_ptr<const flash::FlashChunk> held;
-    if (op->arrived.size() == 1) {
-      op->single.emplace(std::move(*chunk));
-      held = std::shared_ptr<const flash::FlashChunk>(op, &*op->single);
-    } else {
-      held = std::make_shared<const flash::FlashChunk>(std::move(*chunk));
-    }
-    if (op->copy) {
-      std::memcpy(op->copy->chunk_data(index), held->data().data(), held->data().size());
-      op->copy->advance(held->data().size());
-    }
-    op->arrived[index - op->first] = std::move(held);
-    // Pieces go out under the op's lock: completions may run on several
-    // threads, and the order of delivery is the point.
-    while (op->next < op->arrived.size() && op->arrived[op->next]) {
-      auto& c = op->arrived[op->next];
-      std::string_view piece = op->slice(op->first + static_cast<uint32_t>(op->next), c->data());
-      if (!piece.empty()) op->callbacks.on_piece(ValuePiece{piece, c});
-      c.reset();
-      ++op->next;
+bool ReadBudget::acquire(int64_t bytes, std::function<void()> granted) {
+  std::lock_guard lock(mu_);
+  if (waiters_.empty() && used_ + bytes <= limit_) {
+    used_ += bytes;
+    used_gauge_.set(used_);
+    return true;
+  }
+  waits_.add();
+  waiters_.push_back(Waiter{bytes, std::move(granted)});
+  return false;
+}
+
+void ReadBudget::release(int64_t bytes) {
+  if (bytes == 0) return;
+  std::unique_lock lock(mu_);
+  used_ -= bytes;
+  used_gauge_.set(used_);
+  grant_waiters(lock);
+}
+
+void ReadBudget::set_limit(int64_t limit) {
+  std::unique_lock lock(mu_);
+  limit_ = limit;
+  limit_gauge_.set(limit);
+  grant_waiters(lock);
+}
+
+void ReadBudget::grant_waiters(std::unique_lock<std::mutex>& lock) {
+  absl::InlinedVector<std::function<void()>, 2> run;
+  while (!waiters_.empty() && used_ + waiters_.front().bytes <= limit_) {
+    used_ += waiters_.front().bytes;
+    run.push_back(std::move(waiters_.front().granted));
+    waiters_.pop_front();
+  }
+  used_gauge_.set(used_);
+  lock.unlock();
+  for (auto& fn : run) fn();
+}
+
+// --- one read ---
+
+class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op> {
+ public:
+  Op(FlashReader& reader, std::string_view key, const flash::FlashObjectSummary& info,
+     uint64_t offset, uint64_t length, ReadWindow window, FlashReadCallbacks callbacks,
+     std::optional<memory::ObjectWriter> copy, OnCopied on_copied);
+
+  void pump();
+  void cancel() override;
+  uint32_t chunks_held() const override {
+    std::lock_guard lock(mu_);
+    return held_;
+  }
+  uint64_t chunks_issued() const override {
+    std::lock_guard lock(mu_);
+    return issued_;
+  }
+
+ private:
+  // A chunk handed to the consumer: dropping the last reference to it gives
+  // its buffer back and lets the read go on.
+  struct Piece {
+    Piece(flash::FlashChunk c, int64_t bytes, std::shared_ptr<Op> owner)
+        : chunk(std::move(c)), charge(bytes), op(std::move(owner)) {}
+    Piece(const Piece&) = delete;
+    Piece& operator=(const Piece&) = delete;
+    flash::FlashChunk chunk;
+    int64_t charge;
+    std::shared_ptr<Op> op;
+    ~Piece() { op->released(charge); }
+  };
+  struct Slot {
+    int64_t charge = 0;
+    std::optional<flash::FlashChunk> chunk;
+  };
+
+  Slot& slot(uint32_t index) { return ring_[(index - first_) % ring_.size()]; }
+  uint64_t expected_length(uint32_t index) const {
+    uint64_t start = uint64_t{index} * chunk_size_;
+    return std::min<uint64_t>(chunk_size_, object_size_ - std::min(object_size_, start));
+  }
+  // What a chunk's buffer is charged: its data, rounded to the device's
+  // alignment, plus one block for its record header (never above the cap).
+  int64_t charge_for(uint32_t index) const;
+  // The part of chunk `index` inside the requested range.
+  std::string_view slice(uint32_t index, std::string_view data) const;
+  void on_chunk(uint32_t index, Result<flash::FlashChunk> chunk);
+  void granted(int64_t charge);
+  void released(int64_t charge);
+  // Hands out the chunks that are next in order; may unlock while the
+  // consumer runs. One thread delivers at a time.
+  void deliver(std::unique_lock<std::mutex>& lock);
+  // Ends the read (on_done) once it is complete or stopped with nothing in
+  // flight. Returns unlocked.
+  void maybe_finish(std::unique_lock<std::mutex>& lock);
+
+  FlashReader& reader_;
+  const std::string key_;
+  const uint64_t version_;
+  const uint64_t object_size_;
+  const uint64_t chunk_size_;
+  const uint64_t offset_;
+  const uint64_t length_;
+  const uint32_t first_;
+  const uint32_t last_;
+  const uint32_t depth_;
+  const uint32_t parallel_;
+  FlashReadCallbacks callbacks_;
+  std::optional<memory::ObjectWriter> copy_;
+  OnCopied on_copied_;
+
+  mutable std::mutex mu_;
+  std::vector<Slot> ring_;
+  uint32_t next_issue_;
+  uint32_t next_deliver_;
+  uint32_t held_ = 0;      // issued and not yet released by the consumer
+  uint32_t inflight_ = 0;  // issued and not yet completed
+  uint64_t issued_ = 0;
+  int64_t prepaid_ = 0;  // budget held for the next chunk (granted, or kept)
+  bool waiting_budget_ = false;
+  bool delivering_ = false;
+  bool stopped_ = false;  // error or cancel: nothing more is issued
+  bool finished_ = false;
+  Status error_;
+};
+
+FlashReader::Op::Op(FlashReader& reader, std::string_view key,
+                    const flash::FlashObjectSummary& info, uint64_t offset, uint64_t length,
+                    ReadWindow window, FlashReadCallbacks callbacks,
+                    std::optional<memory::ObjectWriter> copy, OnCopied on_copied)
+    : reader_(reader),
+      key_(key),
+      version_(info.version),
+      object_size_(info.object_size),
+      chunk_size_(reader.chunk_size_),
+      offset_(offset),
+      length_(length),
+      first_(static_cast<uint32_t>(offset / chunk_size_)),
+      last_(length == 0 ? first_ : static_cast<uint32_t>((offset + length - 1) / chunk_size_)),
+      depth_(std::max<uint32_t>(window.depth, 1)),
+      parallel_(std::max<uint32_t>(window.parallel, 1)),
+      callbacks_(std::move(callbacks)),
+      copy_(std::move(copy)),
+      on_copied_(std::move(on_copied)),
+      ring_(std::min<uint64_t>(depth_, uint64_t{last_} - first_ + 1)),
+      next_issue_(first_),
+      next_deliver_(first_) {}
+
+int64_t FlashReader::Op::charge_for(uint32_t index) const {
+  constexpr int64_t kBlock = 4096;
+  int64_t data = static_cast<int64_t>(expected_length(index));
+  int64_t bytes = (data + kBlock - 1) / kBlock * kBlock + kBlock;
+  return std::min(bytes, reader_.budget_.limit());
+}
+
+std::string_view FlashReader::Op::slice(uint32_t index, std::string_view data) const {
+  uint64_t start = uint64_t{index} * chunk_size_;
+  uint64_t from = offset_ > start ? offset_ - start : 0;
+  uint64_t end = std::min<uint64_t>(offset_ + length_ - start, data.size());
+  return from >= end ? std::string_view{} : data.substr(from, end - from);
+}
+
+void FlashReader::Op::pump() {
+  absl::InlinedVector<uint32_t, 8> batch;
+  {
+    std::lock_guard lock(mu_);
+    while (!stopped_ && next_issue_ <= last_ && held_ < depth_ && inflight_ < parallel_) {
+      int64_t charge = prepaid_;
+      if (charge == 0) {
+        if (waiting_budget_) break;
+        charge = charge_for(next_issue_);
+        auto self = shared_from_this();
+        if (!reader_.budget_.acquire(charge, [self, charge] { self->granted(charge); })) {
+          waiting_budget_ = true;
+          break;
+        }
+      }
+      prepaid_ = 0;
+      slot(next_issue_).charge = charge;
+      ++held_;
+      ++inflight_;
+      ++issued_;
+      batch.push_back(next_issue_++);
     }
   }
-  if (++op->completed < op->arrived.size()) return;
-  Status result = op->error;
+  if (batch.empty()) return;
+  auto self = shared_from_this();
+  reader_.flash_.read_chunks(key_, batch, version_,
+                             [self](uint32_t index, Result<flash::FlashChunk> chunk) {
+                               self->on_chunk(index, std::move(chunk));
+                             });
+}
+
+void FlashReader::Op::granted(int64_t charge) {
+  bool wanted;
+  {
+    std::lock_guard lock(mu_);
+    waiting_budget_ = false;
+    wanted = !stopped_ && !finished_ && prepaid_ == 0;
+    if (wanted) prepaid_ = charge;
+  }
+  if (!wanted) {
+    reader_.budget_.release(charge);
+    return;
+  }
+  pump();
+}
+
+void FlashReader::Op::released(int64_t charge) {
+  {
+    std::lock_guard lock(mu_);
+    --held_;
+    // A read being drained keeps one buffer for its next chunk rather than
+    // queueing behind reads whose clients do not read: it cannot be starved.
+    if (held_ == 0 && prepaid_ == 0 && !stopped_ && next_issue_ <= last_) {
+      prepaid_ = charge;
+      charge = 0;
+    }
+  }
+  reader_.budget_.release(charge);
+  pump();
+}
+
+void FlashReader::Op::cancel() {
+  std::unique_lock lock(mu_);
+  if (stopped_ || finished_) return;
+  stopped_ = true;
+  if (error_.is_ok()) error_ = Status::unavailable("flash read cancelled");
+  maybe_finish(lock);
+}
+
+void FlashReader::Op::on_chunk(uint32_t index, Result<flash::FlashChunk> chunk) {
+  std::unique_lock lock(mu_);
+  --inflight_;
+  if (chunk && chunk->data().size() != expected_length(index))
+    chunk = Status::corruption(fmt::format("chunk {} of '{}' has {} bytes, expected {}", index,
+                                           key_, chunk->data().size(), expected_length(index)));
+  Slot& s = slot(index);
+  if (!chunk || stopped_) {
+    if (!chunk && error_.is_ok()) error_ = chunk.status();
+    stopped_ = true;
+    int64_t charge = std::exchange(s.charge, 0);
+    --held_;
+    lock.unlock();
+    reader_.budget_.release(charge);
+    lock.lock();
+    return maybe_finish(lock);  // nothing more is issued
+  }
+  if (copy_) {
+    std::memcpy(copy_->chunk_data(index), chunk->data().data(), chunk->data().size());
+    copy_->advance(chunk->data().size());
+  }
+  s.chunk.emplace(std::move(*chunk));
+  deliver(lock);
+  maybe_finish(lock);
+  pump();  // a read slot is free
+}
+
+void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
+  if (delivering_) return;  // the thread delivering now takes this one too
+  delivering_ = true;
+  while (!stopped_ && next_deliver_ <= last_ && slot(next_deliver_).chunk) {
+    uint32_t index = next_deliver_++;
+    Slot& s = slot(index);
+    auto piece = std::make_shared<Piece>(std::move(*s.chunk), std::exchange(s.charge, 0),
+                                         shared_from_this());
+    s.chunk.reset();
+    std::string_view bytes = slice(index, piece->chunk.data());
+    // Pieces go out in order, without the lock: the consumer may drop a
+    // piece at once, and that reads the next chunk.
+    lock.unlock();
+    if (!bytes.empty()) callbacks_.on_piece(ValuePiece{bytes, piece});
+    piece.reset();
+    lock.lock();
+  }
+  delivering_ = false;
+}
+
+void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
+  bool complete = next_deliver_ > last_;
+  if (finished_ || delivering_ || !(complete || (stopped_ && inflight_ == 0))) return lock.unlock();
+  finished_ = true;
+  Status result = complete && !stopped_ ? Status::ok() : error_;
+  // Chunks that arrived but will never be handed out.
+  int64_t unused = std::exchange(prepaid_, 0);
+  for (Slot& s : ring_) {
+    if (!s.chunk) continue;
+    unused += std::exchange(s.charge, 0);
+    s.chunk.reset();
+    --held_;
+  }
   lock.unlock();
-  op->callbacks.on_done(result);
-  if (op->copy) op->on_copied(std::move(*op->copy), result);
+  reader_.budget_.release(unused);
+  callbacks_.on_done(result);
+  if (copy_) on_copied_(std::move(*copy_), result);
+}
+
+// --- FlashReader ---
+
+FlashReaderOptions flash_reader_options(const Config& config) {
+  return FlashReaderOptions{
+      .chunk_size = static_cast<uint32_t>(config.chunk_size),
+      .defaults = ReadWindow{.depth = static_cast<uint32_t>(config.flash_read_window),
+                             .parallel = static_cast<uint32_t>(config.flash_read_inflight)},
+      .buffer_limit = std::max(config.flash_read_buffer, 2 * config.chunk_size)};
+}
+
+FlashReader::FlashReader(flash::FlashTier& flash, const FlashReaderOptions& options,
+                         MetricsRegistry& metrics)
+    : flash_(flash),
+      chunk_size_(options.chunk_size),
+      default_depth_(std::max<uint32_t>(options.defaults.depth, 1)),
+      default_parallel_(std::max<uint32_t>(options.defaults.parallel, 1)),
+      budget_(options.buffer_limit, metrics) {}
+
+void FlashReader::set_defaults(ReadWindow window) {
+  if (window.depth > 0) default_depth_.store(window.depth);
+  if (window.parallel > 0) default_parallel_.store(window.parallel);
+}
+
+ReadWindow FlashReader::defaults() const {
+  return ReadWindow{.depth = default_depth_.load(), .parallel = default_parallel_.load()};
+}
+
+std::shared_ptr<FlashRead> FlashReader::start(std::string_view key,
+                                              const flash::FlashObjectSummary& info,
+                                              uint64_t offset, uint64_t length,
+                                              FlashReadCallbacks callbacks, ReadWindow window,
+                                              std::optional<memory::ObjectWriter> copy,
+                                              OnCopied on_copied) {
+  if (length == 0 && !copy) {
+    callbacks.on_done(Status::ok());
+    return nullptr;
+  }
+  if (window.depth == 0) window.depth = default_depth_.load(std::memory_order_relaxed);
+  if (window.parallel == 0) window.parallel = default_parallel_.load(std::memory_order_relaxed);
+  auto op = std::make_shared<Op>(*this, key, info, offset, length, window, std::move(callbacks),
+                                 std::move(copy), std::move(on_copied));
+  op->pump();
+  return op;
 }
 
 }  // namespace tierkv

@@ -1,37 +1,90 @@
-// FlashReader: reads a byte range of a flash-resident object and hands it
-// out in order.
+// FlashReader: reads a byte range of a flash-resident object as a window
+// that the consumer drains, and hands the chunks out in order.
 //
-// All the chunks of the range are issued at once (the flash tier bounds the
-// device queue depth); they complete in any order, and each is passed on as
-// soon as every chunk before it has been. Optionally the chunks are also
-// copied into a memory-tier writer as they arrive (promotion without a
-// second read).
+// A read is pulled, never pushed: at most `depth` chunks of it are held at
+// once (issued, arrived or handed out and not yet released by the consumer)
+// and at most `parallel` of them are being read. A piece's owner is the
+// chunk's buffer; when the consumer drops it (the server: once the socket
+// took the bytes) the next chunk is read. Every chunk buffer is charged to
+// one process-wide ReadBudget (flash-read-buffer) before it is read; a read
+// that finds no room waits, without blocking a thread, until buffers are
+// released, in FIFO order; a read whose consumer drains it keeps one buffer
+// for its next chunk, so stalled readers elsewhere cannot starve it.
+// Optionally the chunks are also copied into a
+// memory-tier writer as they arrive (promotion without a second read).
 #pragma once
 
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 
+#include "core/metrics.h"
 #include "flash/flash_tier.h"
 #include "memory/memory_tier.h"
 #include "store/store.h"
 
 namespace tierkv {
 
+// The byte cap of all flash read buffers of the process. Thread-safe.
+class ReadBudget {
+ public:
+  ReadBudget(int64_t limit, MetricsRegistry& metrics);
+
+  // Takes `bytes` now (true), or queues `granted` (false), which runs once
+  // released bytes make room, with the bytes already taken. Waiters are
+  // served in order; a new request never overtakes a waiting one.
+  bool acquire(int64_t bytes, std::function<void()> granted);
+  void release(int64_t bytes);
+  void set_limit(int64_t limit);
+
+  int64_t used() const { return used_gauge_.value(); }
+  int64_t limit() const { return limit_gauge_.value(); }
+  uint64_t waits() const { return waits_.value(); }
+
+ private:
+  struct Waiter {
+    int64_t bytes;
+    std::function<void()> granted;
+  };
+  // Grants queued waiters that now fit; runs them after the lock.
+  void grant_waiters(std::unique_lock<std::mutex>& lock);
+
+  std::mutex mu_;
+  int64_t used_ = 0;
+  int64_t limit_;
+  std::deque<Waiter> waiters_;
+  Gauge& used_gauge_;
+  Gauge& limit_gauge_;
+  Counter& waits_;
+};
+
+struct FlashReaderOptions {
+  uint32_t chunk_size = 1 << 20;
+  ReadWindow defaults{.depth = 4, .parallel = 4};
+  int64_t buffer_limit = int64_t{256} << 20;
+};
+
+FlashReaderOptions flash_reader_options(const Config& config);
+
 class FlashReader {
  public:
   // Receives the promotion writer back once the read ended: filled (OK) or not.
   using OnCopied = std::function<void(memory::ObjectWriter&&, Status)>;
 
-  FlashReader(flash::FlashTier& flash, uint32_t chunk_size)
-      : flash_(flash), chunk_size_(chunk_size) {}
+  FlashReader(flash::FlashTier& flash, const FlashReaderOptions& options, MetricsRegistry& metrics);
 
   // Reads [offset, offset + length) of `info`'s version of `key` (range
   // already clipped to the object). With `copy`, the range must be the whole
   // object: every chunk is copied into it and it goes to `on_copied`.
-  void start(std::string_view key, const flash::FlashObjectSummary& info, uint64_t offset,
-             uint64_t length, FlashReadCallbacks callbacks,
-             std::optional<memory::ObjectWriter> copy = std::nullopt, OnCopied on_copied = {});
+  // `window` fields left 0 take the defaults. The handle may be dropped: the
+  // read goes on as long as the consumer releases pieces.
+  std::shared_ptr<FlashRead> start(std::string_view key, const flash::FlashObjectSummary& info,
+                                   uint64_t offset, uint64_t length, FlashReadCallbacks callbacks,
+                                   ReadWindow window = {},
+                                   std::optional<memory::ObjectWriter> copy = std::nullopt,
+                                   OnCopied on_copied = {});
 
   // Chunks an object of `size` bytes has (one for an empty object).
   uint32_t chunk_count(uint64_t size) const {
@@ -39,13 +92,20 @@ class FlashReader {
   }
   uint32_t chunk_size() const { return chunk_size_; }
 
+  // Run time settings (CONFIG SET); a read keeps the window it started with.
+  void set_defaults(ReadWindow window);
+  ReadWindow defaults() const;
+  ReadBudget& budget() { return budget_; }
+  const ReadBudget& budget() const { return budget_; }
+
  private:
-  struct Op;
-  static void on_chunk(const std::shared_ptr<Op>& op, uint32_t index,
-                       Result<flash::FlashChunk> chunk);
+  class Op;
 
   flash::FlashTier& flash_;
   const uint32_t chunk_size_;
+  std::atomic<uint32_t> default_depth_;
+  std::atomic<uint32_t> default_parallel_;
+  ReadBudget budget_;
 };
 
 }  // namespace tierkv

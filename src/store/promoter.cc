@@ -104,7 +104,7 @@ void Promoter::promote(std::string_view key, bool lease, std::function<void(Stat
     return;
   }
   FlashReadCallbacks ignore{[](ValuePiece) {}, [](Status) {}};
-  reader_.start(key, *info, 0, info->object_size, std::move(ignore), std::move(*writer),
+  reader_.start(key, *info, 0, info->object_size, std::move(ignore), {}, std::move(*writer),
                 finisher(info->version, info->expire_at_ms, lease, std::move(done)));
 }
 

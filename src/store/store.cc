@@ -151,7 +151,7 @@ void Store::open_flash(const Config& config) {
   durable_writes_ = config.flash_fsync == FlashFsync::kAlways;
   write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_, durable_writes_);
-  reader_ = std::make_unique<FlashReader>(*flash_, static_cast<uint32_t>(config.chunk_size));
+  reader_ = std::make_unique<FlashReader>(*flash_, flash_reader_options(config), *metrics_);
   promoter_ =
       std::make_unique<Promoter>(*memory_, *flash_, *reader_, key_locks_, *metrics_,
                                  PromoterOptions{.threshold = config.promotion_threshold,

@@ -14,7 +14,8 @@
 // With a flash tier (Config::flash_size > 0), memory is a cache over flash:
 // objects evicted from memory are written to flash first (offload), and read
 // back from there. A read that needs flash never blocks inside read(): its
-// bytes arrive through callbacks, in order. get() is the blocking form, for
+// bytes arrive through callbacks, in order, pulled by the consumer through a
+// bounded window (ReadWindow, flash-read-buffer). get() is the blocking form, for
 // callers that may wait (tools, tests, embedded users) — never a network
 // thread.
 //
@@ -72,13 +73,42 @@ struct ValuePiece {
   std::shared_ptr<const void> owner;
 };
 
-// How the flash part of a read reports. Both run on a flash I/O thread and
-// may run before read() returns. on_piece gets the pieces in byte order;
-// on_done runs once, last: OK after every piece, else the read stopped
-// (NotFound: the object went away or failed its checksum; IOError).
+// How the flash part of a read reports. Both run on a flash I/O thread (or,
+// for a chunk that is gone or a cancel, on the thread that asked for it) and
+// may run before read() returns; never two at once for one read. on_piece
+// gets the pieces in byte order; the read goes on as their owners are
+// dropped (see FlashRead), so pieces must not outlive the Store. on_done
+// runs once, last: OK after every piece, else the read stopped (NotFound:
+// the object went away or failed its checksum; IOError; Unavailable:
+// cancelled).
 struct FlashReadCallbacks {
   std::function<void(ValuePiece)> on_piece;
   std::function<void(Status)> on_done;
+};
+
+// How far a flash read runs ahead of its consumer: at most `depth` chunks
+// held (read, arriving, or handed out and not yet released) and at most
+// `parallel` being read. 0 takes the store's defaults (flash-read-window,
+// flash-read-inflight). GET streams with the defaults; look-ahead and range
+// reads are the same reader with other numbers.
+struct ReadWindow {
+  uint32_t depth = 0;
+  uint32_t parallel = 0;
+};
+
+// A flash read in progress: the pull side of read(). The read advances as
+// the consumer drops the pieces it was given (each piece's owner is a chunk
+// buffer charged to flash-read-buffer), so a consumer that holds its pieces
+// holds the read. Thread-safe; dropping the handle does not stop the read.
+class FlashRead {
+ public:
+  virtual ~FlashRead() = default;
+  // Reads nothing more; on_done still comes once (Unavailable), after the
+  // reads in flight. Pieces already handed out stay valid.
+  virtual void cancel() = 0;
+  // Chunks held now: issued, arrived, or handed out and not yet released.
+  virtual uint32_t chunks_held() const = 0;
+  virtual uint64_t chunks_issued() const = 0;
 };
 
 // What read() found.
@@ -93,6 +123,7 @@ struct ReadStart {
   uint64_t offset = 0;
   uint64_t length = 0;
   int64_t expire_at_ms = 0;
+  std::shared_ptr<FlashRead> flash_read;  // kFlash (null if length is 0)
 };
 
 // Per-chunk residency, for TIER.STAT.
@@ -144,7 +175,10 @@ struct StoreStats {
   memory::MemoryTierStats memory;
   uint64_t hits = 0;
   uint64_t misses = 0;
-  uint64_t flash_hits = 0;  // reads answered from flash
+  uint64_t flash_hits = 0;              // reads answered from flash
+  int64_t flash_read_buffer_used = 0;   // bytes of flash read buffers held
+  int64_t flash_read_buffer_limit = 0;  // flash-read-buffer (0 without flash)
+  uint64_t flash_read_buffer_waits = 0;
 };
 
 class Store {
@@ -178,10 +212,18 @@ class Store {
   // The non-blocking read: memory answers at once; flash pieces arrive via
   // `callbacks` (see FlashReadCallbacks). A flash hit counts toward
   // promotion; an admitted object is copied into memory as it is read.
+  // The flash part is a window (ReadWindow) that the consumer pulls by
+  // releasing pieces; ReadStart::flash_read can cancel it.
   ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
-                 FlashReadCallbacks callbacks);
+                 FlashReadCallbacks callbacks, ReadWindow window = {});
   // Memory only: never touches flash. NotFound also when only flash has it.
   Result<ObjectView> get_resident(std::string_view key, const memory::GetOptions& options = {});
+  // The non-blocking read for commands that need a value in memory: bytes
+  // [offset, offset + length) of memory's copy (a hit), NotFound if no tier
+  // has the key (a miss), or Busy if only flash has it: fetch() it and ask
+  // again.
+  Result<ObjectView> read_resident(std::string_view key, uint64_t offset = 0,
+                                   uint64_t length = UINT64_MAX);
   // True if the key exists and some of it is only on flash.
   bool needs_flash(std::string_view key);
   // Loads the flash-only objects among `keys` into memory (whatever the
@@ -243,6 +285,8 @@ class Store {
   void set_lease_ttl_ms(int64_t ms);
   void set_lease_max_fraction(double f) { memory_->set_lease_max_fraction(f); }
   void set_active_expire_hz(int64_t hz) { memory_->start_active_expiry(static_cast<int>(hz)); }
+  // flash-read-window, flash-read-inflight, flash-read-buffer (0: unchanged).
+  void set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes);
   StoreStats stats() const;
   MetricsRegistry& metrics() { return *metrics_; }
   memory::MemoryTier& memory_tier() { return *memory_; }

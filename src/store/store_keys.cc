@@ -47,27 +47,30 @@ std::optional<ObjectResidency> Store::residency(std::string_view key) {
   return r;
 }
 
-// Both tiers are walked in the same order, by key hash: a memory page covers
-// a hash range, and the flash keys of that range that memory lacks are added
-// to it. So one cursor serves both.
+// Both tiers are walked in the same order, by key hash: a page covers the
+// hash range [cursor, end) where both walks are complete. Memory's page and
+// a bounded page of the flash index (at most `count` keys) each end
+// somewhere; the page ends at the nearer of the two, so one cursor serves
+// both tiers and neither walk copies more than a page.
 ScanPage Store::scan(uint64_t cursor, size_t count) {
   ScanPage page = memory_->scan(cursor, count);
   if (!flash_ || flash_->object_count() == 0) return page;
-  uint64_t end = page.next_cursor;  // 0: to the end of the hash space
+  uint64_t flash_end = 0;  // 0: to the end of the hash space
+  std::vector<std::string> below = flash_->keys_from(cursor, count, &flash_end);
+  uint64_t mem_end = page.next_cursor;
+  uint64_t end = mem_end == 0 ? flash_end : flash_end == 0 ? mem_end : std::min(mem_end, flash_end);
+  auto past_end = [end](std::string_view k) { return end != 0 && hash64(k) >= end; };
+  // Memory keys past the end come again on the next page.
+  if (end != mem_end) std::erase_if(page.keys, past_end);
   // Skip what the memory walk already reported (objects in both tiers, and
   // ones whose offload lands meanwhile), but not keys promoted since it ran:
   // asking memory again would lose them.
   absl::flat_hash_set<std::string> in_page(page.keys.begin(), page.keys.end());
-  std::vector<std::string> below;
-  for (size_t shard = 0; shard < flash_->key_shard_count(); ++shard) {
-    for (std::string& k : flash_->keys_in_shard(shard)) {
-      uint64_t h = hash64(k);
-      if (h < cursor || (end != 0 && h >= end)) continue;
-      if (in_page.contains(k) || !flash_info(k)) continue;
-      below.push_back(std::move(k));
-    }
+  for (std::string& k : below) {
+    if (past_end(k) || in_page.contains(k) || !flash_info(k)) continue;
+    page.keys.push_back(std::move(k));
   }
-  for (std::string& k : below) page.keys.push_back(std::move(k));
+  page.next_cursor = end;
   return page;
 }
 
@@ -92,6 +95,11 @@ StoreStats Store::stats() const {
   s.hits = hits_.value();
   s.misses = misses_.value();
   s.flash_hits = flash_hits_.value();
+  if (reader_) {
+    s.flash_read_buffer_used = reader_->budget().used();
+    s.flash_read_buffer_limit = reader_->budget().limit();
+    s.flash_read_buffer_waits = reader_->budget().waits();
+  }
   return s;
 }
 

@@ -55,7 +55,7 @@ std::optional<ObjectInfo> Store::flash_info(std::string_view key) {
 }
 
 ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
-                      FlashReadCallbacks callbacks) {
+                      FlashReadCallbacks callbacks, ReadWindow window) {
   ReadStart out;
   Result<ObjectView> mem = memory_->get(key, GetOptions{.offset = offset, .length = length});
   if (mem) {
@@ -92,13 +92,33 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   }
   FlashReader::OnCopied on_copied;
   if (copy) on_copied = promoter_->finisher(info->version, info->expire_at_ms, false);
-  reader_->start(key, *info, out.offset, out.length, std::move(callbacks), std::move(copy),
-                 std::move(on_copied));
+  out.flash_read = reader_->start(key, *info, out.offset, out.length, std::move(callbacks), window,
+                                  std::move(copy), std::move(on_copied));
   return out;
+}
+
+void Store::set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes) {
+  if (!reader_) return;
+  reader_->set_defaults(ReadWindow{.depth = static_cast<uint32_t>(window),
+                                   .parallel = static_cast<uint32_t>(inflight)});
+  if (buffer_bytes > 0) reader_->budget().set_limit(buffer_bytes);
 }
 
 Result<ObjectView> Store::get_resident(std::string_view key, const memory::GetOptions& options) {
   return memory_->get(key, options);
+}
+
+Result<ObjectView> Store::read_resident(std::string_view key, uint64_t offset, uint64_t length) {
+  Result<ObjectView> v = memory_->get(key, GetOptions{.offset = offset, .length = length});
+  if (v) {
+    hits_.add();
+    return v;
+  }
+  if (v.status().code() != StatusCode::kNotFound) return v;
+  if (flash_ && live_flash_object(*flash_, *reader_, key))
+    return Status::busy("the value is on flash only; fetch it first");
+  misses_.add();
+  return v;
 }
 
 bool Store::needs_flash(std::string_view key) {

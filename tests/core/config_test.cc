@@ -189,16 +189,30 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
   for (const ConfigKey& k : config_keys()) {
     if (k.runtime_settable()) settable.emplace_back(k.name);
   }
-  const std::vector<std::string> expected = {"maxclients",          "timeout",
-                                             "requirepass",         "protected-mode",
-                                             "proto-max-bulk-len",  "max-multibulk-args",
-                                             "max-inline-len",      "client-output-buffer-limit",
-                                             "metrics-timeout-ms",  "metrics-max-clients",
-                                             "log-level",           "max-key-size",
-                                             "max-object-size",     "memory",
-                                             "lease-max-fraction",  "lease-ttl-ms",
-                                             "active-expire-hz",    "offload-wait-ms",
-                                             "promotion-threshold", "promotion-max-inflight"};
+  const std::vector<std::string> expected = {"maxclients",
+                                             "timeout",
+                                             "requirepass",
+                                             "protected-mode",
+                                             "proto-max-bulk-len",
+                                             "max-multibulk-args",
+                                             "max-inline-len",
+                                             "client-output-buffer-limit",
+                                             "client-query-buffer-limit",
+                                             "metrics-timeout-ms",
+                                             "metrics-max-clients",
+                                             "log-level",
+                                             "max-key-size",
+                                             "max-object-size",
+                                             "memory",
+                                             "lease-max-fraction",
+                                             "lease-ttl-ms",
+                                             "active-expire-hz",
+                                             "offload-wait-ms",
+                                             "promotion-threshold",
+                                             "promotion-max-inflight",
+                                             "flash-read-window",
+                                             "flash-read-inflight",
+                                             "flash-read-buffer"};
   EXPECT_EQ(settable, expected);
   ASSERT_NE(find_config_key("Lease_TTL_ms"), nullptr);
   EXPECT_EQ(find_config_key("Lease_TTL_ms")->apply, ConfigApply::kLeaseTtl);

@@ -143,13 +143,14 @@ def spill(c, mib, prefix):
 
 
 def fetch_without_reading(c, key):
-    """GETRANGE key 5 2 is a command that reads whole values, so a flash-only
+    """GETRANGE with negative indexes reads the whole value, so a flash-only
     key is fetched into memory and leased for lease-ttl-ms first; its empty
-    answer then comes from the arguments, so the lease is not consumed.
-    A fetch never waits for room in memory: if it found none, try again."""
+    answer (start after end) then comes from the arguments, so the lease is
+    not consumed. A fetch never waits for room in memory: if it found none,
+    try again."""
 
     def fetched():
-        assert c.execute_command("GETRANGE", key, 5, 2) == b""
+        assert c.execute_command("GETRANGE", key, -1, -2) == b""
         return residencies(c, key) == ["both"]
 
     assert wait_until(fetched, 10, 0.1), tier_stat(c, key)

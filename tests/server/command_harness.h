@@ -27,6 +27,7 @@ class CommandHarness {
   explicit CommandHarness(Config config = harness_config())
       : store_(open(config, metrics_)), server_(config, *store_, metrics_) {
     register_string_commands(table_);
+    register_counter_commands(table_);
     register_key_commands(table_);
     register_tier_commands(table_);
   }

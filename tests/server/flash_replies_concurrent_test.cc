@@ -255,6 +255,62 @@ TEST_F(FlashServerTest, ManyClientsReadFlashAtOnce) {
   EXPECT_GT(store_->stats().flash_hits, 0u);
 }
 
+// Clients that leave in the middle of a streamed GET (their reads are
+// cancelled and give their buffers back) while others run value-reading
+// commands on flash-only keys and a writer keeps memory full: every reply is
+// right or a clear -BUSY / -OOM, and no read buffer stays held.
+TEST_F(FlashServerTest, ClientsLeavingMidStreamAndValueCommandsUnderPressure) {
+  config_.flash_read_window = 1;
+  start(FlashFsync::kNone);
+  {
+    Client c(config_.unixsocket);
+    ASSERT_TRUE(c.connected());
+    ASSERT_NO_FATAL_FAILURE(fill(c));
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        Client c(config_.unixsocket);  // closed at the end of the iteration
+        if (!c.connected() || !c.send(command({"GET", key((t * 13 + i) % kKeys)}))) failures++;
+      }
+    });
+  }
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      Client c(config_.unixsocket);
+      for (int i = 0; i < 30; ++i) {
+        int k = (t * 7 + i * 3) % kKeys;
+        const std::string& v = values_[static_cast<size_t>(k)];
+        c.send(command({"GETRANGE", key(k), "0", "9"}) + command({"STRLEN", key(k)}));
+        std::string range = c.read_reply();
+        std::string len = c.read_reply();
+        bool clear_error = range.starts_with("-BUSY") || range.starts_with("-OOM");
+        if (range != bulk(v.substr(0, 10)) && !clear_error) failures++;
+        if (len != ":" + std::to_string(v.size()) + "\r\n") failures++;
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    Client c(config_.unixsocket);
+    std::string filler(48 * 1024, 'p');
+    for (int i = 0; i < 60; ++i) {
+      c.send(command({"SET", "press:" + std::to_string(i % 40), filler}));
+      if (c.read_reply() != "+OK\r\n") failures++;
+    }
+  });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  // Every cancelled or finished read gave its buffers back.
+  for (int i = 0; i < 500 && store_->stats().flash_read_buffer_used != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(store_->stats().flash_read_buffer_used, 0);
+  Client c(config_.unixsocket);
+  c.send(command({"PING"}));
+  EXPECT_EQ(c.read_reply(), "+PONG\r\n");
+}
+
 TEST_F(FlashServerTest, InfoHasAFlashSection) {
   start(FlashFsync::kNone);
   Client c(config_.unixsocket);

@@ -334,6 +334,31 @@ TEST_F(TieredStoreTest, ScanCoversBothTiersOnce) {
   for (int i = 0; i < 300; ++i) EXPECT_EQ(seen.count(key_for(i)), 1u) << i;
 }
 
+TEST_F(TieredStoreTest, ScanPagesOfAFlashOnlyKeySpaceAreBounded) {
+  {
+    auto store = open(config());
+    for (int i = 0; i < 3000; ++i) ASSERT_TRUE(store->put(key_for(i), "v"));
+    ASSERT_TRUE(store->persist_all().is_ok());
+  }
+  // After a restart every key is on flash and memory is empty: a page must
+  // still hold about `count` keys, not the whole flash index.
+  auto store = open(config());
+  ASSERT_EQ(store->memory_tier().object_count(), 0u);
+  for (size_t count : {1u, 10u, 100u}) {
+    std::multiset<std::string> seen;
+    uint64_t cursor = 0;
+    int pages = 0;
+    do {
+      ScanPage page = store->scan(cursor, count);
+      EXPECT_LE(page.keys.size(), count);
+      seen.insert(page.keys.begin(), page.keys.end());
+      cursor = page.next_cursor;
+    } while (cursor != 0 && ++pages < 100000);
+    ASSERT_EQ(seen.size(), 3000u) << count;
+    for (int i = 0; i < 3000; ++i) ASSERT_EQ(seen.count(key_for(i)), 1u) << i;
+  }
+}
+
 TEST_F(TieredStoreTest, FetchBringsFlashObjectsIntoMemory) {
   auto store = open(config());
   fill(*store, 1, 64 << 10);

@@ -1,0 +1,75 @@
+// Helpers shared by the string command files (commands_string.cc,
+// commands_counter.cc).
+//
+// Values are read with Store::read_resident(), which never waits for flash:
+// commands flagged kReadsValue have their flash-only values fetched into
+// memory before they run. If a value left memory again before the handler
+// ran, read_resident() answers Busy and the handler, through
+// awaiting_flash(), replies nothing: the connection fetches again (with
+// backoff) and reruns the command, or answers -BUSY / -OOM after a few tries.
+#pragma once
+
+#include <cstring>
+#include <string_view>
+
+#include "server/command.h"
+
+namespace tierkv::server {
+
+// Replies to a failed store call: a missing key is null, anything else an error.
+inline void reply_view_or_null(CommandContext& ctx, const Result<ObjectView>& v) {
+  if (v)
+    ctx.reply.bulk(*v);
+  else if (v.status().code() == StatusCode::kNotFound)
+    ctx.reply.null();
+  else
+    ctx.reply.error(v.status());
+}
+
+// True if `v` says the value is only on flash and the connection will fetch
+// it and rerun the command: the handler must then return without a reply.
+inline bool awaiting_flash(CommandContext& ctx, const Result<ObjectView>& v) {
+  if (v || v.status().code() != StatusCode::kBusy || ctx.defer == nullptr) return false;
+  ctx.defer->fetch_again();
+  return true;
+}
+
+// The same for a key about to be read by a write (SET ... GET, GETSET):
+// true if only flash holds it.
+inline bool awaiting_flash(CommandContext& ctx, std::string_view key) {
+  if (ctx.defer == nullptr || !ctx.store.needs_flash(key)) return false;
+  ctx.defer->fetch_again();
+  return true;
+}
+
+// Copies a small value out of a view into `buf` (for number parsing).
+// False if it does not fit: no valid number is that long.
+template <size_t N>
+bool copy_small(const ObjectView& v, char (&buf)[N], std::string_view& out) {
+  if (v.length() >= N) return false;
+  size_t n = 0;
+  v.for_each_segment([&](std::string_view s) {
+    std::memcpy(buf + n, s.data(), s.size());
+    n += s.size();
+  });
+  buf[n] = '\0';
+  out = std::string_view(buf, n);
+  return true;
+}
+
+// The error for a value that would pass the object size limit. Redis names
+// proto-max-bulk-len here; tierkv's limit is max-object-size.
+inline constexpr std::string_view kStringTooLong =
+    "ERR string exceeds maximum allowed size (max-object-size)";
+
+// With fsync=always, the reply to a write waits until it is on flash.
+inline void hold_until_durable(CommandContext& ctx, std::string_view key, const WriteResult& r) {
+  if (ctx.defer != nullptr && r.written && ctx.store.durable_writes())
+    ctx.defer->persist(key, r.version);
+}
+
+inline bool exceeds_object_limit(CommandContext& ctx, uint64_t size) {
+  return size > static_cast<uint64_t>(ctx.server.limits().max_object_size.load());
+}
+
+}  // namespace tierkv::server
