@@ -55,14 +55,42 @@ def wait_for_port(port, proc, timeout=15.0):
     raise RuntimeError(f"server did not listen on {port}")
 
 
+def is_loading(port):
+    """True while the server at port still loads its data (INFO persistence
+    says loading:1). A server that wants AUTH first cannot say: False."""
+    c = RawClient(port)
+    try:
+        reply = c.call("INFO", "persistence")
+    finally:
+        c.close()
+    return reply.startswith(b"$") and b"\r\nloading:1\r\n" in reply
+
+
+def wait_loaded(port, proc, timeout=60.0):
+    """Returns once the server at port has loaded its data: tierkv-server
+    accepts connections at once and answers -LOADING to data commands while
+    its flash index loads."""
+    deadline = time.time() + timeout
+    while is_loading(port):
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode}")
+        if time.time() >= deadline:
+            raise RuntimeError(f"server on {port} still loading after {timeout}s")
+        time.sleep(0.02)
+
+
 class ServerProcess:
-    def __init__(self, argv, port, workdir):
+    def __init__(self, argv, port, workdir, loaded=False):
+        """Starts argv; returns once it listens on port and, with `loaded`,
+        once it has loaded its data."""
         self.port = port
         self.workdir = workdir
         self.log_path = os.path.join(workdir, "server.log")
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
         wait_for_port(port, self.proc)
+        if loaded:
+            wait_loaded(port, self.proc)
 
     def client(self, **kw):
         return redis.Redis(host="127.0.0.1", port=self.port, **kw)
@@ -93,7 +121,7 @@ def start_tierkv(workdir, extra=()):
     argv = [TIERKV_SERVER, "--port", str(port), "--bind", "127.0.0.1",
             "--metrics-port", str(metrics_port), "--memory", "512mb",
             "--flash-path", os.path.join(workdir, "flash.dat"), *flash, *extra]
-    return ServerProcess(argv, port, workdir)
+    return ServerProcess(argv, port, workdir, loaded=True)
 
 
 @pytest.fixture(scope="session")
