@@ -279,9 +279,9 @@ void client_command(CommandContext& ctx) {
 
 void register_connection_commands(CommandTable& table) {
   // PING runs while loading, unlike Redis's: it is how clients and health
-  // checks see that the server is up (issue 13). ECHO does not, as in Redis.
+  // checks see that the server is up (issue 13).
   table.add({"ping", -1, kFast | kLoadingOk, 0, 0, 0, ping_command, "Ping the server"});
-  table.add({"echo", 2, kFast, 0, 0, 0, echo_command, "Return the given string"});
+  table.add({"echo", 2, kFast | kLoadingOk, 0, 0, 0, echo_command, "Return the given string"});
   table.add({"hello", -1, kNoAuth | kFast | kLoadingOk, 0, 0, 0, hello_command,
              "Handshake: protocol version, authentication, client name"});
   table.add({"auth", -2, kNoAuth | kFast | kLoadingOk, 0, 0, 0, auth_command,

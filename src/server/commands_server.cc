@@ -242,10 +242,10 @@ void config_command(CommandContext& ctx) {
   }
 }
 
-// As Redis: CONFIG GET (and HELP) run while loading; SET, RESETSTAT and
-// REWRITE do not.
+// CONFIG runs while loading, as in Redis 7.0, except SET: its apply hooks
+// change the Store, which only some calls may touch until it has loaded.
 bool config_ok_while_loading(const Invocation& inv) {
-  return inv.argv.size() >= 2 && (iequals(inv.argv[1], "get") || iequals(inv.argv[1], "help"));
+  return inv.argv.size() < 2 || !iequals(inv.argv[1], "set");
 }
 
 // --- the rest ---
