@@ -89,6 +89,7 @@ def test_loading_answers_then_every_key_is_there(image):
     assert raw.call("PING") == b"+PONG\r\n"
     assert raw.call("GET", "k0") == LOADING
     assert raw.call("SET", "k0", "x") == LOADING
+    assert raw.call("SET", "big", b"v" * (2 * MIB)) == LOADING  # streamed: skipped, not stored
     assert raw.call("DBSIZE") == LOADING
     assert raw.call("CONFIG", "SET", "timeout", "0") == LOADING
     assert raw.call("CONFIG", "GET", "timeout") == b"*2\r\n$7\r\ntimeout\r\n$1\r\n0\r\n"
