@@ -151,6 +151,11 @@ def test_shutdown_while_loading_exits_at_once_without_writing(image):
     log = s.log_text().split("=== start")[-1]
     assert "shutdown while the flash index loads: nothing to write to flash" in log, log
     assert "bytes to flash at shutdown" not in log
+    # SIGTERM alike.
+    s.start(loaded=False)
+    assert is_loading(s.port), "loaded too fast to watch"
+    assert s.stop(30) == 0, s.log_tail()
+    assert "bytes to flash at shutdown" not in s.log_text().split("=== start")[-1]
     # The image is untouched: the next start has every key.
     s.start()
     assert s.client().dbsize() == len(items)
