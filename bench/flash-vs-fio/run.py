@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, wait_for_port, server_info, parse_size  # noqa: E402
+from benchlib import free_port, wait_for_port, wait_loaded, server_info, parse_size  # noqa: E402,E501
 
 REPO = Path(__file__).resolve().parents[2]
 GOALS = {4096: 0.6}  # ours/fio at QD16; 0.8 for every larger block size
@@ -272,6 +272,7 @@ def run_wire(args, directory):
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_port(port, server)
+        wait_loaded(port, server)
         common = ["--port", port, "--objects", objects, "--size", "1m",
                   "--connections", args.wire_connections, "--pipeline", args.wire_pipeline]
         loaded = wire_bench(args, *common, "--load", "--pad-mib", 32)

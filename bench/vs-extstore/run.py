@@ -33,7 +33,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, wait_for_port, parse_size  # noqa: E402
+from benchlib import free_port, wait_for_port, wait_loaded, parse_size  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RESULTS = os.path.join(ROOT, "bench", "results")
@@ -168,6 +168,8 @@ class Peer:
         self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      cwd=self.workdir)
         wait_for_port(self.port, self.proc)
+        if self.name == "tierkv":
+            wait_loaded(self.port, self.proc)
         return self
 
     def __exit__(self, *exc):

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, wait_for_port  # noqa: E402
+from benchlib import free_port, wait_for_port, wait_loaded  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
@@ -45,6 +45,7 @@ def start(argv, port, workdir):
     log = open(os.path.join(workdir, "server.log"), "wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     wait_for_port(port, proc)
+    wait_loaded(port, proc)
     return proc, log
 
 

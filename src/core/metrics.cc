@@ -102,9 +102,14 @@ Counter& MetricsRegistry::counter(std::string name, std::string help, std::strin
   return find_or_add(counters_, std::move(name), std::move(help), std::move(labels));
 }
 
-Gauge& MetricsRegistry::gauge(std::string name, std::string help, std::string labels) {
+Gauge& MetricsRegistry::gauge(std::string name, std::string help, std::string labels,
+                              int64_t per_unit) {
   std::lock_guard lock(mu_);
-  return find_or_add(gauges_, std::move(name), std::move(help), std::move(labels));
+  Gauge& g = find_or_add(gauges_, std::move(name), std::move(help), std::move(labels));
+  for (auto& e : gauges_) {
+    if (e.metric.get() == &g) e.per_unit = per_unit > 0 ? per_unit : 1;
+  }
+  return g;
 }
 
 Histogram& MetricsRegistry::latency(std::string name, std::string help, std::string labels) {
@@ -142,8 +147,15 @@ std::string MetricsRegistry::render_prometheus() const {
   }
   for (const auto& [name, entries] : by_family(gauges_)) {
     out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, entries[0]->help, name);
-    for (const auto* e : entries)
-      out += fmt::format("{}{} {}\n", name, with_labels(e->labels), e->metric->value());
+    for (const auto* e : entries) {
+      int64_t v = e->metric->value();
+      if (e->per_unit == 1) {
+        out += fmt::format("{}{} {}\n", name, with_labels(e->labels), v);
+      } else {
+        out += fmt::format("{}{} {:.6f}\n", name, with_labels(e->labels),
+                           static_cast<double>(v) / static_cast<double>(e->per_unit));
+      }
+    }
   }
   for (const auto& [name, entries] : by_family(latencies_)) {
     out += fmt::format("# HELP {} {}\n# TYPE {} summary\n", name, entries[0]->help, name);

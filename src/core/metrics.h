@@ -79,7 +79,9 @@ class Histogram {
 class MetricsRegistry {
  public:
   Counter& counter(std::string name, std::string help, std::string labels = "");
-  Gauge& gauge(std::string name, std::string help, std::string labels = "");
+  // A gauge whose value counts 1/per_unit of the unit its name exports (a
+  // duration kept in microseconds, exported in seconds: per_unit 1000000).
+  Gauge& gauge(std::string name, std::string help, std::string labels = "", int64_t per_unit = 1);
   // Values recorded in nanoseconds; exported in seconds for Prometheus.
   Histogram& latency(std::string name, std::string help, std::string labels = "");
 
@@ -103,6 +105,7 @@ class MetricsRegistry {
   struct Entry {
     std::string name, help, labels;
     std::unique_ptr<M> metric;
+    int64_t per_unit = 1;
   };
   template <typename M>
   static M& find_or_add(std::deque<Entry<M>>& list, std::string name, std::string help,

@@ -105,6 +105,10 @@ enum CommandFlags : uint32_t {
   // The handler reads whole values of its keys: flash-only ones are fetched
   // into memory before it runs, so that it finds them there.
   kReadsValue = 1 << 6,
+  // Runs while the store loads (Redis's "loading" flag); every other command
+  // answers -LOADING until the flash index is ready. Such a command must not
+  // touch the Store's data paths (see Store::open).
+  kLoadingOk = 1 << 7,
 };
 
 struct CommandSpec {
@@ -118,7 +122,13 @@ struct CommandSpec {
   // With kReadsValue: if set, values are read only when it says so (SET
   // reads the old value only with GET).
   bool (*reads_value_if)(const Invocation& inv) = nullptr;
+  // With kLoadingOk: if set, the command runs while loading only when it
+  // says so (CONFIG GET does, CONFIG SET does not).
+  bool (*loading_ok_if)(const Invocation& inv) = nullptr;
 };
+
+// False while the store loads, for a command that must then answer -LOADING.
+bool runs_while_loading(const CommandSpec& spec, const Invocation& inv);
 
 class CommandTable {
  public:
@@ -151,6 +161,8 @@ inline constexpr std::string_view kOverflow = "ERR increment or decrement would 
 inline constexpr std::string_view kWrongType =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 inline constexpr std::string_view kNoAuth = "NOAUTH Authentication required.";
+// Redis's text with our name, while the flash index loads.
+inline constexpr std::string_view kLoading = "LOADING tierkv is loading the dataset in memory";
 std::string wrong_arity(std::string_view command);  // ERR wrong number of arguments for 'x' command
 std::string unknown_command(
     const Invocation& inv);  // ERR unknown command 'x', with args beginning with: ...

@@ -43,6 +43,11 @@ const CommandSpec* CommandTable::find(std::string_view name) const {
   return it == by_name_.end() ? nullptr : &specs_[it->second];
 }
 
+bool runs_while_loading(const CommandSpec& spec, const Invocation& inv) {
+  if (!(spec.flags & kLoadingOk)) return false;
+  return spec.loading_ok_if == nullptr || spec.loading_ok_if(inv);
+}
+
 namespace errors {
 
 std::string wrong_arity(std::string_view command) {

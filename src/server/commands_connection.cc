@@ -278,15 +278,21 @@ void client_command(CommandContext& ctx) {
 }  // namespace
 
 void register_connection_commands(CommandTable& table) {
-  table.add({"ping", -1, kFast, 0, 0, 0, ping_command, "Ping the server"});
-  table.add({"echo", 2, kFast, 0, 0, 0, echo_command, "Return the given string"});
-  table.add({"hello", -1, kNoAuth | kFast, 0, 0, 0, hello_command,
+  // PING runs while loading, unlike Redis's: it is how clients and health
+  // checks see that the server is up (issue 13).
+  table.add({"ping", -1, kFast | kLoadingOk, 0, 0, 0, ping_command, "Ping the server"});
+  table.add({"echo", 2, kFast | kLoadingOk, 0, 0, 0, echo_command, "Return the given string"});
+  table.add({"hello", -1, kNoAuth | kFast | kLoadingOk, 0, 0, 0, hello_command,
              "Handshake: protocol version, authentication, client name"});
-  table.add({"auth", -2, kNoAuth | kFast, 0, 0, 0, auth_command, "Authenticate the connection"});
-  table.add({"select", 2, kFast, 0, 0, 0, select_command, "Change the selected database"});
-  table.add({"quit", -1, kNoAuth | kFast, 0, 0, 0, quit_command, "Close the connection"});
-  table.add({"reset", 1, kNoAuth | kFast, 0, 0, 0, reset_command, "Reset the connection"});
-  table.add({"client", -2, 0, 0, 0, 0, client_command, "Manage client connections"});
+  table.add({"auth", -2, kNoAuth | kFast | kLoadingOk, 0, 0, 0, auth_command,
+             "Authenticate the connection"});
+  table.add(
+      {"select", 2, kFast | kLoadingOk, 0, 0, 0, select_command, "Change the selected database"});
+  table.add(
+      {"quit", -1, kNoAuth | kFast | kLoadingOk, 0, 0, 0, quit_command, "Close the connection"});
+  table.add(
+      {"reset", 1, kNoAuth | kFast | kLoadingOk, 0, 0, 0, reset_command, "Reset the connection"});
+  table.add({"client", -2, kLoadingOk, 0, 0, 0, client_command, "Manage client connections"});
 }
 
 }  // namespace tierkv::server

@@ -55,6 +55,7 @@ void command_flags(CommandContext& ctx, const CommandSpec& spec) {
   if (spec.flags & kReadOnly) flags.push_back("readonly");
   if (spec.flags & kAdmin) flags.push_back("admin");
   if (spec.flags & kNoAuth) flags.push_back("no_auth");
+  if (spec.flags & kLoadingOk) flags.push_back("loading");
   if (spec.flags & kFast) flags.push_back("fast");
   ctx.reply.set(flags.size());
   for (std::string_view f : flags) ctx.reply.simple(f);
@@ -241,6 +242,12 @@ void config_command(CommandContext& ctx) {
   }
 }
 
+// CONFIG runs while loading, as in Redis 7.0, except SET: its apply hooks
+// change the Store, which only some calls may touch until it has loaded.
+bool config_ok_while_loading(const Invocation& inv) {
+  return inv.argv.size() < 2 || !iequals(inv.argv[1], "set");
+}
+
 // --- the rest ---
 
 void info_command(CommandContext& ctx) {
@@ -309,14 +316,15 @@ void shutdown_command(CommandContext& ctx) {
 }  // namespace
 
 void register_server_commands(CommandTable& table) {
-  table.add({"command", -1, 0, 0, 0, 0, command_command, "Details about commands"});
-  table.add({"config", -2, kAdmin, 0, 0, 0, config_command, "Get or set configuration"});
-  table.add({"info", -1, 0, 0, 0, 0, info_command, "Server information and statistics"});
+  table.add({"command", -1, kLoadingOk, 0, 0, 0, command_command, "Details about commands"});
+  table.add({"config", -2, kAdmin | kLoadingOk, 0, 0, 0, config_command, "Get or set configuration",
+             0, nullptr, config_ok_while_loading});
+  table.add({"info", -1, kLoadingOk, 0, 0, 0, info_command, "Server information and statistics"});
   table.add({"dbsize", 1, kReadOnly | kFast, 0, 0, 0, dbsize_command, "Number of keys"});
   table.add({"flushdb", -1, kWrite, 0, 0, 0, flush_command, "Remove every key"});
   table.add({"flushall", -1, kWrite, 0, 0, 0, flush_command, "Remove every key"});
-  table.add({"time", 1, kFast, 0, 0, 0, time_command, "The server time"});
-  table.add({"shutdown", -1, kAdmin, 0, 0, 0, shutdown_command, "Stop the server"});
+  table.add({"time", 1, kFast | kLoadingOk, 0, 0, 0, time_command, "The server time"});
+  table.add({"shutdown", -1, kAdmin | kLoadingOk, 0, 0, 0, shutdown_command, "Stop the server"});
 }
 
 }  // namespace tierkv::server

@@ -207,8 +207,16 @@ void Connection::on_large_value() {
     parser_.buffer();
     return;
   }
-  Result<ObjectWriter> writer = server_.context().store().begin_put(
-      argv[static_cast<size_t>(spec->first_key)], parser_.large_length());
+  Store& store = server_.context().store();
+  if (store.loading()) {
+    // No writer while the store loads: the command will answer -LOADING
+    // (also if loading ends before the value has arrived).
+    value_refused_loading_ = true;
+    parser_.discard();
+    return;
+  }
+  Result<ObjectWriter> writer =
+      store.begin_put(argv[static_cast<size_t>(spec->first_key)], parser_.large_length());
   if (!writer) {
     value_error_ = writer.status();
     parser_.discard();
@@ -234,8 +242,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
   const CommandSpec* spec = lookup(argv[0]);
   if (spec == nullptr) {
     out_.error(errors::unknown_command(inv_));
-    value_writer_.reset();
-    value_error_ = Status::ok();
+    end_command();
     return;
   }
   int argc = static_cast<int>(argv.size());
@@ -247,6 +254,10 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
              server_.context().limits().auth_required.load(std::memory_order_relaxed)) {
     stats.rejected->add();
     out_.error(errors::kNoAuth);
+  } else if (!runs_while_loading(*spec, inv_) &&
+             (value_refused_loading_ || server_.context().store().loading())) {
+    stats.rejected->add();
+    out_.error(errors::kLoading);
   } else if (!value_error_.is_ok()) {
     stats.failed->add();
     out_.error(value_error_);
@@ -266,6 +277,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
 void Connection::end_command() {
   value_writer_.reset();
   value_error_ = Status::ok();
+  value_refused_loading_ = false;
 }
 
 void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {

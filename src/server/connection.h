@@ -124,6 +124,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   ClientState state_;
   std::optional<ObjectWriter> value_writer_;
   Status value_error_;
+  bool value_refused_loading_ = false;  // a streamed value arrived while loading
   const CommandSpec* last_lookup_ = nullptr;
   bool reading_ = false;
   bool writing_in_flight_ = false;

@@ -168,6 +168,7 @@ void HttpMetricsServer::on_accepted(asio::ip::tcp::socket socket) {
 }
 
 std::string HttpMetricsServer::render() const {
+  server_.loading_figures();  // brings the loading gauges up to date
   std::string out = server_.context().metrics().render_prometheus();
   MemoryFigures m = memory_figures(server_);
   gauge(out, "tierkv_memory_used_bytes", "bytes charged to the memory tier", "gauge", m.used_bytes);

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "flash/flash_tier.h"
+#include "server/loading.h"
 #include "server/server.h"
 
 namespace tierkv::server {
@@ -209,9 +210,15 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_read_buffer_waits:{}\r\n", st.flash_read_buffer_waits);
 }
 
+void section_persistence(Server& s, std::string& out) {
+  render_persistence(s.loading_figures(), out);
+}
+
 void section_keyspace(Server& s, std::string& out) {
   out += "# Keyspace\r\n";
-  uint64_t keys = s.context().store().size();
+  Store& store = s.context().store();
+  if (store.loading()) return;  // the key space is not known yet
+  uint64_t keys = store.size();
   if (keys > 0) out += fmt::format("db0:keys={},expires=0,avg_ttl=0\r\n", keys);
 }
 
@@ -256,6 +263,7 @@ std::string render_info(Server& server, std::string_view section) {
       {"server", section_server, true},
       {"clients", section_clients, true},
       {"memory", section_memory, true},
+      {"persistence", section_persistence, true},
       {"stats", section_stats, true},
       {"cpu", [](Server&, std::string& out) { section_cpu(out); }, true},
       {"commandstats", section_commandstats, false},

@@ -3,11 +3,27 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/config.h"
 #include "core/metrics.h"
 #include "server/server.h"
 #include "store/store.h"
+
+namespace {
+
+// Exits at once if the flash index still loads: nothing was written, and
+// the next start loads again. Waiting for the load (the Store's destructor
+// joins it) could take as long as the load itself.
+void exit_if_loading(const tierkv::Store& store, int code) {
+  if (!store.loading()) return;
+  spdlog::info("exiting before the flash index finished loading");
+  spdlog::shutdown();
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   tierkv::Result<tierkv::Config> config = tierkv::load_config(argc, argv, "tierkv-server");
@@ -19,7 +35,8 @@ int main(int argc, char** argv) {
   tierkv::server::apply_log_level(config->log_level);
 
   tierkv::MetricsRegistry metrics;
-  auto store = tierkv::Store::open(*config, &metrics);
+  // The server answers at once; the flash index loads meanwhile (-LOADING).
+  auto store = tierkv::Store::open(*config, &metrics, tierkv::OpenMode::kBackground);
   if (!store) {
     spdlog::error("cannot open the store: {}", store.status().to_string());
     return 1;
@@ -27,8 +44,10 @@ int main(int argc, char** argv) {
   tierkv::server::Server server(*config, **store, metrics);
   if (tierkv::Status st = server.start(); !st.is_ok()) {
     spdlog::error("{}", st.to_string());
+    exit_if_loading(**store, 1);
     return 1;
   }
   server.wait();
+  exit_if_loading(**store, 0);
   return 0;
 }

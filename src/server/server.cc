@@ -31,7 +31,10 @@ std::string endpoint_text(const Endpoint& ep) {
 }  // namespace
 
 Server::Server(Config config, Store& store, MetricsRegistry& metrics)
-    : context_(std::move(config), store, metrics), store_(store), metrics_(metrics) {
+    : context_(std::move(config), store, metrics),
+      store_(store),
+      metrics_(metrics),
+      loading_gauges_(metrics) {
   register_commands();
   context_.request_shutdown = [this](bool save) { shutdown(save); };
   context_.list_clients = [this] { return client_lines(); };
@@ -148,6 +151,7 @@ Status Server::start() {
   if (unix_acceptor_) accept_unix();
   for (auto& t : threads_) schedule_idle_sweep(*t);
   schedule_ops_sample();
+  watch_loading();
   for (auto& t : threads_) {
     IoThread* raw = t.get();
     raw->thread = std::thread([raw] {
@@ -274,6 +278,36 @@ void Server::schedule_ops_sample() {
   });
 }
 
+LoadingFigures Server::loading_figures() {
+  LoadingFigures f = server::loading_figures(store_, wall_ms());
+  loading_gauges_.publish(f);
+  return f;
+}
+
+void Server::watch_loading() {
+  constexpr int64_t kProgressLogMs = 5000;
+  LoadingFigures f = loading_figures();
+  if (!f.loading) {
+    if (f.flash) spdlog::info("{}; ready for data commands", loading_done_line(f));
+    return;
+  }
+  int64_t now = wall_ms();
+  if (loading_logged_ms_ == 0) {
+    loading_logged_ms_ = now;
+    spdlog::info(
+        "loading the flash index in the background: data commands answer -LOADING "
+        "until it is ready");
+  } else if (now - loading_logged_ms_ >= kProgressLogMs) {
+    loading_logged_ms_ = now;
+    spdlog::info("{}", loading_progress_line(f));
+  }
+  if (!loading_timer_) loading_timer_ = std::make_unique<asio::steady_timer>(threads_[0]->io);
+  loading_timer_->expires_after(std::chrono::milliseconds(100));
+  loading_timer_->async_wait([this](const asio::error_code& ec) {
+    if (!ec) watch_loading();
+  });
+}
+
 uint64_t Server::instantaneous_ops() const {
   return ops_per_sec_.load();
 }
@@ -367,6 +401,7 @@ void Server::stop() {
     if (unix_acceptor_) unix_acceptor_->close(ec);
     if (signals_) signals_->cancel(ec);
     if (ops_timer_) ops_timer_->cancel();
+    if (loading_timer_) loading_timer_->cancel();
     if (http_) http_->stop();
   });
   std::atomic<size_t> swept{0};
@@ -399,7 +434,10 @@ void Server::stop() {
     std::lock_guard lock(stop_mu_);
     save = save_on_stop_;
   }
-  if (save) {
+  if (store_.loading()) {
+    // Nothing was written while loading: there is nothing to persist.
+    spdlog::info("shutdown while the flash index loads: nothing to write to flash");
+  } else if (save) {
     persist_memory();
   } else {
     spdlog::info("SHUTDOWN NOSAVE: memory-only objects not written to flash");

@@ -23,6 +23,7 @@
 
 #include "core/metrics.h"
 #include "server/command.h"
+#include "server/loading.h"
 
 namespace tierkv::server {
 
@@ -85,6 +86,9 @@ class Server {
   void deferred_end() { deferred_inflight_.fetch_sub(1, std::memory_order_acq_rel); }
   // True once stop() began: new connections are closed at once.
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+  // The store's loading figures now, also published to the gauges (INFO and
+  // /metrics read them here).
+  LoadingFigures loading_figures();
 
  private:
   void register_commands();
@@ -102,6 +106,8 @@ class Server {
   IoThread& pick_thread();
   void schedule_idle_sweep(IoThread& t);
   void schedule_ops_sample();
+  // Until the store has loaded: logs progress, then the figures of the load.
+  void watch_loading();
   void stop();
   void wait_for_deferred();
   void persist_memory();
@@ -109,12 +115,15 @@ class Server {
   ServerContext context_;
   Store& store_;
   MetricsRegistry& metrics_;
+  LoadingGauges loading_gauges_;
   std::vector<std::unique_ptr<IoThread>> threads_;
   std::atomic<size_t> next_thread_{0};
   std::unique_ptr<asio::ip::tcp::acceptor> tcp_acceptor_;
   std::unique_ptr<asio::local::stream_protocol::acceptor> unix_acceptor_;
   std::unique_ptr<asio::signal_set> signals_;
   std::unique_ptr<asio::steady_timer> ops_timer_;
+  std::unique_ptr<asio::steady_timer> loading_timer_;
+  int64_t loading_logged_ms_ = 0;      // touched on threads_[0] only
   bool accept_paused_logged_ = false;  // touched on threads_[0] only
   std::unique_ptr<HttpMetricsServer> http_;
   uint16_t tcp_port_ = 0;

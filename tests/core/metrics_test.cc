@@ -141,6 +141,16 @@ TEST(MetricsRegistryTest, RendersPrometheusText) {
   EXPECT_EQ(count("tierkv_get_seconds_count 0\n"), 1u);
 }
 
+TEST(MetricsRegistryTest, GaugeInSubunitsRendersInTheUnitOfItsName) {
+  MetricsRegistry r;
+  // Kept in microseconds, exported in seconds.
+  r.gauge("tierkv_recovery_duration_seconds", "recovery time", "", 1000000).set(2500001);
+  r.gauge("tierkv_plain", "plain").set(-7);
+  std::string text = r.render_prometheus();
+  EXPECT_NE(text.find("tierkv_recovery_duration_seconds 2.500001\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("tierkv_plain -7\n"), std::string::npos) << text;
+}
+
 TEST(MetricsRegistryTest, ForEachVisitsEveryCounter) {
   MetricsRegistry r;
   r.counter("a_total", "a").add(1);

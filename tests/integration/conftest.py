@@ -55,14 +55,46 @@ def wait_for_port(port, proc, timeout=15.0):
     raise RuntimeError(f"server did not listen on {port}")
 
 
+def is_loading(port):
+    """True while the server at port still loads its data (INFO persistence
+    says loading:1). A server that wants AUTH first cannot say: False."""
+    c = RawClient(port)
+    try:
+        reply = c.call("INFO", "persistence")
+        # QUIT, and wait for the server's close: then this client is no
+        # longer counted (tests of maxclients start right after).
+        c.call("QUIT")
+        c.closed_by_server()
+    finally:
+        c.close()
+    return reply.startswith(b"$") and b"\r\nloading:1\r\n" in reply
+
+
+def wait_loaded(port, proc, timeout=60.0):
+    """Returns once the server at port has loaded its data: tierkv-server
+    accepts connections at once and answers -LOADING to data commands while
+    its flash index loads."""
+    deadline = time.time() + timeout
+    while is_loading(port):
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode}")
+        if time.time() >= deadline:
+            raise RuntimeError(f"server on {port} still loading after {timeout}s")
+        time.sleep(0.02)
+
+
 class ServerProcess:
-    def __init__(self, argv, port, workdir):
+    def __init__(self, argv, port, workdir, loaded=False):
+        """Starts argv; returns once it listens on port and, with `loaded`,
+        once it has loaded its data."""
         self.port = port
         self.workdir = workdir
         self.log_path = os.path.join(workdir, "server.log")
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
         wait_for_port(port, self.proc)
+        if loaded:
+            wait_loaded(port, self.proc)
 
     def client(self, **kw):
         return redis.Redis(host="127.0.0.1", port=self.port, **kw)
@@ -93,7 +125,10 @@ def start_tierkv(workdir, extra=()):
     argv = [TIERKV_SERVER, "--port", str(port), "--bind", "127.0.0.1",
             "--metrics-port", str(metrics_port), "--memory", "512mb",
             "--flash-path", os.path.join(workdir, "flash.dat"), *flash, *extra]
-    return ServerProcess(argv, port, workdir)
+    # Without flash the store opens before the server listens: no need to wait.
+    args = list(extra)
+    no_flash = "--flash-size" in args and args[args.index("--flash-size") + 1] in ("0", "0mb")
+    return ServerProcess(argv, port, workdir, loaded=not no_flash)
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 import redis
 
-from conftest import TIERKV_SERVER, free_ports, wait_for_port
+from conftest import TIERKV_SERVER, free_ports, wait_for_port, wait_loaded
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -59,8 +59,9 @@ class FlashServer:
                 "--metrics-port", str(self.metrics_port), "--memory", self.memory,
                 "--flash-path", self.flash_path, "--flash-size", self.flash_size, *self.extra]
 
-    def start(self, timeout=60.0):
-        """Starts the server; recovery of a big flash file may take a while."""
+    def start(self, timeout=60.0, loaded=True):
+        """Starts the server and, with `loaded`, waits for its flash index to
+        load (until then data commands answer -LOADING)."""
         assert self.proc is None or self.proc.poll() is not None, "server already running"
         self.port, self.metrics_port = free_ports(2)
         self.starts += 1
@@ -71,6 +72,8 @@ class FlashServer:
                                          cwd=self.workdir)
         try:
             wait_for_port(self.port, self.proc, timeout)
+            if loaded:
+                wait_loaded(self.port, self.proc, timeout)
         except RuntimeError as e:
             raise AssertionError(f"{e}\n--- server log ---\n{self.log_tail()}") from None
         return self
