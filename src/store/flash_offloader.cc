@@ -10,10 +10,9 @@
 namespace tierkv {
 
 FlashOffloader::FlashOffloader(flash::FlashTier& flash, memory::MemoryTier& memory,
-                               MetricsRegistry& metrics, bool durable_overwrites)
+                               MetricsRegistry& metrics)
     : flash_(flash),
       memory_(memory),
-      durable_overwrites_(durable_overwrites),
       write_errors_(metrics.counter("tierkv_offload_write_errors_total",
                                     "object writes to flash that failed")),
       busy_(metrics.counter("tierkv_offload_busy_total",

@@ -19,10 +19,7 @@ namespace tierkv {
 
 class FlashOffloader final : public memory::LowerTier {
  public:
-  // `durable_overwrites`: fsync=always, where an overwrite leaves older
-  // versions to be superseded on flash instead of writing a tombstone.
-  FlashOffloader(flash::FlashTier& flash, memory::MemoryTier& memory, MetricsRegistry& metrics,
-                 bool durable_overwrites);
+  FlashOffloader(flash::FlashTier& flash, memory::MemoryTier& memory, MetricsRegistry& metrics);
 
   bool holds(std::string_view key, uint64_t hash, uint64_t version, uint32_t chunk_count) override;
   memory::OffloadAnswer offload(memory::OffloadItem& item) override;
@@ -41,7 +38,6 @@ class FlashOffloader final : public memory::LowerTier {
 
   flash::FlashTier& flash_;
   memory::MemoryTier& memory_;
-  const bool durable_overwrites_;
   Counter& write_errors_;
   Counter& busy_;
   std::function<void()> on_landed_;

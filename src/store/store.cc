@@ -150,7 +150,7 @@ void Store::open_flash(const Config& config) {
   flash_status_.direct_io = flash_->direct_io();
   durable_writes_ = config.flash_fsync == FlashFsync::kAlways;
   write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
-  offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_, durable_writes_);
+  offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
   reader_ = std::make_unique<FlashReader>(*flash_, flash_reader_options(config), *metrics_);
   promoter_ =
       std::make_unique<Promoter>(*memory_, *flash_, *reader_, key_locks_, *metrics_,
