@@ -47,22 +47,43 @@ void FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* 
   update_space_gauges_locked();
 }
 
+// Free regions the reclaimer keeps ahead of the writers (fewer on tiny
+// devices): one region of headroom is often used up within a single write.
+static size_t reclaim_target(size_t regions) {
+  return regions >= 8 ? 2 : 1;
+}
+
+bool FlashTier::reclaim_wanted_locked() const {
+  const Impl& im = *impl_;
+  return im.free_regions.size() < reclaim_target(region_count_) && im.fifo.size() > 1 &&
+         !im.clearing && im.regions[im.fifo.front()].pending_writes == 0;
+}
+
 void FlashTier::start_reclaimer() {
   Impl& im = *impl_;
   if (!options_.reinsertion) return;
   im.reclaimer = std::thread([this, &im] {
     std::unique_lock lock(im.write_mu);
     while (!im.reclaim_stop) {
-      const bool wanted = im.free_regions.empty() && im.fifo.size() > 1 && !im.clearing &&
-                          im.regions[im.fifo.front()].pending_writes == 0;
-      if (!wanted) {
+      if (!reclaim_wanted_locked()) {
+        im.reclaim_idle.notify_all();
         // Also polls: the oldest region's last writes land without a signal.
         im.reclaim_cv.wait_for(lock, std::chrono::milliseconds(20));
         continue;
       }
       reclaim_ahead(lock);
     }
+    im.reclaim_idle.notify_all();
   });
+}
+
+bool FlashTier::wait_for_reclaimer(std::chrono::milliseconds timeout) {
+  Impl& im = *impl_;
+  std::unique_lock lock(im.write_mu);
+  if (!im.reclaimer.joinable()) return true;
+  im.reclaim_cv.notify_one();
+  return im.reclaim_idle.wait_for(lock, timeout,
+                                  [&] { return im.reclaim_stop || !reclaim_wanted_locked(); });
 }
 
 void FlashTier::stop_reclaimer() {

@@ -181,7 +181,7 @@ Status FlashTier::open_region_locked() {
   im.active->used = kBlockSize;
   im.active_offset = kBlockSize;
   update_space_gauges_locked();
-  if (im.free_regions.empty() && options_.reinsertion) im.reclaim_cv.notify_one();
+  if (options_.reinsertion && reclaim_wanted_locked()) im.reclaim_cv.notify_one();
   return Status::ok();
 }
 

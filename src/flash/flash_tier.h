@@ -35,9 +35,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -274,6 +276,10 @@ class FlashTier {
   // Pushes out buffered writes and waits until all accepted so far landed
   // (fdatasync'ed too unless fsync=none).
   void flush();
+  // With reinsertion: waits (up to `timeout`) until the reclaimer has caught
+  // up with the writers; false on timeout. For tests and tools that want
+  // reinsertion to happen deterministically (writers never wait for it).
+  bool wait_for_reclaimer(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // Clean shutdown: writes the index and region state to the device, so the
   // next open loads them instead of scanning (flash_snapshot.cc). Stops
   // reinsertion. A write after it (a late command) discards the snapshot.
@@ -344,6 +350,7 @@ class FlashTier {
   void start_reclaimer();
   void stop_reclaimer();
   void reclaim_ahead(std::unique_lock<std::mutex>& write_lock);
+  bool reclaim_wanted_locked() const;
   std::unique_ptr<WriteBatch> new_batch_locked(uint32_t region, uint64_t offset, uint64_t bytes);
   void seal_locked();
   void kick_locked(std::vector<IoRequest*>& to_submit);

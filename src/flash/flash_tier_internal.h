@@ -188,6 +188,7 @@ struct FlashTier::Impl {
   std::vector<AlignedBuffer> spare_buffers;
   // The reinsertion reclaimer, woken when the last free region is taken.
   std::condition_variable reclaim_cv;
+  std::condition_variable reclaim_idle;  // it found nothing to do
   bool reclaim_stop = false;
   std::thread reclaimer;
   std::atomic<bool> dirty{false};  // written since the last fdatasync

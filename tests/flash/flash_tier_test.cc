@@ -193,6 +193,11 @@ TEST(FlashTierTest, HitBasedReinsertionKeepsReadChunks) {
                                  .version = 1,
                                  .data = pattern(125'000, i)})
                       .is_ok());
+      // Reinsertion runs beside the writers; let it keep up, as a real
+      // writer's pace would.
+      if (reinsertion) {
+        ASSERT_TRUE(t.wait_for_reclaimer());
+      }
       // Keep reading it so each reinserted copy counts as hit again.
       if (i % 50 == 0 && reinsertion) {
         EXPECT_TRUE(read_sync(t, "hot", 0).is_ok()) << i;
@@ -232,6 +237,7 @@ TEST(FlashTierTest, LargeRecordsAfterReinsertionStayInsideRegions) {
         write_sync(t,
                    {.key = "big" + std::to_string(i), .version = 1, .data = pattern(big, 100 + i)})
             .is_ok());
+    ASSERT_TRUE(t.wait_for_reclaimer());
   }
   EXPECT_GT(t.stats().reinsertions, 0u);
   EXPECT_EQ(t.stats().checksum_failures, 0u);
