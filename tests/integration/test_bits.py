@@ -255,6 +255,24 @@ def test_bits_on_flash_only_key(flash_servers):
     assert c.getbit("bits", 0) == 1 - first
     assert c.bitcount("bits") == expect + (1 if first == 0 else -1)
     assert c.strlen("bits") == len(value)
+    # Every other value-reading bit command on a flash-only key.
+    value = bytearray(value)
+    value[0] ^= 0x80
+    push_to_flash(c, "bits2", 2 * 1024 * 1024)
+    other = make_value("bits2", 1, 2 * 1024 * 1024)
+    for i in range(512):  # the filler pushes the first key out again
+        c.set(f"more:{i}", b"m" * 1024 * 1024)
+        if set(residencies(c, "bits")) == {"flash"}:
+            break
+    assert set(residencies(c, "bits")) == {"flash"} == set(residencies(c, "bits2"))
+    first_one = next(i * 8 + 7 - (x.bit_length() - 1) for i, x in enumerate(value) if x)
+    assert c.bitpos("bits", 1) == first_one
+    assert c.execute_command("BITFIELD_RO", "bits2", "GET", "u16", "0") == [other[0] << 8 | other[1]]
+    assert c.execute_command("BITFIELD", "bits2", "INCRBY", "u8", "8", "1") == [(other[1] + 1) % 256]
+    assert c.bitop("AND", "both", "bits", "bits2") == len(value)
+    assert c.getrange("both", 0, 15) == bytes(a & b for a, b in zip(value[:16], other[:16]))
+    with pytest.raises(redis.exceptions.ResponseError, match="exceeds proto-max-bulk-len"):
+        c.execute_command("LCS", "bits", "bits2", "LEN")  # 2 MiB x 2 MiB: Redis's table limit
 
 
 def test_lcs(pair):
