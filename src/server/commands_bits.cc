@@ -50,8 +50,25 @@ bool read_value(CommandContext& ctx, std::string_view key, std::optional<ObjectV
   return true;
 }
 
-bool bit_at(const std::string& s, uint64_t bit) {
-  return (static_cast<uint8_t>(s[bit >> 3]) >> (7 - (bit & 7))) & 1;
+bool bit_at(const ObjectView& v, uint64_t bit) {
+  return (byte_at(v, bit >> 3) >> (7 - (bit & 7))) & 1;
+}
+
+// Calls fn(bytes, index of bytes[0]) for the pieces of bytes [from, to) of
+// `view`, without copying, until fn returns false.
+template <typename Fn>
+void for_each_piece(const ObjectView& view, uint64_t from, uint64_t to, Fn&& fn) {
+  uint64_t pos = 0;
+  bool more = true;
+  view.for_each_segment([&](std::string_view s) {
+    uint64_t seg_end = pos + s.size();
+    if (more && seg_end > from && pos < to) {
+      uint64_t a = std::max(pos, from) - pos;
+      uint64_t b = std::min(seg_end, to) - pos;
+      more = fn(s.substr(a, b - a), pos + a);
+    }
+    pos = seg_end;
+  });
 }
 
 void getbit_command(CommandContext& ctx) {
@@ -128,13 +145,42 @@ bool parse_unit(CommandContext& ctx, size_t i, bool* isbit) {
   return true;
 }
 
-int64_t popcount_bits(const std::string& s, BitRange r) {
+int64_t popcount_bits(const ObjectView& v, BitRange r) {
   int64_t count = 0;
   int64_t b = r.lo;
-  for (; b <= r.hi && (b & 7) != 0; ++b) count += bit_at(s, static_cast<uint64_t>(b));
-  for (; b + 7 <= r.hi; b += 8) count += std::popcount(static_cast<uint8_t>(s[b >> 3]));
-  for (; b <= r.hi; ++b) count += bit_at(s, static_cast<uint64_t>(b));
+  for (; b <= r.hi && (b & 7) != 0; ++b) count += bit_at(v, static_cast<uint64_t>(b));
+  int64_t whole_end = b + (r.hi + 1 - b) / 8 * 8;  // whole bytes [b, whole_end) in bits
+  for_each_piece(v, static_cast<uint64_t>(b >> 3), static_cast<uint64_t>(whole_end >> 3),
+                 [&](std::string_view s, uint64_t) {
+                   for (char c : s) count += std::popcount(static_cast<uint8_t>(c));
+                   return true;
+                 });
+  for (b = std::max(b, whole_end); b <= r.hi; ++b) count += bit_at(v, static_cast<uint64_t>(b));
   return count;
+}
+
+// The first bit equal to `bit` in the range, or -1.
+int64_t find_bit(const ObjectView& v, BitRange r, bool bit) {
+  uint8_t skip = bit ? 0x00 : 0xff;  // bytes without a match
+  int64_t found = -1;
+  for_each_piece(v, static_cast<uint64_t>(r.lo >> 3), static_cast<uint64_t>(r.hi >> 3) + 1,
+                 [&](std::string_view s, uint64_t first) {
+                   for (size_t i = 0; i < s.size(); ++i) {
+                     auto byte = static_cast<uint8_t>(s[i]);
+                     if (byte == skip) continue;
+                     int64_t base = static_cast<int64_t>(first + i) * 8;
+                     for (int k = 0; k < 8; ++k) {
+                       int64_t b = base + k;
+                       if (b < r.lo || b > r.hi) continue;
+                       if (((byte >> (7 - k)) & 1) == bit) {
+                         found = b;
+                         return false;
+                       }
+                     }
+                   }
+                   return true;
+                 });
+  return found;
 }
 
 void bitcount_command(CommandContext& ctx) {
@@ -143,8 +189,7 @@ void bitcount_command(CommandContext& ctx) {
   if (!v) return ctx.reply.integer(0);  // Redis 7.0 answers 0 before parsing the range
   if (ctx.argc() != 2 && ctx.argc() != 4 && ctx.argc() != 5)
     return ctx.reply.error(errors::kSyntax);
-  std::string s = v->to_string();
-  int64_t len = static_cast<int64_t>(s.size());
+  auto len = static_cast<int64_t>(v->object_size());
   BitRange r{0, len * 8 - 1};
   if (ctx.argc() > 2) {
     std::optional<int64_t> start = parse_int64(ctx.arg(2));
@@ -155,7 +200,7 @@ void bitcount_command(CommandContext& ctx) {
     if (!parse_unit(ctx, 4, &isbit)) return;
     r = resolve_range(*start, *end, isbit, len);
   }
-  ctx.reply.integer(popcount_bits(s, r));
+  ctx.reply.integer(popcount_bits(*v, r));
 }
 
 void bitpos_command(CommandContext& ctx) {
@@ -166,8 +211,7 @@ void bitpos_command(CommandContext& ctx) {
   if (!read_value(ctx, ctx.arg(1), &v)) return;
   if (!v) return ctx.reply.integer(*bit ? -1 : 0);
   if (ctx.argc() > 6) return ctx.reply.error(errors::kSyntax);
-  std::string s = v->to_string();
-  int64_t len = static_cast<int64_t>(s.size());
+  auto len = static_cast<int64_t>(v->object_size());
   BitRange r{0, len * 8 - 1};
   bool end_given = ctx.argc() >= 5;
   if (ctx.argc() > 3) {
@@ -180,8 +224,8 @@ void bitpos_command(CommandContext& ctx) {
     r = resolve_range(*start, *end, isbit, len);
   }
   if (r.lo > r.hi) return ctx.reply.integer(-1);
-  for (int64_t b = r.lo; b <= r.hi; ++b)
-    if (bit_at(s, static_cast<uint64_t>(b)) == (*bit == 1)) return ctx.reply.integer(b);
+  int64_t found = find_bit(*v, r, *bit == 1);
+  if (found >= 0) return ctx.reply.integer(found);
   // No match: past the end counts as zeros, unless an end was given.
   ctx.reply.integer(*bit == 1 || end_given ? -1 : r.hi + 1);
 }

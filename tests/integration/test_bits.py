@@ -436,3 +436,20 @@ def test_random_bitfield_against_redis_and_model(pair):
         assert pair.same("BITFIELD", k, *args) == model_bitfield(m, k, ops), args
     for k in ["f0", "f1"]:
         assert (pair.same("GET", k) or b"") == bytes(m.v.get(k, b""))
+
+
+def test_bitcount_bitpos_on_a_value_of_many_chunks(pair):
+    rng = random.Random(7)
+    n = 300 * 1024
+    value = bytearray(rng.randbytes(n))
+    value[1000:200000] = b"\xff" * 199000
+    pair.same("SET", "big", bytes(value))
+    pair.same("BITCOUNT", "big")
+    pair.same("BITPOS", "big", 0, 1000)
+    pair.same("BITPOS", "big", 0, 1000, 199999)
+    for _ in range(40):
+        a, b = rng.randrange(-n * 8, n * 8), rng.randrange(-n * 8, n * 8)
+        pair.same("BITCOUNT", "big", a // 8, b // 8)
+        pair.same("BITCOUNT", "big", a, b, "BIT")
+        pair.same("BITPOS", "big", rng.randrange(2), a // 8, b // 8)
+        pair.same("BITPOS", "big", rng.randrange(2), a, b, "BIT")
