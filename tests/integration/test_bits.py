@@ -440,13 +440,13 @@ def test_random_bitfield_against_redis_and_model(pair):
 
 def test_bitcount_bitpos_on_a_value_of_many_chunks(pair):
     rng = random.Random(7)
-    n = 300 * 1024
+    n = 2 * 1024 * 1024 + 300 * 1024  # past the 1 MiB chunks
     value = bytearray(rng.randbytes(n))
-    value[1000:200000] = b"\xff" * 199000
+    value[1000:1500000] = b"\xff" * 1499000
     pair.same("SET", "big", bytes(value))
     pair.same("BITCOUNT", "big")
     pair.same("BITPOS", "big", 0, 1000)
-    pair.same("BITPOS", "big", 0, 1000, 199999)
+    pair.same("BITPOS", "big", 0, 1000, 1499999)
     for _ in range(40):
         a, b = rng.randrange(-n * 8, n * 8), rng.randrange(-n * 8, n * 8)
         pair.same("BITCOUNT", "big", a // 8, b // 8)
