@@ -147,10 +147,13 @@ void register_connection_commands(
     CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT
 void register_server_commands(
     CommandTable& table);  // COMMAND CONFIG INFO DBSIZE FLUSH* TIME SHUTDOWN
-void register_string_commands(CommandTable& table);   // GET SET ... SETRANGE
-void register_counter_commands(CommandTable& table);  // INCR ... INCRBYFLOAT
-void register_key_commands(CommandTable& table);      // DEL ... RANDOMKEY
-void register_tier_commands(CommandTable& table);     // TIER.*
+void register_string_commands(CommandTable& table);    // GET SET ... SETRANGE
+void register_counter_commands(CommandTable& table);   // INCR ... INCRBYFLOAT
+void register_key_commands(CommandTable& table);       // DEL ... RANDOMKEY
+void register_bit_commands(CommandTable& table);       // SETBIT GETBIT BITCOUNT BITPOS BITOP
+void register_lcs_commands(CommandTable& table);       // LCS
+void register_bitfield_commands(CommandTable& table);  // BITFIELD BITFIELD_RO
+void register_tier_commands(CommandTable& table);      // TIER.*
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {

@@ -138,11 +138,14 @@ void pexpireat_command(CommandContext& ctx) {
   expire_generic(ctx, false, false, "pexpireat");
 }
 
-void ttl_generic(CommandContext& ctx, bool seconds) {
+// TTL, PTTL, and with `absolute` EXPIRETIME, PEXPIRETIME (Unix time of
+// expiry), rounded to seconds as Redis does.
+void ttl_generic(CommandContext& ctx, bool seconds, bool absolute = false) {
   std::optional<ObjectInfo> info = ctx.store.stat(ctx.arg(1));
   if (!info) return ctx.reply.integer(-2);
   if (info->expire_at_ms == 0) return ctx.reply.integer(-1);
-  int64_t ttl = std::max<int64_t>(info->expire_at_ms - unix_time_ms(), 0);
+  int64_t ttl = absolute ? static_cast<int64_t>(info->expire_at_ms)
+                         : std::max<int64_t>(info->expire_at_ms - unix_time_ms(), 0);
   ctx.reply.integer(seconds ? (ttl + 500) / 1000 : ttl);
 }
 
@@ -151,6 +154,12 @@ void ttl_command(CommandContext& ctx) {
 }
 void pttl_command(CommandContext& ctx) {
   ttl_generic(ctx, false);
+}
+void expiretime_command(CommandContext& ctx) {
+  ttl_generic(ctx, true, true);
+}
+void pexpiretime_command(CommandContext& ctx) {
+  ttl_generic(ctx, false, true);
 }
 
 void persist_command(CommandContext& ctx) {
@@ -257,6 +266,10 @@ void register_key_commands(CommandTable& table) {
              "Set an expiry as a unix time in milliseconds"});
   table.add({"ttl", 2, kReadFast, 1, 1, 1, ttl_command, "Remaining TTL in seconds"});
   table.add({"pttl", 2, kReadFast, 1, 1, 1, pttl_command, "Remaining TTL in milliseconds"});
+  table.add({"expiretime", 2, kReadFast, 1, 1, 1, expiretime_command,
+             "Expiry as a Unix time in seconds"});
+  table.add({"pexpiretime", 2, kReadFast, 1, 1, 1, pexpiretime_command,
+             "Expiry as a Unix time in milliseconds"});
   table.add({"persist", 2, kWriteFast, 1, 1, 1, persist_command, "Remove a key's expiry"});
   table.add({"keys", 2, kReadOnly, 0, 0, 0, keys_command, "All keys matching a pattern"});
   table.add({"scan", -2, kReadOnly, 0, 0, 0, scan_command, "Iterate over the key space"});

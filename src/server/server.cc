@@ -59,6 +59,9 @@ void Server::register_commands() {
   register_string_commands(t);
   register_counter_commands(t);
   register_key_commands(t);
+  register_bit_commands(t);
+  register_lcs_commands(t);
+  register_bitfield_commands(t);
   register_tier_commands(t);
   for (const CommandSpec& spec : t.all()) {
     std::string label = fmt::format("cmd=\"{}\"", spec.name);

@@ -9,6 +9,7 @@
 // backoff) and reruns the command, or answers -BUSY / -OOM after a few tries.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
@@ -70,6 +71,31 @@ inline void hold_until_durable(CommandContext& ctx, std::string_view key, const 
 
 inline bool exceeds_object_limit(CommandContext& ctx, uint64_t size) {
   return size > static_cast<uint64_t>(ctx.server.limits().max_object_size.load());
+}
+
+// Appends bytes [from, to) of `view` (offsets relative to the view) to `w`.
+inline void append_view_range(ObjectWriter& w, const ObjectView& view, uint64_t from, uint64_t to) {
+  uint64_t pos = 0;
+  view.for_each_segment([&](std::string_view s) {
+    uint64_t seg_end = pos + s.size();
+    if (seg_end > from && pos < to) {
+      uint64_t a = std::max(pos, from) - pos;
+      uint64_t b = std::min(seg_end, to) - pos;
+      w.append(s.substr(a, b - a));
+    }
+    pos = seg_end;
+  });
+}
+
+inline void append_zeros(ObjectWriter& w, uint64_t n) {
+  while (n > 0) {
+    auto [dst, room] = w.next_writable();
+    if (room == 0) return;
+    size_t k = static_cast<size_t>(std::min<uint64_t>(room, n));
+    std::memset(dst, 0, k);
+    w.advance(k);
+    n -= k;
+  }
 }
 
 }  // namespace tierkv::server
