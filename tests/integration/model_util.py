@@ -28,6 +28,19 @@ def now_ms():
     return time.time() * 1000.0
 
 
+def read_values_and_ttls(c, keys):
+    """GET and PTTL of every key in one pipeline: a list of (key, value, pttl)
+    and the client's send/reply window (t0, t1) in unix ms."""
+    pipe = c.pipeline(transaction=False)
+    for k in keys:
+        pipe.get(k)
+        pipe.pttl(k)
+    t0 = now_ms()
+    replies = pipe.execute(raise_on_error=False)
+    t1 = now_ms()
+    return [(k, replies[2 * j], replies[2 * j + 1]) for j, k in enumerate(keys)], t0, t1
+
+
 def value_id(key, value):
     """(seed, size) of a value made by make_value for this key, None for nil,
     or a string saying what is wrong with it (torn, mixed, another key's)."""

@@ -31,8 +31,8 @@ import pytest
 import redis
 
 from flash_util import MIB, flash_servers, make_value  # noqa: F401
-from model_util import (Entry, describe_read, now_ms, pttl_ok, ttl_interval, value_id,
-                        value_size)
+from model_util import (Entry, describe_read, now_ms, pttl_ok, read_values_and_ttls,
+                        ttl_interval, value_id, value_size)
 
 ROUNDS = int(os.environ.get("TIERKV_MODEL_CRASH_ROUNDS", "10"))
 SEED = os.environ.get("TIERKV_MODEL_SEED")
@@ -170,15 +170,8 @@ def check_round(s, logs, always, label):
     try:
         for i in range(0, len(keys), 8):
             batch = keys[i:i + 8]
-            pipe = c.pipeline(transaction=False)
-            for k in batch:
-                pipe.get(k)
-                pipe.pttl(k)
-            t0 = now_ms()
-            replies = pipe.execute(raise_on_error=False)
-            t1 = now_ms()
-            for j, k in enumerate(batch):
-                value, pttl = replies[2 * j], replies[2 * j + 1]
+            read, t0, t1 = read_values_and_ttls(c, batch)
+            for k, value, pttl in read:
                 why = check_key(k, logs[k], value, pttl, t0, t1, always)
                 if why:
                     bad.append(why)

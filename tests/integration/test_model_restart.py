@@ -38,8 +38,8 @@ import pytest
 import redis
 
 from flash_util import MIB, flash_servers, make_value, num  # noqa: F401
-from model_util import (MARGIN_MS, Entry, describe_read, now_ms, pttl_ok, scan_all,
-                        ttl_interval, value_id, value_size)
+from model_util import (MARGIN_MS, Entry, describe_read, now_ms, pttl_ok, read_values_and_ttls,
+                        scan_all, ttl_interval, value_id, value_size)
 
 OPS = int(os.environ.get("TIERKV_MODEL_OPS", "4000"))
 ROUNDS = int(os.environ.get("TIERKV_MODEL_ROUNDS", "5"))
@@ -313,15 +313,8 @@ class RestartModel:
                 size += e.vid[1] if e else 0
                 batch.append(keys[i])
                 i += 1
-            pipe = self.c.pipeline(transaction=False)
-            for k in batch:
-                pipe.get(k)
-                pipe.pttl(k)
-            t0 = now_ms()
-            replies = pipe.execute(raise_on_error=False)
-            t1 = now_ms()
-            for j, k in enumerate(batch):
-                value, pttl = replies[2 * j], replies[2 * j + 1]
+            read, t0, t1 = read_values_and_ttls(self.c, batch)
+            for k, value, pttl in read:
                 observed[k] = (value_id(k, value), pttl, t0, t1)
                 try:
                     e = self.check_value(k, value, t0, t1, f"{when}: GET")
