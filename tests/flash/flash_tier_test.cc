@@ -445,18 +445,28 @@ TEST(FlashTierTest, FsyncPoliciesWork) {
   EXPECT_FALSE(parse_fsync_policy("sometimes").is_ok());
 }
 
-// backing_latency_ns adds a fixed delay to each read: with 200 us added, the
-// median read latency grows by 200 us +-10%. Buffered I/O keeps the device
-// part small and steady; the two tiers are read alternately so that machine
-// noise hits both alike; reads are timed from the call to the callback. The
-// medians are compared: a preempted read (another test or build on the other
-// core) is an outlier that moves a median by one rank, not by its delay, so
-// up to half the reads may be hit. The test also runs alone under ctest
-// (flash_backing_latency, RUN_SERIAL; see CMakeLists.txt). It would fail if
-// the knob were ignored (+0 us) or a sleep_for with the default 50 us timer
-// slack (+50..100 us). The measurement is repeated up to five times; one must
-// hold. Measured at load 6 (two spinning processes): +199.7..208.1 us.
-double added_read_latency_us(IoBackend backend, uint64_t model_ns) {
+// backing_latency_ns adds a fixed delay to each read. The contract: every
+// modelled read takes at least the model's latency, and the median takes no
+// more than the model plus the unmodelled read plus 10% of the model. The
+// extra of the median over the model is compared with the whole unmodelled
+// read, not with zero: on the thread-pool engine most of an unmodelled read
+// is the wake-up of an idle worker (~25 us), and a worker that has just spun
+// through the last stretch of a deadline wakes faster, so "with minus
+// without" fell below the model (177 us for 200 us in CI) while each read
+// still paid the whole model. Buffered I/O keeps the device part small; the
+// two tiers are read alternately so that machine noise hits both alike;
+// reads are timed from the call to the callback; medians shrug off reads
+// preempted by another test. The test also runs alone under ctest
+// (flash_backing_latency, RUN_SERIAL). It fails if the knob is ignored (a
+// read under 200 us) or slept with sleep_for and the default 50 us timer
+// slack (+50..100 us over the model). Repeated up to five times; one must hold.
+struct LatencySample {
+  double unmodelled_median_us = -1;
+  double modelled_median_us = -1;
+  double modelled_min_us = -1;
+};
+
+LatencySample read_latency_us(IoBackend backend, uint64_t model_ns) {
   TempDir dir;
   std::unique_ptr<FlashTier> tiers[2];
   for (int t = 0; t < 2; ++t) {
@@ -466,7 +476,7 @@ double added_read_latency_us(IoBackend backend, uint64_t model_ns) {
     o.direct_io = false;
     auto tier = FlashTier::open(o);
     EXPECT_TRUE(tier.is_ok());
-    if (!tier.is_ok()) return -1;
+    if (!tier.is_ok()) return {};
     tiers[t] = std::move(*tier);
     for (int i = 0; i < 8; ++i) {
       EXPECT_TRUE(
@@ -478,8 +488,6 @@ double added_read_latency_us(IoBackend backend, uint64_t model_ns) {
   std::vector<uint64_t> samples[2];
   for (int i = 0; i < 1000; ++i) {
     const int t = i % 2;
-    // Timed from the call to the callback: the waiting thread's wake-up is
-    // the caller's cost, not the device model's.
     std::promise<uint64_t> completed;
     const uint64_t start = mono_ns();
     Status st = tiers[t]->read_chunk("k" + std::to_string(i % 8), 0, std::nullopt,
@@ -490,25 +498,32 @@ double added_read_latency_us(IoBackend backend, uint64_t model_ns) {
     EXPECT_TRUE(st.is_ok());
     if (st.is_ok()) samples[t].push_back(completed.get_future().get() - start);
   }
-  double mean[2];  // the medians
-  for (int t = 0; t < 2; ++t) {
-    if (samples[t].empty()) return -1;
-    std::sort(samples[t].begin(), samples[t].end());
-    mean[t] = static_cast<double>(samples[t][samples[t].size() / 2]) / 1000.0;
+  for (auto& s : samples) {
+    if (s.empty()) return {};
+    std::sort(s.begin(), s.end());
   }
-  std::printf("[latency] %s: median read %.1f us; with a %.0f us model %.1f us: added %.1f us\n",
-              backend == IoBackend::kUring ? "io_uring" : "threads", mean[0], model_ns / 1000.0,
-              mean[1], mean[1] - mean[0]);
-  return mean[1] - mean[0];
+  auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+  LatencySample out{.unmodelled_median_us = us(samples[0][samples[0].size() / 2]),
+                    .modelled_median_us = us(samples[1][samples[1].size() / 2]),
+                    .modelled_min_us = us(samples[1].front())};
+  std::printf(
+      "[latency] %s: median read %.1f us; with a %.0f us model: median %.1f us, min %.1f us\n",
+      backend == IoBackend::kUring ? "io_uring" : "threads", out.unmodelled_median_us, us(model_ns),
+      out.modelled_median_us, out.modelled_min_us);
+  return out;
 }
 
 TEST(FlashTierTest, BackingLatencyIsPrecise) {
+  constexpr double kModelUs = 200.0;
   for (IoBackend backend : {IoBackend::kUring, IoBackend::kThreadPool}) {
-    double best_error = 1e9;
-    for (int attempt = 0; attempt < 5 && best_error > 20.0; ++attempt) {
-      best_error = std::min(best_error, std::abs(added_read_latency_us(backend, 200'000) - 200.0));
+    bool held = false;
+    for (int attempt = 0; attempt < 5 && !held; ++attempt) {
+      const LatencySample s = read_latency_us(backend, 200'000);
+      ASSERT_GE(s.modelled_min_us, kModelUs)
+          << "a modelled read finished before the model's latency";
+      held = s.modelled_median_us <= kModelUs + s.unmodelled_median_us + 0.1 * kModelUs;
     }
-    EXPECT_LE(best_error, 20.0) << "no measurement within 10% of the 200 us model";
+    EXPECT_TRUE(held) << "no run whose median stayed within the model + the unmodelled read + 10%";
   }
 }
 
