@@ -11,6 +11,7 @@
 #include <charconv>
 #include <functional>
 #include <limits>
+#include <optional>
 
 namespace tierkv {
 namespace {
@@ -136,6 +137,22 @@ KeySpec bool_key(ConfigKey k, bool Config::*m) {
           [m](const Config& c) { return std::string(c.*m ? "yes" : "no"); }};
 }
 
+KeySpec rewrites_key(ConfigKey k, std::vector<SuffixRewrite> Config::*m) {
+  return {k,
+          [k, m](Config& c, std::string_view value) {
+            Result<std::vector<SuffixRewrite>> rules = parse_suffix_rewrites(value);
+            if (!rules) return bad_value(k.name, value, rules.status().message());
+            c.*m = std::move(*rules);
+            return Status::ok();
+          },
+          [m](const Config& c) {
+            std::string out;
+            for (const SuffixRewrite& r : c.*m)
+              out += (out.empty() ? "" : ",") + r.from + "=" + r.to;
+            return out;
+          }};
+}
+
 const std::vector<KeySpec>& specs() {
   using A = ConfigApply;
   using C = Config;
@@ -222,6 +239,37 @@ const std::vector<KeySpec>& specs() {
               &C::promotion_threshold, 1, 255),
       int_key({"promotion-max-inflight", "promotions and prefetches in flight", A::kPromotion},
               &C::promotion_max_inflight, 1, 65536),
+      bool_key({"promotion-on-hit", "promote objects read from flash often enough (yes, no)",
+                A::kPromotion},
+               &C::promotion_on_hit),
+      int_key({"promotion-workers", "threads of the pool that runs promotions and prefetches"},
+              &C::promotion_workers, 1, 64),
+      bool_key({"exists-prefetch", "plain EXISTS also prefetches flash-only keys", A::kPrefetch},
+               &C::exists_prefetch),
+      rewrites_key({"exists-prefetch-map",
+                    "EXISTS of a key ending in A prefetches the key ending in B instead: "
+                    "\"A=B,C=D\" (TOML: a string or an array of strings)",
+                    A::kPrefetch},
+                   &C::exists_prefetch_map),
+      bool_key(
+          {"demand-kick", "a GET served from flash fires one promotion of its key", A::kPrefetch},
+          &C::demand_kick),
+      int_key(
+          {"demand-kick-max-failures",
+           "kicks that failed for room in a row before kicks obey the cooldown too", A::kPrefetch},
+          &C::demand_kick_max_failures, 0, 1e6),
+      int_key({"prefetch-dedup-ttl-ms", "a key prefetched within this long is not prefetched again",
+               A::kPrefetch},
+              &C::prefetch_dedup_ttl_ms, 0, kMaxI),
+      int_key(
+          {"prefetch-dedup-max-entries", "cap on keys remembered for deduplication", A::kPrefetch},
+          &C::prefetch_dedup_max_entries, 16, 1e9),
+      int_key({"prefetch-cooldown-ms", "pause of prefetching after memory was found saturated",
+               A::kPrefetch},
+              &C::prefetch_cooldown_ms, 0, 3.6e6),
+      int_key({"prefetch-cooldown-max-ms",
+               "longest cooldown while prefetches keep failing or going unread", A::kPrefetch},
+              &C::prefetch_cooldown_max_ms, 0, 3.6e7),
       int_key(
           {"flash-read-window", "chunks a flash read holds ahead of its consumer", A::kFlashRead},
           &C::flash_read_window, 1, 4096),
@@ -259,10 +307,27 @@ std::string toml_node_text(const toml::node& node) {
   return "";
 }
 
+// A TOML array of strings is the list form of a comma-separated value.
+std::optional<std::string> toml_array_text(const toml::node& node) {
+  const toml::array* a = node.as_array();
+  if (!a) return std::nullopt;
+  std::string out;
+  for (const toml::node& item : *a) {
+    std::optional<std::string> s = item.value<std::string>();
+    if (!s) return std::nullopt;
+    out += (out.empty() ? "" : ",") + *s;
+  }
+  return out;
+}
+
 Status apply_table(Config& config, const toml::table& table, const std::string& origin) {
   for (const auto& [k, node] : table) {
     const KeySpec* s = find_spec(k.str());
     if (!s) return Status::invalid_argument(fmt::format("{}: unknown key '{}'", origin, k.str()));
+    if (std::optional<std::string> list = toml_array_text(node)) {
+      TIERKV_RETURN_IF_ERROR(s->set(config, *list));
+      continue;
+    }
     if (!node.is_value())
       return Status::invalid_argument(fmt::format("{}: '{}' must be a value", origin, k.str()));
     TIERKV_RETURN_IF_ERROR(s->set(config, toml_node_text(node)));
@@ -324,6 +389,26 @@ Result<int64_t> parse_byte_size(std::string_view text) {
   return *base << shift;
 }
 
+Result<std::vector<SuffixRewrite>> parse_suffix_rewrites(std::string_view text) {
+  std::vector<SuffixRewrite> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view rule = text.substr(pos, end - pos);
+    pos = end + 1;
+    while (!rule.empty() && rule.front() == ' ') rule.remove_prefix(1);
+    while (!rule.empty() && rule.back() == ' ') rule.remove_suffix(1);
+    if (rule.empty()) continue;
+    size_t eq = rule.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == rule.size())
+      return Status::invalid_argument(
+          fmt::format("rule '{}' is not SUFFIX=REPLACEMENT with both non-empty", rule));
+    out.push_back({std::string(rule.substr(0, eq)), std::string(rule.substr(eq + 1))});
+  }
+  return out;
+}
+
 Status config_set(Config& config, std::string_view name, std::string_view value) {
   const KeySpec* s = find_spec(name);
   if (!s) return Status::invalid_argument(fmt::format("unknown configuration key '{}'", name));
@@ -367,6 +452,10 @@ Status config_validate(const Config& c) {
     return Status::invalid_argument(fmt::format(
         "invalid value '{}' for 'flash-read-buffer': must be at least twice 'chunk-size'",
         c.flash_read_buffer));
+  if (c.prefetch_cooldown_max_ms < c.prefetch_cooldown_ms)
+    return Status::invalid_argument(fmt::format(
+        "invalid value '{}' for 'prefetch-cooldown-max-ms': below 'prefetch-cooldown-ms' ({})",
+        c.prefetch_cooldown_max_ms, c.prefetch_cooldown_ms));
   if (c.flash_size != 0 && c.flash_size < 2 * c.region_size)
     return Status::invalid_argument(fmt::format(
         "invalid value '{}' for 'flash-size': must be 0 or at least two regions", c.flash_size));

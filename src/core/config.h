@@ -28,6 +28,16 @@ std::string_view name_of(FlashFsync v);
 std::string_view name_of(OffloadPolicy v);
 std::string_view name_of(LogLevel v);
 
+// exists-prefetch-map: a probed key ending in `from` prefetches the key
+// with that suffix replaced by `to` ("metadata=kv_bytes").
+struct SuffixRewrite {
+  std::string from;
+  std::string to;
+  bool operator==(const SuffixRewrite&) const = default;
+};
+// Parses "a=b,c=d" (empty: no rules). Errors name the key.
+Result<std::vector<SuffixRewrite>> parse_suffix_rewrites(std::string_view text);
+
 struct Config {
   // server
   std::string bind = "127.0.0.1";
@@ -78,6 +88,17 @@ struct Config {
   int64_t offload_wait_ms = 2000;  // how long a write waits for flash to drain
   int64_t promotion_threshold = 2;
   int64_t promotion_max_inflight = 64;
+  bool promotion_on_hit = true;
+  int64_t promotion_workers = 4;  // the store's background pool
+  // prefetch (see docs/prefetch.md)
+  bool exists_prefetch = false;  // plain EXISTS is a prefetch signal
+  std::vector<SuffixRewrite> exists_prefetch_map;
+  bool demand_kick = false;  // a GET served from flash fires one promotion
+  int64_t demand_kick_max_failures = 3;
+  int64_t prefetch_dedup_ttl_ms = 30000;
+  int64_t prefetch_dedup_max_entries = 65536;
+  int64_t prefetch_cooldown_ms = 5000;
+  int64_t prefetch_cooldown_max_ms = 60000;
   // flash reads: chunks read ahead of the consumer, chunk reads in flight
   // per read, and the cap on all flash read buffers of the process
   int64_t flash_read_window = 4;
@@ -95,7 +116,8 @@ enum class ConfigApply : uint8_t {
   kLogLevel,
   kMemoryBudget,
   kObjectLimits,  // max-key-size, max-object-size
-  kPromotion,     // promotion-threshold, promotion-max-inflight
+  kPromotion,     // promotion-threshold, promotion-max-inflight, promotion-on-hit
+  kPrefetch,      // exists-prefetch*, demand-kick*, prefetch-*
   kOffloadWait,
   kLeaseTtl,
   kLeaseFraction,

@@ -137,7 +137,25 @@ std::map<std::string, std::vector<const E*>> by_family(const std::deque<E>& list
 
 }  // namespace
 
+uint64_t MetricsRegistry::add_collector(std::function<void()> fn) {
+  std::lock_guard lock(collectors_mu_);
+  uint64_t id = next_collector_++;
+  collectors_.emplace(id, std::move(fn));
+  return id;
+}
+
+void MetricsRegistry::remove_collector(uint64_t id) {
+  std::lock_guard lock(collectors_mu_);
+  collectors_.erase(id);
+}
+
+void MetricsRegistry::collect() const {
+  std::lock_guard lock(collectors_mu_);
+  for (const auto& [id, fn] : collectors_) fn();
+}
+
 std::string MetricsRegistry::render_prometheus() const {
+  collect();
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& [name, entries] : by_family(counters_)) {

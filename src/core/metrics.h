@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -94,6 +96,18 @@ class MetricsRegistry {
     std::lock_guard lock(mu_);
     for (const auto& e : counters_) fn(e.name, e.labels, *e.metric);
   }
+  template <typename Fn>  // fn(name, labels, const Gauge&, per_unit)
+  void for_each_gauge(Fn&& fn) const {
+    std::lock_guard lock(mu_);
+    for (const auto& e : gauges_) fn(e.name, e.labels, *e.metric, e.per_unit);
+  }
+  // A collector refreshes gauges whose values live elsewhere (a subsystem's
+  // own counters) just before anyone reads the registry: render_prometheus()
+  // and collect() run every collector first. The id removes it again; a
+  // collector must be removed before what it reads goes away.
+  uint64_t add_collector(std::function<void()> fn);
+  void remove_collector(uint64_t id);
+  void collect() const;
   template <typename Fn>  // fn(name, labels, const Histogram&)
   void for_each_latency(Fn&& fn) const {
     std::lock_guard lock(mu_);
@@ -111,6 +125,9 @@ class MetricsRegistry {
   static M& find_or_add(std::deque<Entry<M>>& list, std::string name, std::string help,
                         std::string labels);
 
+  mutable std::mutex collectors_mu_;  // held while collectors run, never with mu_
+  std::map<uint64_t, std::function<void()>> collectors_;
+  uint64_t next_collector_ = 1;
   mutable std::mutex mu_;
   std::deque<Entry<Counter>> counters_;
   std::deque<Entry<Gauge>> gauges_;

@@ -17,8 +17,9 @@ namespace tierkv::memory {
 struct Object;
 
 struct Chunk {
-  static constexpr uint8_t kUseOnce = 1;  // streaming: dropped first
-  static constexpr uint8_t kLeased = 2;   // protected until lease_until_ms
+  static constexpr uint8_t kUseOnce = 1;     // streaming: dropped first
+  static constexpr uint8_t kLeased = 2;      // protected until lease_until_ms
+  static constexpr uint8_t kPrefetched = 4;  // the lease is a prefetch's (counts accuracy)
 
   PolicyHook hook;  // first member: policies hand back PolicyHook*
   std::atomic<uint32_t> refs{1};

@@ -69,9 +69,13 @@ void MemoryTier::end_lease_locked(Chunk* c, bool read) {
   last->lease_slot = c->lease_slot;
   s.leased.pop_back();
   c->lease_slot = UINT32_MAX;
-  c->flags &= static_cast<uint8_t>(~Chunk::kLeased);
   leased_.fetch_sub(c->size, std::memory_order_relaxed);
   if (!read) lease_expired_unread_.fetch_add(1, std::memory_order_relaxed);
+  // An object's prefetch is judged by its first chunk: the one every whole
+  // read and every read from the start takes.
+  if ((c->flags & Chunk::kPrefetched) && c->index == 0)
+    (read ? prefetch_reads_ : prefetch_wasted_).fetch_add(1, std::memory_order_relaxed);
+  c->flags &= static_cast<uint8_t>(~(Chunk::kLeased | Chunk::kPrefetched));
 }
 
 bool MemoryTier::evictable(const Chunk* c, int64_t now_ms) {

@@ -114,6 +114,8 @@ struct MemoryTierStats {
   uint64_t expired_objects = 0;
   uint64_t lease_refused = 0;
   uint64_t lease_expired_unread = 0;
+  uint64_t prefetch_reads = 0;     // prefetched objects whose lease a read ended
+  uint64_t prefetch_wasted = 0;    // prefetched objects whose lease ended unread
   int64_t offloading_bytes = 0;    // evicted, waiting for their lower-tier write
   uint64_t offloads_inflight = 0;  // lower-tier writes not yet finished
   uint64_t offloads = 0;           // objects handed to the lower tier on eviction
@@ -164,7 +166,9 @@ class MemoryTier {
   // expire_at_ms = 0 clears the expiry. False if the key is absent.
   bool set_expiry(std::string_view key, int64_t expire_at_ms);
   // Leases protect the object's resident chunks until ttl ends or a get.
-  Status grant_lease(std::string_view key, int64_t ttl_ms);
+  // A prefetch lease also counts, when it ends, whether a read used it
+  // (MemoryTierStats::prefetch_reads / prefetch_wasted).
+  Status grant_lease(std::string_view key, int64_t ttl_ms, bool prefetch = false);
 
   ScanPage scan(uint64_t cursor, size_t count);
   std::optional<std::string> random_key();
@@ -217,6 +221,22 @@ class MemoryTier {
    private:
     bool saved_;
   };
+  // While alive, reservations on this thread make room only by dropping
+  // clean objects (their version is below) that are unleased and unpinned:
+  // they never start an offload and never wait. For speculative promotions
+  // (prefetch, demand kick): evicting a clean object costs a future read,
+  // evicting a dirty one would cost a write now.
+  class CleanOnlyScope {
+   public:
+    CleanOnlyScope();
+    ~CleanOnlyScope();
+    CleanOnlyScope(const CleanOnlyScope&) = delete;
+    CleanOnlyScope& operator=(const CleanOnlyScope&) = delete;
+
+   private:
+    NoWaitScope no_wait_;
+    bool saved_;
+  };
 
   Status set_budget(int64_t bytes);
   MemoryTierStats stats() const;
@@ -224,6 +244,13 @@ class MemoryTier {
   uint32_t chunk_size() const { return chunk_size_; }
   int64_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
   int64_t budget_bytes() const { return budget_.load(std::memory_order_relaxed); }
+  int64_t leased_bytes() const { return leased_.load(std::memory_order_relaxed); }
+  // The most bytes leases may protect now (lease-max-fraction of the budget).
+  int64_t lease_cap_bytes() const {
+    return static_cast<int64_t>(static_cast<double>(budget_bytes()) * lease_max_fraction_.load());
+  }
+  uint64_t prefetch_reads() const { return prefetch_reads_.load(std::memory_order_relaxed); }
+  uint64_t prefetch_wasted() const { return prefetch_wasted_.load(std::memory_order_relaxed); }
   // What one object of this key and value length costs the budget.
   size_t charge_for_object(size_t key_size, uint64_t value_size) const;
 
@@ -239,6 +266,8 @@ class MemoryTier {
   EvictResult evict_one(size_t first_shard);
   // Picks and takes out of the policy one victim of the shard (locked).
   Object* pick_victim_locked(Shard& s, int64_t now_ms);
+  // True if the object is clean and the lower tier still holds its version.
+  bool clean_below(const Object* obj) const;
   // Starts offloading a dirty victim: fills `item`; the object stays indexed.
   void begin_offload_locked(Shard& s, Object* obj, OffloadItem& item);
   // After the lower tier refused an offload: the object is evictable again
@@ -291,6 +320,7 @@ class MemoryTier {
   std::atomic<size_t> evict_cursor_{0};
   std::atomic<uint64_t> evicted_objects_{0}, evicted_chunks_{0}, expired_objects_{0};
   std::atomic<uint64_t> lease_refused_{0}, lease_expired_unread_{0};
+  std::atomic<uint64_t> prefetch_reads_{0}, prefetch_wasted_{0};
 
   LowerTier* lower_ = nullptr;
   std::atomic<int64_t> offloading_bytes_{0};

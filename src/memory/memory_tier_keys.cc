@@ -138,7 +138,7 @@ bool MemoryTier::set_expiry(std::string_view key, int64_t expire_at_ms) {
   return found;
 }
 
-Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms) {
+Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefetch) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
   ChunkList to_release;
@@ -171,6 +171,7 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms) {
       if (st.is_ok()) {
         for (Chunk* c : obj->chunks) {
           if (!(c->flags & Chunk::kLeased)) begin_lease_locked(s, c);
+          if (prefetch) c->flags |= Chunk::kPrefetched;
           c->lease_until_ms = now + ttl_ms;
         }
       }
@@ -377,6 +378,8 @@ MemoryTierStats MemoryTier::stats() const {
   st.expired_objects = expired_objects_.load();
   st.lease_refused = lease_refused_.load();
   st.lease_expired_unread = lease_expired_unread_.load();
+  st.prefetch_reads = prefetch_reads_.load();
+  st.prefetch_wasted = prefetch_wasted_.load();
   st.offloading_bytes = offloading_bytes_.load();
   st.offloads_inflight = offloads_inflight_.load();
   st.offloads = offloads_.load();

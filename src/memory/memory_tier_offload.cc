@@ -13,6 +13,7 @@ namespace tierkv::memory {
 namespace {
 
 thread_local bool tls_no_wait = false;
+thread_local bool tls_clean_only = false;
 
 }  // namespace
 
@@ -33,6 +34,11 @@ std::string_view flash_state_name(FlashState state) {
 MemoryTier::NoWaitScope::NoWaitScope() : saved_(std::exchange(tls_no_wait, true)) {}
 MemoryTier::NoWaitScope::~NoWaitScope() {
   tls_no_wait = saved_;
+}
+
+MemoryTier::CleanOnlyScope::CleanOnlyScope() : saved_(std::exchange(tls_clean_only, true)) {}
+MemoryTier::CleanOnlyScope::~CleanOnlyScope() {
+  tls_clean_only = saved_;
 }
 
 void MemoryTier::set_flash_state(Object* obj, FlashState state) {
@@ -68,7 +74,8 @@ Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
     bool fits = cur + bytes <= budget;
     int64_t ahead = lower_ ? budget / 16 : 0;
     bool behind = cur - offloading_bytes_.load(std::memory_order_relaxed) + bytes > budget - ahead;
-    if (!fits || (lower_ && behind && !busy)) {
+    // Clean-only reservations never run offloads ahead: they only drop.
+    if (!fits || (lower_ && behind && !busy && !tls_clean_only)) {
       // Round-robin over shards spreads eviction pressure evenly; starting
       // from the writer's own shard would punish keys that share it.
       size_t start = shard_count_ == 1 ? home : evict_cursor_.fetch_add(1) % shard_count_;
@@ -96,6 +103,8 @@ Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
     wait_for_offloads(deadline);
     busy = false;
   }
+  if (tls_clean_only)
+    return Status::out_of_memory("no free or clean, unleased memory to make room");
   if (offloads_inflight_.load() > 0 || queue_full)
     return Status::out_of_memory("flash cannot keep up with writes: memory full of unwritten data");
   return Status::out_of_memory("memory budget full of pinned or leased data");
@@ -119,9 +128,17 @@ void MemoryTier::wait_for_offloads(int64_t deadline_ms) {
   offload_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(slice, 1)));
 }
 
+bool MemoryTier::clean_below(const Object* obj) const {
+  return lower_ && obj->flash_state == FlashState::kClean &&
+         lower_->holds(obj->key, obj->hash, obj->version,
+                       static_cast<uint32_t>(obj->chunks.size()));
+}
+
 Object* MemoryTier::pick_victim_locked(Shard& s, int64_t now_ms) {
   auto can_evict = [&](const PolicyHook* h) {
-    return evictable(Chunk::from_hook(const_cast<PolicyHook*>(h)), now_ms);
+    Chunk* c = Chunk::from_hook(const_cast<PolicyHook*>(h));
+    if (tls_clean_only && !clean_below(c->owner)) return false;
+    return evictable(c, now_ms);
   };
   PolicyHook* victim = nullptr;
   for (PolicyHook* h = s.use_once.back(); h && !victim; h = s.use_once.newer(h)) {

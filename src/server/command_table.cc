@@ -255,7 +255,11 @@ Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
       store_.set_limits(next.max_key_size, next.max_object_size);
       return Status::ok();
     case ConfigApply::kPromotion:
-      store_.set_promotion(next.promotion_threshold, next.promotion_max_inflight);
+      store_.set_promotion(next.promotion_threshold, next.promotion_max_inflight,
+                           next.promotion_on_hit);
+      return Status::ok();
+    case ConfigApply::kPrefetch:
+      store_.set_prefetch(next);
       return Status::ok();
     case ConfigApply::kOffloadWait:
       store_.set_offload_wait_ms(next.offload_wait_ms);

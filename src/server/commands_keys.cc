@@ -26,7 +26,10 @@ void del_command(CommandContext& ctx) {
 
 void exists_command(CommandContext& ctx) {
   int64_t n = 0;
-  for (bool present : ctx.store.exist(keys_from(ctx, 1))) n += present ? 1 : 0;
+  // With exists-prefetch or exists-prefetch-map, a plain EXISTS is also a
+  // prefetch signal, for clients that cannot send TIER.EXISTS ... PREFETCH.
+  for (bool present : ctx.store.exist(keys_from(ctx, 1), ctx.store.plain_exists_options()))
+    n += present ? 1 : 0;
   ctx.reply.integer(n);
 }
 

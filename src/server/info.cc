@@ -210,6 +210,42 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_read_buffer_waits:{}\r\n", st.flash_read_buffer_waits);
 }
 
+// The registry's metrics of one family prefix, as INFO fields: the same
+// values /metrics exports, named without "tierkv_" and "_total", in the
+// order they were registered. A gauge kept in smaller units (per_unit > 1)
+// prints as a decimal, as in /metrics.
+void registry_fields(MetricsRegistry& metrics, std::initializer_list<std::string_view> prefixes,
+                     std::string& out) {
+  metrics.collect();
+  auto wanted = [&](std::string_view name) {
+    for (std::string_view p : prefixes)
+      if (name.starts_with(p)) return true;
+    return false;
+  };
+  auto field = [](std::string_view name) {
+    name.remove_prefix(std::string_view("tierkv_").size());
+    if (name.ends_with("_total")) name.remove_suffix(std::string_view("_total").size());
+    return name;
+  };
+  metrics.for_each_counter([&](const std::string& n, const std::string& labels, const Counter& c) {
+    if (wanted(n) && labels.empty()) out += fmt::format("{}:{}\r\n", field(n), c.value());
+  });
+  metrics.for_each_gauge(
+      [&](const std::string& n, const std::string& labels, const Gauge& g, int64_t per_unit) {
+        if (!wanted(n) || !labels.empty()) return;
+        if (per_unit == 1)
+          out += fmt::format("{}:{}\r\n", field(n), g.value());
+        else
+          out += fmt::format("{}:{:.3f}\r\n", field(n),
+                             static_cast<double>(g.value()) / static_cast<double>(per_unit));
+      });
+}
+
+void section_prefetch(Server& s, std::string& out) {
+  out += "# Prefetch\r\n";
+  registry_fields(s.context().metrics(), {"tierkv_prefetch_", "tierkv_demand_kicks"}, out);
+}
+
 void section_persistence(Server& s, std::string& out) {
   render_persistence(s.loading_figures(), out);
 }
@@ -269,6 +305,7 @@ std::string render_info(Server& server, std::string_view section) {
       {"commandstats", section_commandstats, false},
       {"latencystats", section_latencystats, false},
       {"flash", section_flash, true},
+      {"prefetch", section_prefetch, true},
       {"keyspace", section_keyspace, true},
   };
   bool all = iequal(section, "all") || iequal(section, "everything");

@@ -2,110 +2,219 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/clock.h"
 #include "core/hash.h"
 
 namespace tierkv {
+namespace {
+
+// Debian's abseil has its own string_view type.
+absl::string_view absl_view(std::string_view s) {
+  return {s.data(), s.size()};
+}
+
+}  // namespace
+
+// --- InflightRegistry ---
+
+InflightRegistry::Slot& InflightRegistry::Slot::operator=(Slot&& o) noexcept {
+  if (this != &o) {
+    release();
+    owner_ = std::exchange(o.owner_, nullptr);
+    key_ = std::move(o.key_);
+  }
+  return *this;
+}
+
+void InflightRegistry::Slot::release() {
+  if (owner_) std::exchange(owner_, nullptr)->release(key_);
+}
+
+std::optional<InflightRegistry::Slot> InflightRegistry::acquire(std::string_view key) {
+  std::lock_guard lock(mu_);
+  if (static_cast<int64_t>(keys_.size()) >= cap_.load()) return std::nullopt;
+  if (!keys_.emplace(absl_view(key)).second) return std::nullopt;
+  gauge_.add(1);
+  return Slot(this, std::string(key));
+}
+
+bool InflightRegistry::in_flight(std::string_view key) const {
+  std::lock_guard lock(mu_);
+  return keys_.contains(absl_view(key));
+}
+
+size_t InflightRegistry::size() const {
+  std::lock_guard lock(mu_);
+  return keys_.size();
+}
+
+void InflightRegistry::release(const std::string& key) {
+  std::lock_guard lock(mu_);
+  keys_.erase(key);
+  gauge_.add(-1);
+}
+
+// --- Promoter ---
+
+struct Promoter::Job {
+  InflightRegistry::Slot slot;
+  PromotionRequest request;
+  PromotionDone done;
+  uint64_t bytes = 0;
+  bool finished = false;
+};
 
 Promoter::Promoter(memory::MemoryTier& memory, flash::FlashTier& flash, FlashReader& reader,
-                   KeyLocks& locks, MetricsRegistry& metrics, const PromoterOptions& options)
+                   KeyLocks& locks, PromotionPool& pool, MetricsRegistry& metrics,
+                   const PromoterOptions& options)
     : memory_(memory),
       flash_(flash),
       reader_(reader),
       locks_(locks),
+      pool_(pool),
       sketch_(options.sketch_width),
       threshold_(options.threshold),
-      max_inflight_(options.max_inflight),
+      on_hit_(options.on_hit),
       lease_ttl_ms_(options.lease_ttl_ms),
+      registry_(options.max_inflight,
+                metrics.gauge("tierkv_promotions_inflight", "promotions in flight")),
       attempted_(metrics.counter("tierkv_promotions_attempted_total",
                                  "flash-to-memory promotions started")),
       done_(metrics.counter("tierkv_promotions_done_total", "promotions installed in memory")),
       failed_(metrics.counter("tierkv_promotions_failed_total",
-                              "promotions that failed (read error, no room, superseded)")),
-      inflight_gauge_(metrics.gauge("tierkv_promotions_inflight", "promotions in flight")) {}
+                              "promotions that failed (read error, no room, superseded)")) {}
 
 void Promoter::set_limits(int64_t threshold, int64_t max_inflight) {
   threshold_.store(threshold);
-  max_inflight_.store(max_inflight);
+  registry_.set_cap(max_inflight);
 }
 
 bool Promoter::admit(uint64_t key_hash) {
+  if (!on_hit_.load(std::memory_order_relaxed)) return false;
   return sketch_.increment(key_hash) >= static_cast<uint32_t>(threshold_.load());
 }
 
-Result<memory::ObjectWriter> Promoter::begin(std::string_view key, uint64_t size) {
-  {
-    std::lock_guard lock(mu_);
-    if (static_cast<int64_t>(inflight_.size()) >= max_inflight_.load())
-      return Status::busy("promotions in flight at promotion-max-inflight");
-    if (!inflight_.emplace(key).second) return Status::busy("promotion of the key in flight");
+std::shared_ptr<Promoter::Job> Promoter::make_job(std::string_view key, PromotionRequest request,
+                                                  PromotionDone done) {
+  std::optional<InflightRegistry::Slot> slot = registry_.acquire(key);
+  if (!slot) {
+    if (done) done(PromotionOutcome::kBusy, 0);
+    return nullptr;
   }
+  auto job = std::make_shared<Job>();
+  job->slot = std::move(*slot);
+  job->request = std::move(request);
+  job->done = std::move(done);
   attempted_.add();
-  inflight_gauge_.add(1);
-  // Runs on network and I/O threads: a promotion is optional and must never
-  // wait for offloads to make room.
-  memory::MemoryTier::NoWaitScope no_wait;
-  Result<memory::ObjectWriter> writer = memory_.prepare(key, size);
-  if (!writer) {
-    failed_.add();
-    spdlog::debug("promotion of {} not started: {}", key, writer.status().to_string());
-    end(key);
+  return job;
+}
+
+void Promoter::promote(std::string_view key, PromotionRequest request, PromotionDone done) {
+  std::shared_ptr<Job> job = make_job(key, std::move(request), std::move(done));
+  if (!job) return;
+  bool queued = pool_.try_submit([this, job](bool run) {
+    if (run)
+      start(job);
+    else
+      finish(*job, PromotionOutcome::kCancelled);
+  });
+  if (!queued) finish(*job, PromotionOutcome::kBusy);
+}
+
+Result<memory::ObjectWriter> Promoter::reserve(const Job& job, uint64_t size) {
+  // A promotion is optional: it never waits for offloads to make room, and
+  // a speculative one only drops clean data.
+  if (job.request.clean_only) {
+    memory::MemoryTier::CleanOnlyScope clean_only;
+    return memory_.prepare(job.slot.key(), size);
   }
-  return writer;
+  memory::MemoryTier::NoWaitScope no_wait;
+  return memory_.prepare(job.slot.key(), size);
 }
 
-void Promoter::end(std::string_view key) {
-  std::lock_guard lock(mu_);
-  inflight_.erase(std::string(key));
-  inflight_gauge_.add(-1);
+void Promoter::start(const std::shared_ptr<Job>& job) {
+  const std::string& key = job->slot.key();
+  if (job->request.still_wanted && !job->request.still_wanted())
+    return finish(*job, PromotionOutcome::kDropped);
+  // Side-effect-free re-check: no hit count, no lease, no policy touch.
+  if (memory_.contains(key)) return finish(*job, PromotionOutcome::kInMemory);
+  std::optional<flash::FlashObjectSummary> info = flash_.summary(key);
+  if (!info || info->readable_chunks != reader_.chunk_count(info->object_size) ||
+      (info->expire_at_ms != 0 && info->expire_at_ms <= unix_time_ms()))
+    return finish(*job, PromotionOutcome::kGone);
+  Result<memory::ObjectWriter> writer = reserve(*job, info->object_size);
+  if (!writer) {
+    return finish(*job, writer.status().code() == StatusCode::kOutOfMemory
+                            ? PromotionOutcome::kSaturated
+                            : PromotionOutcome::kBusy);
+  }
+  FlashReadCallbacks ignore{[](ValuePiece) {}, [](Status) {}};
+  reader_.start(key, *info, 0, info->object_size, std::move(ignore), {}, std::move(*writer),
+                on_copied(job, info->version, info->expire_at_ms));
 }
 
-FlashReader::OnCopied Promoter::finisher(uint64_t version, int64_t expire_at_ms, bool lease,
-                                         std::function<void(Status)> done) {
-  return [this, version, expire_at_ms, lease, done = std::move(done)](memory::ObjectWriter&& w,
-                                                                      Status read) {
-    std::string key = w.key();
-    Status st = read.is_ok() ? install(std::move(w), version, expire_at_ms, lease) : read;
-    (st.is_ok() ? done_ : failed_).add();
-    if (!st.is_ok()) spdlog::debug("promotion of {} failed: {}", key, st.to_string());
-    end(key);
-    if (done) done(st);
-  };
+std::optional<Promoter::Copy> Promoter::begin_copy(std::string_view key,
+                                                   const flash::FlashObjectSummary& info,
+                                                   PromotionRequest request, PromotionDone done) {
+  std::shared_ptr<Job> job = make_job(key, std::move(request), std::move(done));
+  if (!job) return std::nullopt;
+  Result<memory::ObjectWriter> writer = reserve(*job, info.object_size);
+  if (!writer) {
+    finish(*job, writer.status().code() == StatusCode::kOutOfMemory ? PromotionOutcome::kSaturated
+                                                                    : PromotionOutcome::kBusy);
+    return std::nullopt;
+  }
+  return Copy{std::move(*writer), on_copied(job, info.version, info.expire_at_ms)};
 }
 
-Status Promoter::install(memory::ObjectWriter&& writer, uint64_t version, int64_t expire_at_ms,
-                         bool lease) {
-  std::string key = writer.key();
+FlashReader::OnCopied Promoter::on_copied(std::shared_ptr<Job> job, uint64_t version,
+                                          int64_t expire_at_ms) {
+  // Runs on a flash I/O thread: the install moves to a pool worker.
+  return
+      [this, job = std::move(job), version, expire_at_ms](memory::ObjectWriter&& w, Status read) {
+        auto writer = std::make_shared<memory::ObjectWriter>(std::move(w));
+        pool_.submit_continuation([this, job, writer, version, expire_at_ms, read](bool run) {
+          if (!run) return finish(*job, PromotionOutcome::kCancelled);
+          if (!read.is_ok()) {
+            spdlog::debug("promotion of {} failed: {}", job->slot.key(), read.to_string());
+            return finish(*job, read.code() == StatusCode::kNotFound ? PromotionOutcome::kGone
+                                                                     : PromotionOutcome::kIoError);
+          }
+          job->bytes = writer->size();
+          finish(*job, install(*job, std::move(*writer), version, expire_at_ms));
+        });
+      };
+}
+
+PromotionOutcome Promoter::install(const Job& job, memory::ObjectWriter&& writer, uint64_t version,
+                                   int64_t expire_at_ms) {
+  const std::string& key = job.slot.key();
   memory::MemoryTier::NoWaitScope no_wait;
   uint32_t chunks = static_cast<uint32_t>(writer.chunk_count());
   {
     std::lock_guard lock(locks_.for_hash(hash64(key)));
-    if (!flash_.contains_object(key, version, chunks))
-      return Status::conflict("superseded on flash while being promoted");
+    if (!flash_.contains_object(key, version, chunks)) return PromotionOutcome::kGone;
     Result<memory::WriteResult> r = memory_.publish(
         std::move(writer), memory::WriteOptions{.condition = memory::WriteCondition::kIfAbsent,
                                                 .expire_at_ms = expire_at_ms,
                                                 .install_version = version});
-    if (!r) return r.status();
-    if (!r->written) return Status::conflict("memory already holds the key");
+    if (!r) return PromotionOutcome::kSaturated;
+    if (!r->written) return PromotionOutcome::kInMemory;
   }
-  if (lease) (void)memory_.grant_lease(key, lease_ttl_ms_.load(std::memory_order_relaxed));
-  return Status::ok();
+  if (job.request.lease)
+    (void)memory_.grant_lease(key, lease_ttl_ms_.load(std::memory_order_relaxed),
+                              job.request.trigger == PromotionTrigger::kPrefetch);
+  return PromotionOutcome::kPromoted;
 }
 
-void Promoter::promote(std::string_view key, bool lease, std::function<void(Status)> done) {
-  std::optional<flash::FlashObjectSummary> info = flash_.summary(key);
-  if (!info || info->readable_chunks != reader_.chunk_count(info->object_size)) {
-    if (done) done(Status::ok());
-    return;
-  }
-  Result<memory::ObjectWriter> writer = begin(key, info->object_size);
-  if (!writer) {
-    if (done) done(writer.status());
-    return;
-  }
-  FlashReadCallbacks ignore{[](ValuePiece) {}, [](Status) {}};
-  reader_.start(key, *info, 0, info->object_size, std::move(ignore), {}, std::move(*writer),
-                finisher(info->version, info->expire_at_ms, lease, std::move(done)));
+void Promoter::finish(Job& job, PromotionOutcome outcome) {
+  if (job.finished) return;
+  job.finished = true;
+  (outcome == PromotionOutcome::kPromoted ? done_ : failed_).add();
+  // The slot frees before `done` runs, so a caller that reacts by promoting
+  // again is not refused as a duplicate of itself.
+  job.slot.release();
+  if (job.done) job.done(outcome, job.bytes);
 }
 
 }  // namespace tierkv

@@ -1,19 +1,28 @@
-// Promoter: copies objects from flash back into memory.
+// The promotion machinery: copies objects from flash back into memory. One
+// machinery for every trigger (promotion-on-hit, prefetch, demand kick,
+// fetch), so a key never has two promotions and one cap covers them all.
 //
 // * Admission: each flash hit counts in a count-min sketch; an object is
-//   promoted once its estimate reaches the threshold (default 2), so one-off
-//   reads of cold data do not displace the memory working set.
-// * In flight: at most max_inflight promotions at once (prefetch shares the
-//   cap), and never two of one key.
-// * Safety: a copy is installed only if memory has nothing for the key and
-//   flash still holds that exact version, checked under the key's lock that
-//   removals also take, so a deleted or rewritten key never comes back.
+//   promoted on a hit once its estimate reaches the threshold (default 2),
+//   so one-off reads of cold data do not displace the memory working set.
+// * In-flight registry: at most max_inflight promotions at once, and never
+//   two of one key (InflightRegistry; a slot is an RAII value).
+// * Installer: a copy is installed only if memory has nothing for the key
+//   and flash still holds that exact version, checked under the key's lock
+//   that removals also take, so a deleted or rewritten key never comes back.
+//
+// Jobs run on the store's PromotionPool: a worker re-checks residency (no
+// side effects), reserves memory (clean-only for speculative triggers),
+// starts the flash read, and the install runs on a worker again once the
+// read completes. A whole-object GET that is admitted copies the chunks as
+// they stream by instead (begin_copy), so it costs no second read.
 #pragma once
 
 #include <absl/container/flat_hash_set.h>
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,11 +33,76 @@
 #include "store/count_min.h"
 #include "store/flash_reader.h"
 #include "store/key_locks.h"
+#include "store/promotion_pool.h"
 
 namespace tierkv {
 
+enum class PromotionTrigger : uint8_t { kHit, kPrefetch, kKick, kFetch };
+
+enum class PromotionOutcome : uint8_t {
+  kPromoted,   // installed in memory
+  kInMemory,   // memory held the key already (re-check, or at install)
+  kGone,       // not on flash any more (deleted, rewritten, expired, reclaimed)
+  kSaturated,  // no room (for clean-only requests: nothing clean to drop)
+  kIoError,    // the flash read failed
+  kBusy,       // at the in-flight cap, key already in flight, or queue full
+  kDropped,    // the request's still_wanted() said no (a cooldown began)
+  kCancelled,  // the store is closing
+};
+
+struct PromotionRequest {
+  PromotionTrigger trigger = PromotionTrigger::kHit;
+  // Lease the copy for lease-ttl-ms (fetch: for the command about to run;
+  // prefetch: until its first read).
+  bool lease = false;
+  // Make room only from free memory or clean, unleased, unpinned objects.
+  bool clean_only = false;
+  // Asked on the worker just before memory is reserved; false drops the job.
+  std::function<bool()> still_wanted;
+};
+
+// Runs once per request, on a pool worker (or at once for kBusy/kCancelled).
+// `bytes` is the object's size when promoted.
+using PromotionDone = std::function<void(PromotionOutcome, uint64_t bytes)>;
+
+// Per-key deduplication and the shared cap of promotions in flight.
+class InflightRegistry {
+ public:
+  class Slot {
+   public:
+    Slot() = default;
+    Slot(Slot&& o) noexcept : owner_(std::exchange(o.owner_, nullptr)), key_(std::move(o.key_)) {}
+    Slot& operator=(Slot&& o) noexcept;
+    ~Slot() { release(); }
+    void release();
+    const std::string& key() const { return key_; }
+
+   private:
+    friend class InflightRegistry;
+    Slot(InflightRegistry* owner, std::string key) : owner_(owner), key_(std::move(key)) {}
+    InflightRegistry* owner_ = nullptr;
+    std::string key_;
+  };
+
+  InflightRegistry(int64_t cap, Gauge& gauge) : cap_(cap), gauge_(gauge) {}
+  // A slot for the key, or nothing if the key is in flight or at the cap.
+  std::optional<Slot> acquire(std::string_view key);
+  void set_cap(int64_t cap) { cap_.store(cap); }
+  bool in_flight(std::string_view key) const;
+  size_t size() const;
+
+ private:
+  void release(const std::string& key);
+
+  std::atomic<int64_t> cap_;
+  Gauge& gauge_;
+  mutable std::mutex mu_;
+  absl::flat_hash_set<std::string> keys_;
+};
+
 struct PromoterOptions {
   int64_t threshold = 2;
+  bool on_hit = true;  // promotion-on-hit
   int64_t max_inflight = 64;
   int64_t lease_ttl_ms = 10000;
   size_t sketch_width = 1 << 16;
@@ -37,42 +111,54 @@ struct PromoterOptions {
 class Promoter {
  public:
   Promoter(memory::MemoryTier& memory, flash::FlashTier& flash, FlashReader& reader,
-           KeyLocks& locks, MetricsRegistry& metrics, const PromoterOptions& options);
+           KeyLocks& locks, PromotionPool& pool, MetricsRegistry& metrics,
+           const PromoterOptions& options);
 
   void set_limits(int64_t threshold, int64_t max_inflight);
-  // Length of the lease a fetch or prefetch grants from now on.
+  void set_on_hit(bool on) { on_hit_.store(on); }
   void set_lease_ttl_ms(int64_t ms) { lease_ttl_ms_.store(ms, std::memory_order_relaxed); }
-  // Counts a flash hit of the key; true if the key is now admitted.
+  // Counts a flash hit of the key; true if promotion-on-hit admits it now.
   bool admit(uint64_t key_hash);
-  // Takes an in-flight slot and a memory writer for a copy of the object.
-  // Busy if at the cap or already in flight; OutOfMemory if memory cannot
-  // make room without waiting.
-  Result<memory::ObjectWriter> begin(std::string_view key, uint64_t size);
-  // What the reader calls with the writer once the copy is filled (or not).
-  FlashReader::OnCopied finisher(uint64_t version, int64_t expire_at_ms, bool lease,
-                                 std::function<void(Status)> done = {});
-  // Reads the whole object from flash and promotes it (admitted or not).
-  // `done` (may be empty) runs once; OK if the key was not on flash.
-  void promote(std::string_view key, bool lease, std::function<void(Status)> done);
+  // Promotes the key's flash copy in the background; `done` runs once.
+  void promote(std::string_view key, PromotionRequest request, PromotionDone done = {});
+
+  // For a whole-object flash read that copies as it goes: a writer to fill
+  // and the handler the reader calls with it. Nothing if the key is busy or
+  // memory has no room now (then `done` has run). On the caller's thread;
+  // never waits.
+  struct Copy {
+    memory::ObjectWriter writer;
+    FlashReader::OnCopied on_copied;
+  };
+  std::optional<Copy> begin_copy(std::string_view key, const flash::FlashObjectSummary& info,
+                                 PromotionRequest request, PromotionDone done = {});
+
+  const InflightRegistry& registry() const { return registry_; }
 
  private:
-  Status install(memory::ObjectWriter&& writer, uint64_t version, int64_t expire_at_ms, bool lease);
-  void end(std::string_view key);
+  struct Job;
+  std::shared_ptr<Job> make_job(std::string_view key, PromotionRequest request, PromotionDone done);
+  void start(const std::shared_ptr<Job>& job);
+  // Reserves memory for the copy under the request's scope.
+  Result<memory::ObjectWriter> reserve(const Job& job, uint64_t size);
+  FlashReader::OnCopied on_copied(std::shared_ptr<Job> job, uint64_t version, int64_t expire_at_ms);
+  PromotionOutcome install(const Job& job, memory::ObjectWriter&& writer, uint64_t version,
+                           int64_t expire_at_ms);
+  void finish(Job& job, PromotionOutcome outcome);
 
   memory::MemoryTier& memory_;
   flash::FlashTier& flash_;
   FlashReader& reader_;
   KeyLocks& locks_;
+  PromotionPool& pool_;
   CountMinSketch sketch_;
   std::atomic<int64_t> threshold_;
-  std::atomic<int64_t> max_inflight_;
+  std::atomic<bool> on_hit_;
   std::atomic<int64_t> lease_ttl_ms_;
-  std::mutex mu_;
-  absl::flat_hash_set<std::string> inflight_;
+  InflightRegistry registry_;
   Counter& attempted_;
   Counter& done_;
   Counter& failed_;
-  Gauge& inflight_gauge_;
 };
 
 }  // namespace tierkv

@@ -11,7 +11,9 @@
 #include "flash/flash_tier.h"
 #include "store/flash_offloader.h"
 #include "store/flash_reader.h"
+#include "store/prefetcher.h"
 #include "store/promoter.h"
+#include "store/promotion_pool.h"
 
 namespace tierkv {
 namespace {
@@ -58,6 +60,17 @@ memory::MemoryTierOptions memory_options(const Config& c) {
   o.shards = static_cast<uint32_t>(c.memory_shards);
   o.lease_max_fraction = c.lease_max_fraction;
   o.offload_wait_ms = c.offload_wait_ms;
+  return o;
+}
+
+PrefetchOptions prefetch_options(const Config& c) {
+  PrefetchOptions o;
+  o.throttle.dedup_ttl_ms = c.prefetch_dedup_ttl_ms;
+  o.throttle.max_entries = c.prefetch_dedup_max_entries;
+  o.throttle.cooldown_ms = c.prefetch_cooldown_ms;
+  o.throttle.max_cooldown_ms = c.prefetch_cooldown_max_ms;
+  o.throttle.kick_max_failures = c.demand_kick_max_failures;
+  o.demand_kick = c.demand_kick;
   return o;
 }
 
@@ -152,11 +165,19 @@ void Store::open_flash(const Config& config) {
   write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
   reader_ = std::make_unique<FlashReader>(*flash_, flash_reader_options(config), *metrics_);
+  // The queue holds what the in-flight cap admits, twice over: a job takes
+  // its slot before it is queued.
+  pool_ = std::make_unique<PromotionPool>(static_cast<size_t>(config.promotion_workers),
+                                          static_cast<size_t>(config.promotion_max_inflight) * 2);
   promoter_ =
-      std::make_unique<Promoter>(*memory_, *flash_, *reader_, key_locks_, *metrics_,
+      std::make_unique<Promoter>(*memory_, *flash_, *reader_, key_locks_, *pool_, *metrics_,
                                  PromoterOptions{.threshold = config.promotion_threshold,
+                                                 .on_hit = config.promotion_on_hit,
                                                  .max_inflight = config.promotion_max_inflight,
                                                  .lease_ttl_ms = config.lease_ttl_ms});
+  prefetcher_ =
+      std::make_unique<Prefetcher>(*promoter_, *memory_, *metrics_, prefetch_options(config));
+  set_prefetch(config);
   memory_->set_lower_tier(offloader_.get());
   offloader_->set_on_landed([this] {
     if (persist_retry_waiting_.load(std::memory_order_relaxed)) retry_persists();
@@ -168,6 +189,7 @@ Store::~Store() {
   // In-flight flash I/O calls back into the memory tier and the promoter:
   // let it finish while they still exist.
   if (memory_) memory_->stop_active_expiry();
+  if (pool_) pool_->stop();
   flash_.reset();
   for (PendingPersist& p : persist_retry_) p.done(Status::unavailable("store closed"));
 }
@@ -177,8 +199,25 @@ void Store::set_limits(int64_t max_key_size, int64_t max_object_size) {
   max_object_size_.store(max_object_size);
 }
 
-void Store::set_promotion(int64_t threshold, int64_t max_inflight) {
-  if (promoter_) promoter_->set_limits(threshold, max_inflight);
+void Store::set_promotion(int64_t threshold, int64_t max_inflight, bool on_hit) {
+  if (!promoter_) return;
+  promoter_->set_limits(threshold, max_inflight);
+  promoter_->set_on_hit(on_hit);
+}
+
+void Store::set_prefetch(const Config& config) {
+  exists_prefetch_.store(config.exists_prefetch);
+  {
+    std::lock_guard lock(prefetch_map_mu_);
+    prefetch_map_ = config.exists_prefetch_map;
+    has_prefetch_map_.store(!prefetch_map_.empty());
+  }
+  if (prefetcher_) prefetcher_->set_options(prefetch_options(config));
+}
+
+ExistOptions Store::plain_exists_options() const {
+  return ExistOptions{.prefetch_to_memory = exists_prefetch_.load(std::memory_order_relaxed),
+                      .prefetch_mapped = has_prefetch_map_.load(std::memory_order_relaxed)};
 }
 
 void Store::set_lease_ttl_ms(int64_t ms) {

@@ -45,11 +45,14 @@ namespace tierkv {
 
 namespace flash {
 class FlashTier;
+struct FlashObjectSummary;
 struct RecoveryProgress;
 }  // namespace flash
 class FlashOffloader;
 class FlashReader;
+class Prefetcher;
 class Promoter;
+class PromotionPool;
 
 using memory::GetOptions;
 using memory::ObjectInfo;
@@ -61,10 +64,14 @@ using memory::WriteOptions;
 using memory::WriteResult;
 
 struct ExistOptions {
-  // Treat the probe as "will read soon": start promoting flash-resident
-  // objects into memory without waiting for them (bounded by
-  // promotion-max-inflight). The answer is never delayed by it.
+  // Treat the probe as "will read soon": each key present only on flash,
+  // and each companion key exists-prefetch-map names for a probed key, is
+  // handed to the prefetch throttle, which may queue a promotion (see
+  // prefetcher.h). The answer comes from the indexes alone: no I/O, no wait.
   bool prefetch_to_memory = false;
+  // Prefetch only the companions exists-prefetch-map names (plain EXISTS
+  // with a map but without exists-prefetch).
+  bool prefetch_mapped = false;
 };
 
 // A piece of a value read from flash. `owner` keeps `bytes` alive.
@@ -244,6 +251,8 @@ class Store {
   // One answer per key, in order. Never blocks on I/O, with or without prefetch.
   std::vector<bool> exist(std::span<const std::string_view> keys, const ExistOptions& options = {});
   bool exists(std::string_view key) { return exist(std::span(&key, 1))[0]; }
+  // How a plain EXISTS probes: per exists-prefetch and exists-prefetch-map.
+  ExistOptions plain_exists_options() const;
 
   // --- removal and key space ---
   // Callback that runs once what a removal or expiry change wrote to flash
@@ -279,7 +288,9 @@ class Store {
   Status set_memory_budget(int64_t bytes) { return memory_->set_budget(bytes); }
   void set_limits(int64_t max_key_size, int64_t max_object_size);
   // Runtime-settable tiering knobs (CONFIG SET).
-  void set_promotion(int64_t threshold, int64_t max_inflight);
+  void set_promotion(int64_t threshold, int64_t max_inflight, bool on_hit = true);
+  // exists-prefetch, exists-prefetch-map, demand-kick*, prefetch-* (kPrefetch).
+  void set_prefetch(const Config& config);
   void set_offload_wait_ms(int64_t ms) { memory_->set_offload_wait_ms(ms); }
   // Leases granted by fetch() and prefetches from now on (no-op without flash).
   void set_lease_ttl_ms(int64_t ms);
@@ -319,6 +330,16 @@ class Store {
                                      const WriteOptions& options);
   // A flash-only object's info, if it is there and not expired.
   std::optional<ObjectInfo> flash_info(std::string_view key);
+  // Promotion-on-hit or a demand kick for a flash read; with a whole read,
+  // `copy` and `on_copied` make the read fill the memory copy.
+  void start_promotion_for_read(std::string_view key, const flash::FlashObjectSummary& info,
+                                bool whole, std::optional<ObjectWriter>& copy,
+                                std::function<void(ObjectWriter&&, Status)>& on_copied);
+  // One key of a prefetching probe; false: the batch stops (cooldown).
+  bool probe_for_prefetch(std::string_view key, bool in_memory,
+                          const std::optional<flash::FlashObjectSummary>& on_flash);
+  // The companion keys exists-prefetch-map names for a probed key.
+  std::vector<std::string> prefetch_companions(std::string_view key) const;
 
   std::unique_ptr<MetricsRegistry> owned_metrics_;
   MetricsRegistry* metrics_;
@@ -326,6 +347,10 @@ class Store {
   std::unique_ptr<FlashOffloader> offloader_;
   std::unique_ptr<Promoter> promoter_;
   std::unique_ptr<FlashReader> reader_;
+  std::unique_ptr<Prefetcher> prefetcher_;
+  // Runs promotions; stopped first at close, destroyed after flash_ (whose
+  // last completions hand it continuations, which it then cancels).
+  std::unique_ptr<PromotionPool> pool_;
   // Declared last, so destroyed first: its destructor waits for in-flight
   // I/O, whose callbacks use everything above.
   std::unique_ptr<flash::FlashTier> flash_;
@@ -340,6 +365,10 @@ class Store {
   mutable std::mutex loaded_mu_;
   mutable std::condition_variable loaded_cv_;
   std::thread loader_;
+  std::atomic<bool> exists_prefetch_{false};
+  mutable std::mutex prefetch_map_mu_;
+  std::vector<SuffixRewrite> prefetch_map_;  // under prefetch_map_mu_
+  std::atomic<bool> has_prefetch_map_{false};
   bool durable_writes_ = false;
   bool write_through_ = false;
   std::atomic<int64_t> max_key_size_;

@@ -8,6 +8,7 @@
 #include "core/hash.h"
 #include "flash/flash_tier.h"
 #include "store/flash_reader.h"
+#include "store/prefetcher.h"
 #include "store/promoter.h"
 #include "store/store.h"
 
@@ -16,6 +17,19 @@ namespace {
 
 bool expired_at(int64_t expire_at_ms) {
   return expire_at_ms != 0 && expire_at_ms <= unix_time_ms();
+}
+
+Status fetch_status(PromotionOutcome outcome) {
+  switch (outcome) {
+    case PromotionOutcome::kSaturated:
+      return Status::out_of_memory("no memory free to load the value from flash");
+    case PromotionOutcome::kIoError:
+      return Status::io_error("flash read failed while loading the value");
+    case PromotionOutcome::kCancelled:
+      return Status::unavailable("store closing");
+    default:
+      return Status::ok();
+  }
 }
 
 }  // namespace
@@ -78,23 +92,33 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   out.expire_at_ms = info->expire_at_ms;
   out.offset = std::min(offset, info->object_size);
   out.length = std::min(length, info->object_size - out.offset);
-  bool whole = out.offset == 0 && out.length == info->object_size;
   std::optional<ObjectWriter> copy;
-  if (promoter_->admit(hash64(key))) {
-    // A whole read fills the memory copy as it goes; a partial one kicks a
-    // promotion of its own (deduplicated, capped).
-    if (whole && info->object_size > 0) {
-      Result<ObjectWriter> w = promoter_->begin(key, info->object_size);
-      if (w) copy = std::move(*w);
-    } else {
-      promoter_->promote(key, false, {});
-    }
-  }
   FlashReader::OnCopied on_copied;
-  if (copy) on_copied = promoter_->finisher(info->version, info->expire_at_ms, false);
+  start_promotion_for_read(key, *info, out.offset == 0 && out.length == info->object_size, copy,
+                           on_copied);
   out.flash_read = reader_->start(key, *info, out.offset, out.length, std::move(callbacks), window,
                                   std::move(copy), std::move(on_copied));
   return out;
+}
+
+// Promotion-on-hit (admitted by the sketch) or, failing that, a demand kick
+// (demand-kick, throttled). A whole read fills the memory copy as it goes;
+// a partial one queues a promotion of its own. Neither makes the read wait.
+void Store::start_promotion_for_read(std::string_view key, const flash::FlashObjectSummary& info,
+                                     bool whole, std::optional<ObjectWriter>& copy,
+                                     FlashReader::OnCopied& on_copied) {
+  const bool admitted = promoter_->admit(hash64(key));
+  if (!admitted && !prefetcher_->kick_allowed()) return;
+  PromotionRequest request = admitted ? PromotionRequest{} : prefetcher_->kick_request();
+  PromotionDone done = admitted ? PromotionDone{} : prefetcher_->kick_done();
+  if (!whole || info.object_size == 0) {
+    promoter_->promote(key, std::move(request), std::move(done));
+    return;
+  }
+  std::optional<Promoter::Copy> c = promoter_->begin_copy(key, info, std::move(request), done);
+  if (!c) return;
+  copy = std::move(c->writer);
+  on_copied = std::move(c->on_copied);
 }
 
 void Store::set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes) {
@@ -141,12 +165,17 @@ void Store::fetch(std::span<const std::string_view> keys, std::function<void(Sta
   join->left = wanted.size();
   join->done = std::move(done);
   for (std::string_view k : wanted) {
-    promoter_->promote(k, true, [join](Status st) {
+    PromotionRequest request{.trigger = PromotionTrigger::kFetch,
+                             .lease = true,
+                             .clean_only = false,
+                             .still_wanted = {}};
+    promoter_->promote(k, std::move(request), [join](PromotionOutcome outcome, uint64_t) {
       std::unique_lock lock(join->mu);
-      // Busy (a promotion of the key already in flight) is not an error: the
-      // caller re-checks residency and fetches again if needed.
-      if (!st.is_ok() && st.code() != StatusCode::kBusy && join->first_error.is_ok())
-        join->first_error = st;
+      // Busy (a promotion of the key already in flight), gone or already in
+      // memory are not errors: the caller re-checks residency and fetches
+      // again if needed.
+      Status st = fetch_status(outcome);
+      if (!st.is_ok() && join->first_error.is_ok()) join->first_error = st;
       if (--join->left > 0) return;
       Status result = join->first_error;
       lock.unlock();
@@ -242,15 +271,46 @@ std::vector<bool> Store::exist(std::span<const std::string_view> keys,
                                const ExistOptions& options) {
   std::vector<bool> out;
   out.reserve(keys.size());
+  const bool prefetch = prefetcher_ && (options.prefetch_to_memory || options.prefetch_mapped);
+  bool stopped = false;  // a cooldown ended the batch's prefetching
   for (std::string_view k : keys) {
-    if (memory_->contains(k)) {
-      out.push_back(true);
-      continue;
+    const bool in_memory = memory_->contains(k);
+    std::optional<flash::FlashObjectSummary> below;
+    if (!in_memory && flash_) below = live_flash_object(*flash_, *reader_, k);
+    out.push_back(in_memory || below.has_value());
+    if (!prefetch || stopped) continue;
+    if (options.prefetch_to_memory) stopped = !probe_for_prefetch(k, in_memory, below);
+    if (stopped || !has_prefetch_map_.load(std::memory_order_relaxed)) continue;
+    for (const std::string& companion : prefetch_companions(k)) {
+      const bool c_in_memory = memory_->contains(companion);
+      std::optional<flash::FlashObjectSummary> c_below;
+      if (!c_in_memory) c_below = live_flash_object(*flash_, *reader_, companion);
+      if ((stopped = !probe_for_prefetch(companion, c_in_memory, c_below))) break;
     }
-    bool below = flash_ && live_flash_object(*flash_, *reader_, k).has_value();
-    // The answer does not wait: the promotion runs on its own.
-    if (below && options.prefetch_to_memory) promoter_->promote(k, false, {});
-    out.push_back(below);
+  }
+  if (stopped) prefetcher_->note_early_exit();
+  return out;
+}
+
+bool Store::probe_for_prefetch(std::string_view key, bool in_memory,
+                               const std::optional<flash::FlashObjectSummary>& on_flash) {
+  if (in_memory) {
+    prefetcher_->note_in_memory();
+    return true;
+  }
+  if (!on_flash) {
+    prefetcher_->note_absent();
+    return true;
+  }
+  return prefetcher_->request(key, on_flash->object_size);
+}
+
+std::vector<std::string> Store::prefetch_companions(std::string_view key) const {
+  std::vector<std::string> out;
+  std::lock_guard lock(prefetch_map_mu_);
+  for (const SuffixRewrite& r : prefetch_map_) {
+    if (key.size() < r.from.size() || !key.ends_with(r.from)) continue;
+    out.push_back(std::string(key.substr(0, key.size() - r.from.size())) + r.to);
   }
   return out;
 }

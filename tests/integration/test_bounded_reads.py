@@ -46,7 +46,12 @@ def read_bulk(sock, size):
 def test_flash_gets_never_read_keep_rss_bounded(flash_servers):
     s = flash_servers(memory="96mb", flash_size="512mb",
                       extra=["--eviction-policy", "lru", "--flash-read-window", str(WINDOW), "--promotion-threshold", "255",
-                             "--max-object-size", "128mb"]).start()
+                             "--max-object-size", "128mb",
+                             # The 64 MiB value's offload must fit the write
+                             # queue beside other evictions in flight (with the
+                             # default 64 MiB queue it is accepted only when the
+                             # queue happens to be empty).
+                             "--flash-write-queue", "256mb"]).start()
     c = s.client()
     push_to_flash(c, "big", VALUE)
     fields = s.flash_info()

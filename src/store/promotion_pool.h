@@ -1,0 +1,55 @@
+// PromotionPool: the store's bounded background pool. Promotions,
+// prefetches and demand kicks run here, never on a network thread or on a
+// flash I/O-completion thread.
+//
+// Jobs are queued up to max_queued; a continuation (the second half of a
+// job whose flash read completed) is always taken, since the in-flight cap
+// already bounds those. A job is called once: run = true on a worker, or
+// run = false if the pool is stopping (or refuses it), so that whatever it
+// holds is released and its caller hears back.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tierkv {
+
+class PromotionPool {
+ public:
+  using Job = std::function<void(bool run)>;
+
+  PromotionPool(size_t workers, size_t max_queued);
+  ~PromotionPool();
+  PromotionPool(const PromotionPool&) = delete;
+  PromotionPool& operator=(const PromotionPool&) = delete;
+
+  // False (and the job is not called) if the queue is full or the pool
+  // stopped; the caller still owns what the job holds.
+  bool try_submit(Job job);
+  // Always takes the job: queued, or called with run = false at once if
+  // the pool stopped.
+  void submit_continuation(Job job);
+  // Runs no more jobs: queued ones are called with run = false; returns
+  // once the workers have left. Later submissions are refused.
+  void stop();
+
+  size_t queued() const;
+  size_t workers() const { return threads_.size(); }
+
+ private:
+  void work();
+
+  const size_t max_queued_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tierkv

@@ -1,0 +1,308 @@
+// Prefetch on exist through the Store: the probe answers exactly as a plain
+// probe and from the indexes alone; flash-only keys it names come into
+// memory, leased until their first read; plain probes never promote; the
+// companion map; the leased-bytes cap; room only from clean memory (dirty
+// memory means a cooldown and an early exit); the demand kick; and
+// promotion-on-hit off. Each outcome counter is read.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "flash/flash_tier.h"
+#include "store/store.h"
+#include "store_test_util.h"
+
+namespace tierkv {
+namespace {
+
+using testing::TempDir;
+using testing::value_for;
+
+constexpr size_t kValue = 256 << 10;
+
+std::string key_for(int i) {
+  return "obj:" + std::to_string(i);
+}
+
+class PrefetchTest : public ::testing::Test {
+ protected:
+  Config config() const {
+    Config c;
+    c.memory = 8 << 20;
+    c.chunk_size = 64 << 10;
+    c.memory_shards = 4;
+    c.active_expire_hz = 0;
+    c.flash_path = dir_.file("flash.dat");
+    c.flash_size = 128 << 20;
+    c.region_size = 1 << 20;
+    c.flash_preallocate = false;
+    c.promotion_on_hit = false;  // only the triggers under test promote
+    return c;
+  }
+  std::unique_ptr<Store> open(const Config& c) {
+    auto s = Store::open(c);
+    EXPECT_TRUE(s) << s.status().to_string();
+    return s ? std::move(*s) : nullptr;
+  }
+  // Keys 0..n-1 of kValue bytes, then enough others that they all leave
+  // memory; returns once every offload has landed.
+  void fill_to_flash(Store& store, int n) {
+    for (int i = 0; i < n + 64; ++i) ASSERT_TRUE(store.put(key_for(i), value_for(i, kValue)));
+    store.flash_tier()->flush();
+    for (int i = 0; i < 500 && store.stats().memory.offloads_inflight > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(store.needs_flash(key_for(i))) << key_for(i);
+  }
+  // Drops every clean object, so memory has free room for prefetches.
+  void free_memory(Store& store, int n) {
+    for (int i = n; i < n + 64; ++i) store.remove(key_for(i));
+  }
+  uint64_t counter(Store& store, const std::string& name) {
+    return store.metrics().counter(name, "").value();
+  }
+  // Polls (bounded) until `pred` holds.
+  template <typename Pred>
+  bool eventually(Pred pred) {
+    for (int i = 0; i < 300; ++i) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return pred();
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(PrefetchTest, ProbeAnswersLikeExistsAndPromotesFlashOnlyKeys) {
+  auto store = open(config());
+  fill_to_flash(*store, 4);
+  free_memory(*store, 4);
+  std::vector<std::string_view> keys = {"obj:0", "obj:1", "missing", "obj:2"};
+  std::vector<bool> plain = store->exist(keys);
+  std::vector<bool> probed = store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  EXPECT_EQ(plain, probed);
+  EXPECT_EQ(probed, (std::vector<bool>{true, true, false, true}));
+  ASSERT_TRUE(eventually([&] { return counter(*store, "tierkv_prefetch_promoted_total") == 3; }));
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_requested_total"), 4u);
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_absent_total"), 1u);
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_queued_total"), 3u);
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_promoted_bytes_total"), 3 * kValue);
+  for (int i = 0; i < 3; ++i) {
+    auto r = store->residency(key_for(i));
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->in_memory) << key_for(i);
+    EXPECT_EQ(r->state, "clean");
+    for (const ChunkResidency& c : r->chunks) EXPECT_TRUE(c.leased) << "prefetch lease";
+  }
+  // The first read consumes the lease and counts as served by prefetch.
+  const uint64_t flash_hits = store->stats().flash_hits;
+  auto v = store->get(key_for(0));
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->to_string(), value_for(0, kValue));
+  EXPECT_EQ(store->stats().flash_hits, flash_hits) << "served from memory";
+  EXPECT_EQ(store->stats().memory.prefetch_reads, 1u);
+  auto r = store->residency(key_for(0));
+  for (const ChunkResidency& c : r->chunks) EXPECT_FALSE(c.leased) << "the read ended the lease";
+  // A second probe of a key now in memory queues nothing.
+  store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_queued_total"), 3u);
+  EXPECT_GE(counter(*store, "tierkv_prefetch_in_memory_total"), 3u);
+}
+
+TEST_F(PrefetchTest, PlainProbesNeverPromote) {
+  auto store = open(config());
+  fill_to_flash(*store, 4);
+  free_memory(*store, 4);
+  for (int round = 0; round < 5; ++round) {
+    std::vector<std::string_view> keys = {"obj:0", "obj:1", "obj:2", "obj:3"};
+    EXPECT_EQ(store->exist(keys), std::vector<bool>(4, true));
+    EXPECT_EQ(store->exist(keys, store->plain_exists_options()), std::vector<bool>(4, true));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(store->needs_flash(key_for(i))) << key_for(i);
+  EXPECT_EQ(counter(*store, "tierkv_promotions_attempted_total"), 0u);
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_requested_total"), 0u);
+}
+
+TEST_F(PrefetchTest, ExistsPrefetchAndTheCompanionMapServeUnchangedClients) {
+  Config c = config();
+  auto store = open(c);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store->put("chunk" + std::to_string(i) + "metadata", "m"));
+    ASSERT_TRUE(store->put("chunk" + std::to_string(i) + "kv_bytes", value_for(i, kValue)));
+  }
+  for (int i = 10; i < 80; ++i) ASSERT_TRUE(store->put(key_for(i), value_for(i, kValue)));
+  store->flash_tier()->flush();
+  ASSERT_TRUE(eventually([&] { return store->stats().memory.offloads_inflight == 0; }));
+  for (int i = 10; i < 80; ++i) store->remove(key_for(i));
+  ASSERT_TRUE(store->needs_flash("chunk0kv_bytes"));
+  // The map alone: EXISTS on the metadata key prefetches the data key.
+  c.exists_prefetch_map = {{"metadata", "kv_bytes"}};
+  store->set_prefetch(c);
+  std::string_view meta = "chunk0metadata";
+  EXPECT_EQ(store->exist(std::span(&meta, 1), store->plain_exists_options())[0], true);
+  ASSERT_TRUE(eventually([&] { return !store->needs_flash("chunk0kv_bytes"); }));
+  EXPECT_TRUE(store->needs_flash("chunk1kv_bytes")) << "only the probed chunk's data";
+  // exists-prefetch: a plain probe of the data key itself prefetches it.
+  c.exists_prefetch_map.clear();
+  c.exists_prefetch = true;
+  store->set_prefetch(c);
+  std::string_view data = "chunk1kv_bytes";
+  EXPECT_TRUE(store->exist(std::span(&data, 1), store->plain_exists_options())[0]);
+  ASSERT_TRUE(eventually([&] { return !store->needs_flash("chunk1kv_bytes"); }));
+  EXPECT_TRUE(store->needs_flash("chunk2kv_bytes"));
+}
+
+TEST_F(PrefetchTest, LeasedBytesStayUnderTheCap) {
+  Config c = config();
+  c.lease_max_fraction = 0.1;  // 819 KiB of 8 MiB: three 256 KiB objects
+  auto store = open(c);
+  fill_to_flash(*store, 10);
+  free_memory(*store, 10);
+  std::vector<std::string_view> keys;
+  std::vector<std::string> names;
+  for (int i = 0; i < 10; ++i) names.push_back(key_for(i));
+  for (const std::string& n : names) keys.push_back(n);
+  store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  ASSERT_TRUE(eventually([&] {
+    return counter(*store, "tierkv_prefetch_promoted_total") +
+               counter(*store, "tierkv_prefetch_refused_lease_cap_total") ==
+           10;
+  }));
+  EXPECT_GE(counter(*store, "tierkv_prefetch_refused_lease_cap_total"), 7u);
+  EXPECT_LE(store->stats().memory.leased_bytes, store->memory_tier().lease_cap_bytes());
+}
+
+TEST_F(PrefetchTest, LeaseExpiryMakesThePrefetchEvictableAndCountsItWasted) {
+  Config c = config();
+  c.lease_ttl_ms = 50;
+  auto store = open(c);
+  fill_to_flash(*store, 1);
+  free_memory(*store, 1);
+  std::string_view k = "obj:0";
+  store->exist(std::span(&k, 1), ExistOptions{.prefetch_to_memory = true});
+  ASSERT_TRUE(eventually([&] { return !store->needs_flash(k); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  // Fill memory again: the expired lease no longer protects the object.
+  for (int i = 100; i < 180; ++i) ASSERT_TRUE(store->put(key_for(i), value_for(i, kValue)));
+  ASSERT_TRUE(eventually([&] { return store->needs_flash(k); })) << "still held in memory";
+  EXPECT_EQ(store->stats().memory.prefetch_wasted, 1u);
+  EXPECT_EQ(store->stats().memory.prefetch_reads, 0u);
+  auto v = store->get(k);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->to_string(), value_for(0, kValue));
+}
+
+TEST_F(PrefetchTest, DirtyMemoryStopsTheBatchAndCoolsDown) {
+  Config c = config();
+  c.offload_policy = OffloadPolicy::kOnEvict;
+  c.lease_max_fraction = 0.9;  // room, not the lease cap, is what runs out
+  auto store = open(c);
+  fill_to_flash(*store, 20);
+  // Memory is now full of dirty objects (never written to flash): a
+  // prefetch may not evict them, so beyond the free margin that offloads
+  // running ahead of writers leave (about budget/16) it finds no room.
+  for (int i = 200; i < 260; ++i) ASSERT_TRUE(store->put(key_for(i), value_for(i, 100 << 10)));
+  ASSERT_TRUE(eventually([&] { return store->stats().memory.offloads_inflight == 0; }));
+  // Landed offloads left free room behind: fill it with dirty data up to
+  // where writes start offloads ahead (budget - budget/16).
+  memory::MemoryTier& m = store->memory_tier();
+  for (int i = 300; m.used_bytes() + (200 << 10) < m.budget_bytes() - m.budget_bytes() / 16; ++i)
+    ASSERT_TRUE(store->put(key_for(i), value_for(i, 100 << 10)));
+  ASSERT_LT(store->memory_tier().budget_bytes() - store->memory_tier().used_bytes(),
+            static_cast<int64_t>(20 * kValue))
+      << "the free margin alone would hold every prefetch";
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) names.push_back(key_for(i));
+  std::vector<std::string_view> keys(names.begin(), names.end());
+  store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  ASSERT_TRUE(
+      eventually([&] { return counter(*store, "tierkv_prefetch_failed_saturated_total") > 0; }));
+  EXPECT_TRUE(eventually([&] {
+    return counter(*store, "tierkv_prefetch_promoted_total") +
+               counter(*store, "tierkv_prefetch_failed_saturated_total") +
+               counter(*store, "tierkv_prefetch_dropped_total") ==
+           counter(*store, "tierkv_prefetch_queued_total");
+  }));
+  // The cooldown runs: the next probe stops at its first flash-only key.
+  const uint64_t queued = counter(*store, "tierkv_prefetch_queued_total");
+  store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_queued_total"), queued);
+  EXPECT_GE(counter(*store, "tierkv_prefetch_early_exits_total"), 1u);
+  store->metrics().collect();
+  EXPECT_GE(store->metrics().gauge("tierkv_prefetch_cooldowns", "").value(), 1);
+  EXPECT_GT(store->metrics().gauge("tierkv_prefetch_cooldown_remaining_ms", "").value(), 0);
+  // Dirty data was never evicted for a prefetch: every value is intact.
+  for (int i = 200; i < 260; ++i) {
+    auto v = store->get(key_for(i));
+    ASSERT_TRUE(v) << key_for(i);
+    EXPECT_EQ(v->to_string(), value_for(i, 100 << 10));
+  }
+}
+
+TEST_F(PrefetchTest, DemandKickPromotesAFlashReadOnlyWhenEnabled) {
+  Config c = config();
+  auto store = open(c);
+  fill_to_flash(*store, 2);
+  free_memory(*store, 2);
+  // Kick off and promotion-on-hit off: reads stay on flash.
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(store->get(key_for(0)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(store->needs_flash(key_for(0)));
+  EXPECT_EQ(counter(*store, "tierkv_demand_kicks_total"), 0u);
+  c.demand_kick = true;
+  store->set_prefetch(c);
+  auto v = store->get(key_for(1));
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->to_string(), value_for(1, kValue));
+  EXPECT_EQ(counter(*store, "tierkv_demand_kicks_total"), 1u);
+  ASSERT_TRUE(eventually([&] { return !store->needs_flash(key_for(1)); }));
+  EXPECT_EQ(counter(*store, "tierkv_demand_kicks_promoted_total"), 1u);
+  EXPECT_EQ(counter(*store, "tierkv_demand_kicks_failed_total"), 0u);
+}
+
+TEST_F(PrefetchTest, PromotionOnHitCanBeTurnedOnAtRunTime) {
+  Config c = config();
+  auto store = open(c);
+  fill_to_flash(*store, 1);
+  free_memory(*store, 1);
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(store->get(key_for(0)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(store->needs_flash(key_for(0))) << "promotion-on-hit is off";
+  store->set_promotion(c.promotion_threshold, c.promotion_max_inflight, true);
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(store->get(key_for(0)));
+  EXPECT_TRUE(eventually([&] { return !store->needs_flash(key_for(0)); }));
+}
+
+TEST_F(PrefetchTest, ProbedKeyDeletedBeforeItsJobNeverComesBack) {
+  Config c = config();
+  c.lease_max_fraction = 0.9;  // every prefetch may be leased
+  auto store = open(c);
+  fill_to_flash(*store, 20);
+  free_memory(*store, 20);
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) names.push_back(key_for(i));
+  std::vector<std::string_view> keys(names.begin(), names.end());
+  store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  for (int i = 0; i < 20; i += 2) store->remove(key_for(i));
+  ASSERT_TRUE(eventually([&] {
+    return counter(*store, "tierkv_prefetch_promoted_total") +
+               counter(*store, "tierkv_prefetch_failed_gone_total") +
+               counter(*store, "tierkv_prefetch_failed_busy_total") +
+               counter(*store, "tierkv_prefetch_in_memory_total") ==
+           20;
+  }));
+  for (int i = 0; i < 20; ++i) {
+    auto v = store->get(key_for(i));
+    if (i % 2 == 0) {
+      EXPECT_FALSE(v) << key_for(i) << " deleted, then promoted back";
+    } else {
+      ASSERT_TRUE(v) << key_for(i);
+      EXPECT_EQ(v->to_string(), value_for(i, kValue));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tierkv
