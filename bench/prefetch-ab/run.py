@@ -89,10 +89,10 @@ PROBED_KEYS = ("promotion-on-hit", "demand-kick", "exists-prefetch", "exists-pre
 THRESHOLD_FALLBACK = "255"
 
 DEFAULTS = {"prefixes": 24, "chunks": 4, "kv_bytes": "4mb", "concurrency": "1,2,4,8",
-            "requests": 60, "probe_pairs_flash": 400, "probe_pairs_memory": 2000,
+            "requests": 60, "probe_pairs_flash": 100, "probe_pairs_memory": 1000,
             "budget_s": 540.0}
 QUICK = {"prefixes": 12, "chunks": 4, "kv_bytes": "2mb", "concurrency": "1,4",
-         "requests": 20, "probe_pairs_flash": 100, "probe_pairs_memory": 300,
+         "requests": 20, "probe_pairs_flash": 30, "probe_pairs_memory": 300,
          "budget_s": 150.0}
 
 
@@ -305,12 +305,20 @@ class Server:
             return ""
 
 
-def known_config_keys(port):
-    c = Resp(port)
+def known_config_keys(args, workdir):
+    """The PROBED_KEYS this server build knows (CONFIG GET answers an empty
+    list for an unknown key), asked of a memory-only server."""
+    server = Server(args, workdir, "", 0)
     try:
-        return {k for k in PROBED_KEYS if c.call("CONFIG", "GET", k)}
+        server.start(16 * MIB)
+        c = Resp(server.port)
+        try:
+            return {k for k in PROBED_KEYS if c.call("CONFIG", "GET", k)}
+        finally:
+            c.close()
     finally:
-        c.close()
+        server.stop()
+        server.kill()
 
 
 def arm_flags(arm, known, map_rule):
@@ -540,47 +548,75 @@ def time_probe(conn, command, keys):
     return (time.perf_counter_ns() - t) / 1e3
 
 
+def states(conn, keys):
+    """TIER.STAT's state of each key: dirty, clean, ... in memory; flash if
+    only flash holds it."""
+    out = []
+    for key in keys:
+        stat = conn.call("TIER.STAT", key)
+        fields = dict(zip(stat[0::2], stat[1::2])) if stat else {}
+        out.append(fields.get(b"state", b"?").decode())
+    return out
+
+
 def probe_latency(args, workdir, known):
-    """Median probe latency (us) with and without PREFETCH, on keys all in
-    memory and on flash-only keys (each flash-only group is probed once, so a
-    PREFETCH probe never sees keys an earlier probe promoted)."""
-    chunks, size = args.chunks, 16 << 10
-    pairs_f, pairs_m = args.probe_pairs_flash, args.probe_pairs_memory
-    groups = 2 * pairs_f
-    flash_bytes = groups * chunks * size
-    flash_size = max(512 * MIB, round_up(4 * flash_bytes, parse_size(args.region_size)))
+    """Median probe latency (us) of EXISTS and TIER.EXISTS ... PREFETCH over
+    one prefix's chunk keys (--kv-bytes each), on keys all in memory and on
+    flash-only keys, with the prefetch arm's flags and an otherwise idle server.
+
+    Flash-only: a pool of groups 4x larger than memory is written, then the
+    server restarts (memory empty). Each pair times EXISTS on one group and
+    PREFETCH on the next (alternating which goes first), each checked to be
+    flash-only right before (TIER.STAT, untimed; groups that are not are
+    skipped), then waits for the promotions it started to end."""
+    chunks, size = args.chunks, args.kv
+    group_bytes = chunks * size
+    memory = max(16 * MIB, round_up(6 * group_bytes, MIB))
+    pool = max(8, 4 * memory // group_bytes)
+    flash_size = round_up(int(1.5 * (pool + 8) * group_bytes) + 8 * parse_size(args.region_size),
+                          parse_size(args.region_size))
     server = Server(args, workdir, os.path.join(workdir, "probe.dat"), flash_size)
     flags, _ = arm_flags("prefetch", known, args.map_rule)
-    memory = 64 * MIB
-    value = random.Random(3).randbytes(size)
+
+    def group(name, g):
+        return [b"%s%d:c%d" % (name, g, j) for j in range(chunks)]
+
+    out = {"flash": {"exists": [], "prefetch": []}, "memory": {"exists": [], "prefetch": []}}
+    skipped = 0
     rng = random.Random(args.seed)
     try:
         server.start(memory, flags)
-        set_many(server.port, [(b"q%d:c%d" % (g, j), value)
-                               for g in range(groups) for j in range(chunks)])
+        set_many(server.port, [(k, args.filler_value) for g in range(pool) for k in group(b"q", g)])
         server.stop()
         server.start(memory, flags)  # memory empty: every q key flash-only
-        at_start = num(server.info(), "memory_objects")
         conn = Resp(server.port)
-        out = {"flash": {"exists": [], "prefetch": []}, "memory": {"exists": [], "prefetch": []}}
         try:
-            for i in range(pairs_f):
-                a = [b"q%d:c%d" % (2 * i, j) for j in range(chunks)]
-                b = [b"q%d:c%d" % (2 * i + 1, j) for j in range(chunks)]
+            g = 0
+            for i in range(args.probe_pairs_flash * 4):
+                if len(out["flash"]["prefetch"]) >= args.probe_pairs_flash:
+                    break
+                a, b = group(b"q", g % pool), group(b"q", (g + 1) % pool)
+                g += 2
+                if any(st != "flash" for st in states(conn, a + b)):
+                    skipped += 1
+                    continue
                 order = (("exists", a), ("prefetch", b)) if i % 2 else \
-                        (("prefetch", a), ("exists", b))
+                        (("prefetch", b), ("exists", a))
                 for command, keys in order:
                     out["flash"][command].append(time_probe(conn, command, keys))
-                time.sleep(0.002)  # let the promotions started run off
-            resident = 64
-            set_many(server.port, [(b"r%d:c%d" % (g, j), value)
-                                   for g in range(resident) for j in range(chunks)])
-            for i in range(pairs_m):
-                keys = [b"r%d:c%d" % (rng.randrange(resident), j) for j in range(chunks)]
+                deadline = time.monotonic() + 2.0  # let the promotions run off
+                while time.monotonic() < deadline and "flash" in states(conn, b):
+                    time.sleep(0.002)
+            resident = 3
+            set_many(server.port, [(k, args.filler_value)
+                                   for g in range(resident) for k in group(b"r", g)])
+            in_memory = [st != "flash" for g in range(resident)
+                         for st in states(conn, group(b"r", g))]
+            for i in range(args.probe_pairs_memory):
+                keys = group(b"r", rng.randrange(resident))
                 order = ("exists", "prefetch") if i % 2 else ("prefetch", "exists")
                 for command in order:
                     out["memory"][command].append(time_probe(conn, command, keys))
-            stat = conn.call("TIER.STAT", b"r0:c0")
         finally:
             conn.close()
         server.stop()
@@ -590,14 +626,18 @@ def probe_latency(args, workdir, known):
             os.unlink(server.flash_path)
         except OSError:
             pass
-    result = {"keys_per_probe": chunks, "value_bytes": size, "pairs_flash": pairs_f,
-              "pairs_memory": pairs_m, "memory_objects_at_start": at_start,
-              "resident_check": str(stat)[:200]}
+    result = {"keys_per_probe": chunks, "value_bytes": size, "memory": memory,
+              "pool_groups": pool, "pairs_flash": len(out["flash"]["exists"]),
+              "pairs_memory": len(out["memory"]["exists"]), "flash_pairs_skipped": skipped,
+              "resident_all_in_memory": all(in_memory)}
     for where in ("memory", "flash"):
-        ex = statistics.median(out[where]["exists"])
-        pf = statistics.median(out[where]["prefetch"])
-        result[where] = {"exists_median_us": ex, "prefetch_median_us": pf,
-                         "ratio": pf / ex if ex else None}
+        ex, pf = out[where]["exists"], out[where]["prefetch"]
+        ex_m = statistics.median(ex) if ex else None
+        pf_m = statistics.median(pf) if pf else None
+        result[where] = {"exists_median_us": ex_m, "prefetch_median_us": pf_m,
+                         "exists_p99_us": percentile(ex, 0.99),
+                         "prefetch_p99_us": percentile(pf, 0.99),
+                         "ratio": pf_m / ex_m if ex_m and pf_m else None}
     return result
 
 
@@ -668,13 +708,31 @@ def print_table(cells):
           "acc: prefetch_reads_served / prefetch_promoted")
 
 
+def print_split(cells):
+    head = (f"{'regime':<16} {'arm':<14} {'c':>2} {'probe ms':>8} {'wait ms':>8} {'load ms':>8} "
+            f"{'evicted':>7} {'offloads':>8}")
+    print("\nwhere the time goes (medians per request; evictions and offloads in the cell)")
+    print(head)
+    print("-" * len(head))
+    for x in cells:
+        k = x["counters"]
+        print(f"{x['regime']:<16} {x['arm']:<14} {x['c']:>2} "
+              f"{fmt(x.get('probe_median_ms'), '.2f'):>8} {fmt(x.get('wait_median_ms')):>8} "
+              f"{fmt(x.get('load_median_ms')):>8} "
+              f"{fmt(k.get('evicted_keys'), '.0f'):>7} {fmt(k.get('offloads'), '.0f'):>8}")
+
+
 def print_probe(p):
-    print(f"\nprobe latency ({p['keys_per_probe']} keys, median us): "
-          f"{'where':<7} {'EXISTS':>8} {'PREFETCH':>9} {'ratio':>6}")
+    print(f"\nprobe latency, idle server, {p['keys_per_probe']} keys of "
+          f"{p['value_bytes'] >> 10} KiB ({p['pairs_flash']} flash-only pairs, "
+          f"{p['pairs_memory']} in memory):")
+    print(f"{'where':<8} {'EXISTS us':>10} {'PREFETCH us':>12} {'ratio':>6}   "
+          f"{'EXISTS p99':>10} {'PREFETCH p99':>12}")
     for where in ("memory", "flash"):
         r = p[where]
-        print(f"{'':>37}{where:<7} {r['exists_median_us']:>8.1f} {r['prefetch_median_us']:>9.1f} "
-              f"{fmt(r['ratio'], '.3f'):>6}")
+        print(f"{where:<8} {fmt(r['exists_median_us']):>10} {fmt(r['prefetch_median_us']):>12} "
+              f"{fmt(r['ratio'], '.3f'):>6}   {fmt(r['exists_p99_us']):>10} "
+              f"{fmt(r['prefetch_p99_us']):>12}")
 
 
 def plot(png, cells, regimes, arms):
@@ -820,6 +878,18 @@ def main():
     needed = {k for a in args.arms for k in ARMS[a][1]}
     warned = {}
     try:
+        known = known_config_keys(args, workdir)
+        for key in PROBED_KEYS:
+            if key not in known and key in needed:
+                fallback = (f"; baseline and prefetch arms run with --promotion-threshold "
+                            f"{THRESHOLD_FALLBACK} instead" if key == "promotion-on-hit" else "")
+                warnings.append(f"WARNING: this tierkv-server has no config key '{key}': "
+                                f"the arms run without it{fallback}")
+                print(warnings[-1], flush=True)
+        if "demand-kick" not in known and "prefetch+kick" in args.arms:
+            warnings.append("WARNING: without demand-kick the prefetch+kick arm runs as the "
+                            "prefetch arm")
+            print(warnings[-1], flush=True)
         for regime in regimes:
             n_cells = len(args.arms) * len(args.concurrency)
             filler_bytes = regime["filler_objects"] * args.kv
@@ -832,20 +902,6 @@ def main():
             server = Server(args, workdir, path, flash_size)
             try:
                 server.start(regime["memory"])
-                if known is None:
-                    known = known_config_keys(server.port)
-                    for key in PROBED_KEYS:
-                        if key not in known and key in needed:
-                            fallback = (f"; baseline and prefetch arms run with "
-                                        f"--promotion-threshold {THRESHOLD_FALLBACK} instead"
-                                        if key == "promotion-on-hit" else "")
-                            warnings.append(f"WARNING: this tierkv-server has no config key "
-                                            f"'{key}': the arms run without it{fallback}")
-                            print(warnings[-1], flush=True)
-                    if "demand-kick" not in known and "prefetch+kick" in args.arms:
-                        warnings.append("WARNING: without demand-kick the prefetch+kick arm "
-                                        "runs as the prefetch arm")
-                        print(warnings[-1], flush=True)
                 print(f"{regime['name']}: memory {regime['memory'] / MIB:.0f} MiB, filler "
                       f"{regime['filler_objects']} x {args.kv >> 10} KiB, flash "
                       f"{flash_size / MIB:.0f} MiB, backing latency {regime['latency_ns']} ns: "
@@ -877,7 +933,7 @@ def main():
                     pass
         if time.monotonic() < deadline + 60:
             print("probe latency...", flush=True)
-            probe = probe_latency(args, workdir, known or set())
+            probe = probe_latency(args, workdir, known)
         else:
             skipped.append("probe-latency")
     finally:
@@ -887,7 +943,9 @@ def main():
                         f"{', '.join(skipped)}")
 
     add_decreases(cells)
-    print_table(cells)
+    if cells:
+        print_table(cells)
+        print_split(cells)
     if probe:
         print_probe(probe)
 
@@ -921,12 +979,12 @@ def main():
                    "warnings": warnings, "summary": summary, "probe_latency": probe,
                    "cells": cells, "skipped": skipped, "seconds": seconds}, f, indent=1)
     png = args.out.removesuffix(".json") + ".png"
+    out = os.path.relpath(args.out, ROOT)
     try:
-        note = f"wrote {os.path.relpath(args.out, ROOT)} and " \
-               f"{os.path.relpath(plot(png, cells, regimes, args.arms), ROOT)}"
+        note = (f"wrote {out} and {os.path.relpath(plot(png, cells, regimes, args.arms), ROOT)}"
+                if cells else f"wrote {out}; no plot: no cells ran")
     except ImportError:
-        note = (f"wrote {os.path.relpath(args.out, ROOT)}; no plot: python3-matplotlib is not "
-                "installed")
+        note = f"wrote {out}; no plot: python3-matplotlib is not installed"
     print(note)
     for w in warnings:
         print(w)
