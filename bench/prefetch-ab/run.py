@@ -566,9 +566,11 @@ def probe_latency(args, workdir, known):
 
     Flash-only: a pool of groups 4x larger than memory is written, then the
     server restarts (memory empty). Each pair times EXISTS on one group and
-    PREFETCH on the next (alternating which goes first), each checked to be
-    flash-only right before (TIER.STAT, untimed; groups that are not are
-    skipped), then waits for the promotions it started to end."""
+    PREFETCH on another (alternating which goes first), both found flash-only
+    right before (TIER.STAT, untimed: eviction is per key, so a group keeps
+    some keys in memory for a while), then waits for the promotions it
+    started to end. In memory: after another restart, a few groups are
+    written (well under the memory budget) and checked in memory."""
     chunks, size = args.chunks, args.kv
     group_bytes = chunks * size
     memory = max(16 * MIB, round_up(6 * group_bytes, MIB))
@@ -591,15 +593,21 @@ def probe_latency(args, workdir, known):
         server.start(memory, flags)  # memory empty: every q key flash-only
         conn = Resp(server.port)
         try:
-            g = 0
-            for i in range(args.probe_pairs_flash * 4):
-                if len(out["flash"]["prefetch"]) >= args.probe_pairs_flash:
+            cursor = 0
+            for i in range(args.probe_pairs_flash):
+                found = []
+                for step in range(pool):
+                    g = (cursor + step) % pool
+                    if all(st == "flash" for st in states(conn, group(b"q", g))):
+                        found.append(g)
+                        if len(found) == 2:
+                            break
+                    else:
+                        skipped += 1
+                if len(found) < 2:
                     break
-                a, b = group(b"q", g % pool), group(b"q", (g + 1) % pool)
-                g += 2
-                if any(st != "flash" for st in states(conn, a + b)):
-                    skipped += 1
-                    continue
+                cursor = found[1] + 1
+                a, b = group(b"q", found[0]), group(b"q", found[1])
                 order = (("exists", a), ("prefetch", b)) if i % 2 else \
                         (("prefetch", b), ("exists", a))
                 for command, keys in order:
@@ -607,6 +615,12 @@ def probe_latency(args, workdir, known):
                 deadline = time.monotonic() + 2.0  # let the promotions run off
                 while time.monotonic() < deadline and "flash" in states(conn, b):
                     time.sleep(0.002)
+        finally:
+            conn.close()
+        server.stop()
+        server.start(memory, flags)
+        conn = Resp(server.port)
+        try:
             resident = 3
             set_many(server.port, [(k, args.filler_value)
                                    for g in range(resident) for k in group(b"r", g)])
@@ -628,7 +642,7 @@ def probe_latency(args, workdir, known):
             pass
     result = {"keys_per_probe": chunks, "value_bytes": size, "memory": memory,
               "pool_groups": pool, "pairs_flash": len(out["flash"]["exists"]),
-              "pairs_memory": len(out["memory"]["exists"]), "flash_pairs_skipped": skipped,
+              "pairs_memory": len(out["memory"]["exists"]), "flash_groups_skipped": skipped,
               "resident_all_in_memory": all(in_memory)}
     for where in ("memory", "flash"):
         ex, pf = out[where]["exists"], out[where]["prefetch"]
