@@ -895,8 +895,8 @@ def main():
         known = known_config_keys(args, workdir)
         for key in PROBED_KEYS:
             if key not in known and key in needed:
-                fallback = (f"; baseline and prefetch arms run with --promotion-threshold "
-                            f"{THRESHOLD_FALLBACK} instead" if key == "promotion-on-hit" else "")
+                fallback = (f"; every arm runs with --promotion-threshold {THRESHOLD_FALLBACK} "
+                            "instead" if key == "promotion-on-hit" else "")
                 warnings.append(f"WARNING: this tierkv-server has no config key '{key}': "
                                 f"the arms run without it{fallback}")
                 print(warnings[-1], flush=True)
