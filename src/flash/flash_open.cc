@@ -263,6 +263,7 @@ Status FlashTier::start_engine() {
     }
   }
   if (!im.engine) im.engine = make_thread_pool_engine(eo);
+  if (options_.wrap_engine) im.engine = options_.wrap_engine(std::move(im.engine));
   start_verifiers();
   start_reclaimer();
   spdlog::info("flash: {} ({} regions of {} KiB) via {}, {} I/O, fsync {}", file_path_,

@@ -55,6 +55,7 @@
 
 namespace tierkv::flash {
 
+class IoEngine;
 struct IoRequest;
 struct PendingChunk;
 class SnapshotReader;
@@ -90,6 +91,10 @@ struct FlashOptions {
   uint64_t max_pending_write_bytes = uint64_t{64} << 20;
   // Updated while open() recovers, if given; must outlive open().
   RecoveryProgress* progress = nullptr;
+  // Fault injection for tests: given the engine open() chose, returns the
+  // one the tier uses (e.g. a wrapper that holds or fails chosen requests),
+  // so orderings that depend on I/O timing can be tested deterministically.
+  std::function<std::unique_ptr<IoEngine>(std::unique_ptr<IoEngine>)> wrap_engine;
 };
 
 std::string_view fsync_policy_name(FsyncPolicy policy);

@@ -2,11 +2,12 @@
 same flash file, and check every key.
 
 A key is either absent or exactly one of the values acknowledged for it (or
-the one SET that was in flight at the kill: the server may have applied it
+the one write that was in flight at the kill: the server may have applied it
 without getting to answer). Never a corrupt or mixed value. With
---flash-fsync always a SET is acknowledged only once it is durable, so the
-key must hold exactly its last acknowledged value (or the in-flight one); an
-acknowledged DEL is not promised durable, so it may be undone.
+--flash-fsync always a SET is acknowledged only once it is durable, and a
+DEL only once its tombstone is (DEL waits for it), so the key must hold
+exactly its last acknowledged state: the last value, or absent after a DEL
+(or the state the write in flight would leave).
 
 TIERKV_TORTURE_ROUNDS sets the number of kill/restart rounds (default 10).
 """
@@ -61,12 +62,9 @@ class Model:
             if key in self.pending else []
         if not fsync_always:
             return {None, self.baseline[key], *acked, *pending}
+        # An acknowledged DEL is as durable as a SET: its reply waited for
+        # the tombstone to be fsynced.
         last = acked[-1] if acked else self.baseline[key]
-        if acked and last is None:
-            # The promise covers SETs only: an acknowledged DEL may be undone
-            # by a crash, bringing back the value it deleted (never an older one).
-            before = [v for v in [self.baseline[key], *acked] if v is not None]
-            return {None, *before[-1:], *pending}
         return {last, *pending}
 
     def settle(self, observed):

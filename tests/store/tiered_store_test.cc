@@ -225,8 +225,12 @@ TEST_F(TieredStoreTest, DurableWritesWaitOutAFullWriteQueue) {
     auto store = open(c);
     flash::FlashTier* flash = store->flash_tier();
     ASSERT_NE(flash, nullptr);
-    // With the thread pool, another worker would reap the landings.
-    ASSERT_EQ(flash->io_backend(), "io_uring");
+    // With the thread pool, another worker would reap the landings: the
+    // gate below cannot hold them, so the full queue cannot be forced.
+    if (flash->io_backend() != "io_uring") {
+      GTEST_SKIP() << "needs the io_uring backend (one completion thread to block); this host "
+                   << "runs the flash tier on '" << flash->io_backend() << "'";
+    }
     std::promise<void> entered;
     // Opens the gate however the test leaves this scope (a failed ASSERT
     // must not leave the completion thread blocked in the store's destructor).
