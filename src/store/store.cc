@@ -12,6 +12,7 @@
 #include "store/flash_offloader.h"
 #include "store/flash_reader.h"
 #include "store/promoter.h"
+#include "store/writeback.h"
 
 namespace tierkv {
 namespace {
@@ -158,6 +159,8 @@ void Store::open_flash(const Config& config) {
                                                  .max_inflight = config.promotion_max_inflight,
                                                  .lease_ttl_ms = config.lease_ttl_ms});
   memory_->set_lower_tier(offloader_.get());
+  writeback_ = std::make_unique<Writeback>(*memory_, *flash_, *offloader_, *metrics_,
+                                           config.dirty_max_fraction);
   offloader_->set_on_landed([this] {
     if (persist_retry_waiting_.load(std::memory_order_relaxed)) retry_persists();
   });
@@ -168,6 +171,7 @@ Store::~Store() {
   // In-flight flash I/O calls back into the memory tier and the promoter:
   // let it finish while they still exist.
   if (memory_) memory_->stop_active_expiry();
+  if (writeback_) writeback_->stop();
   flash_.reset();
   for (PendingPersist& p : persist_retry_) p.done(Status::unavailable("store closed"));
 }
@@ -179,6 +183,10 @@ void Store::set_limits(int64_t max_key_size, int64_t max_object_size) {
 
 void Store::set_promotion(int64_t threshold, int64_t max_inflight) {
   if (promoter_) promoter_->set_limits(threshold, max_inflight);
+}
+
+void Store::set_dirty_max_fraction(double fraction) {
+  if (writeback_) writeback_->set_dirty_max_fraction(fraction);
 }
 
 void Store::set_lease_ttl_ms(int64_t ms) {
@@ -403,6 +411,8 @@ void Store::flush() {
 }
 
 Status Store::close_cleanly() {
+  // A copy started after the final flush would discard the snapshot.
+  if (writeback_) writeback_->stop();
   Status st = persist_all();
   if (!st.is_ok() || !flash_) return st;
   return flash_->write_snapshot();
