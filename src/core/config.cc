@@ -234,6 +234,11 @@ const std::vector<KeySpec>& specs() {
       int_key({"offload-wait-ms", "how long a write waits for flash to drain before OOM",
                A::kOffloadWait},
               &C::offload_wait_ms, 0, 600000),
+      double_key({"dirty-max-fraction",
+                  "share of memory that may hold data not yet on flash; above it the coldest "
+                  "is written back in the background (1: no writeback)",
+                  A::kDirtyFraction},
+                 &C::dirty_max_fraction, 0, 1),
       int_key({"promotion-threshold", "flash hits before an object is promoted to memory",
                A::kPromotion},
               &C::promotion_threshold, 1, 255),

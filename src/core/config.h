@@ -86,6 +86,9 @@ struct Config {
   // tiering (store)
   OffloadPolicy offload_policy = OffloadPolicy::kOnEvict;
   int64_t offload_wait_ms = 2000;  // how long a write waits for flash to drain
+  // Dirty (memory-only) data above this share of the budget is written back
+  // to flash in the background, coldest first; 1 disables writeback.
+  double dirty_max_fraction = 0.5;
   int64_t promotion_threshold = 2;
   int64_t promotion_max_inflight = 64;
   bool promotion_on_hit = true;
@@ -124,6 +127,7 @@ enum class ConfigApply : uint8_t {
   kActiveExpire,
   kMetricsLimits,  // metrics-timeout-ms, metrics-max-clients
   kFlashRead,      // flash-read-window, flash-read-inflight, flash-read-buffer
+  kDirtyFraction,  // dirty-max-fraction
 };
 
 // One configuration key, as the table describes it.

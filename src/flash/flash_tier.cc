@@ -433,6 +433,11 @@ FlashStats FlashTier::stats() const {
   return s;
 }
 
+uint64_t FlashTier::pending_write_bytes() const {
+  std::lock_guard lock(impl_->write_mu);
+  return impl_->pending_bytes;
+}
+
 std::string_view FlashTier::io_backend() const {
   return impl_->engine->name();
 }

@@ -291,6 +291,11 @@ class FlashTier {
   Status write_snapshot();
 
   FlashStats stats() const;
+  // Bytes accepted and not yet written, and the bound beyond which writes
+  // answer Busy (flash-write-queue): how busy the write path is, for
+  // background work that must leave it to writers.
+  uint64_t pending_write_bytes() const;
+  uint64_t max_pending_write_bytes() const { return options_.max_pending_write_bytes; }
   const RecoveryStats& recovery() const { return recovery_; }
   // Highest object version indexed at open: new versions must exceed it.
   uint64_t recovered_max_version() const { return recovered_max_version_; }

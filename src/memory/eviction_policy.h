@@ -5,6 +5,13 @@
 // and asks evict() for a victim when it needs room. evict() consults the
 // tier's `evictable` predicate so pinned and leased chunks are passed over;
 // how a policy passes over one (rotate it, skip it) is the policy's choice.
+//
+// Background writeback needs the coldest entries without evicting them:
+// next_cold() is a second hand that walks the policy's order from the
+// coldest entry toward the warmest, one entry per call, and changes nothing.
+// It resumes where it stopped, so a caller can walk a long list in short
+// lock holds; each policy moves the hand off an entry it moves or removes,
+// so the hand never points at a freed or relocated hook.
 #pragma once
 
 #include <absl/functional/function_ref.h>
@@ -44,6 +51,12 @@ class EvictionPolicy {
   virtual void remove(PolicyHook* hook) = 0;
   // Unlinks and returns the next victim, or nullptr if nothing is evictable.
   virtual PolicyHook* evict(Evictable evictable) = 0;
+  // The entry at the writeback hand, which then steps one entry warmer, in
+  // the order evict() would reach entries (reference bits aside). nullptr
+  // once a walk has passed every entry; the next call starts a new walk at
+  // the coldest. The hand never falls behind evict(): an entry evict() has
+  // already passed over is not revisited in the same walk.
+  virtual PolicyHook* next_cold() = 0;
 
   // Worst-case bytes of policy metadata per resident entry beyond the hook
   // itself (S3-FIFO's ghost queue); the tier charges it to the budget.

@@ -79,8 +79,11 @@ void MemoryTier::end_lease_locked(Chunk* c, bool read) {
 }
 
 bool MemoryTier::evictable(const Chunk* c, int64_t now_ms) {
+  // A copy under way (kFlushing) holds one pin of its own: that object can
+  // still be chosen, and leaves once the copy lands (evict_one).
+  const uint32_t refs = c->owner->flash_state == FlashState::kFlushing ? 2 : 1;
   for (Chunk* ch : c->owner->chunks) {
-    if (ch->pinned()) return false;
+    if (ch->refs.load(std::memory_order_acquire) > refs) return false;
     if (ch->flags & Chunk::kLeased) {
       if (ch->lease_until_ms > now_ms) return false;
       end_lease_locked(ch, false);
@@ -102,9 +105,7 @@ void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
     to_release.push_back(c);
   }
   s.chunks -= obj->chunks.size();
-  if (obj->flash_state == FlashState::kOffloading)
-    offloading_bytes_.fetch_sub(chunk_charge(obj), std::memory_order_relaxed);
-  if (obj->flash_state == FlashState::kClean) clean_objects_.fetch_sub(1);
+  count_flash_state(obj, obj->flash_state, -1);  // it leaves the index
   set_expiry_locked(s, obj, 0);
   s.index.erase(obj);
   unreserve(obj->charge);
@@ -235,7 +236,6 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
       if (opts.install_version != 0) {
         obj->version = opts.install_version;
         obj->flash_state = FlashState::kClean;
-        clean_objects_.fetch_add(1);
       } else {
         obj->version = next_version_.fetch_add(1, std::memory_order_relaxed);
       }
@@ -253,6 +253,7 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
         }
       }
       s.chunks += obj->chunks.size();
+      count_flash_state(obj, obj->flash_state, +1);  // it enters the index
       writer.chunks_.clear();
       s.index.insert(obj);
       set_expiry_locked(s, obj, expire_at);

@@ -123,6 +123,7 @@ struct MemoryTierStats {
   uint64_t offload_dropped = 0;    // dirty objects dropped: the lower tier failed
   uint64_t offload_waits = 0;      // writes that waited for offloads to land
   uint64_t clean_objects = 0;      // objects in memory whose version the lower tier holds
+  int64_t dirty_bytes = 0;         // chunk charge of objects that exist only here (kDirty)
 };
 
 struct ScanPage {
@@ -204,6 +205,17 @@ class MemoryTier {
   // outside the shard locks.
   void flush_all_dirty(const std::function<void(OffloadItem&&)>& fn);
   void set_offload_wait_ms(int64_t ms) { offload_wait_ms_.store(ms); }
+  // --- background writeback (driven by the store's Writeback) ---
+  // Chunk charge of the indexed objects that exist only here (kDirty).
+  int64_t dirty_bytes() const { return dirty_bytes_.load(std::memory_order_relaxed); }
+  // Write-through of the coldest dirty objects: visits shards round-robin
+  // and, in each, the policy's entries from the coldest (at most
+  // `max_steps` of them per shard, each walk resuming where the last one
+  // stopped), taking dirty, unexpired objects until their chunk charge
+  // reaches `max_bytes` (the last one taken may pass it). Each is marked
+  // kFlushing and returned pinned, as begin_flush() does; empty without a
+  // lower tier.
+  std::vector<OffloadItem> take_cold_dirty(int64_t max_bytes, size_t max_steps);
   // The newest version handed out so far.
   uint64_t max_version() const { return next_version_.load() - 1; }
   // New versions start at `first` or above (a lower tier recovered later
@@ -327,6 +339,20 @@ class MemoryTier {
   std::atomic<int64_t> clean_objects_{0};
   // Every change of an indexed object's flash_state goes through here.
   void set_flash_state(Object* obj, FlashState state);
+  // The counters kept per flash state (dirty bytes, clean objects,
+  // offloading bytes): sign +1 as obj enters `state` or the index in it,
+  // -1 as it leaves.
+  void count_flash_state(const Object* obj, FlashState state, int sign);
+  std::atomic<int64_t> dirty_bytes_{0};
+  std::atomic<size_t> writeback_cursor_{0};
+  void take_cold_dirty_locked(Shard& s, int64_t max_bytes, size_t max_steps, int64_t now_ms,
+                              std::vector<OffloadItem>& out, int64_t& taken);
+  // Eviction chose an object whose copy is under way: rather than pass it
+  // over (and keep the coldest data for another round), it leaves memory
+  // when the copy lands, as an offload would (kOffloading).
+  void leave_when_copied_locked(Shard& s, Object* obj);
+  // That copy failed: the object stays, dirty, as the newest entry.
+  void keep_after_failed_copy_locked(Shard& s, Object* obj);
   std::atomic<uint64_t> offloads_inflight_{0};
   std::atomic<uint64_t> offloads_{0}, offload_busy_{0}, offload_dropped_{0}, offload_waits_{0};
   std::atomic<int64_t> offload_wait_ms_;

@@ -387,6 +387,7 @@ MemoryTierStats MemoryTier::stats() const {
   st.offload_dropped = offload_dropped_.load();
   st.offload_waits = offload_waits_.load();
   st.clean_objects = static_cast<uint64_t>(std::max<int64_t>(clean_objects_.load(), 0));
+  st.dirty_bytes = dirty_bytes();
   return st;
 }
 

@@ -41,10 +41,26 @@ MemoryTier::CleanOnlyScope::~CleanOnlyScope() {
   tls_clean_only = saved_;
 }
 
+void MemoryTier::count_flash_state(const Object* obj, FlashState state, int sign) {
+  switch (state) {
+    case FlashState::kDirty:
+      dirty_bytes_.fetch_add(sign * chunk_charge(obj), std::memory_order_relaxed);
+      return;
+    case FlashState::kClean:
+      clean_objects_.fetch_add(sign, std::memory_order_relaxed);
+      return;
+    case FlashState::kOffloading:
+      offloading_bytes_.fetch_add(sign * chunk_charge(obj), std::memory_order_relaxed);
+      return;
+    case FlashState::kFlushing:
+      return;
+  }
+}
+
 void MemoryTier::set_flash_state(Object* obj, FlashState state) {
-  if (obj->flash_state == FlashState::kClean) clean_objects_.fetch_sub(1);
-  if (state == FlashState::kClean) clean_objects_.fetch_add(1);
+  count_flash_state(obj, obj->flash_state, -1);
   obj->flash_state = state;
+  count_flash_state(obj, state, +1);
 }
 
 int64_t MemoryTier::chunk_charge(const Object* obj) {
@@ -174,8 +190,7 @@ void MemoryTier::begin_offload_locked(Shard& s, Object* obj, OffloadItem& item) 
     else
       s.policy->remove(&c->hook);
   }
-  obj->flash_state = FlashState::kOffloading;
-  offloading_bytes_.fetch_add(chunk_charge(obj), std::memory_order_relaxed);
+  set_flash_state(obj, FlashState::kOffloading);
   offloads_inflight_.fetch_add(1);
   item = make_item_locked(obj, true);
 }
@@ -194,6 +209,10 @@ MemoryTier::EvictResult MemoryTier::evict_one(size_t first_shard) {
         !lower_->holds(obj->key, obj->hash, obj->version,
                        static_cast<uint32_t>(obj->chunks.size())))
       set_flash_state(obj, FlashState::kDirty);  // its copy below was reclaimed
+    if (lower_ && obj->flash_state == FlashState::kFlushing) {
+      leave_when_copied_locked(s, obj);
+      return EvictResult::kOffloadStarted;
+    }
     if (lower_ && obj->flash_state == FlashState::kDirty) {
       begin_offload_locked(s, obj, item);
       offload = true;
@@ -236,8 +255,7 @@ void MemoryTier::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
         (*it)->flash_state == FlashState::kOffloading) {
       Object* obj = *it;
       if (answer == OffloadAnswer::kBusy) {
-        offloading_bytes_.fetch_sub(chunk_charge(obj), std::memory_order_relaxed);
-        obj->flash_state = FlashState::kDirty;
+        set_flash_state(obj, FlashState::kDirty);
         for (Chunk* c : obj->chunks) s.policy->insert(&c->hook);
       } else {
         offload_dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -263,7 +281,9 @@ void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool
     // old expiry. Told under this lock, so a later set_expiry comes after.
     if (obj && ok && lower_ && obj->expire_at_ms != written_expire_at_ms)
       lower_->reconcile_expiry(obj->key, version, obj->expire_at_ms);
-    if (obj && obj->flash_state == FlashState::kOffloading) {
+    if (obj && obj->flash_state == FlashState::kOffloading && !ok && !offload) {
+      keep_after_failed_copy_locked(s, obj);
+    } else if (obj && obj->flash_state == FlashState::kOffloading) {
       if (!ok) offload_dropped_.fetch_add(1, std::memory_order_relaxed);
       evicted_objects_.fetch_add(1, std::memory_order_relaxed);
       evicted_chunks_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
@@ -287,7 +307,7 @@ std::optional<OffloadItem> MemoryTier::begin_flush(std::string_view key, uint64_
   if (it == s.index.end() || (*it)->version != version) return std::nullopt;
   Object* obj = *it;
   if (obj->flash_state == FlashState::kDirty) {
-    obj->flash_state = FlashState::kFlushing;
+    set_flash_state(obj, FlashState::kFlushing);
   } else if (obj->flash_state == FlashState::kClean || !in_flight_too) {
     return std::nullopt;
   }
@@ -302,7 +322,7 @@ void MemoryTier::flush_all_dirty(const std::function<void(OffloadItem&&)>& fn) {
       std::lock_guard lock(s.mu);
       for (Object* obj : s.index) {
         if (obj->flash_state != FlashState::kDirty) continue;
-        obj->flash_state = FlashState::kFlushing;
+        set_flash_state(obj, FlashState::kFlushing);
         items.push_back(make_item_locked(obj, false));
       }
     }

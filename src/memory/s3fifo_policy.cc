@@ -67,7 +67,10 @@ class S3FifoPolicy final : public EvictionPolicy {
   void touch(PolicyHook* h) override {
     if (h->freq < kMaxFreq) ++h->freq;
   }
-  void remove(PolicyHook* h) override { queue_of(h).unlink(h); }
+  void remove(PolicyHook* h) override {
+    leave(h);
+    queue_of(h).unlink(h);
+  }
   size_t entries() const override { return small_.size() + main_.size(); }
   // Ghost bytes per resident entry, worst case: a map slot (16 bytes + 1
   // control byte) at abseil's lowest load factor (7/16) is 39 bytes, plus up
@@ -88,7 +91,38 @@ class S3FifoPolicy final : public EvictionPolicy {
     return nullptr;
   }
 
+  // The small queue from its tail, then main from its tail: small's tail is
+  // where entries seen once leave (the next victims while small is over its
+  // share, as it is under a stream of writes); main's tail goes only when
+  // small is under its share.
+  PolicyHook* next_cold() override {
+    if (!walking_) {
+      cold_ = small_.empty() ? main_.back() : small_.back();
+      walking_ = true;
+    }
+    PolicyHook* h = cold_;
+    if (h == nullptr) {
+      walking_ = false;
+      return nullptr;
+    }
+    cold_ = colder_next(h);
+    return h;
+  }
+
  private:
+  // The entry after h in the writeback walk.
+  PolicyHook* colder_next(PolicyHook* h) {
+    PolicyHook* n = queue_of(h).newer(h);
+    if (n == nullptr && h->queue == kSmall) n = main_.back();
+    return n;
+  }
+  // h is about to move or go (every evict() step moves the tail entry it
+  // looks at): the writeback hand steps past it first, so it never falls
+  // behind eviction.
+  void leave(PolicyHook* h) {
+    if (h == cold_) cold_ = colder_next(h);
+  }
+
   // Unevictable entries seen in one queue during one evict() call.
   struct Pass {
     const HookList& list;
@@ -114,6 +148,7 @@ class S3FifoPolicy final : public EvictionPolicy {
   // main, or evict it and remember its id in the ghost queue.
   PolicyHook* step_small(Evictable evictable, Pass& pass) {
     PolicyHook* h = small_.back();
+    leave(h);
     small_.unlink(h);
     if (h->freq > 0) {
       h->freq = 0;
@@ -133,6 +168,7 @@ class S3FifoPolicy final : public EvictionPolicy {
   // One step at main's tail: reinsert entries with credit, else evict.
   PolicyHook* step_main(Evictable evictable, Pass& pass) {
     PolicyHook* h = main_.back();
+    leave(h);
     if (h->freq > 0) {
       --h->freq;
       main_.move_to_front(h);
@@ -151,6 +187,8 @@ class S3FifoPolicy final : public EvictionPolicy {
   HookList small_;
   HookList main_;
   GhostQueue ghost_;
+  PolicyHook* cold_ = nullptr;  // writeback hand; meaningful while walking_
+  bool walking_ = false;
 };
 
 }  // namespace

@@ -176,6 +176,8 @@ std::string HttpMetricsServer::render() const {
   gauge(out, "tierkv_memory_leased_bytes", "bytes protected by prefetch leases", "gauge",
         m.leased_bytes);
   gauge(out, "tierkv_memory_index_bytes", "bytes of index tables", "gauge", m.index_bytes);
+  gauge(out, "tierkv_memory_dirty_bytes", "bytes in memory not yet on flash", "gauge",
+        m.dirty_bytes);
   gauge(out, "tierkv_memory_objects", "objects in memory", "gauge",
         static_cast<int64_t>(m.objects));
   gauge(out, "tierkv_memory_chunks", "chunks in memory", "gauge", static_cast<int64_t>(m.chunks));

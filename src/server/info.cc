@@ -204,6 +204,14 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("offload_busy:{}\r\n", st.memory.offload_busy);
   out += fmt::format("offload_dropped:{}\r\n", st.memory.offload_dropped);
   out += fmt::format("offload_waits:{}\r\n", st.memory.offload_waits);
+  // Background writeback: dirty bytes (shared with /metrics through
+  // MemoryFigures) and its counters in the registry.
+  out += fmt::format("dirty_bytes:{}\r\n", memory_figures(s).dirty_bytes);
+  out += fmt::format("writeback_inflight_bytes:{}\r\n", st.writeback_inflight_bytes);
+  out += fmt::format("writeback_objects:{}\r\n",
+                     counter_value(metrics, "tierkv_writeback_objects_total"));
+  out +=
+      fmt::format("writeback_bytes:{}\r\n", counter_value(metrics, "tierkv_writeback_bytes_total"));
   out += fmt::format("flash_hits:{}\r\n", st.flash_hits);
   out += fmt::format("flash_read_buffer_used:{}\r\n", st.flash_read_buffer_used);
   out += fmt::format("flash_read_buffer_limit:{}\r\n", st.flash_read_buffer_limit);
@@ -276,6 +284,7 @@ MemoryFigures memory_figures(Server& server) {
   m.used_bytes = st.memory.used_bytes;
   m.budget_bytes = st.memory.budget_bytes;
   m.leased_bytes = st.memory.leased_bytes;
+  m.dirty_bytes = st.memory.dirty_bytes;
   m.index_bytes = st.memory.index_bytes;
   m.objects = st.memory.objects;
   m.chunks = st.memory.chunks;

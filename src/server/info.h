@@ -23,6 +23,7 @@ struct MemoryFigures {
   int64_t used_bytes = 0;
   int64_t budget_bytes = 0;
   int64_t leased_bytes = 0;
+  int64_t dirty_bytes = 0;  // in memory only, not yet on flash
   int64_t index_bytes = 0;
   uint64_t objects = 0;
   uint64_t chunks = 0;

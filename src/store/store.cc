@@ -14,6 +14,7 @@
 #include "store/prefetcher.h"
 #include "store/promoter.h"
 #include "store/promotion_pool.h"
+#include "store/writeback.h"
 
 namespace tierkv {
 namespace {
@@ -179,6 +180,8 @@ void Store::open_flash(const Config& config) {
       std::make_unique<Prefetcher>(*promoter_, *memory_, *metrics_, prefetch_options(config));
   set_prefetch(config);
   memory_->set_lower_tier(offloader_.get());
+  writeback_ = std::make_unique<Writeback>(*memory_, *flash_, *offloader_, *metrics_,
+                                           config.dirty_max_fraction);
   offloader_->set_on_landed([this] {
     if (persist_retry_waiting_.load(std::memory_order_relaxed)) retry_persists();
   });
@@ -190,6 +193,7 @@ Store::~Store() {
   // let it finish while they still exist.
   if (memory_) memory_->stop_active_expiry();
   if (pool_) pool_->stop();
+  if (writeback_) writeback_->stop();
   flash_.reset();
   for (PendingPersist& p : persist_retry_) p.done(Status::unavailable("store closed"));
 }
@@ -218,6 +222,10 @@ void Store::set_prefetch(const Config& config) {
 ExistOptions Store::plain_exists_options() const {
   return ExistOptions{.prefetch_to_memory = exists_prefetch_.load(std::memory_order_relaxed),
                       .prefetch_mapped = has_prefetch_map_.load(std::memory_order_relaxed)};
+}
+
+void Store::set_dirty_max_fraction(double fraction) {
+  if (writeback_) writeback_->set_dirty_max_fraction(fraction);
 }
 
 void Store::set_lease_ttl_ms(int64_t ms) {
@@ -442,6 +450,8 @@ void Store::flush() {
 }
 
 Status Store::close_cleanly() {
+  // A copy started after the final flush would discard the snapshot.
+  if (writeback_) writeback_->stop();
   Status st = persist_all();
   if (!st.is_ok() || !flash_) return st;
   return flash_->write_snapshot();

@@ -53,6 +53,7 @@ class FlashReader;
 class Prefetcher;
 class Promoter;
 class PromotionPool;
+class Writeback;
 
 using memory::GetOptions;
 using memory::ObjectInfo;
@@ -186,6 +187,7 @@ struct StoreStats {
   int64_t flash_read_buffer_used = 0;   // bytes of flash read buffers held
   int64_t flash_read_buffer_limit = 0;  // flash-read-buffer (0 without flash)
   uint64_t flash_read_buffer_waits = 0;
+  int64_t writeback_inflight_bytes = 0;  // background copies not yet landed
 };
 
 class Store {
@@ -296,6 +298,8 @@ class Store {
   void set_lease_ttl_ms(int64_t ms);
   void set_lease_max_fraction(double f) { memory_->set_lease_max_fraction(f); }
   void set_active_expire_hz(int64_t hz) { memory_->start_active_expiry(static_cast<int>(hz)); }
+  // Background writeback of dirty memory above this share (no-op without flash).
+  void set_dirty_max_fraction(double fraction);
   // flash-read-window, flash-read-inflight, flash-read-buffer (0: unchanged).
   void set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes);
   StoreStats stats() const;
@@ -351,6 +355,9 @@ class Store {
   // Runs promotions; stopped first at close, destroyed after flash_ (whose
   // last completions hand it continuations, which it then cancels).
   std::unique_ptr<PromotionPool> pool_;
+  // Its thread stops before flash_ goes; it outlives flash_ for the
+  // callbacks of copies still landing.
+  std::unique_ptr<Writeback> writeback_;
   // Declared last, so destroyed first: its destructor waits for in-flight
   // I/O, whose callbacks use everything above.
   std::unique_ptr<flash::FlashTier> flash_;

@@ -8,6 +8,7 @@
 #include "flash/flash_tier.h"
 #include "store/flash_reader.h"
 #include "store/store.h"
+#include "store/writeback.h"
 
 namespace tierkv {
 
@@ -100,6 +101,7 @@ StoreStats Store::stats() const {
     s.flash_read_buffer_limit = reader_->budget().limit();
     s.flash_read_buffer_waits = reader_->budget().waits();
   }
+  if (writeback_) s.writeback_inflight_bytes = writeback_->inflight_bytes();
   return s;
 }
 

@@ -38,6 +38,7 @@ TEST(ConfigTest, DefaultsMatchTheDesign) {
   EXPECT_EQ(c.metrics_max_clients, 16);
   EXPECT_EQ(c.promotion_threshold, 2);
   EXPECT_DOUBLE_EQ(c.lease_max_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(c.dirty_max_fraction, 0.5);
   EXPECT_TRUE(config_validate(c).is_ok());
   EXPECT_EQ(*config_get(c, "memory"), "1073741824");
   EXPECT_EQ(*config_get(c, "eviction-policy"), "s3fifo");
@@ -63,6 +64,9 @@ TEST(ConfigTest, SetParsesEachKind) {
   EXPECT_EQ(c.eviction_policy, EvictionPolicyKind::kLru);
   ASSERT_TRUE(config_set(c, "lease-max-fraction", "0.5").is_ok());
   EXPECT_DOUBLE_EQ(c.lease_max_fraction, 0.5);
+  ASSERT_TRUE(config_set(c, "dirty_max_fraction", "1").is_ok());
+  EXPECT_DOUBLE_EQ(c.dirty_max_fraction, 1.0);
+  EXPECT_FALSE(config_set(c, "dirty-max-fraction", "1.01").is_ok());
   ASSERT_TRUE(config_set(c, "bind", "0.0.0.0").is_ok());
   EXPECT_EQ(c.bind, "0.0.0.0");
 }
@@ -208,6 +212,7 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "lease-ttl-ms",
                                              "active-expire-hz",
                                              "offload-wait-ms",
+                                             "dirty-max-fraction",
                                              "promotion-threshold",
                                              "promotion-max-inflight",
                                              "promotion-on-hit",

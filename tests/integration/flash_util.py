@@ -33,7 +33,8 @@ FLASH_INFO_FIELDS = (
     "flash_regions", "flash_reclaims", "flash_reinsertions", "flash_reads", "flash_read_bytes",
     "flash_write_bytes", "flash_write_amplification", "flash_checksum_failures",
     "flash_write_errors", "promotions_attempted", "promotions_done", "promotions_failed",
-    "offload_queue_bytes")
+    "offload_queue_bytes", "dirty_bytes", "writeback_inflight_bytes", "writeback_objects",
+    "writeback_bytes")
 
 
 class FlashServer:

@@ -21,7 +21,7 @@ SETTABLE = {
     "proto-max-bulk-len": "2097152", "max-multibulk-args": "5000", "max-inline-len": "32768",
     "client-output-buffer-limit": "1048576", "metrics-timeout-ms": "2500",
     "metrics-max-clients": "8", "log-level": "warn", "memory": "268435456", "lease-max-fraction": "0.5",
-    "lease-ttl-ms": "1234", "active-expire-hz": "20", "offload-wait-ms": "100",
+    "lease-ttl-ms": "1234", "active-expire-hz": "20", "offload-wait-ms": "100", "dirty-max-fraction": "0.25",
     "promotion-threshold": "3", "promotion-max-inflight": "16", "requirepass": "s3cret",
 }
 
@@ -85,7 +85,8 @@ def test_every_settable_key_is_set(make_tierkv):
         assert config_get(c, key) == value, key
     # Refused values name the key and change nothing.
     for key, bad in (("active-expire-hz", "501"), ("lease-ttl-ms", "0"),
-                     ("lease-max-fraction", "1.5"), ("protected-mode", "maybe"),
+                     ("lease-max-fraction", "1.5"), ("dirty-max-fraction", "-0.1"),
+                     ("protected-mode", "maybe"),
                      ("log-level", "loud"), ("metrics-max-clients", "0")):
         before = config_get(c, key)
         got = reply_of(c, "CONFIG", "SET", key, bad)

@@ -40,6 +40,18 @@ class PolicyBench {
     }
     return out;
   }
+  // Takes n steps of the writeback walk and names them; '-' where a walk ended.
+  std::string walk(int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) {
+      PolicyHook* v = policy_->next_cold();
+      out += v ? static_cast<char>('A' + (v - hooks_)) : '-';
+      if (v) {
+        EXPECT_TRUE(v->linked) << "the walk returned an entry the policy no longer holds";
+      }
+    }
+    return out;
+  }
   EvictionPolicy& policy() { return *policy_; }
 
  private:
@@ -217,6 +229,64 @@ TEST_P(AnyPolicyTest, NothingEvictableReturnsNull) {
   b.pin("ABC");
   EXPECT_EQ(b.evict(1), "-");
   EXPECT_EQ(b.policy().entries(), 3u);
+}
+
+TEST_P(AnyPolicyTest, WalkVisitsColdestFirstInEvictionOrder) {
+  PolicyBench walked(GetParam()), twin(GetParam());
+  walked.insert("ABCDEFGH");
+  twin.insert("ABCDEFGH");
+  // No hits: every policy evicts in insertion order, and walks in it.
+  EXPECT_EQ(walked.walk(9), "ABCDEFGH-");
+  EXPECT_EQ(twin.evict(8), "ABCDEFGH");
+  EXPECT_EQ(walked.evict(8), "ABCDEFGH") << "the walk changed the eviction order";
+}
+
+TEST_P(AnyPolicyTest, WalkChangesNothing) {
+  PolicyBench walked(GetParam()), twin(GetParam());
+  for (PolicyBench* b : {&walked, &twin}) {
+    b->insert("ABCDEF");
+    b->touch("BD");
+    b->pin("C");
+    EXPECT_NE(b->evict(1), "-");
+    b->insert("GH");
+    b->touch("CG");  // neither can have been evicted
+  }
+  std::string seen = walked.walk(20);  // more than a whole walk, and the start of the next
+  EXPECT_NE(seen.find('-'), std::string::npos) << seen;
+  EXPECT_EQ(walked.evict(8), twin.evict(8));
+}
+
+TEST_P(AnyPolicyTest, WalkEndsThenRestartsAtTheColdest) {
+  PolicyBench b(GetParam());
+  b.insert("ABC");
+  EXPECT_EQ(b.walk(5), "ABC-A");
+  EXPECT_EQ(b.walk(0), "");
+}
+
+TEST_P(AnyPolicyTest, WalkHandFollowsARemovedEntry) {
+  PolicyBench b(GetParam());
+  b.insert("ABCDE");
+  EXPECT_EQ(b.walk(1), "A");
+  b.policy().remove(b.h('B'));  // the entry the hand is on
+  EXPECT_EQ(b.walk(4), "CDE-");
+}
+
+TEST_P(AnyPolicyTest, WalkNeverFallsBehindEviction) {
+  PolicyBench b(GetParam());
+  b.insert("ABCDEF");
+  EXPECT_EQ(b.walk(1), "A");
+  EXPECT_EQ(b.evict(2), "AB");  // B, under the hand, goes: the hand moves on
+  EXPECT_EQ(b.walk(5), "CDEF-");
+}
+
+TEST_P(AnyPolicyTest, WalkSurvivesEmptying) {
+  PolicyBench b(GetParam());
+  b.insert("AB");
+  EXPECT_EQ(b.walk(1), "A");
+  EXPECT_EQ(b.evict(2), "AB");
+  EXPECT_EQ(b.walk(2), "--");
+  b.insert("C");
+  EXPECT_EQ(b.walk(2), "C-");
 }
 
 INSTANTIATE_TEST_SUITE_P(All, AnyPolicyTest, ::testing::ValuesIn(kAllPolicies),
