@@ -3,6 +3,7 @@
 // lower tier that records what it is asked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -147,6 +148,21 @@ TEST(MemoryTierWritebackTest, DirtyBytesFollowEveryTransition) {
   EXPECT_EQ(t->dirty_bytes(), d);
   EXPECT_EQ(t->stats().clean_objects, 0u);
   lower.land(*t, items[3], true);
+
+  // The write-through and shutdown paths: begin_flush(), flush_all_dirty().
+  put_all(*t, "ef");
+  EXPECT_EQ(t->dirty_bytes(), 3 * d);
+  std::optional<OffloadItem> e = t->begin_flush("e", t->stat("e")->version);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(t->dirty_bytes(), 2 * d);
+  std::vector<OffloadItem> rest;
+  t->flush_all_dirty([&](OffloadItem&& i) { rest.push_back(std::move(i)); });
+  std::string flushed = keys_of(rest);
+  std::sort(flushed.begin(), flushed.end());  // index order
+  EXPECT_EQ(flushed, "cf");
+  EXPECT_EQ(t->dirty_bytes(), 0);
+  lower.land(*t, *e, false);
+  EXPECT_EQ(t->dirty_bytes(), d);
   t->clear();
   EXPECT_EQ(t->dirty_bytes(), 0);
   EXPECT_EQ(t->stats().clean_objects, 0u);
