@@ -198,6 +198,7 @@ TEST_F(PrefetchTest, DirtyMemoryStopsTheBatchAndCoolsDown) {
   Config c = config();
   c.offload_policy = OffloadPolicy::kOnEvict;
   c.lease_max_fraction = 0.9;  // room, not the lease cap, is what runs out
+  c.dirty_max_fraction = 1.0;  // no background writeback: dirty stays dirty
   auto store = open(c);
   fill_to_flash(*store, 20);
   // Memory is now full of dirty objects (never written to flash): a
