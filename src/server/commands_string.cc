@@ -464,7 +464,7 @@ void register_string_commands(CommandTable& table) {
   constexpr uint32_t kReadFast = kReadOnly | kFast;
   // Read-modify-write commands: their old values must be in memory first.
   constexpr uint32_t kRmwFast = kWriteFast | kReadsValue;
-  table.add({"get", 2, kReadFast, 1, 1, 1, get_command, "Get the value of a key"});
+  table.add({"get", 2, kReadFast | kMayStream, 1, 1, 1, get_command, "Get the value of a key"});
   table.add({"set", -3, kWrite | kStreamsValue | kReadsValue, 1, 1, 1, set_command,
              "Set a key's value, with optional conditions and expiry", 2, set_reads_value});
   table.add({"setnx", 3, kWriteFast, 1, 1, 1, setnx_command, "Set a key only if it is absent"});
@@ -475,9 +475,9 @@ void register_string_commands(CommandTable& table) {
   table.add({"getex", -2, kRmwFast, 1, 1, 1, getex_command, "Get a value and change its expiry"});
   table.add({"mget", -2, kReadFast | kReadsValue, 1, -1, 1, mget_command,
              "Get the values of several keys"});
-  table.add({"mset", -3, kWrite, 1, -1, 2, mset_command, "Set several keys"});
-  table.add(
-      {"msetnx", -3, kWrite, 1, -1, 2, msetnx_command, "Set several keys only if none exists"});
+  table.add({"mset", -3, kWrite | kExclusive, 1, -1, 2, mset_command, "Set several keys"});
+  table.add({"msetnx", -3, kWrite | kExclusive, 1, -1, 2, msetnx_command,
+             "Set several keys only if none exists"});
   table.add({"append", 3, kRmwFast, 1, 1, 1, append_command, "Append to a value"});
   table.add({"strlen", 2, kReadFast, 1, 1, 1, strlen_command, "Length of a value"});
   table.add({"getrange", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command,

@@ -63,6 +63,8 @@ void Server::register_commands() {
   register_lcs_commands(t);
   register_bitfield_commands(t);
   register_tier_commands(t);
+  register_txn_commands(t);
+  register_rename_commands(t);
   for (const CommandSpec& spec : t.all()) {
     std::string label = fmt::format("cmd=\"{}\"", spec.name);
     CommandStats s;
@@ -110,7 +112,11 @@ Status Server::start() {
   Config config = context_.config();
   size_t n = config.io_threads > 0 ? static_cast<size_t>(config.io_threads)
                                    : std::max(1u, std::thread::hardware_concurrency());
-  for (size_t i = 0; i < n; ++i) threads_.push_back(std::make_unique<IoThread>());
+  for (size_t i = 0; i < n; ++i) {
+    threads_.push_back(std::make_unique<IoThread>());
+    threads_.back()->index = i;
+  }
+  context_.exec_gate().resize(n);
   asio::io_context& main_io = threads_[0]->io;
 
   try {
