@@ -173,6 +173,7 @@ void register_bitfield_commands(CommandTable& table);  // BITFIELD BITFIELD_RO
 void register_tier_commands(CommandTable& table);      // TIER.*
 void register_txn_commands(CommandTable& table);       // MULTI EXEC DISCARD WATCH UNWATCH
 void register_rename_commands(CommandTable& table);    // RENAME RENAMENX COPY
+void register_object_commands(CommandTable& table);    // OBJECT MEMORY WAIT
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {

@@ -280,6 +280,9 @@ void mget_command(CommandContext& ctx) {
   for (const Result<ObjectView>& v : values) reply_view_or_null(ctx, v);
 }
 
+// MSET and MSETNX are flagged kExclusive: they run holding every I/O
+// thread's gate slot (exec_gate.h), so no other client's command sees some
+// of their keys written and not the others.
 void mset_command(CommandContext& ctx) {
   if (ctx.argc() % 2 != 1) return ctx.reply.error(errors::wrong_arity("mset"));
   for (size_t i = 1; i < ctx.argc(); i += 2) {
@@ -291,11 +294,11 @@ void mset_command(CommandContext& ctx) {
 }
 
 // MSETNX: all keys are checked absent, then each is written with "if
-// absent". If a concurrent writer creates one of the keys in between, the
-// keys this command already wrote are removed again (only if they still
-// hold the version written here) and the reply is 0. So the command never
-// leaves a partial result behind, though a concurrent reader may briefly see
-// some of its keys before the rollback.
+// absent". No client command runs meanwhile (kExclusive), but the store's
+// own writers (a preheat job) may create one of the keys in between: then
+// the keys this command already wrote are removed again (only if they still
+// hold the version written here) and the reply is 0, so the command never
+// leaves a partial result behind.
 void msetnx_command(CommandContext& ctx) {
   if (ctx.argc() % 2 != 1) return ctx.reply.error(errors::wrong_arity("msetnx"));
   // A key given twice is written once, with its last value (Redis's result).

@@ -65,6 +65,7 @@ void Server::register_commands() {
   register_tier_commands(t);
   register_txn_commands(t);
   register_rename_commands(t);
+  register_object_commands(t);
   for (const CommandSpec& spec : t.all()) {
     std::string label = fmt::format("cmd=\"{}\"", spec.name);
     CommandStats s;

@@ -33,6 +33,7 @@ class CommandHarness {
     register_tier_commands(table_);
     register_txn_commands(table_);
     register_rename_commands(table_);
+    register_object_commands(table_);
   }
 
   Store& store() { return *store_; }
