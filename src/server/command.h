@@ -181,6 +181,9 @@ inline constexpr std::string_view kSyntax = "ERR syntax error";
 inline constexpr std::string_view kNotInteger = "ERR value is not an integer or out of range";
 inline constexpr std::string_view kNotFloat = "ERR value is not a valid float";
 inline constexpr std::string_view kOverflow = "ERR increment or decrement would overflow";
+// Redis's getIntFromObjectOrReply for a 64-bit integer outside int's range.
+inline constexpr std::string_view kIntRange =
+    "ERR value is out of range, value must between -2147483648 and 2147483647";
 inline constexpr std::string_view kWrongType =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 inline constexpr std::string_view kNoAuth = "NOAUTH Authentication required.";

@@ -157,8 +157,10 @@ void hello_command(CommandContext& ctx) {
 
 void select_command(CommandContext& ctx) {
   std::optional<int64_t> db = parse_int64(ctx.arg(1));
-  if (!db || *db < INT32_MIN || *db > INT32_MAX) {
+  if (!db) {
     ctx.reply.error(errors::kNotInteger);
+  } else if (*db < INT32_MIN || *db > INT32_MAX) {
+    ctx.reply.error(errors::kIntRange);
   } else if (*db != 0) {
     ctx.reply.error("ERR DB index is out of range");
   } else {

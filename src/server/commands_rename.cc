@@ -73,7 +73,7 @@ bool parse_copy_options(CommandContext& ctx, bool& replace) {
     } else if (iequals(ctx.arg(i), "db") && i + 1 < ctx.argc()) {
       std::optional<int64_t> db = parse_int64(ctx.arg(++i));
       if (!db || *db < INT32_MIN || *db > INT32_MAX) {
-        ctx.reply.error(errors::kNotInteger);
+        ctx.reply.error(db ? errors::kIntRange : errors::kNotInteger);
         return false;
       }
       if (*db != 0) {

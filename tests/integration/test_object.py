@@ -74,3 +74,10 @@ def test_wait_for_replicas_answers_at_once(tierkv_server):
     tierkv has none and answers 0 at once (docs/commands.md)."""
     c = tierkv_server.client()
     assert c.execute_command("WAIT", "1", "0") == 0
+
+
+def test_select_out_of_range(raw):  # noqa: F811
+    a, _ = raw
+    for db in ("0", "16", "-1", "abc", "99999999999", "1.5"):
+        a.same("SELECT", db)
+    a.same("SELECT")

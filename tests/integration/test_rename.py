@@ -48,6 +48,7 @@ def test_copy_replies_and_ttl(raw):  # noqa: F811
     a.same("COPY", "s", "d", "DB", "16")
     a.same("COPY", "s", "d", "DB", "-1")
     a.same("COPY", "s", "d", "DB", "notanumber")
+    a.same("COPY", "s", "d", "DB", "99999999999")
     a.same("COPY", "s", "d", "DB")
     a.same("COPY", "s", "d", "REPLACE", "EXTRA")
     a.same("COPY", "s", "d", "DB", "0")
