@@ -276,6 +276,14 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
   }
   // A command waiting for a fetch runs later, with its streamed value.
   if (waiting_ != Wait::kFetch) end_command();
+  publish_multi();
+}
+
+void Connection::publish_multi() {
+  int multi = state_.txn.in_multi ? static_cast<int>(state_.txn.queue.size()) : -1;
+  // Stored only on a change: most commands run outside MULTI.
+  if (shared_multi_.load(std::memory_order_relaxed) != multi)
+    shared_multi_.store(multi, std::memory_order_relaxed);
 }
 
 void Connection::end_command() {
@@ -409,11 +417,12 @@ std::string Connection::describe(int64_t now) const {
     proto = shared_proto_;
   }
   const CommandSpec* last = last_spec_.load(std::memory_order_relaxed);
+  int multi = shared_multi_.load(std::memory_order_relaxed);
   return fmt::format(
-      "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db=0 sub=0 psub=0 ssub=0 "
-      "multi=-1 omem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+      "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 "
+      "multi={} omem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
       state_.id, state_.addr, state_.laddr, fd_, name, (now - state_.created_ms) / 1000,
-      (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000,
+      (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000, multi < 0 ? "N" : "x", multi,
       output_bytes_.load(std::memory_order_relaxed), last ? last->name : "NULL", proto, lib_name,
       lib_ver);
 }

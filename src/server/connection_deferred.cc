@@ -198,6 +198,7 @@ void Connection::on_fetch_done(uint64_t gen, const Status& status) {
   run_command(*deferred_spec_, clock);
   if (waiting_ == Wait::kFetch) return;  // it needs another fetch
   end_command();
+  publish_multi();  // an EXEC that waited for its fetch ended its MULTI
   if (waiting_ == Wait::kNone) resume();
 }
 

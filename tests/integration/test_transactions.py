@@ -252,6 +252,30 @@ def test_unwatch_queued_inside_multi(raw):
     a.same("EXEC")
 
 
+def client_line(pair_side, name):
+    for line in pair_side.call("CLIENT", "LIST").decode().split("\n"):
+        if f" name={name} " in line:
+            return dict(f.split("=", 1) for f in line.split(" ") if "=" in f)
+    raise AssertionError(f"no client named {name}")
+
+
+def test_client_list_shows_multi(raw):
+    a, b = raw
+    a.same("CLIENT", "SETNAME", "txnclient")
+    for side in (b.ours, b.theirs):
+        fields = client_line(side, "txnclient")
+        assert (fields["multi"], fields["flags"]) == ("-1", "N")
+    a.same("MULTI")
+    a.same("SET", "k", "1")
+    a.same("GET", "k")
+    for side in (b.ours, b.theirs):
+        fields = client_line(side, "txnclient")
+        assert (fields["multi"], fields["flags"]) == ("2", "x")
+    a.same("EXEC")
+    for side in (b.ours, b.theirs):
+        assert client_line(side, "txnclient")["multi"] == "-1"
+
+
 def test_quit_inside_multi_closes(tierkv_server):
     c = RawClient(tierkv_server.port)
     assert c.call("MULTI") == b"+OK\r\n"
