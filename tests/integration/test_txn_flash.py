@@ -140,3 +140,18 @@ def test_concurrent_transactions_on_flash_keys(flash_servers):
     assert all(e.startswith(("BUSY", "OOM")) for e in errors), errors[:3]
     assert done
     assert int(c.get("fctr")) == 2 * len(done)
+
+
+def test_exec_with_fsync_always_is_durable(flash_servers):
+    """With flash-fsync always, EXEC's reply waits until every write in it
+    is on flash: after kill -9 the acknowledged transaction is all there."""
+    s = flash_servers(memory="64mb", flash_size="256mb", extra=["--flash-fsync", "always"]).start()
+    c = s.client()
+    p = c.pipeline()
+    p.set("d:a", "1").incr("d:a").mset({"d:b": "2", "d:c": "3"}).append("d:c", "x")
+    assert p.execute() == [True, 2, True, 2]
+    assert c.rename("d:b", "d:moved")
+    s.kill()
+    s.start()
+    c = s.client()
+    assert c.mget("d:a", "d:b", "d:c", "d:moved") == [b"2", None, b"3x", b"2"]
