@@ -75,7 +75,6 @@ class TxnDeferral final : public ReplyDeferral {
   }
   void stream_bulk(uint64_t, std::shared_ptr<FlashRead> read) override {
     if (read) read->cancel();
-    left_memory_ = true;
   }
   void persist(std::string_view key, uint64_t version) override {
     if (outer_ != nullptr) outer_->persist(key, version);
@@ -83,11 +82,11 @@ class TxnDeferral final : public ReplyDeferral {
   Store::DurableCallback hold_until_durable() override {
     return outer_ != nullptr ? outer_->hold_until_durable() : Store::DurableCallback{};
   }
-  void fetch_again() override { left_memory_ = true; }
+  // The command replied nothing: run_queued() puts an error in its slot.
+  void fetch_again() override {}
 
  private:
   ReplyDeferral* outer_;
-  bool left_memory_ = false;
 };
 
 // Pins the values the queue reads, so that eviction cannot take them while
