@@ -249,6 +249,9 @@ class ServerContext {
   std::function<void(bool save)> request_shutdown;         // save: persist memory to flash first
   std::function<std::vector<std::string>()> list_clients;  // CLIENT LIST lines
   std::function<std::string(std::string_view section)> info_section;
+  // Counts a command that EXEC ran (INFO commandstats, as Redis counts
+  // them): its latency in ns and whether it replied an error.
+  std::function<void(const CommandSpec& spec, uint64_t ns, bool failed)> account_queued;
 
   uint64_t next_client_id() { return next_client_id_.fetch_add(1); }
   // Taken around every command handler by the connection (exec_gate.h).

@@ -13,6 +13,7 @@
 // WATCH keeps versions (txn_state.h). EXEC compares them under the gate,
 // so no write can slip in between the check and the queue.
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -129,10 +130,18 @@ void run_queued(CommandContext& ctx, const QueuedCommand& q) {
   TxnDeferral defer(ctx.defer);
   CommandContext sub{inv, ctx.reply, ctx.client, ctx.server, ctx.store, &defer};
   size_t before = ctx.reply.pending_bytes();
+  uint64_t errors_before = ctx.reply.error_count();
+  auto start = std::chrono::steady_clock::now();
   q.spec->handler(sub);
   // Every slot of EXEC's array needs a reply.
   if (ctx.reply.pending_bytes() == before)
     ctx.reply.error(Status::busy("the value left memory during the transaction; try again"));
+  if (ctx.server.account_queued) {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now() - start);
+    ctx.server.account_queued(*q.spec, static_cast<uint64_t>(ns.count()),
+                              ctx.reply.error_count() != errors_before);
+  }
 }
 
 void exec_command(CommandContext& ctx) {

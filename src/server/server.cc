@@ -39,6 +39,13 @@ Server::Server(Config config, Store& store, MetricsRegistry& metrics)
   context_.request_shutdown = [this](bool save) { shutdown(save); };
   context_.list_clients = [this] { return client_lines(); };
   context_.info_section = [this](std::string_view section) { return render_info(*this, section); };
+  context_.account_queued = [this](const CommandSpec& spec, uint64_t ns, bool failed) {
+    const CommandStats& stats = stats_for(spec);
+    stats.latency->record(ns);
+    stats.calls->add();
+    if (failed) stats.failed->add();
+    commands_processed().add();
+  };
   commands_processed_ = &metrics_.counter("tierkv_commands_processed_total", "commands executed");
   rejected_connections_ = &metrics_.counter("tierkv_rejected_connections_total",
                                             "connections refused (maxclients, protected mode)");

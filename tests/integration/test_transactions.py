@@ -498,3 +498,17 @@ def test_msetnx_is_all_or_nothing_for_readers(tierkv_server):
     run_threads(worker, 5)
     assert wins  # some MSETNX did write
     assert not torn, torn[:2]
+
+
+def test_commands_inside_exec_count_in_commandstats(pair):
+    """As Redis, INFO commandstats counts each command EXEC ran."""
+    def calls(client, name):
+        stats = client.info("commandstats").get(f"cmdstat_{name}", {})
+        return stats.get("calls", 0)
+
+    for c in (pair.ours, pair.theirs):
+        before = calls(c, "incrby"), calls(c, "exec")
+        p = c.pipeline()
+        p.incrby("cs", 1).incrby("cs", 2).incrby("cs", 3)
+        assert p.execute() == [1, 3, 6]
+        assert (calls(c, "incrby") - before[0], calls(c, "exec") - before[1]) == (3, 1)
