@@ -45,9 +45,11 @@ TEST(ExecGate, ExclusiveSeesNoHalfDoneSharedWork) {
   ExecGate gate(3);
   int64_t a[2] = {0, 0}, b[2] = {0, 0};  // per slot, so shared holders never race
   std::atomic<bool> stop{false};
+  std::atomic<int> running{0};
   std::vector<std::thread> writers;
   for (size_t slot = 0; slot < 2; ++slot) {
     writers.emplace_back([&, slot] {
+      running++;
       while (!stop.load(std::memory_order_relaxed)) {
         ExecGate::Guard g = gate.shared(slot);
         ++a[slot];
@@ -55,15 +57,29 @@ TEST(ExecGate, ExclusiveSeesNoHalfDoneSharedWork) {
       }
     });
   }
-  int torn = 0;
-  for (int i = 0; i < 2000; ++i) {
-    ExecGate::Guard all = gate.exclusive();
-    for (size_t slot = 0; slot < 2; ++slot) torn += a[slot] != b[slot];
+  while (running.load() < 2) std::this_thread::yield();
+  // Until both writers made progress between exclusive sections (bounded in
+  // time: a slow sanitizer build must not hang the test).
+  int torn = 0, sections = 0;
+  int64_t seen[2] = {0, 0};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((sections < 2000 || seen[0] < 100 || seen[1] < 100) &&
+         std::chrono::steady_clock::now() < deadline) {
+    {
+      ExecGate::Guard all = gate.exclusive();
+      for (size_t slot = 0; slot < 2; ++slot) {
+        torn += a[slot] != b[slot];
+        seen[slot] = a[slot];
+      }
+    }
+    ++sections;
+    std::this_thread::yield();  // let the writers in between sections
   }
   stop = true;
   for (auto& w : writers) w.join();
   EXPECT_EQ(torn, 0);
-  EXPECT_GT(a[0] + a[1], 0);
+  EXPECT_GE(seen[0], 100);  // the writers did run between the exclusive sections
+  EXPECT_GE(seen[1], 100);
 }
 
 }  // namespace
