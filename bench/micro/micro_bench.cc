@@ -1,7 +1,8 @@
 // Microbenchmarks of the memory tier through the embedded Store API:
 // 4 KiB get hits and 4 KiB overwrites of a fixed key set, from 1 and 2
-// threads. items_per_second is the total over threads; Time is per op and
-// per thread.
+// threads; and the ExecGate that every server command passes (its own
+// slot per I/O thread; all slots for EXEC and MSET). items_per_second is the total over threads;
+// Time is per op and per thread.
 //
 //   tierkv-micro --benchmark_min_time=1
 #include <benchmark/benchmark.h>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "server/exec_gate.h"
 #include "store/store.h"
 
 namespace {
@@ -82,8 +84,31 @@ void BM_Put4K(benchmark::State& state) {
 
 // Working sets: 16384 keys (64 MiB, DRAM-bound like a real cache) and 256
 // keys (1 MiB, cache-resident: the tier's own instruction cost).
+// What an ordinary command pays for isolation: its thread's slot.
+void BM_ExecGateShared(benchmark::State& state) {
+  static tierkv::server::ExecGate gate(2);
+  size_t slot = static_cast<size_t>(state.thread_index());
+  for (auto _ : state) {
+    tierkv::server::ExecGate::Guard g = gate.shared(slot);
+    benchmark::DoNotOptimize(&g);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// What an exclusive command pays with no one else running (2 I/O threads).
+void BM_ExecGateExclusive(benchmark::State& state) {
+  static tierkv::server::ExecGate gate(2);
+  for (auto _ : state) {
+    tierkv::server::ExecGate::Guard g = gate.exclusive();
+    benchmark::DoNotOptimize(&g);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 BENCHMARK(BM_GetHit4K)->Arg(kKeys)->Arg(256)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Put4K)->Arg(kKeys)->Arg(256)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_ExecGateShared)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_ExecGateExclusive);
 
 }  // namespace
 

@@ -4,8 +4,10 @@
 Starts redis-server (no persistence, maxmemory = the same budget,
 allkeys-lru) and tierkv-server (--memory, --io-threads 2) on free loopback
 ports, runs redis-benchmark SET/GET at several value sizes against each
-(alternating, so background load hits both alike), and prints ops/s, p50 and
-p99 for both with the ratio ours/redis. Writes bench/results/vs-redis.json;
+(alternating, so background load hits both alike), then pipelined
+MULTI/SET/GET/EXEC transactions from a small client of our own (redis-benchmark
+has no transaction test), and prints ops/s, p50 and p99 for both with the
+ratio ours/redis. Writes bench/results/vs-redis.json;
 the last line is `RESULT name=vs-redis ratio=<min ratio> ...`.
 
   /usr/bin/python3 bench/vs-redis/run.py [--server PATH] [--memory 1gb] [--quick]
@@ -18,7 +20,9 @@ import os
 import shutil
 import subprocess
 import sys
+import socket
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -74,6 +78,65 @@ def benchmark(port, size, clients, pipeline, requests):
     return result
 
 
+def resp(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def txn_benchmark(port, clients, batch, requests, size=100):
+    """MULTI / SET / GET / EXEC transactions, `batch` of them pipelined per
+    round trip, from `clients` connections (threads; the sockets release
+    the GIL). The replies are fixed, so a round is done when its bytes are
+    in. ops = transactions/s; p50/p99 = one round trip."""
+    value = b"v" * size
+    rounds = max(1, requests // (clients * batch))
+    latencies = []
+    lock = threading.Lock()
+
+    def client(i):
+        key = f"txn:{i}"
+        one = resp("MULTI") + resp("SET", key, value) + resp("GET", key) + resp("EXEC")
+        reply = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n$%d\r\n%s\r\n" % (size, value)
+        send, want = one * batch, len(reply) * batch
+        mine = []
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            buf = bytearray(want)
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                sock.sendall(send)
+                got = 0
+                view = memoryview(buf)
+                while got < want:
+                    n = sock.recv_into(view[got:], want - got)
+                    if n == 0:
+                        raise RuntimeError("connection closed")
+                    got += n
+                mine.append(time.perf_counter() - t0)
+            if bytes(buf[:len(reply)]) != reply:
+                raise RuntimeError(f"unexpected reply {bytes(buf[:80])!r}")
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {"ops": rounds * clients * batch / elapsed,
+            "p50_ms": latencies[len(latencies) // 2] * 1000,
+            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000}
+
+
+# name, clients, transactions pipelined per round trip, transactions
+TXN_ROWS = [("MULTI/EXEC -P32", 8, 32, 200_000)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", default=os.environ.get(
@@ -81,6 +144,7 @@ def main():
     ap.add_argument("--memory", default="1gb")
     ap.add_argument("--io-threads", default="2")
     ap.add_argument("--quick", action="store_true", help="a tenth of the requests")
+    ap.add_argument("--txn-only", action="store_true", help="only the MULTI/EXEC rows")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "vs-redis.json"))
     args = ap.parse_args()
     args.server = os.path.abspath(args.server)
@@ -101,7 +165,7 @@ def main():
         ours_dir = os.path.join(work, "tierkv")
         os.makedirs(ours_dir)
         servers.append(start(ours_argv, ours_port, ours_dir))
-        for name, size, clients, pipeline, requests in ROWS:
+        for name, size, clients, pipeline, requests in ([] if args.txn_only else ROWS):
             if args.quick:
                 requests = max(requests // 10, clients * 2)
             theirs = benchmark(redis_port, size, clients, pipeline, requests)
@@ -113,6 +177,16 @@ def main():
                     "pipeline": pipeline, "requests": requests,
                     "tierkv": o, "redis": t, "ratio": o["ops"] / t["ops"] if t["ops"] else 0.0,
                 })
+        for name, clients, batch, requests in TXN_ROWS:
+            if args.quick:
+                requests //= 10
+            theirs = txn_benchmark(redis_port, clients, batch, requests)
+            ours = txn_benchmark(ours_port, clients, batch, requests)
+            results.append({
+                "row": name, "value_bytes": 100, "clients": clients, "pipeline": batch,
+                "requests": requests, "tierkv": ours, "redis": theirs,
+                "ratio": ours["ops"] / theirs["ops"] if theirs["ops"] else 0.0,
+            })
     finally:
         for proc, log in reversed(servers):
             stop(proc, log)

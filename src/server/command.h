@@ -21,7 +21,9 @@
 
 #include "core/config.h"
 #include "core/metrics.h"
+#include "server/exec_gate.h"
 #include "server/reply.h"
+#include "server/txn_state.h"
 #include "store/store.h"
 
 namespace tierkv::server {
@@ -38,6 +40,7 @@ struct ClientState {
   bool authenticated = false;
   Proto proto = Proto::kResp2;
   bool close_after_reply = false;  // QUIT, or a fatal protocol error
+  TxnState txn;                    // MULTI / WATCH
 };
 
 class ServerContext;
@@ -109,6 +112,17 @@ enum CommandFlags : uint32_t {
   // answers -LOADING until the flash index is ready. Such a command must not
   // touch the Store's data paths (see Store::open).
   kLoadingOk = 1 << 7,
+  // Runs at once inside MULTI instead of being queued (EXEC, DISCARD,
+  // MULTI, WATCH, QUIT, RESET), as in Redis.
+  kTxnControl = 1 << 8,
+  // Runs holding every I/O thread's gate slot (see exec_gate.h): no other
+  // client's command runs while it does (EXEC, MSET, RENAME, ...).
+  kExclusive = 1 << 9,
+  // EXEC: the keys to fetch before it runs are those of the queued commands.
+  kRunsQueue = 1 << 10,
+  // GET: the reply may stream a flash-resident value. In a transaction its
+  // keys are fetched into memory first, as kReadsValue's are.
+  kMayStream = 1 << 11,
 };
 
 struct CommandSpec {
@@ -125,6 +139,9 @@ struct CommandSpec {
   // With kLoadingOk: if set, the command runs while loading only when it
   // says so (CONFIG GET does, CONFIG SET does not).
   bool (*loading_ok_if)(const Invocation& inv) = nullptr;
+  // With kReadsValue: if nonzero, only the keys up to this argument are
+  // read as values (RENAME reads its source, not the key it replaces).
+  int value_last_key = 0;
 };
 
 // False while the store loads, for a command that must then answer -LOADING.
@@ -154,6 +171,9 @@ void register_bit_commands(CommandTable& table);       // SETBIT GETBIT BITCOUNT
 void register_lcs_commands(CommandTable& table);       // LCS
 void register_bitfield_commands(CommandTable& table);  // BITFIELD BITFIELD_RO
 void register_tier_commands(CommandTable& table);      // TIER.*
+void register_txn_commands(CommandTable& table);       // MULTI EXEC DISCARD WATCH UNWATCH
+void register_rename_commands(CommandTable& table);    // RENAME RENAMENX COPY
+void register_object_commands(CommandTable& table);    // OBJECT MEMORY WAIT
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {
@@ -161,6 +181,9 @@ inline constexpr std::string_view kSyntax = "ERR syntax error";
 inline constexpr std::string_view kNotInteger = "ERR value is not an integer or out of range";
 inline constexpr std::string_view kNotFloat = "ERR value is not a valid float";
 inline constexpr std::string_view kOverflow = "ERR increment or decrement would overflow";
+// Redis's getIntFromObjectOrReply for a 64-bit integer outside int's range.
+inline constexpr std::string_view kIntRange =
+    "ERR value is out of range, value must between -2147483648 and 2147483647";
 inline constexpr std::string_view kWrongType =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 inline constexpr std::string_view kNoAuth = "NOAUTH Authentication required.";
@@ -226,8 +249,13 @@ class ServerContext {
   std::function<void(bool save)> request_shutdown;         // save: persist memory to flash first
   std::function<std::vector<std::string>()> list_clients;  // CLIENT LIST lines
   std::function<std::string(std::string_view section)> info_section;
+  // Counts a command that EXEC ran (INFO commandstats, as Redis counts
+  // them): its latency in ns and whether it replied an error.
+  std::function<void(const CommandSpec& spec, uint64_t ns, bool failed)> account_queued;
 
   uint64_t next_client_id() { return next_client_id_.fetch_add(1); }
+  // Taken around every command handler by the connection (exec_gate.h).
+  ExecGate& exec_gate() { return exec_gate_; }
   int64_t start_time_ms() const { return start_time_ms_; }
 
  private:
@@ -239,6 +267,7 @@ class ServerContext {
   std::atomic<uint64_t> next_client_id_{1};
   int64_t start_time_ms_;
   Limits limits_;
+  ExecGate exec_gate_;
   void publish_limits();  // config_ -> limits_, with config_mu_ held
   // Makes `next` take effect for one hook (see ConfigApply), config_mu_ held.
   Status apply_config(ConfigApply hook, const Config& next);

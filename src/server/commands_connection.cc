@@ -157,8 +157,10 @@ void hello_command(CommandContext& ctx) {
 
 void select_command(CommandContext& ctx) {
   std::optional<int64_t> db = parse_int64(ctx.arg(1));
-  if (!db || *db < INT32_MIN || *db > INT32_MAX) {
+  if (!db) {
     ctx.reply.error(errors::kNotInteger);
+  } else if (*db < INT32_MIN || *db > INT32_MAX) {
+    ctx.reply.error(errors::kIntRange);
   } else if (*db != 0) {
     ctx.reply.error("ERR DB index is out of range");
   } else {
@@ -176,6 +178,7 @@ void reset_command(CommandContext& ctx) {
   ctx.reply.set_proto(Proto::kResp2);
   ctx.client.name.clear();
   ctx.client.authenticated = !ctx.server.limits().auth_required.load(std::memory_order_relaxed);
+  ctx.client.txn.clear();  // leaves MULTI, forgets WATCHed keys
   ctx.reply.simple("RESET");
 }
 
@@ -288,10 +291,10 @@ void register_connection_commands(CommandTable& table) {
              "Authenticate the connection"});
   table.add(
       {"select", 2, kFast | kLoadingOk, 0, 0, 0, select_command, "Change the selected database"});
-  table.add(
-      {"quit", -1, kNoAuth | kFast | kLoadingOk, 0, 0, 0, quit_command, "Close the connection"});
-  table.add(
-      {"reset", 1, kNoAuth | kFast | kLoadingOk, 0, 0, 0, reset_command, "Reset the connection"});
+  table.add({"quit", -1, kNoAuth | kFast | kLoadingOk | kTxnControl, 0, 0, 0, quit_command,
+             "Close the connection"});
+  table.add({"reset", 1, kNoAuth | kFast | kLoadingOk | kTxnControl, 0, 0, 0, reset_command,
+             "Reset the connection"});
   table.add({"client", -2, kLoadingOk, 0, 0, 0, client_command, "Manage client connections"});
 }
 

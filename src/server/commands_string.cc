@@ -280,6 +280,9 @@ void mget_command(CommandContext& ctx) {
   for (const Result<ObjectView>& v : values) reply_view_or_null(ctx, v);
 }
 
+// MSET and MSETNX are flagged kExclusive: they run holding every I/O
+// thread's gate slot (exec_gate.h), so no other client's command sees some
+// of their keys written and not the others.
 void mset_command(CommandContext& ctx) {
   if (ctx.argc() % 2 != 1) return ctx.reply.error(errors::wrong_arity("mset"));
   for (size_t i = 1; i < ctx.argc(); i += 2) {
@@ -291,11 +294,11 @@ void mset_command(CommandContext& ctx) {
 }
 
 // MSETNX: all keys are checked absent, then each is written with "if
-// absent". If a concurrent writer creates one of the keys in between, the
-// keys this command already wrote are removed again (only if they still
-// hold the version written here) and the reply is 0. So the command never
-// leaves a partial result behind, though a concurrent reader may briefly see
-// some of its keys before the rollback.
+// absent". No client command runs meanwhile (kExclusive), but the store's
+// own writers (a preheat job) may create one of the keys in between: then
+// the keys this command already wrote are removed again (only if they still
+// hold the version written here) and the reply is 0, so the command never
+// leaves a partial result behind.
 void msetnx_command(CommandContext& ctx) {
   if (ctx.argc() % 2 != 1) return ctx.reply.error(errors::wrong_arity("msetnx"));
   // A key given twice is written once, with its last value (Redis's result).
@@ -464,7 +467,7 @@ void register_string_commands(CommandTable& table) {
   constexpr uint32_t kReadFast = kReadOnly | kFast;
   // Read-modify-write commands: their old values must be in memory first.
   constexpr uint32_t kRmwFast = kWriteFast | kReadsValue;
-  table.add({"get", 2, kReadFast, 1, 1, 1, get_command, "Get the value of a key"});
+  table.add({"get", 2, kReadFast | kMayStream, 1, 1, 1, get_command, "Get the value of a key"});
   table.add({"set", -3, kWrite | kStreamsValue | kReadsValue, 1, 1, 1, set_command,
              "Set a key's value, with optional conditions and expiry", 2, set_reads_value});
   table.add({"setnx", 3, kWriteFast, 1, 1, 1, setnx_command, "Set a key only if it is absent"});
@@ -475,9 +478,9 @@ void register_string_commands(CommandTable& table) {
   table.add({"getex", -2, kRmwFast, 1, 1, 1, getex_command, "Get a value and change its expiry"});
   table.add({"mget", -2, kReadFast | kReadsValue, 1, -1, 1, mget_command,
              "Get the values of several keys"});
-  table.add({"mset", -3, kWrite, 1, -1, 2, mset_command, "Set several keys"});
-  table.add(
-      {"msetnx", -3, kWrite, 1, -1, 2, msetnx_command, "Set several keys only if none exists"});
+  table.add({"mset", -3, kWrite | kExclusive, 1, -1, 2, mset_command, "Set several keys"});
+  table.add({"msetnx", -3, kWrite | kExclusive, 1, -1, 2, msetnx_command,
+             "Set several keys only if none exists"});
   table.add({"append", 3, kRmwFast, 1, 1, 1, append_command, "Append to a value"});
   table.add({"strlen", 2, kReadFast, 1, 1, 1, strlen_command, "Length of a value"});
   table.add({"getrange", 4, kReadOnly | kReadsValue, 1, 1, 1, getrange_command,

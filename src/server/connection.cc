@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "server/server.h"
+#include "server/transaction.h"
 
 namespace tierkv::server {
 namespace {
@@ -201,7 +202,8 @@ void Connection::on_large_value() {
   const CommandSpec* spec = lookup(argv[0]);
   bool authorized = state_.authenticated ||
                     !server_.context().limits().auth_required.load(std::memory_order_relaxed);
-  if (spec == nullptr || !(spec->flags & kStreamsValue) || !authorized ||
+  // Inside MULTI the value is queued with the command, so it is buffered.
+  if (spec == nullptr || !(spec->flags & kStreamsValue) || !authorized || state_.txn.in_multi ||
       static_cast<size_t>(spec->value_arg) != parser_.large_index() || spec->first_key <= 0 ||
       static_cast<size_t>(spec->first_key) >= argv.size()) {
     parser_.buffer();
@@ -240,8 +242,9 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
   inv_.value_arg = 0;
   out_.set_proto(state_.proto);
   const CommandSpec* spec = lookup(argv[0]);
+  // Inside MULTI, a command refused here makes EXEC answer -EXECABORT.
   if (spec == nullptr) {
-    out_.error(errors::unknown_command(inv_));
+    refuse_command(state_.txn, nullptr, errors::unknown_command(inv_), out_);
     end_command();
     return;
   }
@@ -249,19 +252,20 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
   const CommandStats& stats = server_.stats_for(*spec);
   if ((spec->arity > 0 && argc != spec->arity) || argc < -spec->arity) {
     stats.rejected->add();
-    out_.error(errors::wrong_arity(spec->name));
+    refuse_command(state_.txn, spec, errors::wrong_arity(spec->name), out_);
   } else if (!state_.authenticated && !(spec->flags & kNoAuth) &&
              server_.context().limits().auth_required.load(std::memory_order_relaxed)) {
     stats.rejected->add();
-    out_.error(errors::kNoAuth);
+    refuse_command(state_.txn, spec, errors::kNoAuth, out_);
   } else if (!runs_while_loading(*spec, inv_) &&
              (value_refused_loading_ || server_.context().store().loading())) {
     stats.rejected->add();
-    out_.error(errors::kLoading);
+    refuse_command(state_.txn, spec, errors::kLoading, out_);
   } else if (!value_error_.is_ok()) {
     stats.failed->add();
+    refuse_in_multi(state_.txn);
     out_.error(value_error_);
-  } else {
+  } else if (!queue_if_in_multi(state_.txn, *spec, inv_.argv, out_)) {
     if (value_writer_) {
       inv_.value_writer = &*value_writer_;
       inv_.value_arg = static_cast<size_t>(spec->value_arg);
@@ -272,6 +276,14 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
   }
   // A command waiting for a fetch runs later, with its streamed value.
   if (waiting_ != Wait::kFetch) end_command();
+  publish_multi();
+}
+
+void Connection::publish_multi() {
+  int multi = state_.txn.in_multi ? static_cast<int>(state_.txn.queue.size()) : -1;
+  // Stored only on a change: most commands run outside MULTI.
+  if (shared_multi_.load(std::memory_order_relaxed) != multi)
+    shared_multi_.store(multi, std::memory_order_relaxed);
 }
 
 void Connection::end_command() {
@@ -303,7 +315,12 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
   uint64_t errors_before = reply.error_count();
   CommandContext ctx{inv_, reply, state_, server_.context(), store, this};
   fetch_again_ = false;
-  spec.handler(ctx);
+  {
+    ExecGate& gate = server_.context().exec_gate();
+    ExecGate::Guard held =
+        (spec.flags & kExclusive) ? gate.exclusive() : gate.shared(thread_.index);
+    spec.handler(ctx);
+  }
   if (fetch_again_ && retry_fetch(spec, clock)) {
     holding_ = false;
     return;
@@ -317,7 +334,8 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
       out_.splice(held_);
     }
   }
-  if (server_.is_identity_command(&spec)) publish_identity();
+  // EXEC may have run HELLO or CLIENT SETNAME.
+  if (server_.is_identity_command(&spec) || (spec.flags & kRunsQueue)) publish_identity();
   if (waiting_ != Wait::kNone) {
     // Accounted when the reply is complete.
     deferred_spec_ = &spec;
@@ -399,11 +417,12 @@ std::string Connection::describe(int64_t now) const {
     proto = shared_proto_;
   }
   const CommandSpec* last = last_spec_.load(std::memory_order_relaxed);
+  int multi = shared_multi_.load(std::memory_order_relaxed);
   return fmt::format(
-      "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db=0 sub=0 psub=0 ssub=0 "
-      "multi=-1 omem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+      "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 "
+      "multi={} omem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
       state_.id, state_.addr, state_.laddr, fd_, name, (now - state_.created_ms) / 1000,
-      (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000,
+      (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000, multi < 0 ? "N" : "x", multi,
       output_bytes_.load(std::memory_order_relaxed), last ? last->name : "NULL", proto, lib_name,
       lib_ver);
 }

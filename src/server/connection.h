@@ -110,6 +110,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void start_write();
   void on_write(const asio::error_code& ec, size_t n);
   void publish_identity();
+  void publish_multi();  // CLIENT LIST's multi= and flags=x
   RespParser::Limits parser_limits() const;
 
   Server& server_;
@@ -157,6 +158,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   mutable std::mutex info_mu_;
   std::string shared_name_, shared_lib_name_, shared_lib_ver_;
   int shared_proto_ = 2;
+  std::atomic<int> shared_multi_{-1};  // queued commands in MULTI, else -1
   std::atomic<int64_t> last_active_ms_{0};
   std::atomic<const CommandSpec*> last_spec_{nullptr};
   std::atomic<uint64_t> output_bytes_{0};

@@ -16,6 +16,7 @@
 #include <chrono>
 
 #include "server/server.h"
+#include "server/transaction.h"
 
 namespace tierkv::server {
 
@@ -123,16 +124,17 @@ void Connection::on_stream_done(uint64_t gen, const Status& status) {
 std::vector<std::string_view> Connection::flash_only_keys(const CommandSpec& spec) {
   std::vector<std::string_view> keys;
   Store& store = server_.context().store();
-  if (store.flash_tier() == nullptr || spec.first_key <= 0) return keys;
-  if (spec.reads_value_if != nullptr && !spec.reads_value_if(inv_)) return keys;
-  size_t argc = inv_.argv.size();
-  size_t first = static_cast<size_t>(spec.first_key);
-  size_t last = spec.last_key < 0 ? argc - static_cast<size_t>(-spec.last_key)
-                                  : static_cast<size_t>(spec.last_key);
-  size_t step = spec.key_step > 0 ? static_cast<size_t>(spec.key_step) : 1;
-  for (size_t i = first; i <= last && i < argc; i += step) {
-    if (store.needs_flash(inv_.argv[i])) keys.push_back(inv_.argv[i]);
+  if (store.flash_tier() == nullptr) return keys;
+  if (spec.flags & kRunsQueue) {
+    // EXEC: the values its queued commands read.
+    for (std::string_view key : txn_value_keys(state_.txn))
+      if (store.needs_flash(key)) keys.push_back(key);
+    return keys;
   }
+  if (spec.reads_value_if != nullptr && !spec.reads_value_if(inv_)) return keys;
+  for_each_value_key_index(spec, inv_.argv.size(), [&](size_t i) {
+    if (store.needs_flash(inv_.argv[i])) keys.push_back(inv_.argv[i]);
+  });
   return keys;
 }
 
@@ -157,6 +159,8 @@ void Connection::fetch_keys(std::span<const std::string_view> keys, uint64_t gen
 
 bool Connection::retry_fetch(const CommandSpec& spec, uint64_t clock) {
   if (fetch_attempts_ >= kMaxFetchAttempts) {
+    // An EXEC that gives up ends its transaction, as any EXEC does.
+    if (spec.flags & kRunsQueue) state_.txn.clear();
     // The handler replied nothing: this is its answer.
     (holding_ ? held_ : out_)
         .error(fetch_error_.code() == StatusCode::kOutOfMemory
@@ -194,6 +198,7 @@ void Connection::on_fetch_done(uint64_t gen, const Status& status) {
   run_command(*deferred_spec_, clock);
   if (waiting_ == Wait::kFetch) return;  // it needs another fetch
   end_command();
+  publish_multi();  // an EXEC that waited for its fetch ended its MULTI
   if (waiting_ == Wait::kNone) resume();
 }
 

@@ -39,6 +39,13 @@ Server::Server(Config config, Store& store, MetricsRegistry& metrics)
   context_.request_shutdown = [this](bool save) { shutdown(save); };
   context_.list_clients = [this] { return client_lines(); };
   context_.info_section = [this](std::string_view section) { return render_info(*this, section); };
+  context_.account_queued = [this](const CommandSpec& spec, uint64_t ns, bool failed) {
+    const CommandStats& stats = stats_for(spec);
+    stats.latency->record(ns);
+    stats.calls->add();
+    if (failed) stats.failed->add();
+    commands_processed().add();
+  };
   commands_processed_ = &metrics_.counter("tierkv_commands_processed_total", "commands executed");
   rejected_connections_ = &metrics_.counter("tierkv_rejected_connections_total",
                                             "connections refused (maxclients, protected mode)");
@@ -63,6 +70,9 @@ void Server::register_commands() {
   register_lcs_commands(t);
   register_bitfield_commands(t);
   register_tier_commands(t);
+  register_txn_commands(t);
+  register_rename_commands(t);
+  register_object_commands(t);
   for (const CommandSpec& spec : t.all()) {
     std::string label = fmt::format("cmd=\"{}\"", spec.name);
     CommandStats s;
@@ -110,7 +120,11 @@ Status Server::start() {
   Config config = context_.config();
   size_t n = config.io_threads > 0 ? static_cast<size_t>(config.io_threads)
                                    : std::max(1u, std::thread::hardware_concurrency());
-  for (size_t i = 0; i < n; ++i) threads_.push_back(std::make_unique<IoThread>());
+  for (size_t i = 0; i < n; ++i) {
+    threads_.push_back(std::make_unique<IoThread>());
+    threads_.back()->index = i;
+  }
+  context_.exec_gate().resize(n);
   asio::io_context& main_io = threads_[0]->io;
 
   try {

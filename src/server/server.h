@@ -31,6 +31,7 @@ class Connection;
 class HttpMetricsServer;
 
 struct IoThread {
+  size_t index = 0;  // its slot in the ExecGate
   asio::io_context io{1};
   std::thread thread;
   std::unordered_set<Connection*> connections;  // touched only by `thread`

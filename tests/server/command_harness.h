@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/command.h"
+#include "server/transaction.h"
 
 namespace tierkv::server {
 
@@ -30,6 +31,9 @@ class CommandHarness {
     register_counter_commands(table_);
     register_key_commands(table_);
     register_tier_commands(table_);
+    register_txn_commands(table_);
+    register_rename_commands(table_);
+    register_object_commands(table_);
   }
 
   Store& store() { return *store_; }
@@ -40,20 +44,27 @@ class CommandHarness {
   // checked here as the connection layer would).
   std::string run(const std::vector<std::string>& args, Proto proto = Proto::kResp2,
                   ObjectWriter* value_writer = nullptr, size_t value_arg = 0) {
+    ClientState client;
+    client.proto = proto;
+    return run_as(client, args, value_writer, value_arg);
+  }
+
+  // The same for one client whose state (MULTI, WATCH) lasts across calls;
+  // queues inside MULTI as the connection does.
+  std::string run_as(ClientState& client, const std::vector<std::string>& args,
+                     ObjectWriter* value_writer = nullptr, size_t value_arg = 0) {
     Invocation inv;
     for (const std::string& a : args) inv.argv.emplace_back(a);
     inv.value_writer = value_writer;
     inv.value_arg = value_arg;
-    ReplyBuffer reply(proto);
-    ClientState client;
-    client.proto = proto;
+    ReplyBuffer reply(client.proto);
     const CommandSpec* spec = table_.find(inv.argv[0]);
     if (spec == nullptr) {
-      reply.error(errors::unknown_command(inv));
+      refuse_command(client.txn, nullptr, errors::unknown_command(inv), reply);
     } else if (int n = static_cast<int>(inv.argv.size());
                spec->arity > 0 ? n != spec->arity : n < -spec->arity) {
-      reply.error(errors::wrong_arity(spec->name));
-    } else {
+      refuse_command(client.txn, spec, errors::wrong_arity(spec->name), reply);
+    } else if (!queue_if_in_multi(client.txn, *spec, inv.argv, reply)) {
       CommandContext ctx{inv, reply, client, server_, *store_};
       spec->handler(ctx);
     }

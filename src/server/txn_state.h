@@ -1,0 +1,47 @@
+// A client's transaction state: MULTI's queue and WATCH's snapshots.
+//
+// WATCH is cheap because every write of an object gets a new version from
+// one counter that only grows (versions are never reused, across keys or
+// after a delete): WATCH stores the version and expiry the key has (0 for an
+// absent or expired key) and EXEC compares them with what the key has then.
+// Any write, DEL, FLUSHALL, expiry or TTL change by any client shows up as
+// a difference; nothing has to be told about watches when a key changes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tierkv::server {
+
+struct CommandSpec;
+
+struct QueuedCommand {
+  const CommandSpec* spec = nullptr;
+  std::vector<std::string> args;  // the command's name included
+};
+
+struct WatchedKey {
+  std::string key;
+  uint64_t version = 0;  // 0: absent (or expired) when watched
+  int64_t expire_at_ms = 0;
+};
+
+struct TxnState {
+  bool in_multi = false;
+  // A command failed to queue (unknown, wrong arity, ...): EXEC answers
+  // -EXECABORT, as Redis's CLIENT_DIRTY_EXEC.
+  bool dirty = false;
+  std::vector<QueuedCommand> queue;
+  std::vector<WatchedKey> watched;
+
+  // Leaves MULTI and forgets the watches (EXEC, DISCARD, RESET).
+  void clear() {
+    in_multi = false;
+    dirty = false;
+    queue.clear();
+    watched.clear();
+  }
+};
+
+}  // namespace tierkv::server
