@@ -16,19 +16,26 @@ PromotionPool::~PromotionPool() {
 }
 
 bool PromotionPool::try_submit(Job job) {
+  bool was_empty = false;
   {
     std::lock_guard lock(mu_);
     if (stopping_ || queue_.size() >= max_queued_) return false;
+    was_empty = queue_.empty();
     queue_.push_back(std::move(job));
   }
-  cv_.notify_one();
+  // A probe queues a job per key from a network thread: waking a worker is
+  // a syscall, so only the first job of a burst wakes one; each worker that
+  // takes a job and leaves more behind wakes the next (see work()).
+  if (was_empty) cv_.notify_one();
   return true;
 }
 
 void PromotionPool::submit_continuation(Job job) {
+  bool was_empty = false;
   {
     std::lock_guard lock(mu_);
     if (!stopping_) {
+      was_empty = queue_.empty();
       queue_.push_back(std::move(job));
       job = nullptr;
     }
@@ -37,7 +44,7 @@ void PromotionPool::submit_continuation(Job job) {
     job(false);
     return;
   }
-  cv_.notify_one();
+  if (was_empty) cv_.notify_one();
 }
 
 void PromotionPool::stop() {
@@ -68,6 +75,7 @@ void PromotionPool::work() {
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.pop_front();
+      if (!queue_.empty()) cv_.notify_one();
     }
     job(true);
   }
