@@ -384,13 +384,18 @@ bool Store::remove(std::string_view key, std::optional<uint64_t> if_version,
 // meanwhile must survive), and with it every older one.
 bool Store::remove_both_tiers(std::string_view key, std::optional<uint64_t> if_version,
                               DurableCallback durable) {
+  // Every version of the key published before the removal below is at most
+  // this; one published after it (a SET racing the DEL) is above it, and its
+  // write-through copy may already be indexed on flash by the time flash is
+  // asked: the tombstone must not cover it, or it vanishes at restart.
+  const uint64_t horizon = memory_->max_version();
   uint64_t in_memory = 0;
   memory_->remove(key, if_version, &in_memory);
   // Only a live flash copy counts (an expired one is dropped on the way,
   // and its record carries its expiry: it needs no tombstone).
   uint64_t on_flash = 0;
   if (std::optional<ObjectInfo> f = flash_info(key)) {
-    if (!if_version || f->version == *if_version) on_flash = f->version;
+    if (f->version <= horizon && (!if_version || f->version == *if_version)) on_flash = f->version;
   }
   const uint64_t up_to = std::max(in_memory, on_flash);
   if (up_to == 0) {
