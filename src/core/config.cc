@@ -153,6 +153,25 @@ KeySpec rewrites_key(ConfigKey k, std::vector<SuffixRewrite> Config::*m) {
           }};
 }
 
+// A comma-separated list of non-empty items (TOML: also an array of strings).
+KeySpec list_key(ConfigKey k, std::vector<std::string> Config::*m) {
+  return {k,
+          [m](Config& c, std::string_view value) {
+            std::vector<std::string> items;
+            for (std::string_view rest = value; !rest.empty();) {
+              const size_t comma = std::min(rest.find(','), rest.size());
+              std::string_view item = rest.substr(0, comma);
+              rest.remove_prefix(std::min(comma + 1, rest.size()));
+              while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+              while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+              if (!item.empty()) items.emplace_back(item);
+            }
+            c.*m = std::move(items);
+            return Status::ok();
+          },
+          [m](const Config& c) { return fmt::format("{}", fmt::join(c.*m, ",")); }};
+}
+
 const std::vector<KeySpec>& specs() {
   using A = ConfigApply;
   using C = Config;
@@ -275,6 +294,19 @@ const std::vector<KeySpec>& specs() {
       int_key({"prefetch-cooldown-max-ms",
                "longest cooldown while prefetches keep failing or going unread", A::kPrefetch},
               &C::prefetch_cooldown_max_ms, 0, 3.6e7),
+      list_key({"preheat-sources",
+                "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
+                "empty: preheat is refused",
+                A::kPreheat},
+               &C::preheat_sources),
+      int_key(
+          {"preheat-max-jobs", "preheat jobs running at once (more wait in a queue)", A::kPreheat},
+          &C::preheat_max_jobs, 1, 64),
+      int_key({"preheat-pieces-inflight", "pieces of one preheat job fetched at once", A::kPreheat},
+              &C::preheat_pieces_inflight, 1, 64),
+      int_key({"preheat-retries", "attempts after the first for a piece that fails to fetch",
+               A::kPreheat},
+              &C::preheat_retries, 0, 100),
       int_key(
           {"flash-read-window", "chunks a flash read holds ahead of its consumer", A::kFlashRead},
           &C::flash_read_window, 1, 4096),

@@ -107,6 +107,11 @@ struct Config {
   int64_t flash_read_window = 4;
   int64_t flash_read_inflight = 4;
   int64_t flash_read_buffer = int64_t{256} << 20;
+  // preheat (see docs/preheat.md)
+  std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
+  int64_t preheat_max_jobs = 2;
+  int64_t preheat_pieces_inflight = 4;
+  int64_t preheat_retries = 3;
 };
 
 // How a runtime-settable key takes effect. The server implements one apply
@@ -128,6 +133,7 @@ enum class ConfigApply : uint8_t {
   kMetricsLimits,  // metrics-timeout-ms, metrics-max-clients
   kFlashRead,      // flash-read-window, flash-read-inflight, flash-read-buffer
   kDirtyFraction,  // dirty-max-fraction
+  kPreheat,        // preheat-*
 };
 
 // One configuration key, as the table describes it.

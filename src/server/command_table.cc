@@ -276,6 +276,9 @@ Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
     case ConfigApply::kDirtyFraction:
       store_.set_dirty_max_fraction(next.dirty_max_fraction);
       return Status::ok();
+    case ConfigApply::kPreheat:
+      store_.set_preheat(next);
+      return Status::ok();
     case ConfigApply::kFlashRead:
       store_.set_flash_read(next.flash_read_window, next.flash_read_inflight,
                             next.flash_read_buffer);
