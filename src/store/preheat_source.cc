@@ -257,7 +257,8 @@ bool source_allowed(const std::string& url, const std::vector<std::string>& pref
       if (!starts_with(prefix, kFileScheme)) continue;
       std::string allowed = resolved_file_path(prefix);
       if (prefix.ends_with('/') && !allowed.ends_with('/')) allowed += '/';
-      if (!allowed.empty() && prefix_at_boundary(path, allowed)) return true;
+      // With a '/' after it, the path also matches the directory itself.
+      if (!allowed.empty() && prefix_at_boundary(path + "/", allowed)) return true;
     }
     return false;
   }

@@ -99,6 +99,7 @@ Status StagedPut::wait_for_landing(uint32_t chunks) {
 Result<memory::WriteResult> StagedPut::commit() {
   {
     std::lock_guard lock(last_mu_);
+    if (size_ == 0) have_last_ = true;  // its one chunk is empty
     if (!have_last_)
       return Status::invalid_argument("staged put: the object's end was not written");
   }
