@@ -315,3 +315,42 @@ def test_bad_arguments_get_errors(world, flash_servers):
     m.start()
     with pytest.raises(redis.ResponseError, match="flash tier"):
         m.client().execute_command("TIER.PREHEAT", "k", url)
+
+
+def tierkv_cli():
+    from conftest import TIERKV_SERVER
+    return os.environ.get("TIERKV_CLI") or os.path.normpath(
+        os.path.join(os.path.dirname(TIERKV_SERVER), "..", "cli", "tierkv"))
+
+
+def test_cli_preheat_reports_and_exits_as_promised(world):
+    s, nginx, _, root = world
+    data = os.urandom(5 * MIB + 1)
+    write_source(root, "cli.bin", data)
+    server = f"127.0.0.1:{s.port}"
+    run = lambda *a: subprocess.run([tierkv_cli(), "preheat", *a], capture_output=True,  # noqa: E731
+                                    text=True, timeout=120)
+    ok = run(nginx.url("cli.bin"), "--key", "c", "--server", server, "--digest",
+             "sha256:" + sha256(data))
+    assert ok.returncode == 0, ok.stderr
+    assert "preheated 'c'" in ok.stdout and "100.0%" in ok.stderr
+    assert s.client().get("c") == data
+    # A local path is made a file:// URL.
+    local = run(os.path.join(root, "cli.bin"), "--key", "d", "--server", server, "--quiet",
+                "--no-cache")
+    assert local.returncode == 0, local.stderr
+    assert s.client().get("d") == data
+    # Failures: one line on stderr and a non-zero exit.
+    for args, code, why in [
+        ((nginx.url("cli.bin"), "--key", "c", "--server", server, "--digest", "sha256:" + "0" * 64),
+         1, "digest mismatch"),
+        (("file:///etc/passwd", "--key", "c", "--server", server), 1, "not allowed"),
+        ((nginx.url("cli.bin"), "--key", "c", "--server", f"127.0.0.1:{free_port()}"), 2,
+         "cannot connect"),
+        ((nginx.url("cli.bin"),), 2, "--key"),
+    ]:
+        r = run(*args)
+        assert r.returncode == code, (args, r.returncode, r.stderr)
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith("tierkv: ") and why in last, (args, r.stderr)
+    assert s.client().get("c") == data
