@@ -107,6 +107,13 @@ struct Config {
   int64_t flash_read_window = 4;
   int64_t flash_read_inflight = 4;
   int64_t flash_read_buffer = int64_t{256} << 20;
+  // streaming look-ahead (see docs/streaming.md): keys or chunks held ahead
+  // of a stream's consumer (0: chosen per stream from the measured flash
+  // read latency and the consumer's pace), reads in flight per stream, and
+  // the share of the memory budget that look-ahead data may be charged
+  int64_t stream_depth = 0;
+  int64_t stream_channels = 4;
+  double stream_useonce_max_fraction = 0.25;
 };
 
 // How a runtime-settable key takes effect. The server implements one apply
@@ -128,6 +135,7 @@ enum class ConfigApply : uint8_t {
   kMetricsLimits,  // metrics-timeout-ms, metrics-max-clients
   kFlashRead,      // flash-read-window, flash-read-inflight, flash-read-buffer
   kDirtyFraction,  // dirty-max-fraction
+  kStream,         // stream-depth, stream-channels, stream-useonce-max-fraction
 };
 
 // One configuration key, as the table describes it.
