@@ -348,10 +348,10 @@ Status MemoryTier::charge_use_once(int64_t bytes) {
   const int64_t cap = static_cast<int64_t>(static_cast<double>(budget_bytes()) *
                                            use_once_max_fraction_.load(std::memory_order_relaxed));
   // Taken first, so that racing charges cannot pass the cap together.
-  if (use_once_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes > cap) {
-    use_once_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-    return Status::busy("use-once lane full");
-  }
+  int64_t cur = use_once_bytes_.load(std::memory_order_relaxed);
+  do {
+    if (cur + bytes > cap) return Status::busy("use-once lane full");
+  } while (!use_once_bytes_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed));
   Status st;
   {
     NoWaitScope no_wait;

@@ -14,9 +14,14 @@ struct HeldPiece {
 
 }  // namespace
 
-StreamEntry::StreamEntry(std::string key, std::shared_ptr<LaneCharge> charge,
-                         std::function<void()> on_read_done)
-    : key_(std::move(key)), charge_(std::move(charge)), on_read_done_(std::move(on_read_done)) {}
+StreamEntry::StreamEntry(std::string key, const ObjectInfo& info,
+                         std::shared_ptr<LaneCharge> charge, std::function<void()> on_read_done)
+    : key_(std::move(key)),
+      charge_(std::move(charge)),
+      on_read_done_(std::move(on_read_done)),
+      version_(info.version),
+      object_size_(info.size),
+      expire_at_ms_(info.expire_at_ms) {}
 
 FlashReadCallbacks StreamEntry::staging_callbacks(const std::shared_ptr<StreamEntry>& self) {
   FlashReadCallbacks cb;
@@ -25,38 +30,53 @@ FlashReadCallbacks StreamEntry::staging_callbacks(const std::shared_ptr<StreamEn
   return cb;
 }
 
-void StreamEntry::started(const ReadStart& r) {
+void StreamEntry::started(ReadStart&& r) {
   std::shared_ptr<FlashRead> cancel_now;
-  bool ended = false;
+  const bool is_flash = r.where == ReadStart::Where::kFlash;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     started_ = true;
-    where_ = r.where;
-    version_ = r.version;
-    object_size_ = r.object_size;
-    expire_at_ms_ = r.expire_at_ms;
-    if (!done_) read_ = r.flash_read;  // a read that already ended is not kept
-    if (r.where != ReadStart::Where::kFlash) {
-      // Memory holds it (or nothing does): the consumer reads it plainly,
-      // and nothing is held for it here.
+    if (is_flash && r.version == version_) {
+      flash_ = true;
+      if (!done_) read_ = r.flash_read;  // a read that already ended is not kept
+      if (dropped_) cancel_now = read_;
+    } else {
+      ignore_ = is_flash;
+      cancel_now = is_flash ? r.flash_read : nullptr;
       charge_.reset();
-      ended = true;
-    } else if (dropped_) {
-      cancel_now = read_;
+      finish_without_read(lock, r,
+                          r.where == ReadStart::Where::kAbsent
+                              ? Status::not_found()
+                              : Status::conflict("value changed while read ahead"));
     }
   }
   if (cancel_now) cancel_now->cancel();
-  if (ended) read_done();
+  if (!is_flash) read_done();  // a flash read ends in on_done
 }
 
-bool StreamEntry::has_started() const {
-  std::lock_guard lock(mu_);
-  return started_;
+void StreamEntry::finish_without_read(std::unique_lock<std::mutex>& lock, ReadStart& r,
+                                      Status error) {
+  // Only a consumer that came before the read started needs this; one that
+  // comes later reads plainly (may_serve() is false).
+  if (!attached_ || done_) return;
+  if (r.where == ReadStart::Where::kMemory && r.view.version() == version_) {
+    auto view = std::make_shared<ObjectView>(std::move(r.view));
+    view->for_each_segment([&](std::string_view seg) { pieces_.push_back(ValuePiece{seg, view}); });
+    error = Status::ok();
+  }
+  done_ = true;
+  status_ = std::move(error);
+  deliver(lock);
 }
 
-ReadStart::Where StreamEntry::where() const {
+bool StreamEntry::may_serve() const {
   std::lock_guard lock(mu_);
-  return where_;
+  return !started_ || flash_;
+}
+
+bool StreamEntry::read_from_flash() const {
+  std::lock_guard lock(mu_);
+  return flash_;
 }
 
 void StreamEntry::read_done() {
@@ -69,7 +89,7 @@ void StreamEntry::read_done() {
 
 void StreamEntry::on_piece(ValuePiece piece) {
   std::unique_lock lock(mu_);
-  if (dropped_) return;  // released on return, after the lock
+  if (dropped_ || ignore_) return;  // released on return, after the lock
   auto held = std::make_shared<HeldPiece>(HeldPiece{std::move(piece.owner), charge_});
   pieces_.push_back(ValuePiece{piece.bytes, std::move(held)});
   deliver(lock);
@@ -83,9 +103,11 @@ void StreamEntry::on_done(Status status) {
   std::shared_ptr<LaneCharge> charge;
   {
     std::unique_lock lock(mu_);
-    done_ = true;
-    status_ = std::move(status);
-    deliver(lock);
+    if (!ignore_) {
+      done_ = true;
+      status_ = std::move(status);
+      deliver(lock);
+    }
     read = std::move(read_);
     charge = std::move(charge_);
   }

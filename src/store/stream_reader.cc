@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 #include "core/clock.h"
 #include "store/stream_context.h"
@@ -152,7 +153,7 @@ void StreamReader::Impl::pump() {
       charge = std::make_shared<LaneCharge>(ctx_.memory, static_cast<int64_t>(info->size));
     }
     std::weak_ptr<Impl> weak = weak_from_this();
-    e = std::make_shared<StreamEntry>(key, std::move(charge), [weak] {
+    e = std::make_shared<StreamEntry>(key, info ? *info : ObjectInfo{}, std::move(charge), [weak] {
       if (auto self = weak.lock()) self->on_read_done();
     });
     {
@@ -182,7 +183,7 @@ void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e, uint64_t s
     std::lock_guard lock(mu_);
     ++counts_.issued;
   }
-  e->started(r);
+  e->started(std::move(r));
 }
 
 void StreamReader::Impl::on_read_done() {
@@ -255,23 +256,15 @@ void StreamReader::Impl::count_wasted(uint64_t n) {
 ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<StreamEntry>& e,
                                     uint64_t offset, uint64_t length, FlashReadCallbacks cb,
                                     bool use_once) {
-  // Nothing read ahead (depth 0, the lane was full, or the look-ahead read
-  // is only being started): a plain read.
-  if (!e || !e->has_started()) {
-    if (e) {
-      e->drop();  // its read, once started, is cancelled at once
-      count_wasted(1);
-    }
-    return plain(key, offset, length, std::move(cb), use_once);
-  }
-  if (e->where() != ReadStart::Where::kFlash)
-    return plain(key, offset, length, std::move(cb), use_once);
-  // Served only if it is still the key's current version: a key deleted
-  // or rewritten since is read again.
+  // Nothing read ahead (depth 0, or the lane was full): a plain read.
+  if (!e) return plain(key, offset, length, std::move(cb), use_once);
+  // Served only if it is still the key's current version (a key deleted or
+  // rewritten since is read again) and the look-ahead read is a flash read
+  // of it (or is only being started: the consumer then waits for it).
   std::optional<ObjectInfo> now = ctx_.store.stat(key);
-  if (!now || now->version != e->version()) {
+  if (!now || now->version != e->version() || !e->may_serve()) {
+    if (e->read_from_flash()) count_wasted(1);
     e->drop();
-    count_wasted(1);
     return plain(key, offset, length, std::move(cb), use_once);
   }
   ReadStart out;
@@ -307,7 +300,7 @@ void StreamReader::Impl::end_lookahead() {
   }
   uint64_t wasted = 0;
   for (const auto& e : unread) {
-    if (e->where() == ReadStart::Where::kFlash) ++wasted;
+    if (e->may_serve()) ++wasted;  // read from flash, or about to be
     e->drop();
   }
   count_wasted(wasted);
@@ -325,6 +318,7 @@ Result<StreamValue> StreamReader::Impl::next() {
     std::condition_variable cv;
     std::vector<ValuePiece> pieces;
     bool done = false;
+    std::atomic<bool> ready{false};  // done, for the yielding wait
     Status status;
   };
   auto wait = std::make_shared<Wait>();
@@ -337,6 +331,7 @@ Result<StreamValue> StreamReader::Impl::next() {
     std::lock_guard lock(wait->mu);
     wait->status = std::move(st);
     wait->done = true;
+    wait->ready.store(true, std::memory_order_release);
     wait->cv.notify_all();
   };
   ReadStart r = read(key, 0, UINT64_MAX, std::move(cb), false);
@@ -354,6 +349,13 @@ Result<StreamValue> StreamReader::Impl::next() {
     case ReadStart::Where::kFlash:
       break;
   }
+  // A value is usually a device latency away: yielding for that long
+  // keeps the consumer runnable, where sleeping on the condition variable
+  // would add a scheduler wake-up (tens of microseconds on a busy machine).
+  constexpr uint64_t kYieldNs = 500'000;
+  const uint64_t until = mono_ns() + kYieldNs;
+  while (!wait->ready.load(std::memory_order_acquire) && mono_ns() < until)
+    std::this_thread::yield();
   std::unique_lock lock(wait->mu);
   wait->cv.wait(lock, [&] { return wait->done; });
   if (!wait->status.is_ok()) return wait->status;

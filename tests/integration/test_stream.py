@@ -103,6 +103,11 @@ def test_stream_serves_keys_in_order_from_look_ahead(flash_servers):
     wasted = after["stream_wasted"] - before["stream_wasted"]
     assert 0 < issued <= len(keys)  # never past the last key
     assert served + wasted == issued and wasted <= 2
+    # /metrics reads the same registry as INFO.
+    metrics = s.metrics()
+    line = next(x for x in metrics.splitlines()
+                if x.startswith("tierkv_stream_lookahead_reads_total "))
+    assert float(line.split()[1]) == after["stream_lookahead_reads"]
     # Use-once: nothing was kept in memory.
     assert all(set(residencies(c, k)) == {"flash"} for k in keys)
     # The lane gives back what it was charged once the bytes are sent.
