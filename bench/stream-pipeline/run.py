@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,11 +37,18 @@ def busy(ns):
         pass
 
 
+def data_dir(args, latency_ns):
+    """A modelled latency is measured with the flash file in memory (tmpfs),
+    so that the model's L is what is measured; L = 0 is the real device."""
+    return args.model_dir if latency_ns > 0 else args.device_dir
+
+
 def inproc(args, latency_ns):
     exe = os.path.join(args.build, "bench", "stream-pipeline", "tierkv-stream-pipeline")
     cmd = [exe, "--latency-ns", str(latency_ns), "--compute-ns", str(args.compute_ns),
            "--tiles", str(args.tiles), "--tile-bytes", str(args.tile_bytes),
-           "--channels", args.channels, "--depths", args.depths]
+           "--channels", args.channels, "--depths", args.depths,
+           "--dir", data_dir(args, latency_ns)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=900).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
@@ -90,7 +98,8 @@ def start_server(args, workdir, latency_ns):
     exe = os.path.join(args.build, "src", "server", "tierkv-server")
     argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", str(mport),
             "--memory", "64mb", "--flash-path", os.path.join(workdir, "flash.dat"),
-            "--flash-size", "512mb", "--backing-latency-ns", str(latency_ns),
+            "--flash-size", "256mb", "--flash-preallocate", "no",
+            "--backing-latency-ns", str(latency_ns),
             "--io-threads", "1", "--dirty-max-fraction", "1"]
     log = open(os.path.join(workdir, "server.log"), "ab")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
@@ -120,7 +129,7 @@ def wire_run(c, keys, depth, channels, compute_ns):
 
 
 def wire(args, latency_ns):
-    workdir = tempfile.mkdtemp(prefix="tierkv-pipeline-wire-")
+    workdir = tempfile.mkdtemp(prefix="tierkv-pipeline-wire-", dir=data_dir(args, latency_ns))
     keys = [f"tile:{i:05d}" for i in range(args.tiles)]
     proc, port = start_server(args, workdir, latency_ns)
     c = Wire(port)
@@ -145,6 +154,7 @@ def wire(args, latency_ns):
             r["serve_ns"] = serve
     finally:
         stop_server(proc)
+        shutil.rmtree(workdir, ignore_errors=True)
     return rows
 
 
@@ -202,6 +212,8 @@ def main():
     ap.add_argument("--wire-latencies", default="50000", help="L values over the wire")
     ap.add_argument("--channels", default="1,2,4")
     ap.add_argument("--depths", default="0,1,2,4,8")
+    ap.add_argument("--model-dir", default="/dev/shm", help="flash files for L > 0")
+    ap.add_argument("--device-dir", default="/tmp", help="flash files for L = 0 (a real disk)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     args = ap.parse_args()
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 
@@ -41,7 +42,8 @@ TEST(StreamConcurrentTest, SixtyFourStreamsStayWithinTheBudget) {
   Config c = stream_config(dir);
   c.stream_useonce_max_fraction = 0.25;
   auto store = open_store(c);
-  std::vector<std::string> keys = put_tiles(*store, 48, kChunk);
+  const int n = 32;
+  std::vector<std::string> keys = put_tiles(*store, n, kChunk);
   const int64_t budget = store->memory_tier().budget_bytes();
   const int64_t lane_cap = budget / 4;
   std::atomic<bool> over{false};
@@ -52,7 +54,7 @@ TEST(StreamConcurrentTest, SixtyFourStreamsStayWithinTheBudget) {
       const int64_t lane = store->memory_tier().use_once_bytes();
       if (store->memory_tier().used_bytes() > budget || lane > lane_cap) over.store(true);
       if (lane > lane_peak.load()) lane_peak.store(lane);
-      std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   });
   // 64 streams, 8 consumer threads taking turns over 8 streams each.
@@ -63,11 +65,11 @@ TEST(StreamConcurrentTest, SixtyFourStreamsStayWithinTheBudget) {
       std::vector<std::unique_ptr<StreamReader>> streams;
       for (int s = 0; s < 8; ++s) {
         std::vector<std::string> order = keys;
-        std::rotate(order.begin(), order.begin() + (t * 8 + s) % 48, order.end());
+        std::rotate(order.begin(), order.begin() + (t * 8 + s) % n, order.end());
         streams.push_back(
             store->open_stream(order, StreamOptions{.depth = 6, .channels = 3, .use_once = true}));
       }
-      for (int round = 0; round < 48; ++round) {
+      for (int round = 0; round < n; ++round) {
         for (auto& st : streams) {
           Result<StreamValue> v = st->next();
           if (!v) {
