@@ -84,3 +84,16 @@ def server_info(port, section=None):
             key, value = line.split(":", 1)
             fields[key] = value
     return fields
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, or None (with a note) if
+    matplotlib is missing: the drivers then write no PNG."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return None
+    return plt

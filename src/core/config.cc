@@ -315,6 +315,17 @@ const std::vector<KeySpec>& specs() {
       bytes_key({"flash-read-buffer", "cap on all flash read buffers (at least twice chunk-size)",
                  A::kFlashRead},
                 &C::flash_read_buffer, 1 << 20, kMaxI),
+      int_key({"stream-depth",
+               "keys or chunks a stream keeps read ahead of its consumer (0: from the measured "
+               "flash read latency and the consumer's pace)",
+               A::kStream},
+              &C::stream_depth, 0, 1024),
+      int_key({"stream-channels", "reads in flight per stream", A::kStream}, &C::stream_channels, 1,
+              256),
+      double_key(
+          {"stream-useonce-max-fraction",
+           "share of the memory budget that stream look-ahead data may be charged", A::kStream},
+          &C::stream_useonce_max_fraction, 0, 1),
   };
   return table;
 }

@@ -112,6 +112,13 @@ struct Config {
   int64_t preheat_max_jobs = 2;
   int64_t preheat_pieces_inflight = 4;
   int64_t preheat_retries = 3;
+  // streaming look-ahead (see docs/streaming.md): keys or chunks held ahead
+  // of a stream's consumer (0: chosen per stream from the measured flash
+  // read latency and the consumer's pace), reads in flight per stream, and
+  // the share of the memory budget that look-ahead data may be charged
+  int64_t stream_depth = 0;
+  int64_t stream_channels = 4;
+  double stream_useonce_max_fraction = 0.25;
 };
 
 // How a runtime-settable key takes effect. The server implements one apply
@@ -134,6 +141,7 @@ enum class ConfigApply : uint8_t {
   kFlashRead,      // flash-read-window, flash-read-inflight, flash-read-buffer
   kDirtyFraction,  // dirty-max-fraction
   kPreheat,        // preheat-*
+  kStream,         // stream-depth, stream-channels, stream-useonce-max-fraction
 };
 
 // One configuration key, as the table describes it.

@@ -279,8 +279,17 @@ ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now
       Chunk* c = obj->chunks[i];
       pins.emplace_back(c);
       // An offloading object's chunks have left the policy (hook unlinked).
-      if (o.touch && c->hook.linked && !(c->flags & Chunk::kUseOnce))
-        shard_for(obj->hash).policy->touch(&c->hook);
+      if (o.touch && c->hook.linked) {
+        Shard& s = shard_for(obj->hash);
+        if (!(c->flags & Chunk::kUseOnce)) {
+          s.policy->touch(&c->hook);
+        } else if (!o.use_once) {
+          // Read by someone who is not streaming past: it is worth keeping.
+          s.use_once.unlink(&c->hook);
+          c->flags &= static_cast<uint8_t>(~Chunk::kUseOnce);
+          s.policy->insert(&c->hook);
+        }
+      }
       if (o.end_lease && (c->flags & Chunk::kLeased)) {
         if (now_ms == 0) now_ms = unix_time_ms();
         end_lease_locked(c, c->lease_until_ms > now_ms);
@@ -299,8 +308,10 @@ Result<ObjectView> MemoryTier::get(std::string_view key, const GetOptions& optio
   Result<ObjectView> out = Status::not_found();
   {
     std::lock_guard lock(s.mu);
-    if (Object* obj = find_live_locked(s, key, hash, now, to_release))
+    if (Object* obj = find_live_locked(s, key, hash, now, to_release)) {
       out = view_locked(obj, options, now);
+      if (options.use_once) drop_use_once_locked(s, obj, to_release);
+    }
   }
   release_all(to_release);
   return out;

@@ -84,6 +84,12 @@ struct GetOptions {
   uint64_t length = UINT64_MAX;  // clipped to the object
   bool touch = true;             // count as an access for the policy
   bool end_lease = true;         // a read consumes a prefetch lease
+  // A use-once reader (TIER.READ USEONCE, a use-once stream): it never moves
+  // a use-once chunk out of the lane, and an object of the lane it read is
+  // dropped at once if it is clean and no one else pins it. Any other
+  // reader that touches a use-once chunk takes it out of the lane: the
+  // object is not use-once for that reader.
+  bool use_once = false;
 };
 
 struct ChunkInfo {
@@ -123,6 +129,8 @@ struct MemoryTierStats {
   uint64_t offload_dropped = 0;    // dirty objects dropped: the lower tier failed
   uint64_t offload_waits = 0;      // writes that waited for offloads to land
   uint64_t clean_objects = 0;      // objects in memory whose version the lower tier holds
+  int64_t use_once_bytes = 0;      // look-ahead data charged to the use-once lane
+  uint64_t use_once_dropped = 0;   // use-once chunks dropped once served
   int64_t dirty_bytes = 0;         // chunk charge of objects that exist only here (kDirty)
 };
 
@@ -264,6 +272,22 @@ class MemoryTier {
   int64_t lease_cap_bytes() const {
     return static_cast<int64_t>(static_cast<double>(budget_bytes()) * lease_max_fraction_.load());
   }
+  // --- the use-once lane's share of the budget (stream look-ahead) ---
+  // Charges `bytes` held outside the index (look-ahead buffers of a stream)
+  // to the budget as use-once data: at most use_once_max_fraction of the
+  // budget in all, and room is made only by dropping use-once objects,
+  // never anything the policy holds, so a scan cannot push hot data out.
+  // Busy at the cap, OutOfMemory without room; never waits.
+  Status charge_use_once(int64_t bytes);
+  void uncharge_use_once(int64_t bytes);
+  void set_use_once_max_fraction(double fraction) { use_once_max_fraction_.store(fraction); }
+  int64_t use_once_bytes() const { return use_once_bytes_.load(std::memory_order_relaxed); }
+  uint64_t use_once_dropped() const { return use_once_dropped_.load(std::memory_order_relaxed); }
+  // Counts use-once chunks dropped after they were served outside the index.
+  void note_use_once_dropped(uint64_t chunks) {
+    use_once_dropped_.fetch_add(chunks, std::memory_order_relaxed);
+  }
+
   uint64_t prefetch_reads() const { return prefetch_reads_.load(std::memory_order_relaxed); }
   uint64_t prefetch_wasted() const { return prefetch_wasted_.load(std::memory_order_relaxed); }
   // What one object of this key and value length costs the budget.
@@ -279,6 +303,9 @@ class MemoryTier {
   enum class EvictResult : uint8_t { kFreed, kOffloadStarted, kBusy, kNothing };
   void unreserve(int64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
   EvictResult evict_one(size_t first_shard);
+  // After a use-once read of obj: drops it if it is all use-once, clean
+  // below and pinned by nobody but that reader.
+  void drop_use_once_locked(Shard& s, Object* obj, ChunkList& to_release);
   // Picks and takes out of the policy one victim of the shard (locked).
   Object* pick_victim_locked(Shard& s, int64_t now_ms);
   // True if the object is clean and the lower tier still holds its version.
@@ -336,6 +363,9 @@ class MemoryTier {
   std::atomic<uint64_t> evicted_objects_{0}, evicted_chunks_{0}, expired_objects_{0};
   std::atomic<uint64_t> lease_refused_{0}, lease_expired_unread_{0};
   std::atomic<uint64_t> prefetch_reads_{0}, prefetch_wasted_{0};
+  std::atomic<double> use_once_max_fraction_{0.25};
+  std::atomic<int64_t> use_once_bytes_{0};
+  std::atomic<uint64_t> use_once_dropped_{0};
 
   LowerTier* lower_ = nullptr;
   std::atomic<int64_t> offloading_bytes_{0};

@@ -388,6 +388,8 @@ MemoryTierStats MemoryTier::stats() const {
   st.offload_waits = offload_waits_.load();
   st.clean_objects = static_cast<uint64_t>(std::max<int64_t>(clean_objects_.load(), 0));
   st.dirty_bytes = dirty_bytes();
+  st.use_once_bytes = use_once_bytes();
+  st.use_once_dropped = use_once_dropped();
   return st;
 }
 

@@ -14,6 +14,8 @@ namespace {
 
 thread_local bool tls_no_wait = false;
 thread_local bool tls_clean_only = false;
+// Reservations for the use-once lane: room comes only from use-once objects.
+thread_local bool tls_use_once_only = false;
 
 }  // namespace
 
@@ -91,7 +93,7 @@ Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
     int64_t ahead = lower_ ? budget / 16 : 0;
     bool behind = cur - offloading_bytes_.load(std::memory_order_relaxed) + bytes > budget - ahead;
     // Clean-only reservations never run offloads ahead: they only drop.
-    if (!fits || (lower_ && behind && !busy && !tls_clean_only)) {
+    if (!fits || (lower_ && behind && !busy && !tls_clean_only && !tls_use_once_only)) {
       // Round-robin over shards spreads eviction pressure evenly; starting
       // from the writer's own shard would punish keys that share it.
       size_t start = shard_count_ == 1 ? home : evict_cursor_.fetch_add(1) % shard_count_;
@@ -119,6 +121,7 @@ Status MemoryTier::reserve(int64_t bytes, uint64_t home_hash) {
     wait_for_offloads(deadline);
     busy = false;
   }
+  if (tls_use_once_only) return Status::out_of_memory("no free or use-once memory to make room");
   if (tls_clean_only)
     return Status::out_of_memory("no free or clean, unleased memory to make room");
   if (offloads_inflight_.load() > 0 || queue_full)
@@ -162,7 +165,7 @@ Object* MemoryTier::pick_victim_locked(Shard& s, int64_t now_ms) {
   }
   if (victim)
     s.use_once.unlink(victim);
-  else
+  else if (!tls_use_once_only)
     victim = s.policy->evict(can_evict);
   return victim ? Chunk::from_hook(victim)->owner : nullptr;
 }
@@ -337,6 +340,43 @@ bool MemoryTier::trim_to_budget() {
     if (r == EvictResult::kNothing || r == EvictResult::kBusy) return false;
   }
   return true;
+}
+
+// --- the use-once lane ---
+
+Status MemoryTier::charge_use_once(int64_t bytes) {
+  const int64_t cap = static_cast<int64_t>(static_cast<double>(budget_bytes()) *
+                                           use_once_max_fraction_.load(std::memory_order_relaxed));
+  // Taken first, so that racing charges cannot pass the cap together.
+  int64_t cur = use_once_bytes_.load(std::memory_order_relaxed);
+  do {
+    if (cur + bytes > cap) return Status::busy("use-once lane full");
+  } while (!use_once_bytes_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed));
+  Status st;
+  {
+    NoWaitScope no_wait;
+    const bool saved = std::exchange(tls_use_once_only, true);
+    st = reserve(bytes, 0);
+    tls_use_once_only = saved;
+  }
+  if (!st.is_ok()) use_once_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  return st;
+}
+
+void MemoryTier::uncharge_use_once(int64_t bytes) {
+  use_once_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  unreserve(bytes);
+}
+
+void MemoryTier::drop_use_once_locked(Shard& s, Object* obj, ChunkList& to_release) {
+  for (const Chunk* c : obj->chunks) {
+    if (!(c->flags & Chunk::kUseOnce) || !c->hook.linked) return;
+    // The index's reference and the reader's pin: anyone else keeps it.
+    if (c->refs.load(std::memory_order_acquire) > 2 || (c->flags & Chunk::kLeased)) return;
+  }
+  if (!clean_below(obj)) return;  // dropping it would lose the only copy
+  use_once_dropped_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
+  detach_locked(s, obj, to_release);
 }
 
 }  // namespace tierkv::memory

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -41,6 +42,9 @@ struct ClientState {
   Proto proto = Proto::kResp2;
   bool close_after_reply = false;  // QUIT, or a fatal protocol error
   TxnState txn;                    // MULTI / WATCH
+  // TIER.STREAM: the keys this connection declared it reads next, in order;
+  // its GETs and ranged reads go through it (commands_stream.cc).
+  std::shared_ptr<StreamReader> stream;
 };
 
 class ServerContext;
@@ -170,7 +174,8 @@ void register_key_commands(CommandTable& table);       // DEL ... RANDOMKEY
 void register_bit_commands(CommandTable& table);       // SETBIT GETBIT BITCOUNT BITPOS BITOP
 void register_lcs_commands(CommandTable& table);       // LCS
 void register_bitfield_commands(CommandTable& table);  // BITFIELD BITFIELD_RO
-void register_tier_commands(CommandTable& table);      // TIER.*
+void register_tier_commands(CommandTable& table);      // TIER.STAT TIER.EXISTS
+void register_stream_commands(CommandTable& table);    // TIER.READ TIER.STREAM
 void register_txn_commands(CommandTable& table);       // MULTI EXEC DISCARD WATCH UNWATCH
 void register_rename_commands(CommandTable& table);    // RENAME RENAMENX COPY
 void register_object_commands(CommandTable& table);    // OBJECT MEMORY WAIT

@@ -24,8 +24,34 @@
 
 #include "core/clock.h"
 #include "server/string_common.h"
+#include "store/stream_reader.h"
 
 namespace tierkv::server {
+
+bool can_stream(const CommandContext& ctx) {
+  return ctx.defer != nullptr && ctx.store.flash_tier() != nullptr;
+}
+
+void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
+                 bool absent_is_null, bool use_once) {
+  FlashReadCallbacks cb = ctx.defer->bulk_stream_callbacks();
+  // A connection's declared stream serves its next key from the look-ahead.
+  ReadStart r =
+      ctx.client.stream
+          ? ctx.client.stream->read(key, offset, length, std::move(cb), use_once)
+          : ctx.store.read(
+                key, offset, length, std::move(cb),
+                ReadOptions{.window = ReadWindow{}, .use_once = use_once, .count_access = true});
+  switch (r.where) {
+    case ReadStart::Where::kAbsent:
+      return absent_is_null ? ctx.reply.null() : ctx.reply.bulk(std::string_view{});
+    case ReadStart::Where::kMemory:
+      return ctx.reply.bulk(r.view);
+    case ReadStart::Where::kFlash:
+      return ctx.defer->stream_bulk(r.length, std::move(r.flash_read));
+  }
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -129,27 +155,6 @@ std::optional<int64_t> expire_deadline(CommandContext& ctx, const ExtendedArgs& 
 
 // ---------------------------------------------------------------------------
 // GET / SET family
-
-// True if replies can stream from flash: there is flash and a connection.
-bool can_stream(const CommandContext& ctx) {
-  return ctx.defer != nullptr && ctx.store.flash_tier() != nullptr;
-}
-
-// Replies with bytes [offset, offset + length) of the key's value: from
-// memory at once, or pulled from flash through the read window (only the
-// chunks of the range are read). An absent key is null, or "" (GETRANGE).
-void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
-                 bool absent_is_null) {
-  ReadStart r = ctx.store.read(key, offset, length, ctx.defer->bulk_stream_callbacks());
-  switch (r.where) {
-    case ReadStart::Where::kAbsent:
-      return absent_is_null ? ctx.reply.null() : ctx.reply.bulk(std::string_view{});
-    case ReadStart::Where::kMemory:
-      return ctx.reply.bulk(r.view);
-    case ReadStart::Where::kFlash:
-      return ctx.defer->stream_bulk(r.length, std::move(r.flash_read));
-  }
-}
 
 void get_command(CommandContext& ctx) {
   // Without flash (or without a connection to stream into) nothing waits.

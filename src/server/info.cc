@@ -259,6 +259,11 @@ void section_preheat(Server& s, std::string& out) {
   registry_fields(s.context().metrics(), {"tierkv_preheat_"}, out);
 }
 
+void section_stream(Server& s, std::string& out) {
+  out += "# Stream\r\n";
+  registry_fields(s.context().metrics(), {"tierkv_stream_"}, out);
+}
+
 void section_persistence(Server& s, std::string& out) {
   render_persistence(s.loading_figures(), out);
 }
@@ -321,6 +326,7 @@ std::string render_info(Server& server, std::string_view section) {
       {"flash", section_flash, true},
       {"prefetch", section_prefetch, true},
       {"preheat", section_preheat, true},
+      {"stream", section_stream, true},
       {"keyspace", section_keyspace, true},
   };
   bool all = iequal(section, "all") || iequal(section, "everything");

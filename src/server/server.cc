@@ -70,6 +70,7 @@ void Server::register_commands() {
   register_lcs_commands(t);
   register_bitfield_commands(t);
   register_tier_commands(t);
+  register_stream_commands(t);
   register_txn_commands(t);
   register_rename_commands(t);
   register_object_commands(t);

@@ -17,6 +17,17 @@
 
 namespace tierkv::server {
 
+// True if replies can stream from flash: there is flash and a connection.
+bool can_stream(const CommandContext& ctx);
+
+// Replies with bytes [offset, offset + length) of the key's value: from
+// memory at once, or pulled from flash through the read window (only the
+// chunks of the range are read), or from the connection's stream
+// (TIER.STREAM) when the key is its next one. An absent key is null, or ""
+// (GETRANGE). Needs can_stream(ctx).
+void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
+                 bool absent_is_null, bool use_once = false);
+
 // Replies to a failed store call: a missing key is null, anything else an error.
 inline void reply_view_or_null(CommandContext& ctx, const Result<ObjectView>& v) {
   if (v)

@@ -15,6 +15,7 @@
 #include "store/preheater.h"
 #include "store/promoter.h"
 #include "store/promotion_pool.h"
+#include "store/stream_context.h"
 #include "store/writeback.h"
 
 namespace tierkv {
@@ -99,6 +100,14 @@ Result<std::unique_ptr<Store>> Store::open(const Config& config, MetricsRegistry
   // Memory exists at once (stats work while loading); it takes no writes
   // until the flash index says where versions continue.
   store->memory_ = std::make_unique<memory::MemoryTier>(memory_options(config));
+  store->streams_ =
+      std::make_unique<StreamContext>(*store, *store->memory_, *store->metrics_, config);
+  Store* self = store.get();
+  store->stream_collector_ = store->metrics_->add_collector([self] {
+    StreamMetrics& m = self->streams_->metrics;
+    m.lane_bytes.set(self->memory_->use_once_bytes());
+    m.useonce_dropped.set(static_cast<int64_t>(self->memory_->use_once_dropped()));
+  });
   if (mode == OpenMode::kWait || config.flash_size == 0) {
     store->load(config);
   } else {
@@ -167,6 +176,10 @@ void Store::open_flash(const Config& config) {
   write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
   reader_ = std::make_unique<FlashReader>(*flash_, flash_reader_options(config), *metrics_);
+  // The same histogram the flash tier records into (the registry finds it by name once).
+  streams_->read_latency.store(
+      &metrics_->latency("tierkv_flash_read_latency", "Chunk read latency"),
+      std::memory_order_release);
   // The queue holds what the in-flight cap admits, twice over: a job takes
   // its slot before it is queued.
   pool_ = std::make_unique<PromotionPool>(static_cast<size_t>(config.promotion_workers),
@@ -190,6 +203,7 @@ void Store::open_flash(const Config& config) {
 }
 
 Store::~Store() {
+  if (stream_collector_ != 0) metrics_->remove_collector(stream_collector_);
   if (loader_.joinable()) loader_.join();
   // In-flight flash I/O calls back into the memory tier and the promoter:
   // let it finish while they still exist.

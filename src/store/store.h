@@ -58,6 +58,9 @@ struct StagedPutOptions;
 class Promoter;
 class PromotionPool;
 class Writeback;
+class StreamReader;
+struct StreamOptions;
+struct StreamContext;
 
 using memory::GetOptions;
 using memory::ObjectInfo;
@@ -106,6 +109,19 @@ struct FlashReadCallbacks {
 struct ReadWindow {
   uint32_t depth = 0;
   uint32_t parallel = 0;
+};
+
+// How one read() runs.
+struct ReadOptions {
+  ReadWindow window;
+  // A use-once read (TIER.READ USEONCE, a use-once stream): it never counts
+  // toward promotion-on-hit or fires a demand kick, and an object of the
+  // memory tier's use-once lane that it reads is dropped once served if it
+  // is clean and no one else pins it.
+  bool use_once = false;
+  // False for a look-ahead read: no hit or miss is counted and memory's
+  // policy is not touched (the consumer's read counts later, if it comes).
+  bool count_access = true;
 };
 
 // A flash read in progress: the pull side of read(). The read advances as
@@ -229,6 +245,11 @@ class Store {
   // releasing pieces; ReadStart::flash_read can cancel it.
   ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
                  FlashReadCallbacks callbacks, ReadWindow window = {});
+  ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
+                 FlashReadCallbacks callbacks, const ReadOptions& options);
+  // An ordered sequence of keys read with look-ahead (stream_reader.h).
+  std::unique_ptr<StreamReader> open_stream(std::vector<std::string> keys,
+                                            const StreamOptions& options);
   // Memory only: never touches flash. NotFound also when only flash has it.
   Result<ObjectView> get_resident(std::string_view key, const memory::GetOptions& options = {});
   // The non-blocking read for commands that need a value in memory: bytes
@@ -321,6 +342,8 @@ class Store {
   void set_active_expire_hz(int64_t hz) { memory_->start_active_expiry(static_cast<int>(hz)); }
   // Background writeback of dirty memory above this share (no-op without flash).
   void set_dirty_max_fraction(double fraction);
+  // stream-depth, stream-channels, stream-useonce-max-fraction (kStream).
+  void set_stream(const Config& config);
   // flash-read-window, flash-read-inflight, flash-read-buffer (0: unchanged).
   void set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes);
   StoreStats stats() const;
@@ -331,7 +354,11 @@ class Store {
   FlashTierStatus flash_status() const { return loading() ? FlashTierStatus{} : flash_status_; }
 
  private:
+  friend class StreamReader;
   Store(const Config& config, MetricsRegistry* metrics);
+  // A stream handed its consumer a value it had read ahead: the access
+  // counts now, and (unless use-once) toward promotion-on-hit.
+  void count_streamed_read(std::string_view key, bool use_once);
   Status check_key(std::string_view key) const;
   Status check_size(uint64_t size) const;
   // Opens the flash tier (recovering its index) and wires the tiers; then
@@ -376,6 +403,10 @@ class Store {
   std::unique_ptr<Prefetcher> prefetcher_;
   // Runs on pool_; stopped before it (its tasks hold staged flash writes).
   std::unique_ptr<Preheater> preheater_;
+  // What streams share (metrics, defaults, the read-latency estimate); it
+  // outlives flash_, whose last completions may still reach a stream.
+  std::unique_ptr<StreamContext> streams_;
+  uint64_t stream_collector_ = 0;
   // Runs promotions; stopped first at close, destroyed after flash_ (whose
   // last completions hand it continuations, which it then cancels).
   std::unique_ptr<PromotionPool> pool_;

@@ -70,10 +70,21 @@ std::optional<ObjectInfo> Store::flash_info(std::string_view key) {
 
 ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
                       FlashReadCallbacks callbacks, ReadWindow window) {
+  return read(key, offset, length, std::move(callbacks),
+              ReadOptions{.window = window, .use_once = false, .count_access = true});
+}
+
+ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
+                      FlashReadCallbacks callbacks, const ReadOptions& options) {
   ReadStart out;
-  Result<ObjectView> mem = memory_->get(key, GetOptions{.offset = offset, .length = length});
+  const bool counted = options.count_access;
+  Result<ObjectView> mem = memory_->get(key, GetOptions{.offset = offset,
+                                                        .length = length,
+                                                        .touch = counted,
+                                                        .end_lease = counted,
+                                                        .use_once = options.use_once});
   if (mem) {
-    hits_.add();
+    if (counted) hits_.add();
     out.where = ReadStart::Where::kMemory;
     out.view = std::move(*mem);
     return out;
@@ -81,11 +92,13 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   std::optional<flash::FlashObjectSummary> info;
   if (flash_) info = live_flash_object(*flash_, *reader_, key);
   if (!info) {
-    misses_.add();
+    if (counted) misses_.add();
     return out;
   }
-  hits_.add();
-  flash_hits_.add();
+  if (counted) {
+    hits_.add();
+    flash_hits_.add();
+  }
   out.where = ReadStart::Where::kFlash;
   out.version = info->version;
   out.object_size = info->object_size;
@@ -94,11 +107,20 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   out.length = std::min(length, info->object_size - out.offset);
   std::optional<ObjectWriter> copy;
   FlashReader::OnCopied on_copied;
-  start_promotion_for_read(key, *info, out.offset == 0 && out.length == info->object_size, copy,
-                           on_copied);
-  out.flash_read = reader_->start(key, *info, out.offset, out.length, std::move(callbacks), window,
-                                  std::move(copy), std::move(on_copied));
+  // Use-once and look-ahead reads never count toward promotion.
+  if (counted && !options.use_once)
+    start_promotion_for_read(key, *info, out.offset == 0 && out.length == info->object_size, copy,
+                             on_copied);
+  out.flash_read = reader_->start(key, *info, out.offset, out.length, std::move(callbacks),
+                                  options.window, std::move(copy), std::move(on_copied));
   return out;
+}
+
+void Store::count_streamed_read(std::string_view key, bool use_once) {
+  hits_.add();
+  flash_hits_.add();
+  if (use_once || !promoter_ || !promoter_->admit(hash64(key))) return;
+  promoter_->promote(key, PromotionRequest{}, PromotionDone{});
 }
 
 // Promotion-on-hit (admitted by the sketch) or, failing that, a demand kick

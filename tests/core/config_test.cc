@@ -230,7 +230,10 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "preheat-retries",
                                              "flash-read-window",
                                              "flash-read-inflight",
-                                             "flash-read-buffer"};
+                                             "flash-read-buffer",
+                                             "stream-depth",
+                                             "stream-channels",
+                                             "stream-useonce-max-fraction"};
   EXPECT_EQ(settable, expected);
   ASSERT_NE(find_config_key("Lease_TTL_ms"), nullptr);
   EXPECT_EQ(find_config_key("Lease_TTL_ms")->apply, ConfigApply::kLeaseTtl);

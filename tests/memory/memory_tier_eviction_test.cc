@@ -115,10 +115,26 @@ TEST(UseOnceLaneTest, EvictedBeforeAnythingThePolicyHolds) {
     put_all(*t, "abc");
     put_all(*t, "s", WriteOptions{.use_once = true});
     EXPECT_TRUE(t->stat("s")->chunks[0].use_once);
-    get_all(*t, "s");  // a hit does not move a use-once chunk out of the lane
+    // A use-once reader's hit does not move a use-once chunk out of the lane
+    // (nor drop it: it is dirty, the only copy).
+    ASSERT_TRUE(t->get("s", GetOptions{.offset = 0,
+                                       .length = UINT64_MAX,
+                                       .touch = true,
+                                       .end_lease = true,
+                                       .use_once = true}));
     put_all(*t, "e");
     EXPECT_EQ(present(*t), "abce") << policy_name(p);
   }
+}
+
+TEST(UseOnceLaneTest, APlainReadTakesTheChunkOutOfTheLane) {
+  auto t = tier_holding(PolicyKind::kLru, 4);
+  put_all(*t, "abc");
+  put_all(*t, "s", WriteOptions{.use_once = true});
+  get_all(*t, "s");  // not use-once for this reader: it joins the policy
+  EXPECT_FALSE(t->stat("s")->chunks[0].use_once);
+  put_all(*t, "e");
+  EXPECT_EQ(present(*t), "bces");  // LRU: the oldest, "a", went instead
 }
 
 TEST(PinTest, PinnedChunkIsNeverEvicted) {

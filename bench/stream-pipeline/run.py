@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""The seed's streaming experiment: 4096 use-once tiles on flash, backing
+latency L, a consumer that computes C = 30 us per tile, look-ahead depth D
+and P channels; in-process through StreamReader (tierkv-stream-pipeline)
+and over the wire through TIER.STREAM + GET (this script's own client).
+
+For each (L, P, D) it reports the time per tile, the speedup against D = 0,
+and the ratio to the ideal (L + C) / max(C, L / P, t_serve), where L is the
+measured median chunk read latency (the model's L plus the device and the
+read path) and t_serve the consumer's time to take a tile that had already
+arrived. The overlap model saturates at D = ceil(L / C).
+
+Prints a table and RESULT lines; writes bench/results/stream-pipeline-<ts>.json
+and .png. Build first: cmake --build build --target tierkv-stream-pipeline tierkv-server
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import benchlib  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def busy(ns):
+    until = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < until:
+        pass
+
+
+def data_dir(args, latency_ns):
+    """A modelled latency is measured with the flash file in memory (tmpfs),
+    so that the model's L is what is measured; L = 0 is the real device."""
+    return args.model_dir if latency_ns > 0 else args.device_dir
+
+
+def inproc(args, latency_ns):
+    exe = os.path.join(args.build, "bench", "stream-pipeline", "tierkv-stream-pipeline")
+    cmd = [exe, "--latency-ns", str(latency_ns), "--compute-ns", str(args.compute_ns),
+           "--tiles", str(args.tiles), "--tile-bytes", str(args.tile_bytes),
+           "--channels", args.channels, "--depths", args.depths,
+           "--dir", data_dir(args, latency_ns)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=900).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+class Wire:
+    """A RESP client on one socket that reads bulk replies without a library."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def send(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.sock.sendall(out)
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buf += chunk
+
+    def reply(self):
+        while b"\r\n" not in self.buf:
+            self._need(len(self.buf) + 1)
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        if line[:1] == b"$" and line != b"$-1":
+            n = int(line[1:])
+            self._need(n + 2)
+            data, self.buf = self.buf[:n], self.buf[n + 2:]
+            return data
+        if line[:1] == b"-":
+            raise RuntimeError(line.decode())
+        return line
+
+    def call(self, *args):
+        self.send(*args)
+        return self.reply()
+
+
+def start_server(args, workdir, latency_ns):
+    port, mport = benchlib.free_port(), benchlib.free_port()
+    exe = os.path.join(args.build, "src", "server", "tierkv-server")
+    argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", str(mport),
+            "--memory", "64mb", "--flash-path", os.path.join(workdir, "flash.dat"),
+            "--flash-size", "256mb", "--flash-preallocate", "no",
+            "--backing-latency-ns", str(latency_ns),
+            "--io-threads", "1", "--dirty-max-fraction", "1"]
+    log = open(os.path.join(workdir, "server.log"), "ab")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    benchlib.wait_for_port(port, proc)
+    benchlib.wait_loaded(port, proc)
+    return proc, port
+
+
+def stop_server(proc):
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(120)
+
+
+def wire_run(c, keys, depth, channels, compute_ns):
+    start = time.perf_counter_ns()
+    if depth > 0:
+        c.call("TIER.STREAM", *keys, "DEPTH", depth, "CHANNELS", channels, "USEONCE")
+    for k in keys:
+        c.send("GET", k)
+        if c.reply() is None:
+            raise RuntimeError(f"{k} missing")
+        busy(compute_ns)
+    elapsed = time.perf_counter_ns() - start
+    if depth > 0:
+        c.call("TIER.STREAM", "RESET")
+    return elapsed / len(keys)
+
+
+def wire(args, latency_ns):
+    workdir = tempfile.mkdtemp(prefix="tierkv-pipeline-wire-", dir=data_dir(args, latency_ns))
+    keys = [f"tile:{i:05d}" for i in range(args.tiles)]
+    proc, port = start_server(args, workdir, latency_ns)
+    c = Wire(port)
+    value = b"x" * args.tile_bytes
+    for k in keys:
+        c.send("SET", k, value)
+    for _ in keys:
+        c.reply()
+    stop_server(proc)  # a clean shutdown writes memory to flash ...
+    proc, port = start_server(args, workdir, latency_ns)  # ... and memory starts empty
+    rows = []
+    try:
+        c = Wire(port)
+        for p in [int(x) for x in args.channels.split(",")]:
+            for d in [int(x) for x in args.depths.split(",")]:
+                ns = wire_run(c, keys, d, p, args.compute_ns)
+                rows.append({"mode": "wire", "L_ns": latency_ns, "C_ns": args.compute_ns, "P": p,
+                             "D": d, "tiles": args.tiles, "ns_per_tile": ns})
+        # t_serve over the wire: nothing to wait for, no compute.
+        serve = wire_run(c, keys, 16, 8, 0)
+        for r in rows:
+            r["serve_ns"] = serve
+    finally:
+        stop_server(proc)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return rows
+
+
+def annotate(rows, inproc_rows):
+    """Speedup against D = 0, ideal and ratio, per (mode, L, P)."""
+    for r in rows:
+        group = [x for x in rows if x["mode"] == r["mode"] and x["L_ns"] == r["L_ns"] and
+                 x["P"] == r["P"]]
+        base = next(x for x in group if x["D"] == 0)
+        # L as measured: the in-process D = 0 run of the same L and P.
+        ref = next(x for x in inproc_rows if x["L_ns"] == r["L_ns"] and x["P"] == r["P"] and
+                   x["D"] == 0)
+        L = ref["read_p50_ns"] or r["L_ns"]
+        serve = max(x.get("serve_ns", 0) for x in group)
+        C = r["C_ns"]
+        r["L_measured_ns"] = L
+        r["speedup"] = base["ns_per_tile"] / r["ns_per_tile"]
+        # The overlap model at this depth: D reads started ahead hide up to
+        # D tile times, P channels deliver one tile per L / P.
+        overlap = min(r["D"], r["P"])
+        r["ideal"] = (L + C) / max(C, L / r["P"], serve)
+        r["model"] = 1.0 if r["D"] == 0 else (L + C) / max(C, L / overlap, serve)
+        r["ratio"] = r["speedup"] / r["ideal"]
+        r["saturation_D"] = math.ceil(L / C)
+        r["saturated"] = r["D"] >= r["saturation_D"] or r["model"] >= r["ideal"] * 0.999
+
+
+def plot(rows, path):
+    plt = benchlib.pyplot()
+    if plt is None:
+        return
+    panels = sorted({(r["mode"], r["L_ns"]) for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    for ax, (mode, L) in zip(axes[0], panels):
+        for p in sorted({r["P"] for r in rows}):
+            pts = sorted((r["D"], r["speedup"], r["ideal"]) for r in rows
+                         if r["mode"] == mode and r["L_ns"] == L and r["P"] == p)
+            line, = ax.plot([x[0] for x in pts], [x[1] for x in pts], marker="o", label=f"P={p}")
+            ax.axhline(pts[-1][2], color=line.get_color(), linestyle="--", linewidth=0.8)
+        ax.set_title(f"{mode}, L={L // 1000} us")
+        ax.set_xlabel("look-ahead depth D")
+        ax.set_ylabel("speedup vs D=0 (dashed: ideal)")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--tiles", type=int, default=4096)
+    ap.add_argument("--tile-bytes", type=int, default=16 << 10)
+    ap.add_argument("--compute-ns", type=int, default=30_000)
+    ap.add_argument("--latencies", default="50000,200000,0", help="L values, in-process")
+    ap.add_argument("--wire-latencies", default="50000", help="L values over the wire")
+    ap.add_argument("--channels", default="1,2,4")
+    ap.add_argument("--depths", default="0,1,2,4,8")
+    ap.add_argument("--model-dir", default="/dev/shm", help="flash files for L > 0")
+    ap.add_argument("--device-dir", default="/tmp", help="flash files for L = 0 (a real disk)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    args = ap.parse_args()
+
+    rows = []
+    for L in [int(x) for x in args.latencies.split(",")]:
+        rows += inproc(args, L)
+    inproc_rows = list(rows)
+    for L in [int(x) for x in args.wire_latencies.split(",") if x]:
+        rows += wire(args, L)
+    annotate(rows, inproc_rows)
+
+    print(f"{'mode':7} {'L(us)':>6} {'Lmeas':>6} {'P':>2} {'D':>2} {'us/tile':>8} {'speedup':>8} "
+          f"{'model':>6} {'ideal':>6} {'ratio':>6} {'sat':>3} {'hits':>5} {'late':>5}")
+    for r in rows:
+        print(f"{r['mode']:7} {r['L_ns'] / 1000:6.0f} {r['L_measured_ns'] / 1000:6.1f} {r['P']:2} "
+              f"{r['D']:2} {r['ns_per_tile'] / 1000:8.1f} {r['speedup']:8.2f} {r['model']:6.2f} "
+              f"{r['ideal']:6.2f} {r['ratio']:6.2f} {'yes' if r['saturated'] else 'no':>3} "
+              f"{r.get('hits', '-'):>5} {r.get('late', '-'):>5}")
+    for r in rows:
+        print(f"RESULT name=stream_pipeline mode={r['mode']} L_ns={r['L_ns']} P={r['P']} D={r['D']} "
+              f"us_per_tile={r['ns_per_tile'] / 1000:.2f} speedup={r['speedup']:.3f} "
+              f"model={r['model']:.3f} ideal={r['ideal']:.3f} ratio={r['ratio']:.3f} "
+              f"saturation_D={r['saturation_D']}")
+    os.makedirs(args.out, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(args.out, f"stream-pipeline-{stamp}")
+    with open(base + ".json", "w") as f:
+        json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+    plot(rows, base + ".png")
+    print(f"wrote {base}.json and .png")
+
+
+if __name__ == "__main__":
+    main()

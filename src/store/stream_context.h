@@ -1,0 +1,47 @@
+// What every StreamReader of a store shares: the store, the memory tier
+// whose use-once lane look-ahead is charged to, the defaults, the metrics,
+// and the flash read latency the automatic depth plans for. Internal to
+// the store.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/config.h"
+#include "core/metrics.h"
+#include "memory/memory_tier.h"
+
+namespace tierkv {
+
+class Store;
+
+struct StreamMetrics {
+  explicit StreamMetrics(MetricsRegistry& r);
+  Counter& issued;  // look-ahead reads started
+  Counter& hits;    // values that had arrived when the consumer came
+  Counter& late;    // values the consumer waited for
+  Counter& wasted;  // values read ahead, dropped unread
+  Gauge& open;      // streams open now
+  // Refreshed from the memory tier by the store's collector.
+  Gauge& useonce_dropped;  // use-once chunks dropped once served
+  Gauge& lane_bytes;       // look-ahead bytes charged to the use-once lane
+};
+
+struct StreamContext {
+  StreamContext(Store& s, memory::MemoryTier& m, MetricsRegistry& r, const Config& config);
+
+  // The device read latency L that an automatic depth plans for: the
+  // median of the flash chunk read latency histogram, or 100 us before
+  // anything was measured.
+  uint64_t latency_estimate_ns() const;
+  void set_defaults(const Config& config);
+
+  Store& store;
+  memory::MemoryTier& memory;
+  StreamMetrics metrics;
+  std::atomic<Histogram*> read_latency{nullptr};  // set once flash is open
+  std::atomic<int32_t> depth;                     // stream-depth (0: automatic)
+  std::atomic<uint32_t> channels;                 // stream-channels
+};
+
+}  // namespace tierkv

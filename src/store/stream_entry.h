@@ -1,0 +1,105 @@
+// StreamEntry: one key of a stream, read ahead. Its flash read's pieces wait
+// here until the consumer comes for the key (attach), then go on to the
+// consumer's callbacks, in order, clipped to the range it asked for.
+// Internal to StreamReader.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "memory/memory_tier.h"
+#include "store/store.h"
+
+namespace tierkv {
+
+// A look-ahead value's charge to the memory tier's use-once lane, held
+// until the last of its bytes is released (sent, or dropped).
+class LaneCharge {
+ public:
+  LaneCharge(memory::MemoryTier& memory, int64_t bytes) : memory_(memory), bytes_(bytes) {}
+  ~LaneCharge() { memory_.uncharge_use_once(bytes_); }
+  LaneCharge(const LaneCharge&) = delete;
+  LaneCharge& operator=(const LaneCharge&) = delete;
+
+ private:
+  memory::MemoryTier& memory_;
+  const int64_t bytes_;
+};
+
+class StreamEntry final : public FlashRead {
+ public:
+  // `info` is what the index said when the key was staged: the version
+  // the entry stands for (a read that finds another one is not served).
+  StreamEntry(std::string key, const ObjectInfo& info, std::shared_ptr<LaneCharge> charge,
+              std::function<void()> on_read_done);
+
+  const std::string& key() const { return key_; }
+  // The callbacks of the look-ahead read (Store::read of the whole object).
+  static FlashReadCallbacks staging_callbacks(const std::shared_ptr<StreamEntry>& self);
+  // What Store::read answered. A read that is not kFlash, or of another
+  // version, ends here: a consumer already attached is given the memory
+  // copy of that version, or an error (NotFound, Conflict).
+  void started(ReadStart&& r);
+  // False once the look-ahead read is known not to serve the consumer (it
+  // found memory, nothing, or another version): then read plainly.
+  bool may_serve() const;
+  bool read_from_flash() const;
+  uint64_t version() const { return version_; }
+  uint64_t object_size() const { return object_size_; }
+  int64_t expire_at_ms() const { return expire_at_ms_; }
+
+  // The consumer takes the value (the look-ahead read may not even have
+  // started): bytes [offset, offset + length) of it go to `consumer`. True
+  // if the whole value had arrived (a hit), false if the consumer now waits
+  // for the rest (late).
+  bool attach(uint64_t offset, uint64_t length, FlashReadCallbacks consumer);
+  // Unread: the read stops and what arrived is released.
+  void drop();
+
+  // FlashRead, for the consumer that attached.
+  void cancel() override;
+  uint32_t chunks_held() const override;
+  uint64_t chunks_issued() const override;
+
+ private:
+  void on_piece(ValuePiece piece);
+  void on_done(Status status);
+  // Hands what arrived to the consumer, one thread at a time; unlocks
+  // while the consumer runs.
+  void deliver(std::unique_lock<std::mutex>& lock);
+  std::string_view clip(uint64_t at, std::string_view bytes) const;
+  void read_done();
+  // Ends the value for the consumer without the look-ahead read: the
+  // memory copy's segments, or `error`. Locked.
+  void finish_without_read(std::unique_lock<std::mutex>& lock, ReadStart& r, Status error);
+
+  const std::string key_;
+  std::shared_ptr<LaneCharge> charge_;  // shared with every piece handed out
+  std::function<void()> on_read_done_;  // once, when the look-ahead read ends
+
+  mutable std::mutex mu_;
+  const uint64_t version_;
+  const uint64_t object_size_;
+  const int64_t expire_at_ms_;
+  bool started_ = false;
+  bool flash_ = false;   // the look-ahead read is a flash read of version_
+  bool ignore_ = false;  // a read of another version: its pieces are dropped
+  std::shared_ptr<FlashRead> read_;
+  std::deque<ValuePiece> pieces_;  // arrived, not yet handed out
+  uint64_t arrived_ = 0;           // object offset of the next piece
+  bool done_ = false;
+  bool done_sent_ = false;
+  bool read_done_called_ = false;
+  Status status_;
+  bool attached_ = false;
+  bool dropped_ = false;
+  bool delivering_ = false;
+  FlashReadCallbacks consumer_;
+  uint64_t range_offset_ = 0;
+  uint64_t range_length_ = 0;
+};
+
+}  // namespace tierkv

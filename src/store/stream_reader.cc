@@ -1,0 +1,416 @@
+// StreamReader: the look-ahead window over an ordered list of keys. Keys
+// [pos_, staged_end_) have a StreamEntry each (read ahead, being read, or
+// found in memory); pump() stages more while fewer than depth_ are staged
+// and fewer than channels_ are being read. A pump runs wherever something
+// changed: at open, when the consumer takes a key, when a look-ahead read
+// ends. It never waits: the reads it starts are the store's pulled reads.
+#include "store/stream_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "core/clock.h"
+#include "store/stream_context.h"
+#include "store/stream_entry.h"
+
+namespace tierkv {
+
+// --- StreamContext ---
+
+StreamMetrics::StreamMetrics(MetricsRegistry& r)
+    : issued(r.counter("tierkv_stream_lookahead_reads_total", "look-ahead reads streams started")),
+      hits(r.counter("tierkv_stream_lookahead_hits_total",
+                     "values read ahead that had arrived when the consumer came")),
+      late(
+          r.counter("tierkv_stream_late_total", "values of a stream the consumer had to wait for")),
+      wasted(r.counter("tierkv_stream_wasted_total",
+                       "values read ahead and dropped unread (reset, out of order, changed)")),
+      open(r.gauge("tierkv_stream_open", "streams open")),
+      useonce_dropped(r.gauge("tierkv_stream_useonce_dropped_chunks",
+                              "use-once chunks dropped as soon as they were served")),
+      lane_bytes(r.gauge("tierkv_stream_lane_bytes",
+                         "look-ahead bytes charged to the memory tier's use-once lane")) {}
+
+StreamContext::StreamContext(Store& s, memory::MemoryTier& m, MetricsRegistry& r,
+                             const Config& config)
+    : store(s), memory(m), metrics(r), depth(0), channels(1) {
+  set_defaults(config);
+}
+
+void StreamContext::set_defaults(const Config& config) {
+  depth.store(static_cast<int32_t>(config.stream_depth));
+  channels.store(static_cast<uint32_t>(std::max<int64_t>(config.stream_channels, 1)));
+  memory.set_use_once_max_fraction(config.stream_useonce_max_fraction);
+}
+
+uint64_t StreamContext::latency_estimate_ns() const {
+  constexpr uint64_t kUnmeasured = 100'000;
+  const Histogram* h = read_latency.load(std::memory_order_acquire);
+  if (h == nullptr) return kUnmeasured;
+  HistogramSnapshot snap = h->snapshot();
+  return snap.count == 0 ? kUnmeasured : snap.percentile(0.5);
+}
+
+// --- the window ---
+
+class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(StreamContext& ctx, std::vector<std::string> keys, const StreamOptions& o);
+  ~Impl() { end_lookahead(); }
+
+  void pump();
+  ReadStart read(std::string_view key, uint64_t offset, uint64_t length, FlashReadCallbacks cb,
+                 bool use_once);
+  Result<StreamValue> next();
+  void end_lookahead();
+  bool active() const {
+    std::lock_guard lock(mu_);
+    return !stopped_ && pos_ < keys_.size();
+  }
+  size_t position() const {
+    std::lock_guard lock(mu_);
+    return pos_;
+  }
+  uint32_t depth() const {
+    std::lock_guard lock(mu_);
+    return depth_;
+  }
+  StreamCounts counts() const {
+    std::lock_guard lock(mu_);
+    return counts_;
+  }
+  StreamContext& context() { return ctx_; }
+
+ private:
+  // Starts the look-ahead read of a staged key.
+  void stage(const std::shared_ptr<StreamEntry>& e, uint64_t size);
+  void on_read_done();
+  ReadStart plain(std::string_view key, uint64_t offset, uint64_t length, FlashReadCallbacks cb,
+                  bool use_once);
+  ReadStart serve(std::string_view key, const std::shared_ptr<StreamEntry>& e, uint64_t offset,
+                  uint64_t length, FlashReadCallbacks cb, bool use_once);
+  void count_wasted(uint64_t n);
+  // The consumer took a key: with an automatic depth, D = ceil(L / C) + 1
+  // from its pace C (the smoothed time between takes).
+  void note_pace_locked();
+
+  StreamContext& ctx_;
+  const std::vector<std::string> keys_;
+  const bool auto_depth_;
+  const uint32_t channels_;
+  const bool use_once_;
+  const uint64_t latency_ns_;
+
+  mutable std::mutex mu_;
+  uint32_t depth_;
+  size_t pos_ = 0;
+  size_t staged_end_ = 0;
+  std::deque<std::shared_ptr<StreamEntry>> entries_;  // keys [pos_, staged_end_)
+  uint32_t inflight_ = 0;
+  bool stopped_ = false;
+  StreamCounts counts_;
+  int64_t last_take_ns_ = 0;
+  double pace_ns_ = 0;
+};
+
+namespace {
+
+constexpr uint32_t kMaxAutoDepth = 64;
+
+}  // namespace
+
+StreamReader::Impl::Impl(StreamContext& ctx, std::vector<std::string> keys, const StreamOptions& o)
+    : ctx_(ctx),
+      keys_(std::move(keys)),
+      auto_depth_(o.depth < 0 && ctx.depth.load() == 0),
+      channels_(o.channels > 0 ? o.channels : ctx.channels.load()),
+      use_once_(o.use_once),
+      latency_ns_(ctx.latency_estimate_ns()) {
+  int32_t d = o.depth >= 0 ? o.depth : ctx.depth.load();
+  depth_ = auto_depth_ ? 2 : static_cast<uint32_t>(std::max(d, 0));
+}
+
+void StreamReader::Impl::pump() {
+  for (;;) {
+    std::shared_ptr<StreamEntry> e;
+    std::string key;
+    {
+      std::lock_guard lock(mu_);
+      if (stopped_ || staged_end_ >= keys_.size() || staged_end_ - pos_ >= depth_ ||
+          inflight_ >= channels_)
+        return;
+      key = keys_[staged_end_];
+    }
+    // The size decides the charge; an absent key is staged as absent.
+    std::optional<ObjectInfo> info = ctx_.store.stat(key);
+    std::shared_ptr<LaneCharge> charge;
+    if (info && info->size > 0) {
+      if (!ctx_.memory.charge_use_once(static_cast<int64_t>(info->size)).is_ok()) return;
+      charge = std::make_shared<LaneCharge>(ctx_.memory, static_cast<int64_t>(info->size));
+    }
+    std::weak_ptr<Impl> weak = weak_from_this();
+    e = std::make_shared<StreamEntry>(key, info ? *info : ObjectInfo{}, std::move(charge), [weak] {
+      if (auto self = weak.lock()) self->on_read_done();
+    });
+    {
+      std::lock_guard lock(mu_);
+      // The consumer may have moved on (or out of order) meanwhile.
+      if (stopped_ || staged_end_ >= keys_.size() || keys_[staged_end_] != key ||
+          staged_end_ < pos_ || inflight_ >= channels_)
+        return;
+      ++staged_end_;
+      ++inflight_;
+      entries_.push_back(e);
+    }
+    stage(e, info ? info->size : 0);
+  }
+}
+
+void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e, uint64_t size) {
+  // One read per channel: the whole value, its chunks one after another.
+  const uint64_t chunk = std::max<uint32_t>(ctx_.memory.chunk_size(), 1);
+  const uint32_t chunks = static_cast<uint32_t>(std::max<uint64_t>((size + chunk - 1) / chunk, 1));
+  ReadStart r = ctx_.store.read(e->key(), 0, UINT64_MAX, StreamEntry::staging_callbacks(e),
+                                ReadOptions{.window = ReadWindow{.depth = chunks, .parallel = 1},
+                                            .use_once = true,
+                                            .count_access = false});
+  if (r.where == ReadStart::Where::kFlash) {
+    ctx_.metrics.issued.add();
+    std::lock_guard lock(mu_);
+    ++counts_.issued;
+  }
+  e->started(std::move(r));
+}
+
+void StreamReader::Impl::on_read_done() {
+  {
+    std::lock_guard lock(mu_);
+    --inflight_;
+  }
+  pump();
+}
+
+void StreamReader::Impl::note_pace_locked() {
+  const int64_t now = static_cast<int64_t>(mono_ns());
+  if (last_take_ns_ != 0) {
+    const double gap = static_cast<double>(now - last_take_ns_);
+    pace_ns_ = pace_ns_ == 0 ? gap : 0.75 * pace_ns_ + 0.25 * gap;
+  }
+  last_take_ns_ = now;
+  if (!auto_depth_ || pace_ns_ <= 0) return;
+  const double d = std::ceil(static_cast<double>(latency_ns_) / pace_ns_) + 1;
+  depth_ = static_cast<uint32_t>(std::clamp(d, 1.0, static_cast<double>(kMaxAutoDepth)));
+}
+
+ReadStart StreamReader::Impl::plain(std::string_view key, uint64_t offset, uint64_t length,
+                                    FlashReadCallbacks cb, bool use_once) {
+  return ctx_.store.read(
+      key, offset, length, std::move(cb),
+      ReadOptions{.window = ReadWindow{}, .use_once = use_once, .count_access = true});
+}
+
+ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64_t length,
+                                   FlashReadCallbacks cb, bool use_once) {
+  use_once = use_once || use_once_;
+  std::shared_ptr<StreamEntry> e;
+  bool in_order = false;
+  bool again = false;  // the key just served, read again (a value read in parts)
+  {
+    std::lock_guard lock(mu_);
+    // In order, the stream moves on, with look-ahead or (once it ended)
+    // without.
+    if (pos_ < keys_.size() && keys_[pos_] == key) {
+      in_order = true;
+      if (!entries_.empty()) {
+        e = std::move(entries_.front());
+        entries_.pop_front();
+      } else {
+        staged_end_ = pos_ + 1;
+      }
+      ++pos_;
+      note_pace_locked();
+    } else {
+      again = pos_ > 0 && keys_[pos_ - 1] == key;
+    }
+  }
+  if (!in_order) {
+    if (!again) end_lookahead();  // an out-of-order read
+    return plain(key, offset, length, std::move(cb), use_once);
+  }
+  ReadStart r = serve(key, e, offset, length, std::move(cb), use_once);
+  pump();
+  return r;
+}
+
+void StreamReader::Impl::count_wasted(uint64_t n) {
+  if (n == 0) return;
+  ctx_.metrics.wasted.add(n);
+  std::lock_guard lock(mu_);
+  counts_.wasted += n;
+}
+
+ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<StreamEntry>& e,
+                                    uint64_t offset, uint64_t length, FlashReadCallbacks cb,
+                                    bool use_once) {
+  // Nothing read ahead (depth 0, or the lane was full): a plain read.
+  if (!e) return plain(key, offset, length, std::move(cb), use_once);
+  // Served only if it is still the key's current version (a key deleted or
+  // rewritten since is read again) and the look-ahead read is a flash read
+  // of it (or is only being started: the consumer then waits for it).
+  std::optional<ObjectInfo> now = ctx_.store.stat(key);
+  if (!now || now->version != e->version() || !e->may_serve()) {
+    if (e->read_from_flash()) count_wasted(1);
+    e->drop();
+    return plain(key, offset, length, std::move(cb), use_once);
+  }
+  ReadStart out;
+  out.where = ReadStart::Where::kFlash;
+  out.version = e->version();
+  out.object_size = e->object_size();
+  out.expire_at_ms = e->expire_at_ms();
+  out.offset = std::min(offset, out.object_size);
+  out.length = std::min(length, out.object_size - out.offset);
+  out.flash_read = e;
+  const bool arrived = e->attach(out.offset, out.length, std::move(cb));
+  (arrived ? ctx_.metrics.hits : ctx_.metrics.late).add();
+  {
+    std::lock_guard lock(mu_);
+    ++(arrived ? counts_.hits : counts_.late);
+  }
+  ctx_.store.count_streamed_read(e->key(), use_once);
+  if (use_once) {
+    const uint64_t chunk = std::max<uint32_t>(ctx_.memory.chunk_size(), 1);
+    ctx_.memory.note_use_once_dropped(std::max<uint64_t>((out.object_size + chunk - 1) / chunk, 1));
+  }
+  return out;
+}
+
+void StreamReader::Impl::end_lookahead() {
+  std::deque<std::shared_ptr<StreamEntry>> unread;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    unread.swap(entries_);
+    staged_end_ = pos_;
+  }
+  uint64_t wasted = 0;
+  for (const auto& e : unread) {
+    if (e->may_serve()) ++wasted;  // read from flash, or about to be
+    e->drop();
+  }
+  count_wasted(wasted);
+}
+
+Result<StreamValue> StreamReader::Impl::next() {
+  std::string key;
+  {
+    std::lock_guard lock(mu_);
+    if (pos_ >= keys_.size()) return Status::out_of_range("end of stream");
+    key = keys_[pos_];
+  }
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<ValuePiece> pieces;
+    bool done = false;
+    std::atomic<bool> ready{false};  // done, for the yielding wait
+    Status status;
+  };
+  auto wait = std::make_shared<Wait>();
+  FlashReadCallbacks cb;
+  cb.on_piece = [wait](ValuePiece p) {
+    std::lock_guard lock(wait->mu);
+    wait->pieces.push_back(std::move(p));
+  };
+  cb.on_done = [wait](Status st) {
+    std::lock_guard lock(wait->mu);
+    wait->status = std::move(st);
+    wait->done = true;
+    wait->ready.store(true, std::memory_order_release);
+    wait->cv.notify_all();
+  };
+  ReadStart r = read(key, 0, UINT64_MAX, std::move(cb), false);
+  StreamValue v;
+  v.key_ = key;
+  v.version_ = r.version;
+  switch (r.where) {
+    case ReadStart::Where::kAbsent:
+      return Status::not_found(key);
+    case ReadStart::Where::kMemory:
+      v.version_ = r.view.version();
+      v.size_ = r.view.length();
+      v.view_ = std::move(r.view);
+      return v;
+    case ReadStart::Where::kFlash:
+      break;
+  }
+  // A late value is often only microseconds away: a short spin saves the
+  // scheduler wake-up of the condition variable. (Not a yield: on a busy
+  // machine that gives the core away for a whole time slice.)
+  constexpr uint64_t kSpinNs = 50'000;
+  const uint64_t until = mono_ns() + kSpinNs;
+  while (!wait->ready.load(std::memory_order_acquire) && mono_ns() < until) {
+  }
+  std::unique_lock lock(wait->mu);
+  wait->cv.wait(lock, [&] { return wait->done; });
+  if (!wait->status.is_ok()) return wait->status;
+  v.size_ = r.length;
+  v.pieces_ = std::move(wait->pieces);
+  return v;
+}
+
+// --- StreamReader ---
+
+StreamReader::~StreamReader() {
+  impl_->end_lookahead();
+  impl_->context().metrics.open.add(-1);
+}
+
+Result<StreamValue> StreamReader::next() {
+  return impl_->next();
+}
+
+ReadStart StreamReader::read(std::string_view key, uint64_t offset, uint64_t length,
+                             FlashReadCallbacks callbacks, bool use_once) {
+  return impl_->read(key, offset, length, std::move(callbacks), use_once);
+}
+
+void StreamReader::reset() {
+  impl_->end_lookahead();
+}
+
+bool StreamReader::active() const {
+  return impl_->active();
+}
+
+size_t StreamReader::position() const {
+  return impl_->position();
+}
+
+uint32_t StreamReader::depth() const {
+  return impl_->depth();
+}
+
+StreamCounts StreamReader::counts() const {
+  return impl_->counts();
+}
+
+// --- Store ---
+
+std::unique_ptr<StreamReader> Store::open_stream(std::vector<std::string> keys,
+                                                 const StreamOptions& options) {
+  auto impl = std::make_shared<StreamReader::Impl>(*streams_, std::move(keys), options);
+  streams_->metrics.open.add(1);
+  impl->pump();
+  return std::unique_ptr<StreamReader>(new StreamReader(std::move(impl)));
+}
+
+void Store::set_stream(const Config& config) {
+  streams_->set_defaults(config);
+}
+
+}  // namespace tierkv

@@ -1,0 +1,112 @@
+// Helpers shared by the streaming tests: a small two-tier store, values put
+// on flash only, and a blocking ranged read through Store::read().
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/store.h"
+#include "store/stream_reader.h"
+#include "store_test_util.h"
+
+namespace tierkv::testing {
+
+inline constexpr size_t kChunk = 64 << 10;
+
+inline Config stream_config(const TempDir& dir) {
+  Config c;
+  c.memory = 8 << 20;
+  c.chunk_size = kChunk;
+  c.memory_shards = 4;
+  c.active_expire_hz = 0;
+  c.flash_path = dir.file("flash.dat");
+  c.flash_size = 128 << 20;
+  c.region_size = 1 << 20;
+  c.flash_preallocate = false;
+  c.dirty_max_fraction = 1;  // no background writeback: tests place data themselves
+  return c;
+}
+
+inline std::string stream_key(int i) {
+  return "tile:" + std::to_string(i);
+}
+
+// Writes the keys to flash and drops them from memory: they are then on
+// flash only (a clean memory copy is simply forgotten).
+inline void to_flash_only(Store& store, const std::vector<std::string>& keys) {
+  ASSERT_TRUE(store.persist_all().is_ok());
+  for (const std::string& k : keys) store.memory_tier().remove(k);
+  for (const std::string& k : keys) ASSERT_EQ(store.residency(k)->state, "flash") << k;
+}
+
+struct RangeRead {
+  ReadStart::Where where = ReadStart::Where::kAbsent;
+  Status status;
+  std::string bytes;
+  uint64_t chunks_issued = 0;
+};
+
+// Store::read() (or a stream's read()) made blocking.
+inline RangeRead read_blocking(const std::function<ReadStart(FlashReadCallbacks)>& start_read) {
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+    std::string bytes;
+  };
+  auto w = std::make_shared<Wait>();
+  FlashReadCallbacks cb;
+  cb.on_piece = [w](ValuePiece p) {
+    std::lock_guard lock(w->mu);
+    w->bytes.append(p.bytes);
+  };
+  cb.on_done = [w](Status st) {
+    std::lock_guard lock(w->mu);
+    w->status = std::move(st);
+    w->done = true;
+    w->cv.notify_all();
+  };
+  ReadStart r = start_read(std::move(cb));
+  RangeRead out;
+  out.where = r.where;
+  if (r.where == ReadStart::Where::kMemory) {
+    out.bytes = r.view.to_string();
+    return out;
+  }
+  if (r.where == ReadStart::Where::kAbsent) return out;
+  std::unique_lock lock(w->mu);
+  w->cv.wait(lock, [&] { return w->done; });
+  out.status = w->status;
+  out.bytes = w->bytes;
+  if (r.flash_read) out.chunks_issued = r.flash_read->chunks_issued();
+  return out;
+}
+
+inline RangeRead read_range(Store& store, const std::string& key, uint64_t offset, uint64_t length,
+                            bool use_once) {
+  return read_blocking([&](FlashReadCallbacks cb) {
+    return store.read(
+        key, offset, length, std::move(cb),
+        ReadOptions{.window = ReadWindow{}, .use_once = use_once, .count_access = true});
+  });
+}
+
+// Polls `pred` every millisecond for up to `ms`.
+inline bool eventually(const std::function<bool()>& pred, int ms = 5000) {
+  for (int i = 0; i < ms; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return pred();
+}
+
+}  // namespace tierkv::testing
