@@ -55,9 +55,11 @@ struct Config {
   std::string metrics_bind = "127.0.0.1";
   int64_t metrics_port = 9380;  // 0 disables the HTTP endpoint
   LogLevel log_level = LogLevel::kInfo;
-  bool protected_mode = true;         // refuse non-loopback peers when no requirepass
-  int64_t metrics_timeout_ms = 5000;  // an HTTP client that sends no request is closed
-  int64_t metrics_max_clients = 16;   // HTTP connections at once; more are closed at once
+  bool protected_mode = true;               // refuse non-loopback peers when no requirepass
+  int64_t metrics_timeout_ms = 5000;        // an HTTP client that sends no request is closed
+  int64_t metrics_max_clients = 16;         // HTTP connections at once; more are closed at once
+  int64_t slowlog_log_slower_than = 10000;  // us; -1 disables, 0 logs every command
+  int64_t slowlog_max_len = 128;
 
   // data model
   int64_t max_key_size = 64 << 10;
@@ -128,6 +130,7 @@ enum class ConfigApply : uint8_t {
   kMetricsLimits,  // metrics-timeout-ms, metrics-max-clients
   kFlashRead,      // flash-read-window, flash-read-inflight, flash-read-buffer
   kDirtyFraction,  // dirty-max-fraction
+  kSlowlog,        // slowlog-log-slower-than, slowlog-max-len
 };
 
 // One configuration key, as the table describes it.

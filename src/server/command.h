@@ -13,8 +13,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "core/metrics.h"
 #include "server/exec_gate.h"
 #include "server/reply.h"
+#include "server/slowlog.h"
 #include "server/txn_state.h"
 #include "store/store.h"
 
@@ -144,6 +147,12 @@ struct CommandSpec {
   int value_last_key = 0;
 };
 
+// Adds a finished command to SLOWLOG; the caller checked
+// server.slowlog().wants(ns), which is all a fast command costs.
+void log_slow_command(ServerContext& server, const CommandSpec& spec,
+                      std::span<const std::string_view> argv, uint64_t ns,
+                      const ClientState& client);
+
 // False while the store loads, for a command that must then answer -LOADING.
 bool runs_while_loading(const CommandSpec& spec, const Invocation& inv);
 
@@ -174,6 +183,7 @@ void register_tier_commands(CommandTable& table);      // TIER.*
 void register_txn_commands(CommandTable& table);       // MULTI EXEC DISCARD WATCH UNWATCH
 void register_rename_commands(CommandTable& table);    // RENAME RENAMENX COPY
 void register_object_commands(CommandTable& table);    // OBJECT MEMORY WAIT
+void register_slowlog_commands(CommandTable& table);   // SLOWLOG
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {
@@ -194,6 +204,13 @@ std::string unknown_command(
     const Invocation& inv);  // ERR unknown command 'x', with args beginning with: ...
 std::string invalid_expire(std::string_view command);  // ERR invalid expire time in 'x' command
 }  // namespace errors
+
+// Redis's replies of a command with subcommands: "ERR wrong number of
+// arguments for 'parent|sub' command", "ERR unknown subcommand 'x'. Try
+// PARENT HELP.", and a HELP reply of status lines.
+void subcommand_arity_error(CommandContext& ctx, std::string_view parent, std::string_view sub);
+void unknown_subcommand(CommandContext& ctx, std::string_view parent_upper);
+void help_reply(CommandContext& ctx, std::initializer_list<std::string_view> lines);
 
 // Argument parsing helpers with Redis's semantics.
 std::optional<int64_t> parse_int64(std::string_view s);  // strict, like string2ll
@@ -256,6 +273,8 @@ class ServerContext {
   uint64_t next_client_id() { return next_client_id_.fetch_add(1); }
   // Taken around every command handler by the connection (exec_gate.h).
   ExecGate& exec_gate() { return exec_gate_; }
+  // SLOWLOG; configured by slowlog-log-slower-than and slowlog-max-len.
+  SlowLog& slowlog() { return slowlog_; }
   int64_t start_time_ms() const { return start_time_ms_; }
 
  private:
@@ -268,6 +287,7 @@ class ServerContext {
   int64_t start_time_ms_;
   Limits limits_;
   ExecGate exec_gate_;
+  SlowLog slowlog_;
   void publish_limits();  // config_ -> limits_, with config_mu_ held
   // Makes `next` take effect for one hook (see ConfigApply), config_mu_ held.
   Status apply_config(ConfigApply hook, const Config& next);

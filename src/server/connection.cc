@@ -350,6 +350,9 @@ uint64_t Connection::account(const CommandSpec& spec, uint64_t start, bool faile
   const CommandStats& stats = server_.stats_for(spec);
   uint64_t end = mono_ns();
   stats.latency->record(end - start);
+  ServerContext& server = server_.context();
+  if (server.slowlog().wants(end - start))
+    log_slow_command(server, spec, inv_.argv, end - start, state_);
   stats.calls->add();
   server_.commands_processed().add();
   if (failed) stats.failed->add();
