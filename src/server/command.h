@@ -23,6 +23,7 @@
 
 #include "core/config.h"
 #include "core/metrics.h"
+#include "server/client_pause.h"
 #include "server/exec_gate.h"
 #include "server/reply.h"
 #include "server/slowlog.h"
@@ -43,6 +44,8 @@ struct ClientState {
   bool authenticated = false;
   Proto proto = Proto::kResp2;
   bool close_after_reply = false;  // QUIT, or a fatal protocol error
+  bool no_evict = false;           // CLIENT NO-EVICT (there is no client eviction: a flag)
+  bool no_touch = false;           // CLIENT NO-TOUCH: reads do not count as accesses
   TxnState txn;                    // MULTI / WATCH
 };
 
@@ -169,8 +172,8 @@ class CommandTable {
 };
 
 // Registration, one function per command family (one .cc file each).
-void register_connection_commands(
-    CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT
+void register_connection_commands(CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET
+void register_client_commands(CommandTable& table);      // CLIENT
 void register_server_commands(
     CommandTable& table);  // COMMAND CONFIG INFO DBSIZE FLUSH* TIME SHUTDOWN
 void register_string_commands(CommandTable& table);    // GET SET ... SETRANGE
@@ -212,6 +215,9 @@ void subcommand_arity_error(CommandContext& ctx, std::string_view parent, std::s
 void unknown_subcommand(CommandContext& ctx, std::string_view parent_upper);
 void help_reply(CommandContext& ctx, std::initializer_list<std::string_view> lines);
 
+// Redis's rule for CLIENT SETNAME and HELLO SETNAME: printable, no spaces.
+bool valid_client_name(std::string_view name);
+
 // Argument parsing helpers with Redis's semantics.
 std::optional<int64_t> parse_int64(std::string_view s);  // strict, like string2ll
 std::optional<double> parse_double(std::string_view s);  // like strtold, rejects nan
@@ -221,6 +227,17 @@ std::string format_double(double v);  // like Redis's %.17Lg formatting
 // "10.59999999999999964"): strtold parsing and %.17Lf minus trailing zeros.
 std::optional<long double> parse_long_double(std::string_view s);
 std::string format_long_double(long double v);
+
+// CLIENT KILL's filters; an unset one matches every client.
+struct ClientKillFilter {
+  std::optional<uint64_t> id;
+  std::optional<std::string> addr, laddr;
+  bool match_none = false;  // TYPE master/replica/pubsub: tierkv has no such clients
+};
+struct ClientKillResult {
+  size_t others = 0;  // other clients being closed
+  bool matched_self = false;
+};
 
 // Server-wide state visible to handlers.
 class ServerContext {
@@ -269,12 +286,18 @@ class ServerContext {
   // Counts a command that EXEC ran (INFO commandstats, as Redis counts
   // them): its latency in ns and whether it replied an error.
   std::function<void(const CommandSpec& spec, uint64_t ns, bool failed)> account_queued;
+  // CLIENT KILL: closes the matching clients other than `self_id` (each on
+  // its own I/O thread) and says whether `self_id` matched too.
+  std::function<ClientKillResult(const ClientKillFilter& filter, uint64_t self_id)> kill_clients;
+  // CLIENT PAUSE / UNPAUSE changed the pause: held commands check again.
+  std::function<void()> wake_paused_clients;
 
   uint64_t next_client_id() { return next_client_id_.fetch_add(1); }
   // Taken around every command handler by the connection (exec_gate.h).
   ExecGate& exec_gate() { return exec_gate_; }
   // SLOWLOG; configured by slowlog-log-slower-than and slowlog-max-len.
   SlowLog& slowlog() { return slowlog_; }
+  ClientPause& client_pause() { return client_pause_; }
   int64_t start_time_ms() const { return start_time_ms_; }
 
  private:
@@ -288,6 +311,7 @@ class ServerContext {
   Limits limits_;
   ExecGate exec_gate_;
   SlowLog slowlog_;
+  ClientPause client_pause_;
   void publish_limits();  // config_ -> limits_, with config_mu_ held
   // Makes `next` take effect for one hook (see ConfigApply), config_mu_ held.
   Status apply_config(ConfigApply hook, const Config& next);

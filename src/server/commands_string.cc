@@ -140,7 +140,8 @@ bool can_stream(const CommandContext& ctx) {
 // chunks of the range are read). An absent key is null, or "" (GETRANGE).
 void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
                  bool absent_is_null) {
-  ReadStart r = ctx.store.read(key, offset, length, ctx.defer->bulk_stream_callbacks());
+  ReadStart r =
+      ctx.store.read(key, offset, length, ctx.defer->bulk_stream_callbacks(), {}, touches(ctx));
   switch (r.where) {
     case ReadStart::Where::kAbsent:
       return absent_is_null ? ctx.reply.null() : ctx.reply.bulk(std::string_view{});
@@ -153,7 +154,9 @@ void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uin
 
 void get_command(CommandContext& ctx) {
   // Without flash (or without a connection to stream into) nothing waits.
-  if (!can_stream(ctx)) return reply_view_or_null(ctx, ctx.store.read_resident(ctx.arg(1)));
+  if (!can_stream(ctx))
+    return reply_view_or_null(ctx,
+                              ctx.store.read_resident(ctx.arg(1), 0, UINT64_MAX, touches(ctx)));
   reply_range(ctx, ctx.arg(1), 0, UINT64_MAX, /*absent_is_null=*/true);
 }
 
@@ -273,7 +276,7 @@ void mget_command(CommandContext& ctx) {
   std::vector<Result<ObjectView>> values;
   values.reserve(ctx.argc() - 1);
   for (size_t i = 1; i < ctx.argc(); ++i) {
-    values.push_back(ctx.store.read_resident(ctx.arg(i)));
+    values.push_back(ctx.store.read_resident(ctx.arg(i), 0, UINT64_MAX, touches(ctx)));
     if (awaiting_flash(ctx, values.back())) return;
   }
   ctx.reply.array(values.size());
@@ -370,7 +373,7 @@ void getrange_command(CommandContext& ctx) {
     uint64_t expect_version = 0;
     int64_t s = *start, e = *end;
     if (s < 0 || e < 0) {
-      Result<ObjectView> probe = ctx.store.read_resident(key, 0, 0);
+      Result<ObjectView> probe = ctx.store.read_resident(key, 0, 0, touches(ctx));
       if (awaiting_flash(ctx, probe)) return;
       if (!probe) {
         if (probe.status().code() == StatusCode::kNotFound)
@@ -387,7 +390,8 @@ void getrange_command(CommandContext& ctx) {
       return ctx.reply.bulk(std::string_view{});
     }
     uint64_t length = static_cast<uint64_t>(e) - static_cast<uint64_t>(s) + 1;
-    Result<ObjectView> v = ctx.store.read_resident(key, static_cast<uint64_t>(s), length);
+    Result<ObjectView> v =
+        ctx.store.read_resident(key, static_cast<uint64_t>(s), length, touches(ctx));
     if (awaiting_flash(ctx, v)) return;
     if (!v) {
       if (v.status().code() == StatusCode::kNotFound) return ctx.reply.bulk(std::string_view{});

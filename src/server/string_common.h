@@ -18,6 +18,11 @@
 namespace tierkv::server {
 
 // Replies to a failed store call: a missing key is null, anything else an error.
+// False for a client in CLIENT NO-TOUCH mode: its reads are no accesses.
+inline bool touches(const CommandContext& ctx) {
+  return !ctx.client.no_touch;
+}
+
 inline void reply_view_or_null(CommandContext& ctx, const Result<ObjectView>& v) {
   if (v)
     ctx.reply.bulk(*v);

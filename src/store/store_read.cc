@@ -69,9 +69,10 @@ std::optional<ObjectInfo> Store::flash_info(std::string_view key) {
 }
 
 ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
-                      FlashReadCallbacks callbacks, ReadWindow window) {
+                      FlashReadCallbacks callbacks, ReadWindow window, bool touch) {
   ReadStart out;
-  Result<ObjectView> mem = memory_->get(key, GetOptions{.offset = offset, .length = length});
+  Result<ObjectView> mem = memory_->get(
+      key, GetOptions{.offset = offset, .length = length, .touch = touch, .end_lease = true});
   if (mem) {
     hits_.add();
     out.where = ReadStart::Where::kMemory;
@@ -94,8 +95,9 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   out.length = std::min(length, info->object_size - out.offset);
   std::optional<ObjectWriter> copy;
   FlashReader::OnCopied on_copied;
-  start_promotion_for_read(key, *info, out.offset == 0 && out.length == info->object_size, copy,
-                           on_copied);
+  if (touch)
+    start_promotion_for_read(key, *info, out.offset == 0 && out.length == info->object_size, copy,
+                             on_copied);
   out.flash_read = reader_->start(key, *info, out.offset, out.length, std::move(callbacks), window,
                                   std::move(copy), std::move(on_copied));
   return out;
@@ -132,8 +134,10 @@ Result<ObjectView> Store::get_resident(std::string_view key, const memory::GetOp
   return memory_->get(key, options);
 }
 
-Result<ObjectView> Store::read_resident(std::string_view key, uint64_t offset, uint64_t length) {
-  Result<ObjectView> v = memory_->get(key, GetOptions{.offset = offset, .length = length});
+Result<ObjectView> Store::read_resident(std::string_view key, uint64_t offset, uint64_t length,
+                                        bool touch) {
+  Result<ObjectView> v = memory_->get(
+      key, GetOptions{.offset = offset, .length = length, .touch = touch, .end_lease = true});
   if (v) {
     hits_.add();
     return v;
