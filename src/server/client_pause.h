@@ -35,6 +35,8 @@ class ClientPause {
     } while (!word_.compare_exchange_weak(old, next, std::memory_order_relaxed));
   }
   void unpause() { word_.store(0, std::memory_order_relaxed); }
+  // False while no pause was set since the last UNPAUSE: the hot path.
+  bool active() const { return word_.load(std::memory_order_relaxed) != 0; }
 
   // The end of the pause that holds a command (writes: it changes data), or
   // 0 if it runs now.

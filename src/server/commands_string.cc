@@ -422,7 +422,7 @@ void setrange_command(CommandContext& ctx) {
     if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
     uint64_t old_size = old ? old->object_size() : 0;
     if (patch.empty()) return ctx.reply.integer(static_cast<int64_t>(old_size));
-    if (exceeds_object_limit(ctx, offset + patch.size())) return ctx.reply.error(kStringTooLong);
+    if (refuse_string_length(ctx, offset + patch.size())) return;
     uint64_t new_size = std::max(old_size, offset + patch.size());
     Result<ObjectWriter> w = ctx.store.begin_put(key, new_size);
     if (!w) return ctx.reply.error(w.status());
@@ -449,7 +449,7 @@ void append_command(CommandContext& ctx) {
     if (awaiting_flash(ctx, old)) return;
     if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
     uint64_t old_size = old ? old->object_size() : 0;
-    if (exceeds_object_limit(ctx, old_size + suffix.size())) return ctx.reply.error(kStringTooLong);
+    if (refuse_string_length(ctx, old_size + suffix.size())) return;
     Result<ObjectWriter> w = ctx.store.begin_put(key, old_size + suffix.size());
     if (!w) return ctx.reply.error(w.status());
     if (old) append_view_range(*w, *old, 0, old_size);

@@ -292,6 +292,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
 // an EXEC whose queue writes.
 bool Connection::held_by_pause(const CommandSpec& spec) {
   const ClientPause& pause = server_.context().client_pause();
+  if (!pause.active()) return false;
   bool writes = (spec.flags & kWrite) != 0;
   if ((spec.flags & kRunsQueue) && !writes) {
     for (const QueuedCommand& q : state_.txn.queue) writes = writes || (q.spec->flags & kWrite);

@@ -89,6 +89,8 @@ def test_kill_across_io_threads(make_tierkv):
     """Clients on every I/O thread, killed from one of them."""
     s = make_tierkv("--flash-size", "0", "--io-threads", "4")
     clients = [RawClient(s.port) for _ in range(8)]
+    for c in clients:
+        assert c.call("PING") == b"+PONG\r\n"  # registered by now
     killer = RawClient(s.port)
     assert killer.call("CLIENT", "KILL", "USER", "default") == b":8\r\n"
     for c in clients:

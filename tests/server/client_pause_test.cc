@@ -10,6 +10,7 @@ using Mode = ClientPause::Mode;
 
 TEST(ClientPause, NothingHeldWithoutAPause) {
   ClientPause p;
+  EXPECT_FALSE(p.active());
   EXPECT_EQ(p.holds_until(true), 0);
   EXPECT_EQ(p.holds_until(false), 0);
 }
@@ -18,11 +19,13 @@ TEST(ClientPause, WriteHoldsOnlyWrites) {
   ClientPause p;
   int64_t end = ClientPause::now_ms() + 60'000;
   p.pause(end, Mode::kWrite);
+  EXPECT_TRUE(p.active());
   EXPECT_EQ(p.holds_until(true), end);
   EXPECT_EQ(p.holds_until(false), 0);
   p.pause(end, Mode::kAll);
   EXPECT_EQ(p.holds_until(false), end);
   p.unpause();
+  EXPECT_FALSE(p.active());
   EXPECT_EQ(p.holds_until(true), 0);
 }
 
