@@ -6,10 +6,10 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
   liburing-dev libasio-dev libabsl-dev libxxhash-dev libcli11-dev libtomlplusplus-dev
-  libspdlog-dev libfmt-dev libcurl4-openssl-dev libhiredis-dev
+  libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev libhiredis-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-redis python3-pytest python3-matplotlib
-  redis-server redis-tools memcached fio
+  redis-server redis-tools memcached fio nginx-light
   zstd xz-utils gzip procps libzstd-dev liblzma-dev zlib1g-dev linux-perf valgrind
 )
 

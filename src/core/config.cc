@@ -184,6 +184,26 @@ KeySpec rewrites_key(ConfigKey k, std::vector<SuffixRewrite> Config::*m) {
           }};
 }
 
+// A comma-separated list of non-empty items (TOML: also an array of strings).
+KeySpec list_key(ConfigKey k, std::vector<std::string> Config::*m) {
+  k.kind = ConfigKind::kList;
+  return {k,
+          [m](Config& c, std::string_view value) {
+            std::vector<std::string> items;
+            for (std::string_view rest = value; !rest.empty();) {
+              const size_t comma = std::min(rest.find(','), rest.size());
+              std::string_view item = rest.substr(0, comma);
+              rest.remove_prefix(std::min(comma + 1, rest.size()));
+              while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+              while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+              if (!item.empty()) items.emplace_back(item);
+            }
+            c.*m = std::move(items);
+            return Status::ok();
+          },
+          [m](const Config& c) { return fmt::format("{}", fmt::join(c.*m, ",")); }};
+}
+
 const std::vector<KeySpec>& specs() {
   using A = ConfigApply;
   using C = Config;
@@ -313,6 +333,19 @@ const std::vector<KeySpec>& specs() {
       millis_key({"prefetch-cooldown-max-ms",
                   "longest cooldown while prefetches keep failing or going unread", A::kPrefetch},
                  &C::prefetch_cooldown_max_ms, 0, 3.6e7),
+      list_key({"preheat-sources",
+                "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
+                "empty: preheat is refused",
+                A::kPreheat},
+               &C::preheat_sources),
+      int_key(
+          {"preheat-max-jobs", "preheat jobs running at once (more wait in a queue)", A::kPreheat},
+          &C::preheat_max_jobs, 1, 64),
+      int_key({"preheat-pieces-inflight", "pieces of one preheat job fetched at once", A::kPreheat},
+              &C::preheat_pieces_inflight, 1, 64),
+      int_key({"preheat-retries", "attempts after the first for a piece that fails to fetch",
+               A::kPreheat},
+              &C::preheat_retries, 0, 100),
       int_key(
           {"flash-read-window", "chunks a flash read holds ahead of its consumer", A::kFlashRead},
           &C::flash_read_window, 1, 4096),
@@ -405,51 +438,6 @@ const std::vector<ConfigKey>& config_keys() {
     return out;
   }();
   return keys;
-}
-
-Result<int64_t> parse_byte_size(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0) return Status::invalid_argument("expected a size such as 4096, 64kb or 1gb");
-  Result<int64_t> base = parse_int(text.substr(0, i));
-  if (!base) return Status::invalid_argument("number too large");
-  std::string unit = normalize(text.substr(i));
-  int shift = 0;
-  if (unit.empty() || unit == "b")
-    shift = 0;
-  else if (unit == "k" || unit == "kb" || unit == "kib")
-    shift = 10;
-  else if (unit == "m" || unit == "mb" || unit == "mib")
-    shift = 20;
-  else if (unit == "g" || unit == "gb" || unit == "gib")
-    shift = 30;
-  else if (unit == "t" || unit == "tb" || unit == "tib")
-    shift = 40;
-  else
-    return Status::invalid_argument("unknown unit '" + unit + "'");
-  if (*base > (std::numeric_limits<int64_t>::max() >> shift))
-    return Status::invalid_argument("size too large");
-  return *base << shift;
-}
-
-Result<std::vector<SuffixRewrite>> parse_suffix_rewrites(std::string_view text) {
-  std::vector<SuffixRewrite> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find(',', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view rule = text.substr(pos, end - pos);
-    pos = end + 1;
-    while (!rule.empty() && rule.front() == ' ') rule.remove_prefix(1);
-    while (!rule.empty() && rule.back() == ' ') rule.remove_suffix(1);
-    if (rule.empty()) continue;
-    size_t eq = rule.find('=');
-    if (eq == std::string_view::npos || eq == 0 || eq + 1 == rule.size())
-      return Status::invalid_argument(
-          fmt::format("rule '{}' is not SUFFIX=REPLACEMENT with both non-empty", rule));
-    out.push_back({std::string(rule.substr(0, eq)), std::string(rule.substr(eq + 1))});
-  }
-  return out;
 }
 
 Status config_set(Config& config, std::string_view name, std::string_view value) {

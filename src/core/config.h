@@ -109,6 +109,11 @@ struct Config {
   int64_t flash_read_window = 4;
   int64_t flash_read_inflight = 4;
   int64_t flash_read_buffer = int64_t{256} << 20;
+  // preheat (see docs/preheat.md)
+  std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
+  int64_t preheat_max_jobs = 2;
+  int64_t preheat_pieces_inflight = 4;
+  int64_t preheat_retries = 3;
 };
 
 // How a runtime-settable key takes effect. The server implements one apply
@@ -131,6 +136,7 @@ enum class ConfigApply : uint8_t {
   kFlashRead,      // flash-read-window, flash-read-inflight, flash-read-buffer
   kDirtyFraction,  // dirty-max-fraction
   kSlowlog,        // slowlog-log-slower-than, slowlog-max-len
+  kPreheat,        // preheat-*
 };
 
 // How a key's value is written. Sizes take units ("64mb"), durations too

@@ -1,5 +1,6 @@
 // Configuration values as people write them: sizes and durations with
-// units, and the commented example file made from the key table.
+// units, suffix rewrite rules, and the commented example file made from the
+// key table.
 #include <fmt/format.h>
 
 #include <cctype>
@@ -7,11 +8,18 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 
 namespace tierkv {
 namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 struct Unit {
   std::string_view suffix;
@@ -63,15 +71,60 @@ std::string toml_value(const ConfigKey& key, const std::string& human) {
 
 }  // namespace
 
+Result<int64_t> parse_byte_size(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0) return Status::invalid_argument("expected a size such as 4096, 64kb or 1gb");
+  int64_t base = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + i, base);
+  if (ec != std::errc()) return Status::invalid_argument("number too large");
+  std::string unit = lower(text.substr(i));
+  int shift = 0;
+  if (unit.empty() || unit == "b")
+    shift = 0;
+  else if (unit == "k" || unit == "kb" || unit == "kib")
+    shift = 10;
+  else if (unit == "m" || unit == "mb" || unit == "mib")
+    shift = 20;
+  else if (unit == "g" || unit == "gb" || unit == "gib")
+    shift = 30;
+  else if (unit == "t" || unit == "tb" || unit == "tib")
+    shift = 40;
+  else
+    return Status::invalid_argument("unknown unit '" + unit + "'");
+  if (base > (std::numeric_limits<int64_t>::max() >> shift))
+    return Status::invalid_argument("size too large");
+  return base << shift;
+}
+
+Result<std::vector<SuffixRewrite>> parse_suffix_rewrites(std::string_view text) {
+  std::vector<SuffixRewrite> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view rule = text.substr(pos, end - pos);
+    pos = end + 1;
+    while (!rule.empty() && rule.front() == ' ') rule.remove_prefix(1);
+    while (!rule.empty() && rule.back() == ' ') rule.remove_suffix(1);
+    if (rule.empty()) continue;
+    size_t eq = rule.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == rule.size())
+      return Status::invalid_argument(
+          fmt::format("rule '{}' is not SUFFIX=REPLACEMENT with both non-empty", rule));
+    out.push_back({std::string(rule.substr(0, eq)), std::string(rule.substr(eq + 1))});
+  }
+  return out;
+}
+
 Result<int64_t> parse_duration_ms(std::string_view text, int64_t unit_ms) {
   size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
   if (i == 0) return Status::invalid_argument("expected a duration such as 500ms, 10s or 5m");
   int64_t n = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + i, n);
+  auto [end, ec] = std::from_chars(text.data(), text.data() + i, n);
   if (ec != std::errc()) return Status::invalid_argument("number too large");
-  std::string unit(text.substr(i));
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string unit = lower(text.substr(i));
   int64_t factor = unit_ms;
   if (!unit.empty()) {
     factor = 0;

@@ -100,12 +100,7 @@ void FlashIndex::erase_chunk(Shard& s, Entry& e, uint32_t chunk_index) {
   --s.chunks;
 }
 
-bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
-                     uint64_t version, uint64_t object_size, uint64_t loc,
-                     uint32_t chunk_count_hint, int64_t expire_at_ms) {
-  Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
-  const uint32_t wanted = std::max(chunk_index + 1, chunk_count_hint);
+std::pair<FlashIndex::Entry*, bool> FlashIndex::find_or_insert(Shard& s, uint64_t key_hash) {
   auto [it, inserted] = s.map.try_emplace(key_hash);
   Entry& e = it->second;
   if (inserted) {
@@ -113,6 +108,17 @@ bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_ind
     s.sample.push_back(key_hash);
     s.ordered.insert(key_hash);
   }
+  return {&e, inserted};
+}
+
+bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
+                     uint64_t version, uint64_t object_size, uint64_t loc,
+                     uint32_t chunk_count_hint, int64_t expire_at_ms) {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  const uint32_t wanted = std::max(chunk_index + 1, chunk_count_hint);
+  auto [entry, inserted] = find_or_insert(s, key_hash);
+  Entry& e = *entry;
   if (inserted || e.key() != key || version > e.version) {
     reset_entry(s, e, key, version, object_size, wanted);
     e.expire_at_ms = expire_at_ms;
@@ -129,6 +135,24 @@ bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_ind
     ++s.chunks;
   }
   slot = location::place(loc);
+  return true;
+}
+
+bool FlashIndex::install(const EntryImage& image, uint64_t key_hash) {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto [entry, inserted] = find_or_insert(s, key_hash);
+  Entry& e = *entry;
+  if (!inserted && e.key() == image.key && e.version >= image.version) return false;
+  reset_entry(s, e, image.key, image.version, image.object_size,
+              static_cast<uint32_t>(image.locations.size()));
+  e.expire_at_ms = image.expire_at_ms;
+  for (size_t c = 0; c < image.locations.size(); ++c) {
+    if (image.locations[c] == 0) continue;
+    e.locations()[c] = location::place(image.locations[c]);
+    ++e.resident;
+    ++s.chunks;
+  }
   return true;
 }
 

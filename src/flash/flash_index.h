@@ -33,6 +33,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tierkv::flash {
@@ -178,6 +179,10 @@ class FlashIndex {
   void for_each_entry(const std::function<void(const EntryImage&)>& fn) const;
   // Puts back an entry from a snapshot.
   void restore(const EntryImage& image);
+  // Replaces the object's entry with `image` in one step, so a reader sees
+  // the old version or the whole new one; false (nothing changed) if the
+  // indexed version is the same or newer.
+  bool install(const EntryImage& image, uint64_t key_hash);
 
   uint32_t shard_count() const { return shard_count_; }
   std::vector<std::string> keys_in_shard(uint32_t shard) const;
@@ -223,6 +228,8 @@ class FlashIndex {
   };
 
   Shard& shard_for(uint64_t key_hash) const { return shards_[key_hash & (shard_count_ - 1)]; }
+  // The entry of `key_hash` (second: it was just made, empty); s.mu held.
+  static std::pair<Entry*, bool> find_or_insert(Shard& s, uint64_t key_hash);
   static size_t block_bytes(uint32_t slots, uint32_t key_length);
   static void resize_block(Shard& s, Entry& e, uint32_t slots);
   static void reset_entry(Shard& s, Entry& e, std::string_view key, uint64_t version,

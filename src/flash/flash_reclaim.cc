@@ -35,6 +35,11 @@ struct Reinsert {
 
 void FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits) {
   Impl& im = *impl_;
+  {
+    // Before the index: an object installed after this has no chunk here.
+    std::lock_guard landing(im.landing_mu);
+    lose_staged_in_region_locked(region);
+  }
   im.index.drop_region(region, hits);
   // Readers compare this epoch: a record that changed under a read after a
   // reclaim is a race, not corruption.

@@ -151,6 +151,7 @@ class SnapshotReader {
     return true;
   }
   bool at_end() const { return consumed_ == length_; }
+  uint64_t remaining() const { return length_ - consumed_; }
   uint64_t checksum() const { return hash_.digest(); }
 
  private:
@@ -202,10 +203,17 @@ const char* FlashTier::parse_snapshot(SnapshotReader& in) {
   }
   std::string key;
   std::vector<uint64_t> locations;
+  // Each entry takes at least its header and one key byte.
+  if (header.entries > in.remaining() / (sizeof(EntryHeader) + 1)) return "implausible entry count";
   for (uint64_t i = 0; i < header.entries; ++i) {
     EntryHeader eh;
     if (!in.get(&eh, sizeof(eh))) return "truncated entry";
-    if (eh.key_length == 0 || eh.slots > location::kMaxBlocks) return "implausible entry";
+    // Lengths are checked against what is left before anything is sized by
+    // them: a damaged length must not allocate gigabytes (the checksum is
+    // only known at the end).
+    if (eh.key_length == 0 || eh.slots > location::kMaxBlocks ||
+        eh.key_length + uint64_t{eh.slots} * sizeof(uint64_t) > in.remaining())
+      return "implausible entry";
     locations.resize(eh.slots);
     key.resize(eh.key_length);
     if (!in.get(locations.data(), locations.size() * sizeof(uint64_t)) ||

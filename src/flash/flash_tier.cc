@@ -65,7 +65,8 @@ Status FlashTier::write_chunks(std::span<const ChunkWrite> chunks, WriteCallback
 }
 
 Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
-                                 std::vector<WriteCallback> done) {
+                                 std::vector<WriteCallback> done,
+                                 const std::shared_ptr<StagingEntry>& staging) {
   const uint64_t max_record = options_.region_size - kBlockSize;
   uint64_t total = 0;
   for (const ChunkWrite& c : chunks) {
@@ -100,6 +101,7 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
       p.chunk_count = c.chunk_count;
       p.expire_at_ms = c.expire_at_ms;
       p.generation = im.generation;
+      p.staging = staging;
       p.done = std::move(done[appended]);
       st = append_locked(std::move(p), c.data);
       if (!st.is_ok()) break;
@@ -336,9 +338,16 @@ void FlashTier::index_landed(WriteBatch& batch, std::vector<Status>& outcomes,
       }
       if (--pending->second.writes == 0) im.in_flight.erase(pending);
     }
-    if (!ok) continue;
+    if (!ok) {
+      if (c.staging) c.staging->lost = true;
+      continue;
+    }
     if (removed) {
       outcomes[i] = Status::conflict("flash: removed while the write was in flight");
+      if (c.staging) c.staging->lost = true;
+    } else if (c.staging) {
+      outcomes[i] = land_staged_locked(c);
+      if (outcomes[i].is_ok()) user_bytes += c.data_bytes;
     } else if (!im.index.add(c.key, c.key_hash, c.chunk_index, c.version, c.object_size, c.location,
                              c.chunk_count, c.expire_at_ms)) {
       outcomes[i] = Status::conflict("flash: a newer version was written meanwhile");

@@ -58,6 +58,7 @@ namespace tierkv::flash {
 class IoEngine;
 struct IoRequest;
 struct PendingChunk;
+struct StagingEntry;
 class SnapshotReader;
 
 enum class FsyncPolicy : uint8_t { kNone, kEverySec, kAlways };
@@ -264,6 +265,49 @@ class FlashTier {
   };
   [[nodiscard]] KeyHold hold_key(std::string_view key);
 
+  // An object written chunk by chunk that readers see whole or not at all
+  // (preheat, values larger than memory; flash_staged.cc). Its chunks land
+  // where readers cannot see them; the last chunk (chunk_count - 1) may be
+  // written only once all the others landed, and when it lands the whole
+  // object replaces the indexed version in one step. It is refused
+  // (Conflict) if, since begin_staged(), the key was removed, a newer
+  // version was indexed, flash was cleared, or a staged chunk was lost (a
+  // failed write, its region reclaimed). Without its last chunk the version
+  // is incomplete on the device, so recovery ignores it and keeps the
+  // version before: dropping an uncommitted StagedObject leaves garbage,
+  // never a visible object. Must not outlive the tier.
+  struct StagedObjectSpec {
+    std::string_view key;
+    uint64_t version = 0;
+    uint64_t object_size = 0;
+    uint32_t chunk_count = 0;
+    int64_t expire_at_ms = 0;
+  };
+  class StagedObject {
+   public:
+    StagedObject(StagedObject&& o) noexcept;
+    StagedObject& operator=(StagedObject&&) = delete;
+    ~StagedObject();
+    // Queues chunk `chunk_index`; `done` as for write_chunk(). Busy when the
+    // write queue is full (retry later); InvalidArgument for the last chunk
+    // before the others landed, or an index out of range.
+    Status write_chunk(uint32_t chunk_index, std::string_view data, WriteCallback done);
+    // Chunks landed so far (the last one included once the object is visible).
+    uint32_t chunks_landed() const;
+    uint32_t chunk_count() const;
+    // A chunk failed or was lost, or the key changed: the last chunk can
+    // only be refused.
+    bool lost() const;
+
+   private:
+    friend class FlashTier;
+    StagedObject(FlashTier* tier, std::shared_ptr<StagingEntry> entry, KeyHold hold);
+    FlashTier* tier_;
+    std::shared_ptr<StagingEntry> entry_;
+    KeyHold hold_;
+  };
+  Result<StagedObject> begin_staged(const StagedObjectSpec& spec);
+
   // Drops everything, durably: once this returns, nothing written before it
   // is readable or recovered after a restart, and writes in flight at the
   // call get Conflict. Writes attempted while it runs get Busy.
@@ -341,7 +385,13 @@ class FlashTier {
   void start_verifiers();
   void stop_verifiers();
   // Write path (flash_tier.cc); *_locked need impl_->write_mu.
-  Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done);
+  Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done,
+                        const std::shared_ptr<StagingEntry>& staging = nullptr);
+  // A staged chunk landed (landing_mu held): records it, and for the last
+  // chunk installs the whole object.
+  Status land_staged_locked(PendingChunk& chunk);
+  // Marks the staged objects with a chunk in `region` lost (landing_mu held).
+  void lose_staged_in_region_locked(uint32_t region);
   Status append_locked(PendingChunk chunk, std::string_view data);
   // A record without data (tombstone, expiry); queued past the byte limit.
   // Returns the record's callback if it was not queued (clear() is wiping

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <absl/container/flat_hash_set.h>
+
 #include "core/metrics.h"
 #include "flash/aligned_buffer.h"
 #include "flash/flash_index.h"
@@ -78,7 +80,22 @@ struct PendingChunk {
   uint64_t generation = 0;    // Impl::generation when accepted
   uint16_t record_flags = 0;  // kRecordTombstone, kRecordExpiry: nothing to index
   bool reinsertion = false;
+  std::shared_ptr<StagingEntry> staging;  // a chunk of a staged object
   FlashTier::WriteCallback done;
+};
+
+// The landed chunks of a staged object (FlashTier::StagedObject), which
+// readers do not see until its last chunk lands. Guarded by landing_mu.
+struct StagingEntry {
+  std::string key;
+  uint64_t key_hash = 0;
+  uint64_t version = 0;
+  uint64_t object_size = 0;
+  int64_t expire_at_ms = 0;
+  uint64_t generation = 0;          // Impl::generation at begin_staged()
+  std::vector<uint64_t> locations;  // per chunk; 0: not landed
+  uint32_t landed = 0;
+  bool lost = false;
 };
 
 // Chunk writes of one key hash accepted but not landed, and the removals
@@ -153,6 +170,7 @@ struct FlashTier::Impl {
   // Lock order: write_mu before landing_mu.
   std::mutex landing_mu;
   absl::flat_hash_map<uint64_t, KeyInFlight> in_flight;  // by key hash
+  absl::flat_hash_set<StagingEntry*> staging;            // of live StagedObjects
   // Bumped by clear() (holding write_mu and landing_mu): chunks accepted
   // under an older generation are not indexed.
   uint64_t generation = 0;

@@ -218,6 +218,9 @@ class MemoryTier {
   std::vector<OffloadItem> take_cold_dirty(int64_t max_bytes, size_t max_steps);
   // The newest version handed out so far.
   uint64_t max_version() const { return next_version_.load() - 1; }
+  // A version for an object written past this tier, straight to the lower
+  // one (a staged put): above every version handed out before it.
+  uint64_t take_version() { return next_version_.fetch_add(1, std::memory_order_relaxed); }
   // New versions start at `first` or above (a lower tier recovered later
   // than the tier was made holds versions up to first - 1).
   void raise_next_version(uint64_t first);

@@ -187,6 +187,7 @@ void register_txn_commands(CommandTable& table);       // MULTI EXEC DISCARD WAT
 void register_rename_commands(CommandTable& table);    // RENAME RENAMENX COPY
 void register_object_commands(CommandTable& table);    // OBJECT MEMORY WAIT
 void register_slowlog_commands(CommandTable& table);   // SLOWLOG
+void register_preheat_commands(CommandTable& table);   // TIER.PREHEAT TIER.JOB TIER.JOBS
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {

@@ -294,6 +294,9 @@ Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
     case ConfigApply::kSlowlog:
       slowlog_.configure(next.slowlog_log_slower_than, next.slowlog_max_len);
       return Status::ok();
+    case ConfigApply::kPreheat:
+      store_.set_preheat(next);
+      return Status::ok();
     case ConfigApply::kFlashRead:
       store_.set_flash_read(next.flash_read_window, next.flash_read_inflight,
                             next.flash_read_buffer);

@@ -254,6 +254,11 @@ void section_prefetch(Server& s, std::string& out) {
   registry_fields(s.context().metrics(), {"tierkv_prefetch_", "tierkv_demand_kicks"}, out);
 }
 
+void section_preheat(Server& s, std::string& out) {
+  out += "# Preheat\r\n";
+  registry_fields(s.context().metrics(), {"tierkv_preheat_"}, out);
+}
+
 void section_persistence(Server& s, std::string& out) {
   render_persistence(s.loading_figures(), out);
 }
@@ -315,6 +320,7 @@ std::string render_info(Server& server, std::string_view section) {
       {"latencystats", section_latencystats, false},
       {"flash", section_flash, true},
       {"prefetch", section_prefetch, true},
+      {"preheat", section_preheat, true},
       {"keyspace", section_keyspace, true},
   };
   bool all = iequal(section, "all") || iequal(section, "everything");

@@ -79,6 +79,7 @@ void Server::register_commands() {
   register_rename_commands(t);
   register_object_commands(t);
   register_slowlog_commands(t);
+  register_preheat_commands(t);
   for (const CommandSpec& spec : t.all()) {
     std::string label = fmt::format("cmd=\"{}\"", spec.name);
     CommandStats s;

@@ -12,6 +12,7 @@
 #include "store/flash_offloader.h"
 #include "store/flash_reader.h"
 #include "store/prefetcher.h"
+#include "store/preheater.h"
 #include "store/promoter.h"
 #include "store/promotion_pool.h"
 #include "store/writeback.h"
@@ -179,6 +180,7 @@ void Store::open_flash(const Config& config) {
   prefetcher_ =
       std::make_unique<Prefetcher>(*promoter_, *memory_, *metrics_, prefetch_options(config));
   set_prefetch(config);
+  open_preheater(config);
   memory_->set_lower_tier(offloader_.get());
   writeback_ = std::make_unique<Writeback>(*memory_, *flash_, *offloader_, *metrics_,
                                            config.dirty_max_fraction);
@@ -192,6 +194,7 @@ Store::~Store() {
   // In-flight flash I/O calls back into the memory tier and the promoter:
   // let it finish while they still exist.
   if (memory_) memory_->stop_active_expiry();
+  if (preheater_) preheater_->stop();
   if (pool_) pool_->stop();
   if (writeback_) writeback_->stop();
   flash_.reset();
@@ -455,7 +458,9 @@ void Store::flush() {
 }
 
 Status Store::close_cleanly() {
-  // A copy started after the final flush would discard the snapshot.
+  // A copy started after the final flush would discard the snapshot; so
+  // would a preheat piece.
+  if (preheater_) preheater_->stop();
   if (writeback_) writeback_->stop();
   Status st = persist_all();
   if (!st.is_ok() || !flash_) return st;

@@ -40,6 +40,7 @@
 #include "core/status.h"
 #include "memory/memory_tier.h"
 #include "store/key_locks.h"
+#include "store/preheat_types.h"
 
 namespace tierkv {
 
@@ -51,6 +52,9 @@ struct RecoveryProgress;
 class FlashOffloader;
 class FlashReader;
 class Prefetcher;
+class Preheater;
+class StagedPut;
+struct StagedPutOptions;
 class Promoter;
 class PromotionPool;
 class Writeback;
@@ -260,6 +264,23 @@ class Store {
   // How a plain EXISTS probes: per exists-prefetch and exists-prefetch-map.
   ExistOptions plain_exists_options() const;
 
+  // --- writes past memory, and preheat (store_preheat.cc) ---
+  // A write that goes to flash chunk by chunk and appears whole at its
+  // commit (see staged_put.h); Unavailable without a flash tier. For
+  // workers, never network threads: its writes may block.
+  Result<std::unique_ptr<StagedPut>> begin_staged_put(std::string_view key, uint64_t size,
+                                                      const StagedPutOptions& options);
+  // Preheat jobs (see preheater.h): start() never blocks.
+  Result<uint64_t> preheat(PreheatRequest request);
+  std::optional<PreheatJobStatus> preheat_job(uint64_t id) const;
+  std::vector<PreheatJobStatus> preheat_jobs() const;
+  Status cancel_preheat(uint64_t id);
+  // The files under a file:// directory that preheat-sources allows, as
+  // paths relative to it (TIER.PREHEAT PREFIX).
+  Result<std::vector<std::string>> preheat_dir_files(const std::string& dir_url) const;
+  // preheat-sources, preheat-max-jobs, preheat-pieces-inflight, preheat-retries.
+  void set_preheat(const Config& config);
+
   // --- removal and key space ---
   // Callback that runs once what a removal or expiry change wrote to flash
   // is durable per the fsync policy (at once if nothing needed writing).
@@ -321,6 +342,7 @@ class Store {
   // the store is ready.
   void load(const Config& config);
   void open_flash(const Config& config);
+  void open_preheater(const Config& config);
   Result<ObjectView> get_range_once(std::string_view key, uint64_t offset, uint64_t length);
   void after_write(std::string_view key, uint64_t version);
   bool remove_both_tiers(std::string_view key, std::optional<uint64_t> if_version,
@@ -356,6 +378,8 @@ class Store {
   std::unique_ptr<Promoter> promoter_;
   std::unique_ptr<FlashReader> reader_;
   std::unique_ptr<Prefetcher> prefetcher_;
+  // Runs on pool_; stopped before it (its tasks hold staged flash writes).
+  std::unique_ptr<Preheater> preheater_;
   // Runs promotions; stopped first at close, destroyed after flash_ (whose
   // last completions hand it continuations, which it then cancels).
   std::unique_ptr<PromotionPool> pool_;

@@ -226,6 +226,10 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "prefetch-dedup-max-entries",
                                              "prefetch-cooldown-ms",
                                              "prefetch-cooldown-max-ms",
+                                             "preheat-sources",
+                                             "preheat-max-jobs",
+                                             "preheat-pieces-inflight",
+                                             "preheat-retries",
                                              "flash-read-window",
                                              "flash-read-inflight",
                                              "flash-read-buffer"};

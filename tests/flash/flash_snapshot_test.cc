@@ -148,6 +148,73 @@ TEST(FlashSnapshotTest, SnapshotIsUsedOnceAndNeverAfterALaterWrite) {
   EXPECT_EQ(*read_sync(*t, "late", 0), "late");
 }
 
+// Overwrites `bytes` at `offset` of the file.
+void patch(const std::string& path, uint64_t offset, const void* bytes, size_t n) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n));
+}
+
+uint32_t read_u32(const std::string& path, uint64_t offset) {
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  uint32_t v = 0;
+  f.read(reinterpret_cast<char*>(&v), sizeof(v));
+  return v;
+}
+
+// A clean image of seeded churn, and the key space it holds.
+std::map<std::string, std::string> clean_image(const FlashOptions& o) {
+  auto t = open_or_die(o);
+  churn(*t, 400, 11);
+  std::map<std::string, std::string> keys = describe(*t);
+  EXPECT_TRUE(t->write_snapshot().is_ok());
+  return keys;
+}
+
+// The snapshot layout the damage below aims at (flash_snapshot.cc): a
+// 32-byte header {magic, format u16, reserved u16, regions u32, fifo u32,
+// entries u64, max version u64}, 16 bytes per region, 4 per FIFO slot, then
+// the entries, each starting with its key length.
+constexpr uint64_t kHeaderBytes = 32;
+
+TEST(FlashSnapshotTest, SnapshotOfAnotherFormatIsIgnoredAndTheScanTakesOver) {
+  TempDir dir;
+  const FlashOptions o = options(dir, "f");
+  const std::map<std::string, std::string> before = clean_image(o);
+  const uint16_t other_format = 0x7777;
+  patch(o.path, plan_layout(o.size, o.region_size).snapshot_offset + 4, &other_format, 2);
+  auto t = open_or_die(o);
+  ASSERT_TRUE(t);
+  EXPECT_FALSE(t->recovery().from_snapshot);
+  EXPECT_GT(t->recovery().regions_scanned, 0u);
+  EXPECT_EQ(describe(*t), before);
+}
+
+TEST(FlashSnapshotTest, DamagedLengthsAreRejectedBeforeTheyAreUsed) {
+  // A key length of nearly 4 GiB in the first entry, and separately an
+  // entry count of 2^60: both must be refused (not allocated), then scanned.
+  for (int which = 0; which < 2; ++which) {
+    TempDir dir;
+    const FlashOptions o = options(dir, "f");
+    const std::map<std::string, std::string> before = clean_image(o);
+    const uint64_t area = plan_layout(o.size, o.region_size).snapshot_offset;
+    if (which == 0) {
+      const uint64_t first_entry = area + kHeaderBytes + 16ull * read_u32(o.path, area + 8) +
+                                   4ull * read_u32(o.path, area + 12);
+      const uint32_t huge = 0xFFFFFFF0u;
+      patch(o.path, first_entry, &huge, sizeof(huge));
+    } else {
+      const uint64_t entries = uint64_t{1} << 60;
+      patch(o.path, area + 16, &entries, sizeof(entries));
+    }
+    auto t = open_or_die(o);
+    ASSERT_TRUE(t) << which;
+    EXPECT_FALSE(t->recovery().from_snapshot) << which;
+    EXPECT_EQ(describe(*t), before) << which;
+  }
+}
+
 TEST(FlashSnapshotTest, RemovalAfterTheSnapshotIsKept) {
   TempDir dir;
   const FlashOptions o = options(dir, "f");

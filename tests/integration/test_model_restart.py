@@ -285,6 +285,12 @@ class RestartModel:
                                f"{self.s.log_tail(15)}")
         self.s.start()
         self.c = self.s.client()
+        # A clean stop writes the index snapshot, and the start must use it:
+        # the key-by-key check that follows is then a check of the snapshot.
+        source = self.c.info("persistence").get("loading_source")
+        if source != "snapshot":
+            raise ModelFailure(f"{self.where()} clean restart ({how}) loaded the index from "
+                               f"{source!r}, not from the snapshot\n{self.s.log_tail(15)}")
 
     def forget_vanished(self, present, keys=None):
         """lost_ok only: drops from `present` (and the model) the keys of

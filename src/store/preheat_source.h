@@ -1,0 +1,54 @@
+// Where a preheat job reads from: a local file (file:///path) or an
+// http(s) URL (libcurl, one Range request per piece).
+//
+// A source is opened once per job: open_source() learns its length and a
+// validator (the file's size, mtime and inode; the server's ETag or
+// Last-Modified). Every read checks the validator again, so a source that
+// changes during the job fails it ("source changed") instead of giving an
+// object made of two versions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tierkv {
+
+struct SourceInfo {
+  uint64_t length = 0;
+  std::string validator;  // empty: the source gives none (HTTP without ETag/Last-Modified)
+};
+
+class PreheatSource {
+ public:
+  virtual ~PreheatSource() = default;
+  const SourceInfo& info() const { return info_; }
+  // Fills `out` with the bytes at `offset`. Thread-safe. IOError for a
+  // failure worth retrying; NotFound, Conflict ("source changed") and
+  // InvalidArgument are final.
+  virtual Status read(uint64_t offset, std::span<char> out) = 0;
+
+ protected:
+  SourceInfo info_;
+};
+
+// Opens file:///absolute/path or http(s)://... (anything else:
+// InvalidArgument). NotFound for a missing file or an HTTP 404.
+Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url);
+
+// The allowlist (preheat-sources): true if `url` starts with one of the
+// prefixes at a path boundary. file:// URLs are compared after resolving
+// the path (symlinks, "..") and http(s) URLs must not contain dot segments,
+// so neither can reach outside an allowed prefix.
+bool source_allowed(const std::string& url, const std::vector<std::string>& prefixes);
+
+// The files under a file:// directory URL, as paths relative to it, sorted
+// (TIER.PREHEAT PREFIX). Symlinks are not followed out of the directory.
+Result<std::vector<std::string>> list_source_dir(const std::string& dir_url);
+
+}  // namespace tierkv

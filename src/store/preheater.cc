@@ -1,0 +1,467 @@
+#include "store/preheater.h"
+
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <span>
+#include <thread>
+
+#include "core/clock.h"
+#include "store/preheat_source.h"
+#include "store/promotion_pool.h"
+
+namespace tierkv {
+
+namespace {
+
+constexpr uint64_t kMinPiece = uint64_t{4} << 20;
+constexpr uint64_t kMaxPiece = uint64_t{64} << 20;
+constexpr size_t kJobsKept = 1000;  // ended jobs are forgotten beyond this
+
+// SHA-256 of the pieces, fed in order.
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
+  ~Sha256() { EVP_MD_CTX_free(ctx_); }
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(std::string_view bytes) { EVP_DigestUpdate(ctx_, bytes.data(), bytes.size()); }
+  std::string hex() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(ctx_, digest, &n);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < n; ++i) {
+      out += kHex[digest[i] >> 4];
+      out += kHex[digest[i] & 15];
+    }
+    return out;
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+bool is_sha256_hex(std::string_view s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(),
+                                       [](char c) { return std::isxdigit(c) && !std::isupper(c); });
+}
+
+}  // namespace
+
+std::string_view preheat_state_name(PreheatState state) {
+  switch (state) {
+    case PreheatState::kQueued:
+      return "queued";
+    case PreheatState::kRunning:
+      return "running";
+    case PreheatState::kDone:
+      return "done";
+    case PreheatState::kFailed:
+      return "failed";
+    case PreheatState::kCancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+uint64_t default_piece_size(uint64_t length, uint32_t chunk_size) {
+  const uint64_t wanted = std::bit_ceil(std::max<uint64_t>((length + 499) / 500, 1));
+  const uint64_t clamped = std::clamp(wanted, kMinPiece, kMaxPiece);
+  // Chunk sizes are powers of two, so the larger of the two is a multiple of both.
+  return std::max<uint64_t>(clamped, chunk_size);
+}
+
+struct Preheater::Job {
+  uint64_t id = 0;
+  PreheatRequest request;
+  std::mutex mu;  // everything below (Preheater::mu_ before it, if both)
+  PreheatState state = PreheatState::kQueued;
+  std::string error;
+  std::unique_ptr<PreheatSource> source;
+  std::unique_ptr<StagedPut> put;
+  uint64_t length = 0;
+  uint64_t piece_size = 0;
+  uint32_t pieces = 0;
+  uint32_t next_piece = 0;
+  uint32_t pieces_done = 0;
+  uint32_t lanes = 0;
+  uint32_t lanes_started = 0;
+  uint64_t bytes_done = 0;
+  uint64_t retries = 0;
+  bool cancel = false;
+  bool failed = false;
+  bool cached = false;
+  std::string fail_error;
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+  uint64_t started_ns = 0;
+  uint64_t finished_ns = 0;
+  // The digest is taken in piece order; pieces that came early wait here.
+  std::unique_ptr<Sha256> sha;
+  uint32_t next_hash = 0;
+  std::map<uint32_t, std::string> early;
+
+  uint64_t piece_offset(uint32_t piece) const { return uint64_t{piece} * piece_size; }
+  uint64_t piece_length(uint32_t piece) const {
+    return std::min(piece_size, length - piece_offset(piece));
+  }
+};
+
+Preheater::Metrics::Metrics(MetricsRegistry& r)
+    : started(r.counter("tierkv_preheat_jobs_started_total", "preheat jobs started")),
+      done(r.counter("tierkv_preheat_jobs_done_total", "preheat jobs that completed")),
+      failed(r.counter("tierkv_preheat_jobs_failed_total", "preheat jobs that failed")),
+      cancelled(r.counter("tierkv_preheat_jobs_cancelled_total", "preheat jobs cancelled")),
+      running(r.gauge("tierkv_preheat_jobs_running", "preheat jobs running")),
+      queued(r.gauge("tierkv_preheat_jobs_queued", "preheat jobs waiting to run")),
+      bytes_fetched(r.counter("tierkv_preheat_fetched_bytes_total", "bytes read from sources")),
+      bytes_flash(
+          r.counter("tierkv_preheat_flash_bytes_total", "preheated bytes written to flash")),
+      bytes_memory(
+          r.counter("tierkv_preheat_memory_bytes_total", "preheated bytes installed in memory")),
+      source_errors(r.counter("tierkv_preheat_source_errors_total",
+                              "failed reads of preheat sources (retried or not)")),
+      retries(r.counter("tierkv_preheat_retries_total", "piece fetches retried")) {}
+
+Preheater::Preheater(PromotionPool& pool, StartPut start_put, MetricsRegistry& metrics,
+                     uint32_t chunk_size)
+    : pool_(pool), start_put_(std::move(start_put)), metrics_(metrics), chunk_size_(chunk_size) {}
+
+Preheater::~Preheater() {
+  stop();
+}
+
+void Preheater::set_limits(PreheatLimits limits) {
+  std::lock_guard lock(mu_);
+  limits_ = std::move(limits);
+  schedule_locked();
+}
+
+bool Preheater::allowed(const std::string& url) const {
+  std::lock_guard lock(mu_);
+  return source_allowed(url, limits_.sources);
+}
+
+Result<uint64_t> Preheater::start(PreheatRequest request) {
+  if (!request.sha256.empty() && !is_sha256_hex(request.sha256)) {
+    return Status::invalid_argument("DIGEST must be sha256: and 64 lower-case hex digits");
+  }
+  if (request.piece_size != 0 &&
+      (request.piece_size % chunk_size_ != 0 || request.piece_size > (uint64_t{1} << 30))) {
+    return Status::invalid_argument("PIECE must be a multiple of chunk-size (" +
+                                    std::to_string(chunk_size_) + ") up to 1gb");
+  }
+  auto job = std::make_shared<Job>();
+  job->request = std::move(request);
+  if (!job->request.sha256.empty()) job->sha = std::make_unique<Sha256>();
+  std::lock_guard lock(mu_);
+  if (stopping_) return Status::unavailable("the server is shutting down");
+  if (!source_allowed(job->request.source, limits_.sources)) {
+    return Status::invalid_argument("preheat source not allowed by preheat-sources: " +
+                                    job->request.source + " (key '" + job->request.key + "')");
+  }
+  job->id = next_id_++;
+  for (auto it = jobs_.begin(); jobs_.size() >= kJobsKept && it != jobs_.end();) {
+    std::lock_guard job_lock(it->second->mu);
+    const bool ended = it->second->finished_ms != 0;
+    it = ended ? jobs_.erase(it) : std::next(it);
+  }
+  jobs_[job->id] = job;
+  queue_.push_back(job);
+  metrics_.queued.add(1);
+  schedule_locked();
+  return job->id;
+}
+
+void Preheater::schedule_locked() {
+  while (!stopping_ && running_ < limits_.max_jobs && !queue_.empty()) {
+    std::shared_ptr<Job> job = std::move(queue_.front());
+    queue_.pop_front();
+    metrics_.queued.add(-1);
+    ++running_;
+    metrics_.running.add(1);
+    metrics_.started.add();
+    {
+      std::lock_guard job_lock(job->mu);
+      job->state = PreheatState::kRunning;
+      job->started_ms = unix_time_ms();
+      job->started_ns = mono_ns();
+      job->lanes_started = limits_.pieces_inflight;
+    }
+    pool_.submit_continuation([this, job](bool run) {
+      if (!run) return finish(*job, PreheatState::kCancelled, "cancelled: the store is closing");
+      open_job(job);
+    });
+  }
+}
+
+void Preheater::open_job(const std::shared_ptr<Job>& job) {
+  bool cancelled = false;
+  {
+    std::lock_guard lock(job->mu);
+    cancelled = job->cancel;
+  }
+  if (cancelled) return finish(*job, PreheatState::kCancelled, "cancelled");
+  Result<std::unique_ptr<PreheatSource>> source = open_source(job->request.source);
+  if (!source) {
+    metrics_.source_errors.add();
+    return finish(*job, PreheatState::kFailed, source.status().message());
+  }
+  const uint64_t length = (*source)->info().length;
+  const StagedPutOptions options{
+      .expire_at_ms = job->request.ttl_s > 0 ? unix_time_ms() + job->request.ttl_s * 1000 : 0,
+      .cache_in_memory = job->request.cache};
+  Result<std::unique_ptr<StagedPut>> put = start_put_(job->request.key, length, options);
+  if (!put) return finish(*job, PreheatState::kFailed, put.status().message());
+  uint32_t lanes = 0;
+  {
+    std::lock_guard lock(job->mu);
+    job->source = std::move(*source);
+    job->put = std::move(*put);
+    job->cached = job->put->caching();
+    job->length = length;
+    job->piece_size =
+        job->request.piece_size ? job->request.piece_size : default_piece_size(length, chunk_size_);
+    job->pieces = static_cast<uint32_t>(
+        std::max<uint64_t>((length + job->piece_size - 1) / job->piece_size, 1));
+    lanes = std::min(job->lanes_started, job->pieces);
+    job->lanes = lanes;
+  }
+  for (uint32_t i = 0; i < lanes; ++i) queue_lane(job);
+}
+
+// A lane runs one piece per task, then queues itself again behind whatever
+// else the pool has. A pool that stops calls it with run = false: the lane
+// ends, as cancelled.
+void Preheater::queue_lane(const std::shared_ptr<Job>& job) {
+  pool_.submit_continuation([this, job](bool run) {
+    if (!run) {
+      std::lock_guard lock(job->mu);
+      job->cancel = true;
+    }
+    run ? run_lane(job) : lane_done(job);
+  });
+}
+
+void Preheater::run_lane(const std::shared_ptr<Job>& job) {
+  uint32_t piece = 0;
+  {
+    std::unique_lock lock(job->mu);
+    if (job->cancel || job->failed || job->next_piece >= job->pieces) {
+      lock.unlock();
+      return lane_done(job);
+    }
+    // With a digest, pieces may not run far ahead of the one to hash next:
+    // they wait in memory until it comes.
+    const bool too_far = job->sha && job->next_piece >= job->next_hash + 2 * job->lanes_started;
+    if (!too_far) piece = job->next_piece++;
+    if (too_far) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return queue_lane(job);
+    }
+  }
+  std::string buffer;
+  Status st = fetch_piece(*job, piece, buffer);
+  if (st.is_ok()) st = job->put->write(job->piece_offset(piece), buffer);
+  if (!st.is_ok()) {
+    {
+      std::lock_guard lock(job->mu);
+      if (!job->failed) job->fail_error = st.message();
+      job->failed = true;
+    }
+    return lane_done(job);
+  }
+  metrics_.bytes_flash.add(buffer.size());
+  {
+    std::lock_guard lock(job->mu);
+    ++job->pieces_done;
+    job->bytes_done += buffer.size();
+  }
+  if (job->sha) hash_in_order(*job, piece, std::move(buffer));
+  queue_lane(job);
+}
+
+Status Preheater::fetch_piece(Job& job, uint32_t piece, std::string& buffer) {
+  buffer.resize(job.piece_length(piece));
+  uint32_t retries = 0;
+  {
+    std::lock_guard lock(mu_);
+    retries = limits_.retries;
+  }
+  for (uint32_t attempt = 0;; ++attempt) {
+    Status st = job.source->read(job.piece_offset(piece), std::span(buffer.data(), buffer.size()));
+    if (st.is_ok()) {
+      metrics_.bytes_fetched.add(buffer.size());
+      return st;
+    }
+    metrics_.source_errors.add();
+    // Only transport failures are worth another try: a 404, a changed
+    // source or a bad request stay what they are.
+    if (st.code() != StatusCode::kIOError || attempt >= retries) return st;
+    metrics_.retries.add();
+    {
+      std::lock_guard lock(job.mu);
+      ++job.retries;
+      if (job.cancel) return Status::unavailable("cancelled");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100u << attempt, 2000u)));
+  }
+}
+
+void Preheater::hash_in_order(Job& job, uint32_t piece, std::string&& buffer) {
+  std::lock_guard lock(job.mu);
+  if (piece != job.next_hash) {
+    job.early.emplace(piece, std::move(buffer));
+    return;
+  }
+  job.sha->update(buffer);
+  ++job.next_hash;
+  for (auto it = job.early.find(job.next_hash); it != job.early.end();
+       it = job.early.find(job.next_hash)) {
+    job.sha->update(it->second);
+    job.early.erase(it);
+    ++job.next_hash;
+  }
+}
+
+void Preheater::lane_done(const std::shared_ptr<Job>& job) {
+  bool cancelled = false;
+  std::string error;
+  {
+    std::lock_guard lock(job->mu);
+    if (--job->lanes > 0) return;
+    cancelled = job->cancel;
+    if (job->failed) {
+      error = job->fail_error;
+    } else if (!cancelled && job->sha) {
+      const std::string got = job->sha->hex();
+      if (got != job->request.sha256) {
+        error = "digest mismatch: expected sha256:" + job->request.sha256 + ", got sha256:" + got;
+      }
+    }
+  }
+  // The last lane decides; nothing else touches the job's put now.
+  if (cancelled) return finish(*job, PreheatState::kCancelled, "cancelled");
+  if (!error.empty()) return finish(*job, PreheatState::kFailed, error);
+  Result<memory::WriteResult> committed = job->put->commit();
+  if (!committed) return finish(*job, PreheatState::kFailed, committed.status().message());
+  if (job->cached) metrics_.bytes_memory.add(job->length);
+  finish(*job, PreheatState::kDone, "");
+}
+
+void Preheater::finish(Job& job, PreheatState state, std::string error) {
+  std::unique_ptr<StagedPut> put;
+  std::unique_ptr<PreheatSource> source;
+  {
+    std::lock_guard lock(job.mu);
+    job.state = state;
+    job.error = std::move(error);
+    job.finished_ms = unix_time_ms();
+    job.finished_ns = mono_ns();
+    if (state != PreheatState::kDone) job.cached = false;
+    put = std::move(job.put);
+    source = std::move(job.source);
+  }
+  put.reset();  // an uncommitted put leaves nothing visible
+  (state == PreheatState::kDone     ? metrics_.done
+   : state == PreheatState::kFailed ? metrics_.failed
+                                    : metrics_.cancelled)
+      .add();
+  if (state == PreheatState::kFailed) {
+    spdlog::warn("preheat job {} of '{}' failed: {}", job.id, job.request.key, job.error);
+  }
+  std::lock_guard lock(mu_);
+  --running_;
+  metrics_.running.add(-1);
+  schedule_locked();
+  idle_.notify_all();
+}
+
+PreheatJobStatus Preheater::status_of(const Job& job) const {
+  PreheatJobStatus s;
+  s.id = job.id;
+  s.key = job.request.key;
+  s.source = job.request.source;
+  s.state = job.state;
+  s.bytes_done = job.bytes_done;
+  s.bytes_total = job.length;
+  s.pieces_done = job.pieces_done;
+  s.pieces_total = job.pieces;
+  s.piece_size = job.piece_size;
+  s.retries = job.retries;
+  s.cached = job.cached;
+  s.started_ms = job.started_ms;
+  s.finished_ms = job.finished_ms;
+  s.error = job.error;
+  if (job.started_ns != 0) {
+    const uint64_t end = job.finished_ns != 0 ? job.finished_ns : mono_ns();
+    const double seconds = static_cast<double>(end - job.started_ns) / 1e9;
+    s.rate_bytes_s = seconds > 0 ? static_cast<double>(job.bytes_done) / seconds : 0;
+  }
+  return s;
+}
+
+std::optional<PreheatJobStatus> Preheater::job(uint64_t id) const {
+  std::shared_ptr<Job> job;
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return std::nullopt;
+    job = it->second;
+  }
+  std::lock_guard lock(job->mu);
+  return status_of(*job);
+}
+
+std::vector<PreheatJobStatus> Preheater::jobs() const {
+  std::vector<std::shared_ptr<Job>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, job] : jobs_) all.push_back(job);
+  }
+  std::vector<PreheatJobStatus> out;
+  for (const auto& job : all) {
+    std::lock_guard lock(job->mu);
+    out.push_back(status_of(*job));
+  }
+  return out;
+}
+
+Status Preheater::cancel(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Status::not_found("no such preheat job");
+  Job& job = *it->second;
+  std::lock_guard job_lock(job.mu);
+  if (job.state == PreheatState::kQueued) {
+    std::erase(queue_, it->second);
+    metrics_.queued.add(-1);
+    metrics_.cancelled.add();
+    job.state = PreheatState::kCancelled;
+    job.error = "cancelled";
+    job.finished_ms = unix_time_ms();
+  } else if (job.state == PreheatState::kRunning) {
+    job.cancel = true;
+  }
+  return Status::ok();
+}
+
+void Preheater::stop() {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (const auto& [id, job] : jobs_) ids.push_back(id);
+  }
+  for (uint64_t id : ids) (void)cancel(id);
+  std::unique_lock lock(mu_);
+  idle_.wait(lock, [&] { return running_ == 0; });
+}
+
+}  // namespace tierkv

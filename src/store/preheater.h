@@ -1,0 +1,113 @@
+// Preheater: jobs that load a file or an HTTP object into the store, to
+// flash and (CACHE yes) memory in one pass, with progress.
+//
+// A job fetches its source in pieces (default: length / 500 rounded up to
+// a power of two, clamped to [4 MiB, 64 MiB], a multiple of the chunk
+// size) and writes each piece through one StagedPut: the object appears
+// only when every piece landed and the digest, if one was given, matched.
+// A job that fails or is cancelled leaves the key's previous value.
+//
+// Everything runs on the store's PromotionPool: a job's first task opens
+// the source, then up to preheat-pieces-inflight "lanes" each fetch one
+// piece, write it, and queue themselves again, so promotions and
+// prefetches interleave with preheat pieces instead of waiting behind a
+// whole file. At most preheat-max-jobs jobs run; the rest wait in order.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/metrics.h"
+#include "core/status.h"
+#include "store/preheat_types.h"
+#include "store/staged_put.h"
+
+namespace tierkv {
+
+class PromotionPool;
+
+struct PreheatLimits {
+  std::vector<std::string> sources;  // allowlist of URL prefixes
+  uint32_t max_jobs = 2;
+  uint32_t pieces_inflight = 4;
+  uint32_t retries = 3;
+};
+
+// Piece size by the default rule, for an object of `length` bytes.
+uint64_t default_piece_size(uint64_t length, uint32_t chunk_size);
+
+class Preheater {
+ public:
+  using StartPut = std::function<Result<std::unique_ptr<StagedPut>>(
+      const std::string& key, uint64_t size, const StagedPutOptions& options)>;
+
+  Preheater(PromotionPool& pool, StartPut start_put, MetricsRegistry& metrics, uint32_t chunk_size);
+  // Cancels every job and waits for its tasks.
+  ~Preheater();
+  Preheater(const Preheater&) = delete;
+  Preheater& operator=(const Preheater&) = delete;
+
+  void set_limits(PreheatLimits limits);
+  // True if preheat-sources allows `url`.
+  bool allowed(const std::string& url) const;
+  // Queues a job; never blocks (the source is opened on the pool). Errors:
+  // a source outside the allowlist, a malformed digest, a bad piece size.
+  Result<uint64_t> start(PreheatRequest request);
+  std::optional<PreheatJobStatus> job(uint64_t id) const;
+  std::vector<PreheatJobStatus> jobs() const;
+  // NotFound for an unknown id; OK (no change) for a job that already ended.
+  Status cancel(uint64_t id);
+  // Cancels every job and waits until none runs; later start() fails.
+  void stop();
+
+ private:
+  struct Job;
+  struct Metrics {
+    explicit Metrics(MetricsRegistry& r);
+    Counter& started;
+    Counter& done;
+    Counter& failed;
+    Counter& cancelled;
+    Gauge& running;
+    Gauge& queued;
+    Counter& bytes_fetched;
+    Counter& bytes_flash;
+    Counter& bytes_memory;
+    Counter& source_errors;
+    Counter& retries;
+  };
+
+  void schedule_locked();
+  void open_job(const std::shared_ptr<Job>& job);
+  void queue_lane(const std::shared_ptr<Job>& job);
+  void run_lane(const std::shared_ptr<Job>& job);
+  Status fetch_piece(Job& job, uint32_t piece, std::string& buffer);
+  void hash_in_order(Job& job, uint32_t piece, std::string&& buffer);
+  void lane_done(const std::shared_ptr<Job>& job);
+  void finish(Job& job, PreheatState state, std::string error);
+  PreheatJobStatus status_of(const Job& job) const;
+
+  PromotionPool& pool_;
+  StartPut start_put_;
+  Metrics metrics_;
+  const uint32_t chunk_size_;
+  mutable std::mutex mu_;
+  std::condition_variable idle_;
+  PreheatLimits limits_;
+  uint64_t next_id_ = 1;
+  bool stopping_ = false;
+  uint32_t running_ = 0;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::map<uint64_t, std::shared_ptr<Job>> jobs_;  // every job, by id (bounded: oldest ended go)
+};
+
+}  // namespace tierkv

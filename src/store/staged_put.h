@@ -1,0 +1,85 @@
+// StagedPut: a write that goes to flash chunk by chunk and becomes visible
+// whole at commit(): preheat jobs, and values larger than memory.
+//
+// Pieces may come in any order, from several threads, each a whole number
+// of chunks (the object's last chunk may be short). Until commit() readers
+// see the previous version of the key, or nothing; a StagedPut dropped
+// without commit() leaves no trace a reader or a restart can see (see
+// FlashTier::StagedObject). With cache_in_memory the same bytes also fill a
+// memory copy, installed as an ordinary clean, evictable object at commit:
+// one pass over the data, no read back. If memory cannot hold the object
+// the copy is skipped and the object lives on flash alone.
+//
+// write() and commit() block (on flash's write queue, on the last chunk's
+// landing): call them from a worker, never a network thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "flash/flash_tier.h"
+#include "memory/memory_tier.h"
+#include "store/key_locks.h"
+
+namespace tierkv {
+
+struct StagedPutOptions {
+  int64_t expire_at_ms = 0;      // unix ms; 0: none
+  bool cache_in_memory = false;  // also fill a memory copy (best effort)
+};
+
+class StagedPut {
+ public:
+  StagedPut(flash::FlashTier::StagedObject object, memory::MemoryTier& memory, KeyLocks& locks,
+            std::string key, uint64_t size, uint64_t version, const StagedPutOptions& options);
+  ~StagedPut();
+  StagedPut(const StagedPut&) = delete;
+  StagedPut& operator=(const StagedPut&) = delete;
+
+  const std::string& key() const { return key_; }
+  uint64_t size() const { return size_; }
+  uint64_t version() const { return version_; }
+  uint32_t chunk_size() const { return chunk_size_; }
+  // True while a memory copy is being filled.
+  bool caching() const { return copy_.has_value(); }
+
+  // Writes bytes [offset, offset + bytes.size()): offset on a chunk
+  // boundary, the length whole chunks or up to the object's end. Busy if
+  // flash's write queue stays full for a long time; the error of an earlier
+  // chunk write, if one failed.
+  Status write(uint64_t offset, std::string_view bytes);
+  // Once every byte was written: writes the last chunk, waits for it, then
+  // makes the object the key's value (and installs the memory copy).
+  // Conflict if the key was removed or written since the put began, or a
+  // chunk was lost; the previous value stays then.
+  Result<memory::WriteResult> commit();
+
+ private:
+  struct Landing;
+  Status queue_chunk(uint32_t index, std::string_view data);
+  Status wait_for_landing(uint32_t chunks);
+  Status publish_locked();
+
+  flash::FlashTier::StagedObject object_;
+  memory::MemoryTier& memory_;
+  KeyLocks& locks_;
+  const std::string key_;
+  const uint64_t size_;
+  const uint64_t version_;
+  const uint32_t chunk_size_;
+  const uint32_t chunk_count_;
+  const StagedPutOptions options_;
+  std::optional<memory::ObjectWriter> copy_;
+  std::shared_ptr<Landing> landing_;
+  std::mutex last_mu_;
+  std::string last_chunk_;  // held back: its write is the commit
+  bool have_last_ = false;
+};
+
+}  // namespace tierkv

@@ -1,0 +1,85 @@
+// Store: writes that go straight to flash (StagedPut) and the preheat jobs
+// built on them.
+#include "flash/flash_tier.h"
+#include "store/preheat_source.h"
+#include "store/preheater.h"
+#include "store/staged_put.h"
+#include "store/store.h"
+
+namespace tierkv {
+
+namespace {
+
+PreheatLimits preheat_limits(const Config& config) {
+  return PreheatLimits{.sources = config.preheat_sources,
+                       .max_jobs = static_cast<uint32_t>(config.preheat_max_jobs),
+                       .pieces_inflight = static_cast<uint32_t>(config.preheat_pieces_inflight),
+                       .retries = static_cast<uint32_t>(config.preheat_retries)};
+}
+
+Status no_flash() {
+  return Status::unavailable("preheat needs the flash tier (flash-size > 0)");
+}
+
+}  // namespace
+
+void Store::open_preheater(const Config& config) {
+  preheater_ = std::make_unique<Preheater>(
+      *pool_,
+      [this](const std::string& key, uint64_t size, const StagedPutOptions& options) {
+        return begin_staged_put(key, size, options);
+      },
+      *metrics_, memory_->chunk_size());
+  preheater_->set_limits(preheat_limits(config));
+}
+
+Result<std::unique_ptr<StagedPut>> Store::begin_staged_put(std::string_view key, uint64_t size,
+                                                           const StagedPutOptions& options) {
+  TIERKV_RETURN_IF_ERROR(check_key(key));
+  TIERKV_RETURN_IF_ERROR(check_size(size));
+  if (!flash_ || loading()) return Status::unavailable("a staged put needs the flash tier");
+  const uint64_t chunk = memory_->chunk_size();
+  const uint64_t chunks = size == 0 ? 1 : (size + chunk - 1) / chunk;
+  const uint64_t version = memory_->take_version();
+  Result<flash::FlashTier::StagedObject> staged =
+      flash_->begin_staged({.key = key,
+                            .version = version,
+                            .object_size = size,
+                            .chunk_count = static_cast<uint32_t>(chunks),
+                            .expire_at_ms = options.expire_at_ms});
+  if (!staged) return staged.status();
+  return std::make_unique<StagedPut>(std::move(*staged), *memory_, key_locks_, std::string(key),
+                                     size, version, options);
+}
+
+Result<uint64_t> Store::preheat(PreheatRequest request) {
+  if (!preheater_) return no_flash();
+  TIERKV_RETURN_IF_ERROR(check_key(request.key));
+  return preheater_->start(std::move(request));
+}
+
+std::optional<PreheatJobStatus> Store::preheat_job(uint64_t id) const {
+  return preheater_ ? preheater_->job(id) : std::nullopt;
+}
+
+std::vector<PreheatJobStatus> Store::preheat_jobs() const {
+  return preheater_ ? preheater_->jobs() : std::vector<PreheatJobStatus>{};
+}
+
+Status Store::cancel_preheat(uint64_t id) {
+  return preheater_ ? preheater_->cancel(id) : Status::not_found("no such preheat job");
+}
+
+Result<std::vector<std::string>> Store::preheat_dir_files(const std::string& dir_url) const {
+  if (!preheater_) return no_flash();
+  if (!preheater_->allowed(dir_url)) {
+    return Status::invalid_argument("preheat source not allowed by preheat-sources: " + dir_url);
+  }
+  return list_source_dir(dir_url);
+}
+
+void Store::set_preheat(const Config& config) {
+  if (preheater_) preheater_->set_limits(preheat_limits(config));
+}
+
+}  // namespace tierkv

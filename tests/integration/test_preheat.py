@@ -1,0 +1,356 @@
+"""Preheat over the wire: TIER.PREHEAT / TIER.JOB / TIER.JOBS against real
+HTTP servers started here on 127.0.0.1 (nginx-light serving Range requests,
+and small Python servers that fail in chosen ways) and file:// sources.
+
+The contract: a job that ends "done" leaves the key holding exactly the
+source's bytes (checked by SHA-256), in memory with CACHE yes and on flash in
+every case, also after a restart; a job that fails or is cancelled leaves the
+key's previous value readable and nothing partial visible; a source outside
+preheat-sources is refused at once with an error naming the key.
+"""
+import hashlib
+import http.server
+import os
+import shutil
+import socketserver
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+import redis
+
+from conftest import free_port, wait_for_port
+from flash_util import MIB, flash_servers  # noqa: F401 (a fixture)
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+class Nginx:
+    """nginx serving `root` on a loopback port (Range requests, ETags)."""
+
+    def __init__(self, root):
+        self.root = root
+        self.dir = tempfile.mkdtemp(prefix="tierkv-nginx-")
+        self.port = free_port()
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off;
+worker_processes 1;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {self.dir}/body;
+  proxy_temp_path {self.dir}/proxy;
+  fastcgi_temp_path {self.dir}/fastcgi;
+  uwsgi_temp_path {self.dir}/uwsgi;
+  scgi_temp_path {self.dir}/scgi;
+  server {{
+    listen 127.0.0.1:{self.port};
+    root {root};
+  }}
+}}
+""")
+        self.proc = subprocess.Popen([NGINX, "-c", conf, "-p", self.dir],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port, self.proc)
+
+    def url(self, path=""):
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class FaultyHandler(http.server.BaseHTTPRequestHandler):
+    """Serves /dies (sends half of each range, then closes) and /changes (a
+    new ETag on every request) over a body of `server.body`."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _headers(self, code, length, extra=()):
+        self.send_response(code)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Accept-Ranges", "bytes")
+        if self.path == "/changes":
+            self.server.etag_serial += 1
+            self.send_header("ETag", f'"v{self.server.etag_serial}"')
+        else:
+            self.send_header("ETag", '"fixed"')
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+
+    def do_HEAD(self):
+        self._headers(200, len(self.server.body))
+
+    def do_GET(self):
+        body = self.server.body
+        first, last = 0, len(body) - 1
+        rng = self.headers.get("Range")
+        if rng:
+            a, b = rng.split("=")[1].split("-")
+            first, last = int(a), int(b)
+        part = body[first:last + 1]
+        self._headers(206, len(part), [("Content-Range", f"bytes {first}-{last}/{len(body)}")])
+        if self.path == "/dies":
+            self.wfile.write(part[:len(part) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(part)
+
+
+class FaultyServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+    def __init__(self, body):
+        super().__init__(("127.0.0.1", 0), FaultyHandler)
+        self.body = body
+        self.etag_serial = 0
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.server_address[1]}{path}"
+
+    def stop(self):
+        self.shutdown()
+        self.server_close()
+
+
+@pytest.fixture
+def world(flash_servers):
+    """A source directory served by nginx and a faulty server, and a tierkv
+    that allows both (and file:// under the directory)."""
+    root = tempfile.mkdtemp(prefix="tierkv-preheat-src-")
+    os.chmod(root, 0o755)  # nginx's workers run as another user when we are root
+    nginx = Nginx(root)
+    faulty = FaultyServer(os.urandom(6 * MIB + 123))
+    s = flash_servers(memory="64mb", flash_size="512mb",
+                      extra=("--region-size", "16mb", "--chunk-size", "1mb",
+                             "--preheat-retries", "1",
+                             "--preheat-sources",
+                             f"{nginx.url()},{faulty.url('/')},file://{root}/"))
+    s.start()
+    yield s, nginx, faulty, root
+    faulty.stop()
+    nginx.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def write_source(root, name, data):
+    path = os.path.join(root, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def job(c, job_id):
+    reply = c.execute_command("TIER.JOB", job_id)
+    it = iter(reply)
+    return {k.decode(): (v.decode() if isinstance(v, bytes) else v) for k, v in zip(it, it)}
+
+
+def wait_job(c, job_id, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        j = job(c, job_id)
+        if j["state"] not in ("queued", "running"):
+            return j
+        time.sleep(0.01)
+    raise AssertionError(f"job {job_id} still {j} after {timeout}s")
+
+
+def test_http_preheat_gives_the_source_bytes_in_memory_and_on_flash(world):
+    s, nginx, _, root = world
+    data = os.urandom(24 * MIB + 5)  # not a whole number of chunks or pieces
+    write_source(root, "models/shard-0.safetensors", data)
+    c = s.client()
+    job_id = c.execute_command("TIER.PREHEAT", "shard", nginx.url("models/shard-0.safetensors"),
+                               "CACHE", "yes", "DIGEST", "sha256:" + sha256(data))
+    j = wait_job(c, job_id)
+    assert j["state"] == "done", j
+    assert (j["bytes_done"], j["bytes_total"], j["cached"]) == (len(data), len(data), 1), j
+    assert j["pieces_done"] == j["pieces_total"] == 7, j  # 4 MiB pieces
+    assert sha256(c.get("shard")) == sha256(data)
+    stat = c.execute_command("TIER.STAT", "shard")
+    stat = dict(zip(stat[::2], stat[1::2]))
+    assert stat[b"state"] == b"clean", stat  # in memory, and on flash
+    # CACHE no: on flash only, read back whole and by range.
+    job_id = c.execute_command("TIER.PREHEAT", "cold", nginx.url("models/shard-0.safetensors"),
+                               "CACHE", "no")
+    assert wait_job(c, job_id)["state"] == "done"
+    stat = c.execute_command("TIER.STAT", "cold")
+    assert dict(zip(stat[::2], stat[1::2]))[b"state"] == b"flash"
+    assert sha256(c.get("cold")) == sha256(data)
+    assert c.getrange("cold", 5 * MIB - 3, 9 * MIB) == data[5 * MIB - 3:9 * MIB + 1]
+    # Both survive a restart, byte for byte.
+    s.restart()
+    c = s.client()
+    assert sha256(c.get("shard")) == sha256(c.get("cold")) == sha256(data)
+    fields, titles = s.info("preheat")
+    assert "Preheat" in titles and int(fields["preheat_jobs_done"]) == 0  # counters restart
+
+
+def test_every_failure_leaves_the_previous_value(world):
+    s, nginx, faulty, root = world
+    data = os.urandom(9 * MIB)
+    write_source(root, "f.bin", data)
+    c = s.client()
+    c.set("k", b"previous")
+    failing = [
+        (nginx.url("missing.bin"), (), "404"),
+        (faulty.url("/dies"), (), ""),
+        (faulty.url("/changes"), (), "source changed"),
+        (nginx.url("f.bin"), ("DIGEST", "sha256:" + "0" * 64), "digest mismatch"),
+    ]
+    for url, options, why in failing:
+        job_id = c.execute_command("TIER.PREHEAT", "k", url, *options)
+        j = wait_job(c, job_id)
+        assert j["state"] == "failed", (url, j)
+        assert why in j["error"], (url, j)
+        assert c.get("k") == b"previous", url
+    # The dying server was retried before the job gave up.
+    dies = [j for j in c.execute_command("TIER.JOBS") if faulty.url("/dies").encode() in j]
+    assert dies and dict(zip(dies[0][::2], dies[0][1::2]))[b"retries"] >= 1
+    # Outside the allowlist: refused at once, naming the key.
+    for url in ("http://127.0.0.2:1/x", "file:///etc/passwd", f"file://{root}/../etc/passwd",
+                nginx.url("../etc/passwd"), "gopher://127.0.0.1/x"):
+        with pytest.raises(redis.ResponseError, match="not allowed.*'k'"):
+            c.execute_command("TIER.PREHEAT", "k", url)
+    assert c.get("k") == b"previous"
+    fields, _ = s.info("preheat")
+    assert int(fields["preheat_jobs_failed"]) == 4
+    assert int(fields["preheat_source_errors"]) >= 4
+    # Nothing partial comes back after a restart either.
+    s.restart()
+    assert s.client().get("k") == b"previous"
+
+
+def test_a_file_larger_than_flash_fails_cleanly(flash_servers):
+    root = tempfile.mkdtemp(prefix="tierkv-preheat-src-")
+    try:
+        path = write_source(root, "huge.bin", os.urandom(80 * MIB))
+        s = flash_servers(memory="16mb", flash_size="64mb",
+                          extra=("--region-size", "8mb", "--preheat-sources", f"file://{root}/"))
+        s.start()
+        c = s.client()
+        c.set("k", b"previous")
+        j = wait_job(c, c.execute_command("TIER.PREHEAT", "k", "file://" + path))
+        assert j["state"] == "failed", j
+        assert c.get("k") == b"previous"
+        # The tier still works after it.
+        c.set("after", b"x" * MIB)
+        assert c.get("after") == b"x" * MIB
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_prefix_loads_a_folder_and_cancel_stops_a_job(world):
+    s, _, _, root = world
+    files = {"config.json": os.urandom(1000), "shards/a.bin": os.urandom(3 * MIB + 7),
+             "shards/b.bin": os.urandom(MIB), "tokenizer/vocab.txt": b""}
+    for name, data in files.items():
+        write_source(root, "model/" + name, data)
+    c = s.client()
+    ids = c.execute_command("TIER.PREHEAT", "PREFIX", "m/", f"file://{root}/model/")
+    assert len(ids) == len(files)
+    for job_id in ids:
+        assert wait_job(c, job_id)["state"] == "done"
+    for name, data in files.items():
+        assert c.get("m/" + name) == data, name
+    # A key named "prefix" is still a key (odd argument count).
+    job_id = c.execute_command("TIER.PREHEAT", "prefix", f"file://{root}/model/config.json")
+    assert wait_job(c, job_id)["state"] == "done"
+    assert c.get("prefix") == files["config.json"]
+    # Cancel a slow job: small pieces, one at a time.
+    big = write_source(root, "big.bin", os.urandom(64 * MIB))
+    c.set("big", b"previous")
+    c.config_set("preheat-pieces-inflight", "1")
+    job_id = c.execute_command("TIER.PREHEAT", "big", "file://" + big, "PIECE", "1mb")
+    assert c.execute_command("TIER.JOB", "CANCEL", job_id) == b"OK"
+    j = wait_job(c, job_id)
+    assert j["state"] == "cancelled", j
+    assert c.get("big") == b"previous"
+
+
+def test_bad_arguments_get_errors(world, flash_servers):
+    s, nginx, _, root = world
+    c = s.client()
+    url = nginx.url("x")
+    cases = [
+        (("TIER.PREHEAT", "k", url, "PIECE", "abc"), "PIECE"),
+        (("TIER.PREHEAT", "k", url, "PIECE", "3000"), "multiple of chunk-size"),
+        (("TIER.PREHEAT", "k", url, "CACHE", "maybe"), "CACHE"),
+        (("TIER.PREHEAT", "k", url, "DIGEST", "md5:00"), "DIGEST"),
+        (("TIER.PREHEAT", "k", url, "DIGEST", "sha256:xyz"), "DIGEST"),
+        (("TIER.PREHEAT", "k", url, "TTL", "-1"), "invalid expire"),
+        (("TIER.PREHEAT", "k", url, "BOGUS", "1"), "syntax error"),
+        (("TIER.PREHEAT", "k", url, "CACHE"), "syntax error"),
+        (("TIER.PREHEAT", "k"), "wrong number of arguments"),
+        (("TIER.JOB", "999999"), "no such preheat job"),
+        (("TIER.JOB", "abc"), "invalid job id"),
+        (("TIER.JOB", "CANCEL", "999999"), "no such preheat job"),
+        (("TIER.JOB",), "wrong number of arguments"),
+    ]
+    for args, why in cases:
+        with pytest.raises(redis.ResponseError, match=why):
+            c.execute_command(*args)
+    # Without a flash tier there is nothing to preheat into.
+    m = flash_servers(flash_size="0")
+    m.start()
+    with pytest.raises(redis.ResponseError, match="flash tier"):
+        m.client().execute_command("TIER.PREHEAT", "k", url)
+
+
+def tierkv_cli():
+    from conftest import TIERKV_SERVER
+    return os.environ.get("TIERKV_CLI") or os.path.normpath(
+        os.path.join(os.path.dirname(TIERKV_SERVER), "..", "cli", "tierkv"))
+
+
+def test_cli_preheat_reports_and_exits_as_promised(world):
+    s, nginx, _, root = world
+    data = os.urandom(5 * MIB + 1)
+    write_source(root, "cli.bin", data)
+    server = f"127.0.0.1:{s.port}"
+    run = lambda *a: subprocess.run([tierkv_cli(), "preheat", *a], capture_output=True,  # noqa: E731
+                                    text=True, timeout=120)
+    ok = run(nginx.url("cli.bin"), "--key", "c", "--server", server, "--digest",
+             "sha256:" + sha256(data))
+    assert ok.returncode == 0, ok.stderr
+    assert "preheated 'c'" in ok.stdout and "100.0%" in ok.stderr
+    assert s.client().get("c") == data
+    # A local path is made a file:// URL.
+    local = run(os.path.join(root, "cli.bin"), "--key", "d", "--server", server, "--quiet",
+                "--no-cache")
+    assert local.returncode == 0, local.stderr
+    assert s.client().get("d") == data
+    # Failures: one line on stderr and a non-zero exit.
+    for args, code, why in [
+        ((nginx.url("cli.bin"), "--key", "c", "--server", server, "--digest", "sha256:" + "0" * 64),
+         1, "digest mismatch"),
+        (("file:///etc/passwd", "--key", "c", "--server", server), 1, "not allowed"),
+        ((nginx.url("cli.bin"), "--key", "c", "--server", f"127.0.0.1:{free_port()}"), 2,
+         "cannot connect"),
+        ((nginx.url("cli.bin"),), 2, "--key"),
+    ]:
+        r = run(*args)
+        assert r.returncode == code, (args, r.returncode, r.stderr)
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith("tierkv: ") and why in last, (args, r.stderr)
+    assert s.client().get("c") == data

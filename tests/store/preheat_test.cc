@@ -1,0 +1,239 @@
+// Preheat jobs with file sources: the object appears whole when every piece
+// landed (and the digest matched), in memory and on flash, or larger than
+// memory on flash alone; every failure leaves the previous value and nothing
+// partial, also across a restart. HTTP sources are tested over the wire
+// (tests/integration/test_preheat.py) against nginx.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "store/preheat_source.h"
+#include "store/preheater.h"
+#include "store/staged_put.h"
+#include "store/store.h"
+#include "store_test_util.h"
+
+namespace tierkv {
+namespace {
+
+using testing::TempDir;
+using testing::value_for;
+
+constexpr int64_t kChunk = 64 << 10;
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) out += fmt::format("{:02x}", digest[i]);
+  return out;
+}
+
+class PreheatTest : public ::testing::Test {
+ protected:
+  Config config() const {
+    Config c;
+    c.memory = 8 << 20;
+    c.chunk_size = kChunk;
+    c.memory_shards = 4;
+    c.active_expire_hz = 0;
+    c.flash_path = dir_.file("flash.dat");
+    c.flash_size = 96 << 20;
+    c.region_size = 1 << 20;
+    c.flash_preallocate = false;
+    c.preheat_sources = {"file://" + dir_.file("src") + "/"};
+    return c;
+  }
+  std::unique_ptr<Store> open(const Config& c) {
+    auto s = Store::open(c);
+    EXPECT_TRUE(s) << s.status().to_string();
+    return s ? std::move(*s) : nullptr;
+  }
+  std::string source_file(const std::string& name, const std::string& content) {
+    std::filesystem::create_directories(dir_.file("src"));
+    const std::string path = dir_.file("src/" + name);
+    std::ofstream(path, std::ios::binary) << content;
+    return "file://" + path;
+  }
+  static PreheatJobStatus wait_job(Store& s, uint64_t id) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      std::optional<PreheatJobStatus> j = s.preheat_job(id);
+      EXPECT_TRUE(j);
+      if (!j || (j->state != PreheatState::kQueued && j->state != PreheatState::kRunning) ||
+          std::chrono::steady_clock::now() > deadline)
+        return j.value_or(PreheatJobStatus{});
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  static std::string value_of(Store& s, std::string_view key) {
+    auto v = s.get(key);
+    if (!v) return "<" + v.status().to_string() + ">";
+    std::string out;
+    v->append_to(out);
+    return out;
+  }
+  TempDir dir_;
+};
+
+TEST_F(PreheatTest, FileIsLoadedWholeIntoMemoryAndFlash) {
+  auto s = open(config());
+  const std::string content = value_for(1, 5 * kChunk + 1234);  // a short last chunk
+  const std::string url = source_file("model.bin", content);
+  auto id = s->preheat({.key = "m",
+                        .source = url,
+                        .piece_size = 2 * kChunk,
+                        .cache = true,
+                        .sha256 = sha256_hex(content),
+                        .ttl_s = 0});
+  ASSERT_TRUE(id) << id.status().to_string();
+  const PreheatJobStatus j = wait_job(*s, *id);
+  ASSERT_EQ(j.state, PreheatState::kDone) << j.error;
+  EXPECT_EQ(j.bytes_done, content.size());
+  EXPECT_EQ(j.bytes_total, content.size());
+  EXPECT_EQ(j.pieces_total, 3u);
+  EXPECT_EQ(j.pieces_done, 3u);
+  EXPECT_TRUE(j.cached);
+  std::optional<ObjectResidency> r = s->residency("m");
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->in_memory);
+  for (const ChunkResidency& c : r->chunks) EXPECT_TRUE(c.in_memory && c.on_flash) << c.index;
+  EXPECT_EQ(value_of(*s, "m"), content);
+}
+
+TEST_F(PreheatTest, LargerThanMemoryLivesOnFlashAndSurvivesRestart) {
+  const Config c = config();
+  const std::string content = value_for(2, 12 << 20);  // 12 MiB, memory is 8
+  const std::string url = source_file("big.bin", content);
+  {
+    auto s = open(c);
+    ASSERT_TRUE(s->put("big", "old value").is_ok());
+    auto id = s->preheat(
+        {.key = "big", .source = url, .piece_size = 0, .cache = true, .sha256 = "", .ttl_s = 0});
+    ASSERT_TRUE(id);
+    const PreheatJobStatus j = wait_job(*s, *id);
+    ASSERT_EQ(j.state, PreheatState::kDone) << j.error;
+    EXPECT_FALSE(j.cached);
+    EXPECT_EQ(j.piece_size, uint64_t{4} << 20);  // the default rule's floor
+    EXPECT_EQ(value_of(*s, "big"), content);
+    auto range = s->get_range("big", (7 << 20) + 5, 100'000);
+    ASSERT_TRUE(range);
+    std::string bytes;
+    range->append_to(bytes);
+    EXPECT_EQ(bytes, content.substr((7 << 20) + 5, 100'000));
+    ASSERT_TRUE(s->close_cleanly().is_ok());
+  }
+  auto s = open(c);
+  EXPECT_EQ(value_of(*s, "big"), content);
+}
+
+TEST_F(PreheatTest, FailuresLeaveThePreviousValueAndNothingPartial) {
+  const Config c = config();
+  const std::string content = value_for(3, 9 * kChunk);
+  const std::string url = source_file("f.bin", content);
+  {
+    auto s = open(c);
+    ASSERT_TRUE(s->put("k", "previous").is_ok());
+    // A digest that does not match: every piece landed, and still nothing shows.
+    auto bad = s->preheat({.key = "k",
+                           .source = url,
+                           .piece_size = kChunk,
+                           .cache = true,
+                           .sha256 = std::string(64, 'a'),
+                           .ttl_s = 0});
+    ASSERT_TRUE(bad);
+    PreheatJobStatus j = wait_job(*s, *bad);
+    EXPECT_EQ(j.state, PreheatState::kFailed);
+    EXPECT_NE(j.error.find("digest mismatch"), std::string::npos) << j.error;
+    EXPECT_EQ(value_of(*s, "k"), "previous");
+    // A missing file.
+    auto missing = s->preheat({.key = "k",
+                               .source = "file://" + dir_.file("src/none"),
+                               .piece_size = 0,
+                               .cache = true,
+                               .sha256 = "",
+                               .ttl_s = 0});
+    ASSERT_TRUE(missing);
+    j = wait_job(*s, *missing);
+    EXPECT_EQ(j.state, PreheatState::kFailed);
+    EXPECT_NE(j.error.find("no such file"), std::string::npos) << j.error;
+    // Outside the allowlist, and a path that climbs out of it: refused at once.
+    std::ofstream(dir_.file("secret"), std::ios::binary) << "secret";
+    for (const std::string& src :
+         {"file://" + dir_.file("secret"), "file://" + dir_.file("src/../secret"),
+          std::string("file:///etc/passwd")}) {
+      auto refused = s->preheat(
+          {.key = "k", .source = src, .piece_size = 0, .cache = true, .sha256 = "", .ttl_s = 0});
+      ASSERT_FALSE(refused) << src;
+      EXPECT_NE(refused.status().message().find("not allowed"), std::string::npos);
+    }
+    EXPECT_EQ(value_of(*s, "k"), "previous");
+    ASSERT_TRUE(s->persist_all().is_ok());
+  }  // no clean shutdown: the next start scans
+  // The failed job's chunks were all on flash but its last: the scan must
+  // not bring them together.
+  auto s = open(c);
+  EXPECT_EQ(value_of(*s, "k"), "previous");
+}
+
+TEST_F(PreheatTest, CancelAndAConcurrentWriteWin) {
+  Config c = config();
+  c.preheat_pieces_inflight = 1;
+  const std::string content = value_for(4, 48 << 20);
+  const std::string url = source_file("slow.bin", content);
+  auto s = open(c);
+  ASSERT_TRUE(s->put("k", "previous").is_ok());
+  auto id = s->preheat(
+      {.key = "k", .source = url, .piece_size = kChunk, .cache = false, .sha256 = "", .ttl_s = 0});
+  ASSERT_TRUE(id);
+  while (s->preheat_job(*id)->bytes_done == 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  ASSERT_TRUE(s->cancel_preheat(*id).is_ok());
+  PreheatJobStatus j = wait_job(*s, *id);
+  EXPECT_EQ(j.state, PreheatState::kCancelled);
+  EXPECT_LT(j.pieces_done, j.pieces_total);
+  EXPECT_EQ(value_of(*s, "k"), "previous");
+  EXPECT_EQ(s->cancel_preheat(9999).code(), StatusCode::kNotFound);
+
+  // A SET while the job runs is newer than the job's version: it stays.
+  id = s->preheat(
+      {.key = "k", .source = url, .piece_size = kChunk, .cache = false, .sha256 = "", .ttl_s = 0});
+  ASSERT_TRUE(id);
+  while (s->preheat_job(*id)->bytes_done == 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  ASSERT_TRUE(s->put("k", "written meanwhile").is_ok());
+  j = wait_job(*s, *id);
+  EXPECT_EQ(j.state, PreheatState::kFailed) << j.error;
+  EXPECT_EQ(value_of(*s, "k"), "written meanwhile");
+}
+
+TEST(PreheatSourceTest, AllowlistMatchesAtPathBoundaries) {
+  const std::vector<std::string> allow = {"http://127.0.0.1:8080/models/", "file:///srv/models"};
+  EXPECT_TRUE(source_allowed("http://127.0.0.1:8080/models/a.bin", allow));
+  EXPECT_FALSE(source_allowed("http://127.0.0.1:8080/models/../admin", allow));
+  EXPECT_FALSE(source_allowed("http://127.0.0.1:8080/models/%2e%2e/admin", allow));
+  EXPECT_FALSE(source_allowed("http://127.0.0.1:8080/modelsX/a", allow));
+  EXPECT_FALSE(source_allowed("http://127.0.0.1:8080@evil/models/a", allow));
+  EXPECT_TRUE(source_allowed("file:///srv/models/x/y.bin", allow));
+  EXPECT_FALSE(source_allowed("file:///srv/models-other/y.bin", allow));
+  EXPECT_FALSE(source_allowed("file:///srv/models/../secret", allow));
+  EXPECT_FALSE(source_allowed("ftp://127.0.0.1:8080/models/a", allow));
+  EXPECT_FALSE(source_allowed("http://127.0.0.1:8080/models/a", {}));
+}
+
+TEST(PreheatSourceTest, DefaultPieceSizeFollowsTheRule) {
+  EXPECT_EQ(default_piece_size(1, 1 << 20), uint64_t{4} << 20);
+  // 1.5 GiB / 500 = 3.1 MiB -> 4 MiB; 10 GiB / 500 = 20.5 MiB -> 32 MiB.
+  EXPECT_EQ(default_piece_size(uint64_t{3} << 29, 1 << 20), uint64_t{4} << 20);
+  EXPECT_EQ(default_piece_size(uint64_t{10} << 30, 1 << 20), uint64_t{32} << 20);
+  EXPECT_EQ(default_piece_size(uint64_t{1} << 40, 1 << 20), uint64_t{64} << 20);
+  EXPECT_EQ(default_piece_size(1, 64 << 20), uint64_t{64} << 20);  // a multiple of the chunk
+}
+
+}  // namespace
+}  // namespace tierkv
