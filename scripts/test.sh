@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command that installs what is needed, builds, and runs every test:
 #   0. clang-format: every C++ file is formatted.
-#   1. Release build: all unit tests (ctest) and the over-the-wire tests
-#      (pytest; they start their own redis-server and tierkv-server).
+#   1. Release build: packaging/tierkv.toml checked against the key table,
+#      all unit tests (ctest) and the over-the-wire tests (pytest; they
+#      start their own redis-server and tierkv-server).
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build: all unit tests.
 #   3. ThreadSanitizer build: the concurrency tests (label "concurrent").
 #   4. libFuzzer (clang): the RESP parser fuzzer for a fixed time.
@@ -25,6 +26,8 @@ fi
 if has release; then
   stage "release build"
   ./scripts/build.sh build -DCMAKE_BUILD_TYPE=Release -DTIERKV_BENCH=ON
+  stage "packaging: example config in sync with the key table, systemd unit"
+  ./scripts/check-packaging.sh build/src/server/tierkv-server
   stage "unit tests (release)"
   ctest --test-dir build --output-on-failure -j2
   stage "integration tests (side by side with redis-server)"

@@ -89,8 +89,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--policies", policy_names, "Policies to replay (default: all)")->delimiter(',');
-  app.add_option("--format", format_name_arg,
-                 "Force the trace format: oracle, lis, int32be or lines (default: guessed)");
+  app.add_option(
+      "--format", format_name_arg,
+      "Force the trace format: oracle, lis, int32be, int64be or lines (default: guessed)");
   app.add_option("--json", json_path, "Also write the results as JSON to this file");
   app.add_flag("--markdown", markdown, "Print the table as Markdown");
   app.add_option("--jobs", jobs, "Simulations to run in parallel")->check(CLI::Range(1u, 256u));

@@ -20,6 +20,7 @@ enum class TraceFormat : uint8_t {
   kOracleGeneral,   // libCacheSim: packed 24-byte little-endian records
   kLis,             // ARC traces: "start count ignore reqno" text lines
   kInt32BigEndian,  // cache2k: one big-endian int32 per request
+  kInt64BigEndian,  // Caffeine's simulator (scarab, ...): one big-endian int64 per request
   kLines,           // LIRS traces: one decimal id per line, '*' = marker
 };
 
@@ -35,6 +36,7 @@ struct Trace {
 Result<std::vector<uint64_t>> parse_oracle_general(std::string_view bytes);
 Result<std::vector<uint64_t>> parse_lis(std::string_view text);
 Result<std::vector<uint64_t>> parse_int32_big_endian(std::string_view bytes);
+Result<std::vector<uint64_t>> parse_int64_big_endian(std::string_view bytes);
 Result<std::vector<uint64_t>> parse_lines(std::string_view text);
 Result<std::vector<uint64_t>> parse_trace(std::string_view bytes, TraceFormat format);
 
@@ -44,8 +46,11 @@ Result<std::string> decompress(std::string bytes);
 
 // The format a file name implies (".oracleGeneral", ".lis"); for other
 // names the decompressed content decides: text of digits and '*' lines is
-// kLines, anything else kInt32BigEndian.
-TraceFormat guess_format(std::string_view file_name, std::string_view bytes);
+// kLines; binary data is kInt32BigEndian or kInt64BigEndian, told apart by
+// the words' statistics (see guess_word_size in trace_reader.cc). Binary
+// data that could be either is an error asking for --format, never a
+// silent guess.
+Result<TraceFormat> guess_format(std::string_view file_name, std::string_view bytes);
 
 // Reads, decompresses and parses one trace file. `format` overrides the guess.
 Result<Trace> read_trace(const std::string& path, std::optional<TraceFormat> format = {});

@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include "core/version.h"
+
 #include <fmt/format.h>
 #include <toml++/toml.h>
 #include <CLI/CLI.hpp>
@@ -71,6 +73,7 @@ Result<size_t> parse_choice(std::string_view key, std::string_view value,
 }
 
 KeySpec string_key(ConfigKey k, std::string Config::*m) {
+  k.kind = ConfigKind::kString;
   return {k,
           [m](Config& c, std::string_view v) {
             c.*m = std::string(v);
@@ -79,11 +82,31 @@ KeySpec string_key(ConfigKey k, std::string Config::*m) {
           [m](const Config& c) { return c.*m; }};
 }
 
-// An integer (bytes: with a unit, see parse_byte_size) within [min, max].
-KeySpec int_key(ConfigKey k, int64_t Config::*m, double min, double max, bool bytes = false) {
+Result<int64_t> parse_number(ConfigKind kind, std::string_view value) {
+  switch (kind) {
+    case ConfigKind::kBytes:
+      return parse_byte_size(value);
+    case ConfigKind::kMillis:
+      return parse_duration_ms(value, 1);
+    case ConfigKind::kSeconds: {
+      Result<int64_t> ms = parse_duration_ms(value, 1000);
+      if (ms && *ms % 1000 != 0) return Status::invalid_argument("not a whole number of seconds");
+      if (!ms) return ms;
+      return *ms / 1000;
+    }
+    default:
+      return parse_int(value);
+  }
+}
+
+// An integer within [min, max]; sizes and durations take units (see
+// parse_byte_size, parse_duration_ms).
+KeySpec int_key(ConfigKey k, int64_t Config::*m, double min, double max,
+                ConfigKind kind = ConfigKind::kInt) {
+  k.kind = kind;
   return {k,
-          [k, m, min, max, bytes](Config& c, std::string_view value) {
-            Result<int64_t> v = bytes ? parse_byte_size(value) : parse_int(value);
+          [k, m, min, max](Config& c, std::string_view value) {
+            Result<int64_t> v = parse_number(k.kind, value);
             if (!v) return bad_value(k.name, value, v.status().message());
             if (*v < min || static_cast<double>(*v) > max)
               return out_of_bounds(k.name, value, min, max);
@@ -94,10 +117,15 @@ KeySpec int_key(ConfigKey k, int64_t Config::*m, double min, double max, bool by
 }
 
 KeySpec bytes_key(ConfigKey k, int64_t Config::*m, double min, double max) {
-  return int_key(k, m, min, max, true);
+  return int_key(k, m, min, max, ConfigKind::kBytes);
+}
+
+KeySpec millis_key(ConfigKey k, int64_t Config::*m, double min, double max) {
+  return int_key(k, m, min, max, ConfigKind::kMillis);
 }
 
 KeySpec double_key(ConfigKey k, double Config::*m, double min, double max) {
+  k.kind = ConfigKind::kDouble;
   return {k,
           [k, m, min, max](Config& c, std::string_view value) {
             std::string tmp(value);
@@ -116,6 +144,7 @@ KeySpec double_key(ConfigKey k, double Config::*m, double min, double max) {
 // An enumeration: names[i] is the value E(i).
 template <typename E, size_t N>
 KeySpec enum_key(ConfigKey k, E Config::*m, const std::array<std::string_view, N>& names) {
+  k.kind = ConfigKind::kChoice;
   return {k,
           [k, m, &names](Config& c, std::string_view value) {
             Result<size_t> i = parse_choice(k.name, value, names);
@@ -127,6 +156,7 @@ KeySpec enum_key(ConfigKey k, E Config::*m, const std::array<std::string_view, N
 }
 
 KeySpec bool_key(ConfigKey k, bool Config::*m) {
+  k.kind = ConfigKind::kBool;
   return {k,
           [k, m](Config& c, std::string_view value) {
             Result<size_t> i = parse_choice(k.name, value, kYesNo);
@@ -138,6 +168,7 @@ KeySpec bool_key(ConfigKey k, bool Config::*m) {
 }
 
 KeySpec rewrites_key(ConfigKey k, std::vector<SuffixRewrite> Config::*m) {
+  k.kind = ConfigKind::kList;
   return {k,
           [k, m](Config& c, std::string_view value) {
             Result<std::vector<SuffixRewrite>> rules = parse_suffix_rewrites(value);
@@ -155,6 +186,7 @@ KeySpec rewrites_key(ConfigKey k, std::vector<SuffixRewrite> Config::*m) {
 
 // A comma-separated list of non-empty items (TOML: also an array of strings).
 KeySpec list_key(ConfigKey k, std::vector<std::string> Config::*m) {
+  k.kind = ConfigKind::kList;
   return {k,
           [m](Config& c, std::string_view value) {
             std::vector<std::string> items;
@@ -183,7 +215,7 @@ const std::vector<KeySpec>& specs() {
       int_key({"maxclients", "maximum connected clients", A::kMaxClients}, &C::maxclients, 1,
               1000000),
       int_key({"timeout", "close clients idle this many seconds (0: never)", A::kNetworkLimits},
-              &C::timeout_s, 0, kMaxI),
+              &C::timeout_s, 0, kMaxI / 1000, ConfigKind::kSeconds),
       string_key({"requirepass", "password for AUTH (empty: no auth)", A::kNetworkLimits},
                  &C::requirepass),
       bool_key({"protected-mode", "without requirepass, serve only loopback and Unix clients",
@@ -206,12 +238,18 @@ const std::vector<KeySpec>& specs() {
       string_key({"metrics-bind", "address of the HTTP /metrics endpoint"}, &C::metrics_bind),
       int_key({"metrics-port", "port of the HTTP /metrics endpoint (0 disables)"}, &C::metrics_port,
               0, 65535),
-      int_key({"metrics-timeout-ms", "close an HTTP client that sent no whole request by then",
-               A::kMetricsLimits},
-              &C::metrics_timeout_ms, 100, 600000),
+      millis_key({"metrics-timeout-ms", "close an HTTP client that sent no whole request by then",
+                  A::kMetricsLimits},
+                 &C::metrics_timeout_ms, 100, 600000),
       int_key({"metrics-max-clients", "HTTP connections at once (more are closed at once)",
                A::kMetricsLimits},
               &C::metrics_max_clients, 1, 10000),
+      int_key({"slowlog-log-slower-than",
+               "log commands slower than this many microseconds in SLOWLOG (-1: none, 0: all)",
+               A::kSlowlog},
+              &C::slowlog_log_slower_than, -1, kMaxI),
+      int_key({"slowlog-max-len", "entries SLOWLOG keeps", A::kSlowlog}, &C::slowlog_max_len, 0,
+              kMaxI),
       enum_key({"log-level", "trace, debug, info, warn, error", A::kLogLevel}, &C::log_level,
                kLogNames),
       bytes_key({"max-key-size", "longest key accepted", A::kObjectLimits}, &C::max_key_size, 1,
@@ -228,7 +266,8 @@ const std::vector<KeySpec>& specs() {
       double_key(
           {"lease-max-fraction", "share of memory that leases may protect", A::kLeaseFraction},
           &C::lease_max_fraction, 0, 1),
-      int_key({"lease-ttl-ms", "default lease length", A::kLeaseTtl}, &C::lease_ttl_ms, 1, kMaxI),
+      millis_key({"lease-ttl-ms", "default lease length", A::kLeaseTtl}, &C::lease_ttl_ms, 1,
+                 kMaxI),
       int_key(
           {"active-expire-hz", "active expiry cycles per second (0: lazy only)", A::kActiveExpire},
           &C::active_expire_hz, 0, 500),
@@ -250,9 +289,9 @@ const std::vector<KeySpec>& specs() {
               &C::backing_latency_ns, 0, 1e9),
       enum_key({"offload-policy", "when memory data goes to flash: on_evict, write_through"},
                &C::offload_policy, kOffloadNames),
-      int_key({"offload-wait-ms", "how long a write waits for flash to drain before OOM",
-               A::kOffloadWait},
-              &C::offload_wait_ms, 0, 600000),
+      millis_key({"offload-wait-ms", "how long a write waits for flash to drain before OOM",
+                  A::kOffloadWait},
+                 &C::offload_wait_ms, 0, 600000),
       double_key({"dirty-max-fraction",
                   "share of memory that may hold data not yet on flash; above it the coldest "
                   "is written back in the background (1: no writeback)",
@@ -282,18 +321,18 @@ const std::vector<KeySpec>& specs() {
           {"demand-kick-max-failures",
            "kicks that failed for room in a row before kicks obey the cooldown too", A::kPrefetch},
           &C::demand_kick_max_failures, 0, 1e6),
-      int_key({"prefetch-dedup-ttl-ms", "a key prefetched within this long is not prefetched again",
-               A::kPrefetch},
-              &C::prefetch_dedup_ttl_ms, 0, kMaxI),
+      millis_key({"prefetch-dedup-ttl-ms",
+                  "a key prefetched within this long is not prefetched again", A::kPrefetch},
+                 &C::prefetch_dedup_ttl_ms, 0, kMaxI),
       int_key(
           {"prefetch-dedup-max-entries", "cap on keys remembered for deduplication", A::kPrefetch},
           &C::prefetch_dedup_max_entries, 16, 1e9),
-      int_key({"prefetch-cooldown-ms", "pause of prefetching after memory was found saturated",
-               A::kPrefetch},
-              &C::prefetch_cooldown_ms, 0, 3.6e6),
-      int_key({"prefetch-cooldown-max-ms",
-               "longest cooldown while prefetches keep failing or going unread", A::kPrefetch},
-              &C::prefetch_cooldown_max_ms, 0, 3.6e7),
+      millis_key({"prefetch-cooldown-ms", "pause of prefetching after memory was found saturated",
+                  A::kPrefetch},
+                 &C::prefetch_cooldown_ms, 0, 3.6e6),
+      millis_key({"prefetch-cooldown-max-ms",
+                  "longest cooldown while prefetches keep failing or going unread", A::kPrefetch},
+                 &C::prefetch_cooldown_max_ms, 0, 3.6e7),
       list_key({"preheat-sources",
                 "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
                 "empty: preheat is refused",
@@ -412,51 +451,6 @@ const std::vector<ConfigKey>& config_keys() {
   return keys;
 }
 
-Result<int64_t> parse_byte_size(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0) return Status::invalid_argument("expected a size such as 4096, 64kb or 1gb");
-  Result<int64_t> base = parse_int(text.substr(0, i));
-  if (!base) return Status::invalid_argument("number too large");
-  std::string unit = normalize(text.substr(i));
-  int shift = 0;
-  if (unit.empty() || unit == "b")
-    shift = 0;
-  else if (unit == "k" || unit == "kb" || unit == "kib")
-    shift = 10;
-  else if (unit == "m" || unit == "mb" || unit == "mib")
-    shift = 20;
-  else if (unit == "g" || unit == "gb" || unit == "gib")
-    shift = 30;
-  else if (unit == "t" || unit == "tb" || unit == "tib")
-    shift = 40;
-  else
-    return Status::invalid_argument("unknown unit '" + unit + "'");
-  if (*base > (std::numeric_limits<int64_t>::max() >> shift))
-    return Status::invalid_argument("size too large");
-  return *base << shift;
-}
-
-Result<std::vector<SuffixRewrite>> parse_suffix_rewrites(std::string_view text) {
-  std::vector<SuffixRewrite> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find(',', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view rule = text.substr(pos, end - pos);
-    pos = end + 1;
-    while (!rule.empty() && rule.front() == ' ') rule.remove_prefix(1);
-    while (!rule.empty() && rule.back() == ' ') rule.remove_suffix(1);
-    if (rule.empty()) continue;
-    size_t eq = rule.find('=');
-    if (eq == std::string_view::npos || eq == 0 || eq + 1 == rule.size())
-      return Status::invalid_argument(
-          fmt::format("rule '{}' is not SUFFIX=REPLACEMENT with both non-empty", rule));
-    out.push_back({std::string(rule.substr(0, eq)), std::string(rule.substr(eq + 1))});
-  }
-  return out;
-}
-
 Status config_set(Config& config, std::string_view name, std::string_view value) {
   const KeySpec* s = find_spec(name);
   if (!s) return Status::invalid_argument(fmt::format("unknown configuration key '{}'", name));
@@ -467,6 +461,23 @@ Result<std::string> config_get(const Config& config, std::string_view name) {
   const KeySpec* s = find_spec(name);
   if (!s) return Status::not_found(fmt::format("unknown configuration key '{}'", name));
   return s->get(config);
+}
+
+Result<std::string> config_get_human(const Config& config, std::string_view name) {
+  const KeySpec* s = find_spec(name);
+  if (!s) return Status::not_found(fmt::format("unknown configuration key '{}'", name));
+  std::string plain = s->get(config);
+  Result<int64_t> n = parse_int(plain);
+  switch (s->key.kind) {
+    case ConfigKind::kBytes:
+      return n ? format_byte_size(*n) : plain;
+    case ConfigKind::kMillis:
+      return n ? format_duration_ms(*n) : plain;
+    case ConfigKind::kSeconds:
+      return n ? format_duration_ms(*n * 1000) : plain;
+    default:
+      return plain;
+  }
 }
 
 Status config_validate(const Config& c) {
@@ -534,21 +545,32 @@ Result<Config> load_config(int argc, const char* const* argv, std::string_view p
   CLI::App app{std::string(program)};
   std::string config_path;
   app.add_option("-c,--config", config_path, "TOML configuration file");
+  bool print_example = false;
+  app.add_flag("--print-example-config", print_example,
+               "print a commented TOML file with every key and its default, and exit");
+  app.set_version_flag("-v,--version", std::string(program) + " " + std::string(kTierkvVersion) +
+                                           " (Redis " + std::string(kRedisCompatVersion) +
+                                           " compatible)");
   std::vector<std::pair<const KeySpec*, std::string>> flag_values(specs().size());
   for (size_t i = 0; i < specs().size(); ++i) {
     const KeySpec& s = specs()[i];
     flag_values[i].first = &s;
+    std::string shown = *config_get_human(config, s.key.name);
     app.add_option("--" + std::string(s.key.name), flag_values[i].second,
-                   std::string(s.key.help) + " (default " + s.get(config) + ")")
+                   std::string(s.key.help) + " (default " + (shown.empty() ? "none" : shown) + ")")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // as redis-server: last wins
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     return Status::unavailable(app.help());
+  } catch (const CLI::CallForVersion& e) {
+    return Status::unavailable(e.what());
   } catch (const CLI::ParseError& e) {
     return Status::invalid_argument(e.what());
   }
+  // Like --help: the text is the status message, printed and exit 0.
+  if (print_example) return Status::unavailable(config_example_toml());
   if (!config_path.empty()) TIERKV_RETURN_IF_ERROR(config_apply_toml_file(config, config_path));
   for (size_t i = 0; i < specs().size(); ++i) {
     if (app.count("--" + std::string(specs()[i].key.name)) == 0) continue;

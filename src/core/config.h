@@ -55,9 +55,11 @@ struct Config {
   std::string metrics_bind = "127.0.0.1";
   int64_t metrics_port = 9380;  // 0 disables the HTTP endpoint
   LogLevel log_level = LogLevel::kInfo;
-  bool protected_mode = true;         // refuse non-loopback peers when no requirepass
-  int64_t metrics_timeout_ms = 5000;  // an HTTP client that sends no request is closed
-  int64_t metrics_max_clients = 16;   // HTTP connections at once; more are closed at once
+  bool protected_mode = true;               // refuse non-loopback peers when no requirepass
+  int64_t metrics_timeout_ms = 5000;        // an HTTP client that sends no request is closed
+  int64_t metrics_max_clients = 16;         // HTTP connections at once; more are closed at once
+  int64_t slowlog_log_slower_than = 10000;  // us; -1 disables, 0 logs every command
+  int64_t slowlog_max_len = 128;
 
   // data model
   int64_t max_key_size = 64 << 10;
@@ -140,8 +142,24 @@ enum class ConfigApply : uint8_t {
   kMetricsLimits,  // metrics-timeout-ms, metrics-max-clients
   kFlashRead,      // flash-read-window, flash-read-inflight, flash-read-buffer
   kDirtyFraction,  // dirty-max-fraction
+  kSlowlog,        // slowlog-log-slower-than, slowlog-max-len
   kPreheat,        // preheat-*
   kStream,         // stream-depth, stream-channels, stream-useonce-max-fraction
+};
+
+// How a key's value is written. Sizes take units ("64mb"), durations too
+// ("10s"; a bare number is in the key's own unit); --help and the example
+// file show them that way, CONFIG GET as plain numbers (as Redis does).
+enum class ConfigKind : uint8_t {
+  kString,
+  kInt,
+  kBytes,
+  kMillis,   // a duration in ms
+  kSeconds,  // a duration in s
+  kDouble,
+  kBool,    // yes / no
+  kChoice,  // one of a few names
+  kList,    // comma-separated rules
 };
 
 // One configuration key, as the table describes it.
@@ -149,6 +167,7 @@ struct ConfigKey {
   std::string_view name;
   std::string_view help;
   ConfigApply apply = ConfigApply::kNone;
+  ConfigKind kind = ConfigKind::kString;  // set by the table's key builders
   bool runtime_settable() const { return apply != ConfigApply::kNone; }
 };
 
@@ -169,6 +188,18 @@ Status config_apply_toml_text(Config& config, std::string_view text);
 
 // Parses "1gb", "256MiB", "4k", "1048576" into bytes.
 Result<int64_t> parse_byte_size(std::string_view text);
+// Parses "500ms", "10s", "5m", "2h" into ms; a bare number is `unit_ms` each.
+Result<int64_t> parse_duration_ms(std::string_view text, int64_t unit_ms);
+// The shortest exact forms: 1073741824 -> "1gb", 1536 -> "1536b" stays
+// "1536"; 10000 ms -> "10s", 90000 ms -> "90s", 0 -> "0".
+std::string format_byte_size(int64_t bytes);
+std::string format_duration_ms(int64_t ms);
+// A key's value as people write it (sizes and durations with units); the
+// form --help and the example file show. NotFound for unknown keys.
+Result<std::string> config_get_human(const Config& config, std::string_view name);
+// A commented TOML file with every key, its help and its default
+// (packaging/tierkv.toml is this; CI checks that it is in sync).
+std::string config_example_toml();
 
 // Builds the whole configuration for a program: defaults, then --config FILE,
 // then one --<key> flag per table entry. On --help, returns Unavailable with

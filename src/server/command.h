@@ -13,17 +13,21 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/config.h"
 #include "core/metrics.h"
+#include "server/client_pause.h"
 #include "server/exec_gate.h"
 #include "server/reply.h"
+#include "server/slowlog.h"
 #include "server/txn_state.h"
 #include "store/store.h"
 
@@ -41,6 +45,8 @@ struct ClientState {
   bool authenticated = false;
   Proto proto = Proto::kResp2;
   bool close_after_reply = false;  // QUIT, or a fatal protocol error
+  bool no_evict = false;           // CLIENT NO-EVICT (there is no client eviction: a flag)
+  bool no_touch = false;           // CLIENT NO-TOUCH: reads do not count as accesses
   TxnState txn;                    // MULTI / WATCH
   // TIER.STREAM: the keys this connection declared it reads next, in order;
   // its GETs and ranged reads go through it (commands_stream.cc).
@@ -148,6 +154,12 @@ struct CommandSpec {
   int value_last_key = 0;
 };
 
+// Adds a finished command to SLOWLOG; the caller checked
+// server.slowlog().wants(ns), which is all a fast command costs.
+void log_slow_command(ServerContext& server, const CommandSpec& spec,
+                      std::span<const std::string_view> argv, uint64_t ns,
+                      const ClientState& client);
+
 // False while the store loads, for a command that must then answer -LOADING.
 bool runs_while_loading(const CommandSpec& spec, const Invocation& inv);
 
@@ -164,8 +176,8 @@ class CommandTable {
 };
 
 // Registration, one function per command family (one .cc file each).
-void register_connection_commands(
-    CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT
+void register_connection_commands(CommandTable& table);  // PING ECHO HELLO AUTH SELECT QUIT RESET
+void register_client_commands(CommandTable& table);      // CLIENT
 void register_server_commands(
     CommandTable& table);  // COMMAND CONFIG INFO DBSIZE FLUSH* TIME SHUTDOWN
 void register_string_commands(CommandTable& table);    // GET SET ... SETRANGE
@@ -179,6 +191,7 @@ void register_stream_commands(CommandTable& table);    // TIER.READ TIER.STREAM
 void register_txn_commands(CommandTable& table);       // MULTI EXEC DISCARD WATCH UNWATCH
 void register_rename_commands(CommandTable& table);    // RENAME RENAMENX COPY
 void register_object_commands(CommandTable& table);    // OBJECT MEMORY WAIT
+void register_slowlog_commands(CommandTable& table);   // SLOWLOG
 void register_preheat_commands(CommandTable& table);   // TIER.PREHEAT TIER.JOB TIER.JOBS
 
 // Redis's exact error texts, shared by every handler.
@@ -201,6 +214,16 @@ std::string unknown_command(
 std::string invalid_expire(std::string_view command);  // ERR invalid expire time in 'x' command
 }  // namespace errors
 
+// Redis's replies of a command with subcommands: "ERR wrong number of
+// arguments for 'parent|sub' command", "ERR unknown subcommand 'x'. Try
+// PARENT HELP.", and a HELP reply of status lines.
+void subcommand_arity_error(CommandContext& ctx, std::string_view parent, std::string_view sub);
+void unknown_subcommand(CommandContext& ctx, std::string_view parent_upper);
+void help_reply(CommandContext& ctx, std::initializer_list<std::string_view> lines);
+
+// Redis's rule for CLIENT SETNAME and HELLO SETNAME: printable, no spaces.
+bool valid_client_name(std::string_view name);
+
 // Argument parsing helpers with Redis's semantics.
 std::optional<int64_t> parse_int64(std::string_view s);  // strict, like string2ll
 std::optional<double> parse_double(std::string_view s);  // like strtold, rejects nan
@@ -210,6 +233,17 @@ std::string format_double(double v);  // like Redis's %.17Lg formatting
 // "10.59999999999999964"): strtold parsing and %.17Lf minus trailing zeros.
 std::optional<long double> parse_long_double(std::string_view s);
 std::string format_long_double(long double v);
+
+// CLIENT KILL's filters; an unset one matches every client.
+struct ClientKillFilter {
+  std::optional<uint64_t> id;
+  std::optional<std::string> addr, laddr;
+  bool match_none = false;  // TYPE master/replica/pubsub: tierkv has no such clients
+};
+struct ClientKillResult {
+  size_t others = 0;  // other clients being closed
+  bool matched_self = false;
+};
 
 // Server-wide state visible to handlers.
 class ServerContext {
@@ -258,10 +292,18 @@ class ServerContext {
   // Counts a command that EXEC ran (INFO commandstats, as Redis counts
   // them): its latency in ns and whether it replied an error.
   std::function<void(const CommandSpec& spec, uint64_t ns, bool failed)> account_queued;
+  // CLIENT KILL: closes the matching clients other than `self_id` (each on
+  // its own I/O thread) and says whether `self_id` matched too.
+  std::function<ClientKillResult(const ClientKillFilter& filter, uint64_t self_id)> kill_clients;
+  // CLIENT PAUSE / UNPAUSE changed the pause: held commands check again.
+  std::function<void()> wake_paused_clients;
 
   uint64_t next_client_id() { return next_client_id_.fetch_add(1); }
   // Taken around every command handler by the connection (exec_gate.h).
   ExecGate& exec_gate() { return exec_gate_; }
+  // SLOWLOG; configured by slowlog-log-slower-than and slowlog-max-len.
+  SlowLog& slowlog() { return slowlog_; }
+  ClientPause& client_pause() { return client_pause_; }
   int64_t start_time_ms() const { return start_time_ms_; }
 
  private:
@@ -274,6 +316,8 @@ class ServerContext {
   int64_t start_time_ms_;
   Limits limits_;
   ExecGate exec_gate_;
+  SlowLog slowlog_;
+  ClientPause client_pause_;
   void publish_limits();  // config_ -> limits_, with config_mu_ held
   // Makes `next` take effect for one hook (see ConfigApply), config_mu_ held.
   Status apply_config(ConfigApply hook, const Config& next);

@@ -166,6 +166,20 @@ std::string format_long_double(long double v) {
   return std::string(text);
 }
 
+void subcommand_arity_error(CommandContext& ctx, std::string_view parent, std::string_view sub) {
+  ctx.reply.error(errors::wrong_arity(fmt::format("{}|{}", parent, sub)));
+}
+
+void unknown_subcommand(CommandContext& ctx, std::string_view parent_upper) {
+  ctx.reply.error(fmt::format("ERR unknown subcommand '{}'. Try {} HELP.",
+                              ctx.arg(1).substr(0, 128), parent_upper));
+}
+
+void help_reply(CommandContext& ctx, std::initializer_list<std::string_view> lines) {
+  ctx.reply.array(lines.size());
+  for (std::string_view l : lines) ctx.reply.simple(l);
+}
+
 ServerContext::ServerContext(Config config, Store& store, MetricsRegistry& metrics)
     : config_(std::move(config)),
       store_(store),
@@ -174,6 +188,7 @@ ServerContext::ServerContext(Config config, Store& store, MetricsRegistry& metri
                          std::chrono::system_clock::now().time_since_epoch())
                          .count()) {
   publish_limits();
+  slowlog_.configure(config_.slowlog_log_slower_than, config_.slowlog_max_len);
 }
 
 void ServerContext::publish_limits() {
@@ -275,6 +290,9 @@ Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
       return Status::ok();
     case ConfigApply::kDirtyFraction:
       store_.set_dirty_max_fraction(next.dirty_max_fraction);
+      return Status::ok();
+    case ConfigApply::kSlowlog:
+      slowlog_.configure(next.slowlog_log_slower_than, next.slowlog_max_len);
       return Status::ok();
     case ConfigApply::kPreheat:
       store_.set_preheat(next);

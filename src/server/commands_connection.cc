@@ -1,4 +1,4 @@
-// Connection commands: PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT.
+// Connection commands: PING ECHO HELLO AUTH SELECT QUIT RESET (CLIENT: commands_client.cc).
 // Replies and error texts follow Redis 7.0.
 #include <fmt/format.h>
 
@@ -84,13 +84,6 @@ void hello_reply(CommandContext& ctx) {
   ctx.reply.bulk("master");
   ctx.reply.bulk("modules");
   ctx.reply.array(0);
-}
-
-bool valid_client_name(std::string_view name) {
-  for (char c : name) {
-    if (c < '!' || c > '~') return false;
-  }
-  return true;
 }
 
 void hello_command(CommandContext& ctx) {
@@ -182,102 +175,6 @@ void reset_command(CommandContext& ctx) {
   ctx.reply.simple("RESET");
 }
 
-// The own client's CLIENT LIST line, found by id.
-std::string own_client_line(CommandContext& ctx) {
-  std::string prefix = fmt::format("id={} ", ctx.client.id);
-  for (std::string& line : ctx.server.list_clients()) {
-    if (line.starts_with(prefix)) return line;
-  }
-  return prefix;
-}
-
-void client_help(CommandContext& ctx) {
-  static constexpr std::string_view kLines[] = {
-      "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-      "GETNAME",
-      "    Return the name of the current connection.",
-      "ID",
-      "    Return the ID of the current connection.",
-      "INFO",
-      "    Return information about the current client connection.",
-      "LIST",
-      "    Return information about client connections.",
-      "SETINFO <LIB-NAME|LIB-VER> <value>",
-      "    Set client library name or version.",
-      "SETNAME <name>",
-      "    Assign the name <name> to the current connection.",
-      "HELP",
-      "    Print this help.",
-  };
-  ctx.reply.array(std::size(kLines));
-  for (std::string_view l : kLines) ctx.reply.simple(l);
-}
-
-void client_command(CommandContext& ctx) {
-  std::string_view sub = ctx.arg(1);
-  size_t argc = ctx.argc();
-  auto arity_error = [&](std::string_view name) {
-    ctx.reply.error(errors::wrong_arity(fmt::format("client|{}", name)));
-  };
-  if (iequals(sub, "id")) {
-    if (argc != 2) return arity_error("id");
-    ctx.reply.integer(static_cast<int64_t>(ctx.client.id));
-  } else if (iequals(sub, "getname")) {
-    if (argc != 2) return arity_error("getname");
-    if (ctx.client.name.empty()) {
-      ctx.reply.null();
-    } else {
-      ctx.reply.bulk(ctx.client.name);
-    }
-  } else if (iequals(sub, "setname")) {
-    if (argc != 3) return arity_error("setname");
-    if (!valid_client_name(ctx.arg(2))) {
-      ctx.reply.error("ERR Client names cannot contain spaces, newlines or special characters.");
-      return;
-    }
-    ctx.client.name = std::string(ctx.arg(2));
-    ctx.reply.ok();
-  } else if (iequals(sub, "setinfo")) {
-    if (argc != 4) return arity_error("setinfo");
-    std::string_view attr = ctx.arg(2);
-    bool is_name = iequals(attr, "lib-name");
-    if (!is_name && !iequals(attr, "lib-ver")) {
-      ctx.reply.error(fmt::format("ERR Unrecognized option '{}'", attr));
-      return;
-    }
-    if (!valid_client_name(ctx.arg(3))) {
-      ctx.reply.error(fmt::format("ERR {} cannot contain spaces, newlines or special characters.",
-                                  is_name ? "lib-name" : "lib-ver"));
-      return;
-    }
-    (is_name ? ctx.client.lib_name : ctx.client.lib_ver) = std::string(ctx.arg(3));
-    ctx.reply.ok();
-  } else if (iequals(sub, "info")) {
-    if (argc != 2) return arity_error("info");
-    ctx.reply.verbatim(own_client_line(ctx) + "\n");
-  } else if (iequals(sub, "list")) {
-    if (argc != 2) {
-      // TYPE normal is every client here; other filters are not supported.
-      if (!(argc == 4 && iequals(ctx.arg(2), "type") && iequals(ctx.arg(3), "normal"))) {
-        ctx.reply.error(errors::kSyntax);
-        return;
-      }
-    }
-    std::string out;
-    for (const std::string& line : ctx.server.list_clients()) {
-      out += line;
-      out += '\n';
-    }
-    ctx.reply.verbatim(out);
-  } else if (iequals(sub, "help")) {
-    if (argc != 2) return arity_error("help");
-    client_help(ctx);
-  } else {
-    ctx.reply.error(
-        fmt::format("ERR unknown subcommand '{}'. Try CLIENT HELP.", sub.substr(0, 128)));
-  }
-}
-
 }  // namespace
 
 void register_connection_commands(CommandTable& table) {
@@ -295,7 +192,6 @@ void register_connection_commands(CommandTable& table) {
              "Close the connection"});
   table.add({"reset", 1, kNoAuth | kFast | kLoadingOk | kTxnControl, 0, 0, 0, reset_command,
              "Reset the connection"});
-  table.add({"client", -2, kLoadingOk, 0, 0, 0, client_command, "Manage client connections"});
 }
 
 }  // namespace tierkv::server

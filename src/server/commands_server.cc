@@ -33,20 +33,6 @@ std::string_view canonical_key(std::string_view name) {
   return name;
 }
 
-void subcommand_arity_error(CommandContext& ctx, std::string_view parent, std::string_view sub) {
-  ctx.reply.error(errors::wrong_arity(fmt::format("{}|{}", parent, sub)));
-}
-
-void unknown_subcommand(CommandContext& ctx, std::string_view parent_upper) {
-  ctx.reply.error(fmt::format("ERR unknown subcommand '{}'. Try {} HELP.",
-                              ctx.arg(1).substr(0, 128), parent_upper));
-}
-
-void help_reply(CommandContext& ctx, std::initializer_list<std::string_view> lines) {
-  ctx.reply.array(lines.size());
-  for (std::string_view l : lines) ctx.reply.simple(l);
-}
-
 // --- COMMAND ---
 
 void command_flags(CommandContext& ctx, const CommandSpec& spec) {

@@ -36,12 +36,12 @@ void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uin
                  bool absent_is_null, bool use_once) {
   FlashReadCallbacks cb = ctx.defer->bulk_stream_callbacks();
   // A connection's declared stream serves its next key from the look-ahead.
-  ReadStart r =
-      ctx.client.stream
-          ? ctx.client.stream->read(key, offset, length, std::move(cb), use_once)
-          : ctx.store.read(
-                key, offset, length, std::move(cb),
-                ReadOptions{.window = ReadWindow{}, .use_once = use_once, .count_access = true});
+  ReadStart r = ctx.client.stream
+                    ? ctx.client.stream->read(key, offset, length, std::move(cb), use_once)
+                    : ctx.store.read(key, offset, length, std::move(cb),
+                                     ReadOptions{.window = ReadWindow{},
+                                                 .use_once = use_once,
+                                                 .count_access = touches(ctx)});
   switch (r.where) {
     case ReadStart::Where::kAbsent:
       return absent_is_null ? ctx.reply.null() : ctx.reply.bulk(std::string_view{});
@@ -158,7 +158,9 @@ std::optional<int64_t> expire_deadline(CommandContext& ctx, const ExtendedArgs& 
 
 void get_command(CommandContext& ctx) {
   // Without flash (or without a connection to stream into) nothing waits.
-  if (!can_stream(ctx)) return reply_view_or_null(ctx, ctx.store.read_resident(ctx.arg(1)));
+  if (!can_stream(ctx))
+    return reply_view_or_null(ctx,
+                              ctx.store.read_resident(ctx.arg(1), 0, UINT64_MAX, touches(ctx)));
   reply_range(ctx, ctx.arg(1), 0, UINT64_MAX, /*absent_is_null=*/true);
 }
 
@@ -278,7 +280,7 @@ void mget_command(CommandContext& ctx) {
   std::vector<Result<ObjectView>> values;
   values.reserve(ctx.argc() - 1);
   for (size_t i = 1; i < ctx.argc(); ++i) {
-    values.push_back(ctx.store.read_resident(ctx.arg(i)));
+    values.push_back(ctx.store.read_resident(ctx.arg(i), 0, UINT64_MAX, touches(ctx)));
     if (awaiting_flash(ctx, values.back())) return;
   }
   ctx.reply.array(values.size());
@@ -375,7 +377,7 @@ void getrange_command(CommandContext& ctx) {
     uint64_t expect_version = 0;
     int64_t s = *start, e = *end;
     if (s < 0 || e < 0) {
-      Result<ObjectView> probe = ctx.store.read_resident(key, 0, 0);
+      Result<ObjectView> probe = ctx.store.read_resident(key, 0, 0, touches(ctx));
       if (awaiting_flash(ctx, probe)) return;
       if (!probe) {
         if (probe.status().code() == StatusCode::kNotFound)
@@ -392,7 +394,8 @@ void getrange_command(CommandContext& ctx) {
       return ctx.reply.bulk(std::string_view{});
     }
     uint64_t length = static_cast<uint64_t>(e) - static_cast<uint64_t>(s) + 1;
-    Result<ObjectView> v = ctx.store.read_resident(key, static_cast<uint64_t>(s), length);
+    Result<ObjectView> v =
+        ctx.store.read_resident(key, static_cast<uint64_t>(s), length, touches(ctx));
     if (awaiting_flash(ctx, v)) return;
     if (!v) {
       if (v.status().code() == StatusCode::kNotFound) return ctx.reply.bulk(std::string_view{});
@@ -423,7 +426,7 @@ void setrange_command(CommandContext& ctx) {
     if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
     uint64_t old_size = old ? old->object_size() : 0;
     if (patch.empty()) return ctx.reply.integer(static_cast<int64_t>(old_size));
-    if (exceeds_object_limit(ctx, offset + patch.size())) return ctx.reply.error(kStringTooLong);
+    if (refuse_string_length(ctx, offset + patch.size())) return;
     uint64_t new_size = std::max(old_size, offset + patch.size());
     Result<ObjectWriter> w = ctx.store.begin_put(key, new_size);
     if (!w) return ctx.reply.error(w.status());
@@ -450,7 +453,7 @@ void append_command(CommandContext& ctx) {
     if (awaiting_flash(ctx, old)) return;
     if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
     uint64_t old_size = old ? old->object_size() : 0;
-    if (exceeds_object_limit(ctx, old_size + suffix.size())) return ctx.reply.error(kStringTooLong);
+    if (refuse_string_length(ctx, old_size + suffix.size())) return;
     Result<ObjectWriter> w = ctx.store.begin_put(key, old_size + suffix.size());
     if (!w) return ctx.reply.error(w.status());
     if (old) append_view_range(*w, *old, 0, old_size);

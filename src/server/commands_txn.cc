@@ -136,12 +136,13 @@ void run_queued(CommandContext& ctx, const QueuedCommand& q) {
   // Every slot of EXEC's array needs a reply.
   if (ctx.reply.pending_bytes() == before)
     ctx.reply.error(Status::busy("the value left memory during the transaction; try again"));
-  if (ctx.server.account_queued) {
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::steady_clock::now() - start);
-    ctx.server.account_queued(*q.spec, static_cast<uint64_t>(ns.count()),
-                              ctx.reply.error_count() != errors_before);
-  }
+  auto ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+  if (ctx.server.account_queued)
+    ctx.server.account_queued(*q.spec, ns, ctx.reply.error_count() != errors_before);
+  if (ctx.server.slowlog().wants(ns))
+    log_slow_command(ctx.server, *q.spec, inv.argv, ns, ctx.client);
 }
 
 void exec_command(CommandContext& ctx) {

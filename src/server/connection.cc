@@ -44,7 +44,11 @@ struct IovRef {
 
 Connection::Connection(Server& server, IoThread& thread, Socket socket, std::string addr,
                        std::string laddr)
-    : server_(server), thread_(thread), socket_(std::move(socket)), retry_timer_(thread.io) {
+    : server_(server),
+      thread_(thread),
+      socket_(std::move(socket)),
+      retry_timer_(thread.io),
+      pause_timer_(thread.io) {
   state_.id = server_.context().next_client_id();
   state_.addr = std::move(addr);
   state_.laddr = std::move(laddr);
@@ -95,6 +99,7 @@ void Connection::close() {
   // buffers (and pins) queued for the socket.
   if (stream_read_) stream_read_->cancel();
   retry_timer_.cancel();
+  pause_timer_.cancel();
   out_.clear();
   writing_.clear();
 }
@@ -261,6 +266,8 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
              (value_refused_loading_ || server_.context().store().loading())) {
     stats.rejected->add();
     refuse_command(state_.txn, spec, errors::kLoading, out_);
+  } else if (held_by_pause(*spec)) {
+    // Runs when the pause ends: dispatched again then.
   } else if (!value_error_.is_ok()) {
     stats.failed->add();
     refuse_in_multi(state_.txn);
@@ -274,9 +281,50 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
     fetch_error_ = Status::ok();
     run_command(*spec, clock);
   }
-  // A command waiting for a fetch runs later, with its streamed value.
-  if (waiting_ != Wait::kFetch) end_command();
+  // A command waiting for a fetch or a pause runs later, with its streamed
+  // value.
+  if (waiting_ != Wait::kFetch && waiting_ != Wait::kPause) end_command();
   publish_multi();
+}
+
+// As Redis 7.0: a pause of ALL holds every command (CLIENT UNPAUSE too), a
+// pause of WRITE holds the commands that write, queued in MULTI or not, and
+// an EXEC whose queue writes.
+bool Connection::held_by_pause(const CommandSpec& spec) {
+  const ClientPause& pause = server_.context().client_pause();
+  if (!pause.active()) return false;
+  bool writes = (spec.flags & kWrite) != 0;
+  if ((spec.flags & kRunsQueue) && !writes) {
+    for (const QueuedCommand& q : state_.txn.queue) writes = writes || (q.spec->flags & kWrite);
+  }
+  int64_t until = pause.holds_until(writes);
+  if (until == 0) return false;
+  wait_for_unpause(until);
+  return true;
+}
+
+void Connection::wait_for_unpause(int64_t until_ms) {
+  waiting_ = Wait::kPause;
+  uint64_t gen = ++wait_gen_;
+  pause_timer_.expires_after(std::chrono::milliseconds(until_ms - ClientPause::now_ms()));
+  pause_timer_.async_wait([self = shared_from_this(), gen](const asio::error_code& ec) {
+    if (!ec && gen == self->wait_gen_) self->recheck_pause();
+  });
+}
+
+void Connection::recheck_pause() {
+  if (closed_ || waiting_ != Wait::kPause) return;
+  waiting_ = Wait::kNone;
+  pause_timer_.cancel();
+  // The wait is not the command's latency: its clock starts now.
+  uint64_t clock = mono_ns();
+  dispatch(parser_.argv(), clock);
+  if (waiting_ == Wait::kNone) resume();
+}
+
+void Connection::kill() {
+  std::shared_ptr<Connection> self = weak_from_this().lock();
+  if (self) asio::post(thread_.io, [self] { self->close(); });
 }
 
 void Connection::publish_multi() {
@@ -350,6 +398,9 @@ uint64_t Connection::account(const CommandSpec& spec, uint64_t start, bool faile
   const CommandStats& stats = server_.stats_for(spec);
   uint64_t end = mono_ns();
   stats.latency->record(end - start);
+  ServerContext& server = server_.context();
+  if (server.slowlog().wants(end - start))
+    log_slow_command(server, spec, inv_.argv, end - start, state_);
   stats.calls->add();
   server_.commands_processed().add();
   if (failed) stats.failed->add();
@@ -362,6 +413,8 @@ void Connection::publish_identity() {
   shared_lib_name_ = state_.lib_name;
   shared_lib_ver_ = state_.lib_ver;
   shared_proto_ = static_cast<int>(state_.proto);
+  shared_no_evict_ = state_.no_evict;
+  shared_no_touch_ = state_.no_touch;
 }
 
 void Connection::flush() {
@@ -409,20 +462,25 @@ void Connection::on_write(const asio::error_code& ec, size_t n) {
 std::string Connection::describe(int64_t now) const {
   std::string name, lib_name, lib_ver;
   int proto;
+  int multi = shared_multi_.load(std::memory_order_relaxed);
+  // Redis's letters, in its order: x (MULTI), e (NO-EVICT), T (NO-TOUCH).
+  std::string flags = multi < 0 ? "" : "x";
   {
     std::lock_guard lock(info_mu_);
     name = shared_name_;
     lib_name = shared_lib_name_;
     lib_ver = shared_lib_ver_;
     proto = shared_proto_;
+    if (shared_no_evict_) flags += 'e';
+    if (shared_no_touch_) flags += 'T';
   }
+  if (flags.empty()) flags = "N";
   const CommandSpec* last = last_spec_.load(std::memory_order_relaxed);
-  int multi = shared_multi_.load(std::memory_order_relaxed);
   return fmt::format(
       "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 "
       "multi={} omem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
       state_.id, state_.addr, state_.laddr, fd_, name, (now - state_.created_ms) / 1000,
-      (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000, multi < 0 ? "N" : "x", multi,
+      (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000, flags, multi,
       output_bytes_.load(std::memory_order_relaxed), last ? last->name : "NULL", proto, lib_name,
       lib_ver);
 }

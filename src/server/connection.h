@@ -63,6 +63,14 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void check_idle(int64_t now_ms, int64_t timeout_ms);
 
   uint64_t id() const { return state_.id; }
+  // Fixed at accept: safe from any thread.
+  const std::string& addr() const { return state_.addr; }
+  const std::string& laddr() const { return state_.laddr; }
+  // CLIENT KILL from any thread: closes the connection on its own thread.
+  void kill();
+  // On this connection's thread: a command held by CLIENT PAUSE runs if the
+  // pause no longer holds it.
+  void recheck_pause();
   // One CLIENT LIST line; safe from any thread.
   std::string describe(int64_t now_ms) const;
 
@@ -80,7 +88,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   uint64_t account(const CommandSpec& spec, uint64_t start, bool failed);
 
   // --- deferred replies ---
-  enum class Wait : uint8_t { kNone, kStream, kFetch, kPersist };
+  enum class Wait : uint8_t { kNone, kStream, kFetch, kPersist, kPause };
   // ReplyDeferral:
   FlashReadCallbacks bulk_stream_callbacks() override;
   void stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) override;
@@ -109,6 +117,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void flush();
   void start_write();
   void on_write(const asio::error_code& ec, size_t n);
+  // CLIENT PAUSE: true if `spec` must wait; then the connection waits
+  // (reading nothing) until the pause ends or changes, and dispatches the
+  // command again.
+  bool held_by_pause(const CommandSpec& spec);
+  void wait_for_unpause(int64_t until_ms);
   void publish_identity();
   void publish_multi();  // CLIENT LIST's multi= and flags=x
   RespParser::Limits parser_limits() const;
@@ -140,6 +153,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   bool fetch_again_ = false;
   Status fetch_error_;  // of the last fetch
   asio::steady_timer retry_timer_;
+  asio::steady_timer pause_timer_;  // kPause: the end of the pause
   // kStream
   uint64_t stream_length_ = 0;
   uint64_t stream_sent_ = 0;
@@ -158,6 +172,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   mutable std::mutex info_mu_;
   std::string shared_name_, shared_lib_name_, shared_lib_ver_;
   int shared_proto_ = 2;
+  bool shared_no_evict_ = false, shared_no_touch_ = false;
   std::atomic<int> shared_multi_{-1};  // queued commands in MULTI, else -1
   std::atomic<int64_t> last_active_ms_{0};
   std::atomic<const CommandSpec*> last_spec_{nullptr};

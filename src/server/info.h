@@ -6,11 +6,13 @@
 #include <string>
 #include <string_view>
 
+#include "core/version.h"
+
 namespace tierkv::server {
 
-// The Redis version whose behaviour tierkv follows (HELLO, INFO).
-inline constexpr std::string_view kRedisCompatVersion = "7.0.0";
-inline constexpr std::string_view kTierkvVersion = "0.1.0";
+// The versions INFO and HELLO report (core/version.h).
+using tierkv::kRedisCompatVersion;
+using tierkv::kTierkvVersion;
 
 class Server;
 

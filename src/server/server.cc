@@ -39,6 +39,10 @@ Server::Server(Config config, Store& store, MetricsRegistry& metrics)
   context_.request_shutdown = [this](bool save) { shutdown(save); };
   context_.list_clients = [this] { return client_lines(); };
   context_.info_section = [this](std::string_view section) { return render_info(*this, section); };
+  context_.kill_clients = [this](const ClientKillFilter& filter, uint64_t self_id) {
+    return kill_clients(filter, self_id);
+  };
+  context_.wake_paused_clients = [this] { wake_paused_clients(); };
   context_.account_queued = [this](const CommandSpec& spec, uint64_t ns, bool failed) {
     const CommandStats& stats = stats_for(spec);
     stats.latency->record(ns);
@@ -62,6 +66,7 @@ Server::~Server() {
 void Server::register_commands() {
   CommandTable& t = context_.mutable_commands();
   register_connection_commands(t);
+  register_client_commands(t);
   register_server_commands(t);
   register_string_commands(t);
   register_counter_commands(t);
@@ -74,6 +79,7 @@ void Server::register_commands() {
   register_txn_commands(t);
   register_rename_commands(t);
   register_object_commands(t);
+  register_slowlog_commands(t);
   register_preheat_commands(t);
   for (const CommandSpec& spec : t.all()) {
     std::string label = fmt::format("cmd=\"{}\"", spec.name);
@@ -355,6 +361,36 @@ std::vector<std::string> Server::client_lines() const {
   std::vector<std::string> out;
   for (auto& [id, line] : lines) out.push_back(std::move(line));
   return out;
+}
+
+ClientKillResult Server::kill_clients(const ClientKillFilter& filter, uint64_t self_id) {
+  ClientKillResult out;
+  std::lock_guard lock(clients_mu_);
+  if (filter.match_none) return out;
+  for (const auto& [id, c] : clients_) {
+    if (filter.id && *filter.id != id) continue;
+    if (filter.addr && *filter.addr != c->addr()) continue;
+    if (filter.laddr && *filter.laddr != c->laddr()) continue;
+    if (id == self_id) {
+      out.matched_self = true;
+    } else {
+      // Registered means not closed yet, so the connection is alive while
+      // clients_mu_ is held; it closes on its own thread.
+      c->kill();
+      ++out.others;
+    }
+  }
+  return out;
+}
+
+void Server::wake_paused_clients() {
+  for (auto& t : threads_) {
+    IoThread* raw = t.get();
+    asio::post(raw->io, [raw] {
+      std::vector<Connection*> conns(raw->connections.begin(), raw->connections.end());
+      for (Connection* c : conns) c->recheck_pause();
+    });
+  }
 }
 
 void Server::shutdown(bool save) {

@@ -75,6 +75,10 @@ class Server {
   void unregister_client(Connection* c);
   size_t client_count() const { return client_count_.load(std::memory_order_relaxed); }
   std::vector<std::string> client_lines() const;
+  // CLIENT KILL: see ServerContext::kill_clients.
+  ClientKillResult kill_clients(const ClientKillFilter& filter, uint64_t self_id);
+  // CLIENT PAUSE/UNPAUSE: every connection holding a command checks again.
+  void wake_paused_clients();
   bool is_identity_command(const CommandSpec* spec) const;
   Counter& commands_processed() { return *commands_processed_; }
   Counter& rejected_connections() { return *rejected_connections_; }

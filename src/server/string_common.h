@@ -29,6 +29,11 @@ void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uin
                  bool absent_is_null, bool use_once = false);
 
 // Replies to a failed store call: a missing key is null, anything else an error.
+// False for a client in CLIENT NO-TOUCH mode: its reads are no accesses.
+inline bool touches(const CommandContext& ctx) {
+  return !ctx.client.no_touch;
+}
+
 inline void reply_view_or_null(CommandContext& ctx, const Result<ObjectView>& v) {
   if (v)
     ctx.reply.bulk(*v);
@@ -69,8 +74,8 @@ bool copy_small(const ObjectView& v, char (&buf)[N], std::string_view& out) {
   return true;
 }
 
-// The error for a value that would pass the object size limit. Redis names
-// proto-max-bulk-len here; tierkv's limit is max-object-size.
+// The error for a value that would pass tierkv's object size limit (SETBIT,
+// BITFIELD; SETRANGE and APPEND when it is below proto-max-bulk-len).
 inline constexpr std::string_view kStringTooLong =
     "ERR string exceeds maximum allowed size (max-object-size)";
 
@@ -82,6 +87,22 @@ inline void hold_until_durable(CommandContext& ctx, std::string_view key, const 
 
 inline bool exceeds_object_limit(CommandContext& ctx, uint64_t size) {
   return size > static_cast<uint64_t>(ctx.server.limits().max_object_size.load());
+}
+
+// Redis's checkStringLength for SETRANGE and APPEND: a result longer than
+// proto-max-bulk-len is refused with Redis's text, naming that limit. Then
+// tierkv's own max-object-size (never larger, see config_validate) is
+// checked and named. True if the command was refused.
+inline bool refuse_string_length(CommandContext& ctx, uint64_t size) {
+  uint64_t bulk_limit =
+      static_cast<uint64_t>(ctx.server.limits().proto_max_bulk_len.load(std::memory_order_relaxed));
+  if (size > bulk_limit) {
+    ctx.reply.error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    return true;
+  }
+  if (!exceeds_object_limit(ctx, size)) return false;
+  ctx.reply.error(kStringTooLong);
+  return true;
 }
 
 // Appends bytes [from, to) of `view` (offsets relative to the view) to `w`.

@@ -243,6 +243,9 @@ class Store {
   // promotion; an admitted object is copied into memory as it is read.
   // The flash part is a window (ReadWindow) that the consumer pulls by
   // releasing pieces; ReadStart::flash_read can cancel it.
+  // With ReadOptions::count_access false (CLIENT NO-TOUCH, look-ahead) the
+  // read is no access: the eviction policy does not see it, and a flash hit
+  // neither counts toward promotion nor promotes.
   ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
                  FlashReadCallbacks callbacks, ReadWindow window = {});
   ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
@@ -256,8 +259,9 @@ class Store {
   // [offset, offset + length) of memory's copy (a hit), NotFound if no tier
   // has the key (a miss), or Busy if only flash has it: fetch() it and ask
   // again.
+  // `touch` as for read().
   Result<ObjectView> read_resident(std::string_view key, uint64_t offset = 0,
-                                   uint64_t length = UINT64_MAX);
+                                   uint64_t length = UINT64_MAX, bool touch = true);
   // True if the key exists and some of it is only on flash.
   bool needs_flash(std::string_view key);
   // Loads the flash-only objects among `keys` into memory (whatever the

@@ -154,8 +154,10 @@ Result<ObjectView> Store::get_resident(std::string_view key, const memory::GetOp
   return memory_->get(key, options);
 }
 
-Result<ObjectView> Store::read_resident(std::string_view key, uint64_t offset, uint64_t length) {
-  Result<ObjectView> v = memory_->get(key, GetOptions{.offset = offset, .length = length});
+Result<ObjectView> Store::read_resident(std::string_view key, uint64_t offset, uint64_t length,
+                                        bool touch) {
+  Result<ObjectView> v = memory_->get(
+      key, GetOptions{.offset = offset, .length = length, .touch = touch, .end_lease = true});
   if (v) {
     hits_.add();
     return v;

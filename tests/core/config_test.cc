@@ -204,6 +204,8 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "client-query-buffer-limit",
                                              "metrics-timeout-ms",
                                              "metrics-max-clients",
+                                             "slowlog-log-slower-than",
+                                             "slowlog-max-len",
                                              "log-level",
                                              "max-key-size",
                                              "max-object-size",

@@ -22,7 +22,8 @@ SETTABLE = {
     "client-output-buffer-limit": "1048576", "metrics-timeout-ms": "2500",
     "metrics-max-clients": "8", "log-level": "warn", "memory": "268435456", "lease-max-fraction": "0.5",
     "lease-ttl-ms": "1234", "active-expire-hz": "20", "offload-wait-ms": "100", "dirty-max-fraction": "0.25",
-    "promotion-threshold": "3", "promotion-max-inflight": "16", "requirepass": "s3cret",
+    "promotion-threshold": "3", "promotion-max-inflight": "16",
+    "slowlog-log-slower-than": "0", "slowlog-max-len": "7", "requirepass": "s3cret",
 }
 
 
@@ -87,7 +88,8 @@ def test_every_settable_key_is_set(make_tierkv):
     for key, bad in (("active-expire-hz", "501"), ("lease-ttl-ms", "0"),
                      ("lease-max-fraction", "1.5"), ("dirty-max-fraction", "-0.1"),
                      ("protected-mode", "maybe"),
-                     ("log-level", "loud"), ("metrics-max-clients", "0")):
+                     ("log-level", "loud"), ("metrics-max-clients", "0"),
+                     ("slowlog-log-slower-than", "-2"), ("slowlog-max-len", "-1")):
         before = config_get(c, key)
         got = reply_of(c, "CONFIG", "SET", key, bad)
         assert got[0] == "error" and f"'{key}'" in got[1], (key, got)

@@ -219,12 +219,32 @@ def test_setrange(pair):
 
 
 def test_setrange_size_limit(pair):
-    # Redis caps at proto-max-bulk-len (512MB), tierkv at max-object-size:
-    # both refuse an offset this far out, with the same message prefix.
-    ours, theirs = pair.both("SETRANGE", "k", str(2**40), "x")
-    assert theirs[0] == "error" and ours[0] == "error"
-    assert ours[1].startswith("string exceeds maximum allowed size")
+    # Both name proto-max-bulk-len (Redis's default 512 MB, tierkv's 1 GiB).
+    pair.same("SETRANGE", "k", str(2**40), "x")
     pair.same("EXISTS", "k")
+
+
+def test_setrange_and_append_at_the_same_limit(pair):
+    """With proto-max-bulk-len set alike, SETRANGE and APPEND are refused at
+    the same size with Redis's text (tierkv's max-object-size set to it too:
+    it may not be larger)."""
+    limit = 1 << 20
+    pair.ours.config_set("max-object-size", str(limit))
+    pair.same("CONFIG", "SET", "proto-max-bulk-len", str(limit))
+    try:
+        pair.same("SETRANGE", "k", str(limit - 1), "x")  # exactly the limit: allowed
+        pair.same("SETRANGE", "k", str(limit), "x")
+        pair.same("SETRANGE", "k", str(limit - 1), "xy")
+        pair.same("STRLEN", "k")
+        pair.same("APPEND", "k", "y")
+        pair.same("SET", "k", "a" * (limit - 10))
+        pair.same("APPEND", "k", "b" * 10)
+        pair.same("APPEND", "k", "c")
+        pair.same("STRLEN", "k")
+    finally:
+        pair.same("CONFIG", "SET", "proto-max-bulk-len", str(512 << 20))
+        pair.ours.config_set("proto-max-bulk-len", "1gb")
+        pair.ours.config_set("max-object-size", "1gb")
 
 
 def test_incr_decr(pair):

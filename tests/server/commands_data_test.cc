@@ -160,7 +160,7 @@ TEST_F(DataCommandsTest, RangesAcrossChunks) {
   EXPECT_EQ(run({"GET", "n"}), bulk("\0\0\0x"s));
   EXPECT_EQ(run({"SETRANGE", "n", "-1", "x"}), err("ERR offset is out of range"));
   EXPECT_EQ(run({"SETRANGE", "n", "1099511627776", "x"}),
-            err("ERR string exceeds maximum allowed size (max-object-size)"));
+            err("ERR string exceeds maximum allowed size (proto-max-bulk-len)"));
   EXPECT_EQ(run({"SETRANGE", "none", "5", ""}), integer(0));
   EXPECT_EQ(run({"EXISTS", "none"}), integer(0));
 }
