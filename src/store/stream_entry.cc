@@ -39,7 +39,7 @@ void StreamEntry::started(ReadStart&& r) {
     if (is_flash && r.version == version_) {
       flash_ = true;
       if (!done_) read_ = r.flash_read;  // a read that already ended is not kept
-      if (dropped_) cancel_now = read_;
+      if (dropped_ || cancel_asked_) cancel_now = read_;
     } else {
       ignore_ = is_flash;
       cancel_now = is_flash ? r.flash_read : nullptr;
@@ -181,6 +181,7 @@ void StreamEntry::cancel() {
   {
     std::lock_guard lock(mu_);
     read = read_;
+    cancel_asked_ = true;  // a read not started yet is cancelled as it starts
   }
   if (read) read->cancel();
 }
