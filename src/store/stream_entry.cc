@@ -152,8 +152,12 @@ void StreamEntry::deliver(std::unique_lock<std::mutex>& lock) {
     if (done_ && !done_sent_) {
       done_sent_ = true;
       Status st = status_;
+      // The consumer's callbacks may hold pieces, whose read holds this
+      // entry: let go of them once they are done with.
+      FlashReadCallbacks consumer = std::move(consumer_);
       lock.unlock();
-      consumer_.on_done(std::move(st));
+      consumer.on_done(std::move(st));
+      consumer = FlashReadCallbacks{};
       lock.lock();
       continue;
     }
