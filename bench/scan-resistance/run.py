@@ -55,7 +55,7 @@ def main():
     out = subprocess.run([exe, "--policies", args.policies], check=True, capture_output=True,
                          text=True, timeout=1800).stdout
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    print(f"{'policy':8} {'reads':>9} {'hot hits':>8} {'hit ratio':>9} {'ideal':>6} "
+    print(f"{'policy':8} {'mode':>9} {'hot hits':>8} {'hit ratio':>9} {'ideal':>6} "
           f"{'of ideal':>8} {'evicted':>8}")
     for r in rows:
         r["of_ideal"] = r["hit_ratio"] / r["ideal"]

@@ -168,7 +168,10 @@ def annotate(rows, inproc_rows):
         ref = next(x for x in inproc_rows if x["L_ns"] == r["L_ns"] and x["P"] == r["P"] and
                    x["D"] == 0)
         L = ref["read_p50_ns"] or r["L_ns"]
-        serve = max(x.get("serve_ns", 0) for x in group)
+        # t_serve: the quickest of the runs' median takes of a tile that had
+        # arrived (a median inflated by preemption says nothing of the path).
+        served = [x["serve_ns"] for x in group if x["D"] > 0 and x.get("serve_ns", 0) > 0]
+        serve = min(served, default=0)
         C = r["C_ns"]
         r["L_measured_ns"] = L
         r["speedup"] = base["ns_per_tile"] / r["ns_per_tile"]

@@ -39,7 +39,7 @@ void StreamEntry::started(ReadStart&& r) {
     if (is_flash && r.version == version_) {
       flash_ = true;
       if (!done_) read_ = r.flash_read;  // a read that already ended is not kept
-      if (dropped_) cancel_now = read_;
+      if (dropped_ || cancel_asked_) cancel_now = read_;
     } else {
       ignore_ = is_flash;
       cancel_now = is_flash ? r.flash_read : nullptr;
@@ -152,8 +152,12 @@ void StreamEntry::deliver(std::unique_lock<std::mutex>& lock) {
     if (done_ && !done_sent_) {
       done_sent_ = true;
       Status st = status_;
+      // The consumer's callbacks may hold pieces, whose read holds this
+      // entry: let go of them once they are done with.
+      FlashReadCallbacks consumer = std::move(consumer_);
       lock.unlock();
-      consumer_.on_done(std::move(st));
+      consumer.on_done(std::move(st));
+      consumer = FlashReadCallbacks{};
       lock.lock();
       continue;
     }
@@ -181,6 +185,7 @@ void StreamEntry::cancel() {
   {
     std::lock_guard lock(mu_);
     read = read_;
+    cancel_asked_ = true;  // a read not started yet is cancelled as it starts
   }
   if (read) read->cancel();
 }

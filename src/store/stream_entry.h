@@ -96,6 +96,7 @@ class StreamEntry final : public FlashRead {
   Status status_;
   bool attached_ = false;
   bool dropped_ = false;
+  bool cancel_asked_ = false;  // the attached consumer cancelled
   bool delivering_ = false;
   FlashReadCallbacks consumer_;
   uint64_t range_offset_ = 0;

@@ -357,7 +357,10 @@ Result<StreamValue> StreamReader::Impl::next() {
   }
   std::unique_lock lock(wait->mu);
   wait->cv.wait(lock, [&] { return wait->done; });
-  if (!wait->status.is_ok()) return wait->status;
+  if (!wait->status.is_ok()) {
+    wait->pieces.clear();  // a read that failed part-way: nothing of it is kept
+    return wait->status;
+  }
   v.size_ = r.length;
   v.pieces_ = std::move(wait->pieces);
   return v;

@@ -243,7 +243,7 @@ TEST_F(StreamTest, UseOnceScanNeverEvictsTheHotSet) {
 
 TEST_F(StreamTest, AutomaticDepthFollowsLatencyOverPace) {
   Config c = stream_config(dir_);
-  c.backing_latency_ns = 400'000;
+  c.backing_latency_ns = 2'000'000;  // far above any per-take overhead (sanitizers too)
   auto store = open(c);
   std::vector<std::string> keys = tiles(*store, 40, 1000);
   // Measure L first: the automatic depth reads the latency histogram at open.
@@ -257,8 +257,8 @@ TEST_F(StreamTest, AutomaticDepthFollowsLatencyOverPace) {
     while (std::chrono::steady_clock::now() < until) {
     }
   }
-  // L = 400 us over C of about 50 us (at most the time between takes): D
-  // grows past L / C' for any C' that the loop can reach.
+  // L = 2 ms over C of about 50 us: D grows as the consumer's pace beats
+  // L / D, whatever the per-take overhead.
   EXPECT_GE(stream->depth(), 3u);
   EXPECT_LE(stream->depth(), 64u);
 }
