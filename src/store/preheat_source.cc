@@ -85,8 +85,11 @@ void global_curl_init() {
 }
 
 struct CurlHandle {
-  CURL* curl = curl_easy_init();
+  CurlHandle() = default;
+  CurlHandle(const CurlHandle&) = delete;
+  CurlHandle& operator=(const CurlHandle&) = delete;
   ~CurlHandle() { curl_easy_cleanup(curl); }
+  CURL* curl = curl_easy_init();
 };
 
 // What one HTTP exchange gathered.
@@ -162,7 +165,17 @@ class HttpSource final : public PreheatSource {
 
   Status read(uint64_t offset, std::span<char> out) override {
     if (out.empty()) return Status::ok();
-    CurlHandle h;
+    // A handle keeps its connection: pieces reuse them instead of opening
+    // a TCP connection (and a TLS session) each.
+    std::unique_ptr<CurlHandle> handle = take_handle();
+    CurlHandle& h = *handle;
+    const Status st = read_with(h, offset, out);
+    if (st.is_ok()) give_back(std::move(handle));
+    return st;
+  }
+
+ private:
+  Status read_with(CurlHandle& h, uint64_t offset, std::span<char> out) {
     HttpReply reply;
     reply.out = out;
     prepare(h.curl, reply);
@@ -190,7 +203,18 @@ class HttpSource final : public PreheatSource {
     return Status::ok();
   }
 
- private:
+  std::unique_ptr<CurlHandle> take_handle() {
+    std::lock_guard lock(handles_mu_);
+    if (handles_.empty()) return std::make_unique<CurlHandle>();
+    std::unique_ptr<CurlHandle> h = std::move(handles_.back());
+    handles_.pop_back();
+    return h;
+  }
+  void give_back(std::unique_ptr<CurlHandle> h) {
+    std::lock_guard lock(handles_mu_);
+    handles_.push_back(std::move(h));
+  }
+
   explicit HttpSource(std::string url) : url_(std::move(url)) {}
 
   void prepare(CURL* curl, HttpReply& reply) const {
@@ -208,6 +232,8 @@ class HttpSource final : public PreheatSource {
   }
 
   std::string url_;
+  std::mutex handles_mu_;
+  std::vector<std::unique_ptr<CurlHandle>> handles_;  // idle, connected
 };
 
 bool has_dot_segment(std::string_view url) {
