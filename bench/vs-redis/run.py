@@ -2,15 +2,18 @@
 """tierkv-server against redis-server, same redis-benchmark runs on both.
 
 Starts redis-server (no persistence, maxmemory = the same budget,
-allkeys-lru) and tierkv-server (--memory, --io-threads 2) on free loopback
-ports, runs redis-benchmark SET/GET at several value sizes against each
-(alternating, so background load hits both alike), then pipelined
+allkeys-lru) and one tierkv-server per --io-threads value (default 1 and
+2, the server's default) on free loopback ports, runs redis-benchmark
+SET/GET at several value sizes against each (alternating, so background
+load hits all alike), then pipelined
 MULTI/SET/GET/EXEC transactions from a small client of our own (redis-benchmark
 has no transaction test), and prints ops/s, p50 and p99 for both with the
-ratio ours/redis. Writes bench/results/vs-redis.json;
-the last line is `RESULT name=vs-redis ratio=<min ratio> ...`.
+ratio ours/redis per io-threads setting. Writes bench/results/vs-redis.json
+and vs-redis.png; the last line is `RESULT name=vs-redis ratio=<min ratio>
+...` with the worst and geometric-mean ratio per setting.
 
-  /usr/bin/python3 bench/vs-redis/run.py [--server PATH] [--memory 1gb] [--quick]
+  /usr/bin/python3 bench/vs-redis/run.py [--server PATH] [--memory 1gb]
+      [--io-threads 1,2] [--quick]
 """
 import argparse
 import csv
@@ -26,23 +29,21 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, wait_for_port, wait_loaded  # noqa: E402
+from benchlib import free_port, pyplot, wait_for_port, wait_loaded  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 # name, value bytes, clients, pipeline, requests per test (SET and GET each)
+# (1 MiB and 32 MiB move 4-5 GiB per test, so that one test lasts seconds,
+# not the half second in which a scheduler hiccup decides the ratio.)
 ROWS = [
     ("100B -P16", 100, 50, 16, 400_000),
     ("4KiB", 4096, 50, 1, 60_000),
-    ("1MiB", 1 << 20, 4, 1, 1_500),
-    ("32MiB", 32 << 20, 2, 1, 40),
+    ("1MiB", 1 << 20, 4, 1, 4_000),
+    ("32MiB", 32 << 20, 2, 1, 128),
 ]
-
-
-
-
 
 
 def start(argv, port, workdir):
@@ -137,80 +138,131 @@ def txn_benchmark(port, clients, batch, requests, size=100):
 TXN_ROWS = [("MULTI/EXEC -P32", 8, 32, 200_000)]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--server", default=os.environ.get(
-        "TIERKV_SERVER", os.path.join(ROOT, "build", "src", "server", "tierkv-server")))
-    ap.add_argument("--memory", default="1gb")
-    ap.add_argument("--io-threads", default="2")
-    ap.add_argument("--quick", action="store_true", help="a tenth of the requests")
-    ap.add_argument("--txn-only", action="store_true", help="only the MULTI/EXEC rows")
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "vs-redis.json"))
-    args = ap.parse_args()
-    args.server = os.path.abspath(args.server)
+def result_row(name, size, clients, pipeline, requests, threads, ours, theirs):
+    return {"row": name, "io_threads": threads, "value_bytes": size, "clients": clients,
+            "pipeline": pipeline, "requests": requests, "tierkv": ours, "redis": theirs,
+            "ratio": ours["ops"] / theirs["ops"] if theirs["ops"] else 0.0}
 
-    work = tempfile.mkdtemp(prefix="vs-redis-")
-    redis_port, ours_port = free_port(), free_port()
-    redis_argv = [REDIS, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-                  "--appendonly", "no", "--maxmemory", args.memory,
-                  "--maxmemory-policy", "allkeys-lru", "--dir", work]
-    ours_argv = [args.server, "--port", str(ours_port), "--bind", "127.0.0.1",
-                 "--memory", args.memory, "--io-threads", args.io_threads,
-                 "--metrics-port", "0", "--log-level", "warn"]
-    servers = []
+
+def run_rows(args, redis_port, ours_ports):
+    """Every row against redis, then against each tierkv setting, in turn."""
     results = []
-    started = time.time()
-    try:
-        servers.append(start(redis_argv, redis_port, work))
-        ours_dir = os.path.join(work, "tierkv")
-        os.makedirs(ours_dir)
-        servers.append(start(ours_argv, ours_port, ours_dir))
-        for name, size, clients, pipeline, requests in ([] if args.txn_only else ROWS):
-            if args.quick:
-                requests = max(requests // 10, clients * 2)
-            theirs = benchmark(redis_port, size, clients, pipeline, requests)
-            ours = benchmark(ours_port, size, clients, pipeline, requests)
+    for name, size, clients, pipeline, requests in ([] if args.txn_only else ROWS):
+        if args.quick:
+            requests = max(requests // 10, clients * 2)
+        theirs = benchmark(redis_port, size, clients, pipeline, requests)
+        for threads, port in ours_ports:
+            ours = benchmark(port, size, clients, pipeline, requests)
             for test in ("SET", "GET"):
-                o, t = ours[test], theirs[test]
-                results.append({
-                    "row": f"{test} {name}", "value_bytes": size, "clients": clients,
-                    "pipeline": pipeline, "requests": requests,
-                    "tierkv": o, "redis": t, "ratio": o["ops"] / t["ops"] if t["ops"] else 0.0,
-                })
-        for name, clients, batch, requests in TXN_ROWS:
-            if args.quick:
-                requests //= 10
-            theirs = txn_benchmark(redis_port, clients, batch, requests)
-            ours = txn_benchmark(ours_port, clients, batch, requests)
-            results.append({
-                "row": name, "value_bytes": 100, "clients": clients, "pipeline": batch,
-                "requests": requests, "tierkv": ours, "redis": theirs,
-                "ratio": ours["ops"] / theirs["ops"] if theirs["ops"] else 0.0,
-            })
-    finally:
-        for proc, log in reversed(servers):
-            stop(proc, log)
-        shutil.rmtree(work, ignore_errors=True)
+                results.append(result_row(f"{test} {name}", size, clients, pipeline, requests,
+                                          threads, ours[test], theirs[test]))
+    for name, clients, batch, requests in TXN_ROWS:
+        if args.quick:
+            requests //= 10
+        theirs = txn_benchmark(redis_port, clients, batch, requests)
+        for threads, port in ours_ports:
+            ours = txn_benchmark(port, clients, batch, requests)
+            results.append(result_row(name, 100, clients, batch, requests, threads, ours, theirs))
+    return results
 
-    header = (f"{'row':<16} {'tierkv ops/s':>13} {'p50 ms':>8} {'p99 ms':>8}   "
+
+def print_table(results):
+    header = (f"{'row':<16} {'io':>3} {'tierkv ops/s':>13} {'p50 ms':>8} {'p99 ms':>8}   "
               f"{'redis ops/s':>12} {'p50 ms':>8} {'p99 ms':>8}   {'ratio':>6}")
     print(header)
     print("-" * len(header))
     for r in results:
         o, t = r["tierkv"], r["redis"]
-        print(f"{r['row']:<16} {o['ops']:>13,.0f} {o['p50_ms']:>8.3f} {o['p99_ms']:>8.3f}   "
-              f"{t['ops']:>12,.0f} {t['p50_ms']:>8.3f} {t['p99_ms']:>8.3f}   {r['ratio']:>6.2f}")
+        print(f"{r['row']:<16} {r['io_threads']:>3} {o['ops']:>13,.0f} {o['p50_ms']:>8.3f} "
+              f"{o['p99_ms']:>8.3f}   {t['ops']:>12,.0f} {t['p50_ms']:>8.3f} "
+              f"{t['p99_ms']:>8.3f}   {r['ratio']:>6.2f}")
+
+
+def plot(results, settings, path):
+    plt = pyplot()
+    if plt is None:
+        return
+    rows = list(dict.fromkeys(r["row"] for r in results))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / len(settings)
+    for k, threads in enumerate(settings):
+        ratios = [next(r["ratio"] for r in results if r["row"] == row and r["io_threads"] == threads)
+                  for row in rows]
+        ax.bar([i + k * width for i in range(len(rows))], ratios, width,
+               label=f"--io-threads {threads}")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([i + width * (len(settings) - 1) / 2 for i in range(len(rows))])
+    ax.set_xticklabels(rows, rotation=30, ha="right")
+    ax.set_ylabel("tierkv ops/s ÷ redis ops/s")
+    ax.set_title("tierkv against redis-server, same redis-benchmark runs")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def summary(results, settings):
+    parts = []
+    for threads in settings:
+        mine = [r for r in results if r["io_threads"] == threads]
+        worst = min(mine, key=lambda r: r["ratio"])
+        geo = 1.0
+        for r in mine:
+            geo *= r["ratio"]
+        geo **= 1.0 / len(mine)
+        parts.append(f"ratio_io{threads}={worst['ratio']:.3f} worst_row_io{threads}="
+                     f"\"{worst['row']}\" geomean_io{threads}={geo:.3f}")
+    worst = min(results, key=lambda r: r["ratio"])
+    return f"ratio={worst['ratio']:.3f} " + " ".join(parts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", default=os.environ.get(
+        "TIERKV_SERVER", os.path.join(ROOT, "build", "src", "server", "tierkv-server")))
+    ap.add_argument("--memory", default="1gb")
+    ap.add_argument("--io-threads", default="1,2",
+                    help="comma-separated: one tierkv-server per value (2 is the default)")
+    ap.add_argument("--quick", action="store_true", help="a tenth of the requests")
+    ap.add_argument("--txn-only", action="store_true", help="only the MULTI/EXEC rows")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "vs-redis.json"))
+    args = ap.parse_args()
+    args.server = os.path.abspath(args.server)
+    settings = [t.strip() for t in args.io_threads.split(",") if t.strip()]
+
+    work = tempfile.mkdtemp(prefix="vs-redis-")
+    redis_port = free_port()
+    redis_argv = [REDIS, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+                  "--appendonly", "no", "--maxmemory", args.memory,
+                  "--maxmemory-policy", "allkeys-lru", "--dir", work]
+    servers = []
+    started = time.time()
+    try:
+        servers.append(start(redis_argv, redis_port, work))
+        ours_ports = []
+        for threads in settings:
+            port = free_port()
+            ours_dir = os.path.join(work, f"tierkv-io{threads}")
+            os.makedirs(ours_dir)
+            servers.append(start([args.server, "--port", str(port), "--bind", "127.0.0.1",
+                                  "--memory", args.memory, "--io-threads", threads,
+                                  "--metrics-port", "0", "--log-level", "warn"],
+                                 port, ours_dir))
+            ours_ports.append((threads, port))
+        results = run_rows(args, redis_port, ours_ports)
+    finally:
+        for proc, log in reversed(servers):
+            stop(proc, log)
+        shutil.rmtree(work, ignore_errors=True)
+
+    print_table(results)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"memory": args.memory, "io_threads": args.io_threads,
+        json.dump({"memory": args.memory, "io_threads": settings,
                    "seconds": round(time.time() - started, 1), "rows": results}, f, indent=2)
-    worst = min(results, key=lambda r: r["ratio"])
-    geo = 1.0
-    for r in results:
-        geo *= r["ratio"]
-    geo **= 1.0 / len(results)
-    print(f"RESULT name=vs-redis ratio={worst['ratio']:.3f} worst_row=\"{worst['row']}\" "
-          f"geomean_ratio={geo:.3f} rows={len(results)} seconds={time.time() - started:.0f}")
+    plot(results, settings, os.path.splitext(args.out)[0] + ".png")
+    print(f"RESULT name=vs-redis {summary(results, settings)} rows={len(results)} "
+          f"seconds={time.time() - started:.0f}")
     return 0
 
 

@@ -21,9 +21,11 @@
 namespace tierkv::flash {
 namespace {
 
-// Timed sleeps wake up to ~50 us late on a busy machine; the last stretch
-// before a deadline is spun instead.
-constexpr uint64_t kSpinNs = 80'000;
+// Timed sleeps (with the timer slack at 1 ns) wake a few us late on an idle
+// machine; the last stretch before a deadline is spun instead. Kept short:
+// a spinning reaper takes a core from the consumer it is meant to model a
+// device for, and on a busy machine the spinner is preempted anyway.
+constexpr uint64_t kSpinNs = 20'000;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -160,39 +162,69 @@ class UringEngine final : public IoEngine {
     return false;
   }
 
+  // A modelled read is delivered L after the reaper sees its completion, so
+  // completions must be seen when they happen: the reaper never spins or
+  // sleeps without watching the ring, or reads completing meanwhile would
+  // queue behind the deadline it waits for (P staggered reads would each
+  // wait for the one before: serialized, not parallel).
   void reap_loop() {
     tighten_timer_slack();
     std::deque<Delayed> delayed;  // deadlines ascend: the latency is fixed
     bool stopping = false;
     while (!stopping || !delayed.empty()) {
-      io_uring_cqe* cqe = nullptr;
-      if (delayed.empty()) {
-        io_uring_wait_cqe(&ring_, &cqe);
-      } else {
-        const uint64_t now = mono_ns();
-        const uint64_t due = delayed.front().deadline_ns;
-        if (!stopping && due > now + kSpinNs) {
-          const uint64_t wait = due - now - kSpinNs;
-          __kernel_timespec ts{static_cast<int64_t>(wait / 1'000'000'000),
-                               static_cast<long long>(wait % 1'000'000'000)};
-          io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+      wait_for_completion(delayed, stopping);
+      stopping = harvest(delayed) || stopping;
+      stopping = deliver_due(delayed) || stopping;
+    }
+  }
+
+  // Blocks until a completion arrives or the first deadline is near.
+  void wait_for_completion(const std::deque<Delayed>& delayed, bool stopping) {
+    io_uring_cqe* cqe = nullptr;
+    if (delayed.empty()) {
+      io_uring_wait_cqe(&ring_, &cqe);
+      return;
+    }
+    const uint64_t now = mono_ns();
+    const uint64_t due = delayed.front().deadline_ns;
+    if (stopping || due <= now + kSpinNs) return;
+    const uint64_t wait = due - now - kSpinNs;
+    __kernel_timespec ts{static_cast<int64_t>(wait / 1'000'000'000),
+                         static_cast<long long>(wait % 1'000'000'000)};
+    io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+  }
+
+  // Handles every completion in the ring; true when the stop sentinel came.
+  bool harvest(std::deque<Delayed>& delayed) {
+    bool stop = false;
+    unsigned head = 0;
+    unsigned seen = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      if (handle(cqe, delayed)) stop = true;
+    }
+    io_uring_cq_advance(&ring_, seen);
+    return stop;
+  }
+
+  // Delivers the reads that are due, spinning for a deadline only
+  // microseconds away while still harvesting the ring.
+  bool deliver_due(std::deque<Delayed>& delayed) {
+    bool stop = false;
+    while (!delayed.empty() && delayed.front().deadline_ns <= mono_ns() + kSpinNs) {
+      while (mono_ns() < delayed.front().deadline_ns) {
+        if (io_uring_cq_ready(&ring_) > 0) {
+          stop = harvest(delayed) || stop;
+        } else {
+          cpu_relax();
         }
       }
-      unsigned head = 0;
-      unsigned seen = 0;
-      io_uring_for_each_cqe(&ring_, head, cqe) {
-        ++seen;
-        if (handle(cqe, delayed)) stopping = true;
-      }
-      io_uring_cq_advance(&ring_, seen);
-      // Deliver what is due; spin for a deadline that is only microseconds away.
-      while (!delayed.empty() && delayed.front().deadline_ns <= mono_ns() + kSpinNs) {
-        spin_until(delayed.front().deadline_ns);
-        Delayed d = delayed.front();
-        delayed.pop_front();
-        d.request->on_complete(d.result);
-      }
+      Delayed d = delayed.front();
+      delayed.pop_front();
+      d.request->on_complete(d.result);
     }
+    return stop;
   }
 
   const int fd_;

@@ -16,8 +16,10 @@
 namespace tierkv::server {
 namespace {
 
+// ASCII only, like Redis's strcasecmp on command names; std::tolower asks
+// the locale for every byte, and this runs for every command's name.
 char lower(char c) {
-  return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c | 0x20) : c;
 }
 
 }  // namespace
