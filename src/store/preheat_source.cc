@@ -54,9 +54,10 @@ class FileSource final : public PreheatSource {
   }
   ~FileSource() override { ::close(fd_); }
 
-  Status read(uint64_t offset, std::span<char> out) override {
+  Status read(uint64_t offset, std::span<char> out, std::stop_token stop) override {
     size_t done = 0;
     while (done < out.size()) {
+      if (stop.stop_requested()) return Status::unavailable("cancelled");
       const ssize_t n =
           ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
@@ -134,6 +135,10 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   return bytes;
 }
 
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<std::stop_token*>(user)->stop_requested() ? 1 : 0;
+}
+
 std::string validator_of(const HttpReply& r) {
   if (!r.etag.empty()) return "etag:" + r.etag;
   if (!r.last_modified.empty()) return "last-modified:" + r.last_modified;
@@ -163,22 +168,27 @@ class HttpSource final : public PreheatSource {
     return std::unique_ptr<PreheatSource>(std::move(source));
   }
 
-  Status read(uint64_t offset, std::span<char> out) override {
+  Status read(uint64_t offset, std::span<char> out, std::stop_token stop) override {
     if (out.empty()) return Status::ok();
     // A handle keeps its connection: pieces reuse them instead of opening
     // a TCP connection (and a TLS session) each.
     std::unique_ptr<CurlHandle> handle = take_handle();
     CurlHandle& h = *handle;
-    const Status st = read_with(h, offset, out);
+    const Status st = read_with(h, offset, out, stop);
     if (st.is_ok()) give_back(std::move(handle));
     return st;
   }
 
  private:
-  Status read_with(CurlHandle& h, uint64_t offset, std::span<char> out) {
+  Status read_with(CurlHandle& h, uint64_t offset, std::span<char> out, std::stop_token& stop) {
     HttpReply reply;
     reply.out = out;
     prepare(h.curl, reply);
+    // curl calls this often while data flows and about once a second while
+    // a server stalls; a non-zero return aborts the transfer.
+    curl_easy_setopt(h.curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h.curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h.curl, CURLOPT_XFERINFODATA, &stop);
     const std::string range =
         std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1);
     curl_easy_setopt(h.curl, CURLOPT_RANGE, range.c_str());
@@ -186,6 +196,7 @@ class HttpSource final : public PreheatSource {
     curl_easy_setopt(h.curl, CURLOPT_WRITEDATA, &reply);
     const CURLcode rc = curl_easy_perform(h.curl);
     curl_easy_getinfo(h.curl, CURLINFO_RESPONSE_CODE, &reply.code);
+    if (rc == CURLE_ABORTED_BY_CALLBACK) return Status::unavailable("cancelled");
     if (reply.overflow) return Status::conflict("source changed: " + url_ + " sent too much");
     if (rc != CURLE_OK) return Status::io_error(url_ + ": " + curl_easy_strerror(rc));
     if (reply.code == 404) return Status::not_found(url_ + ": HTTP 404");

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,8 +31,10 @@ class PreheatSource {
   const SourceInfo& info() const { return info_; }
   // Fills `out` with the bytes at `offset`. Thread-safe. IOError for a
   // failure worth retrying; NotFound, Conflict ("source changed") and
-  // InvalidArgument are final.
-  virtual Status read(uint64_t offset, std::span<char> out) = 0;
+  // InvalidArgument are final. A stop requested on `stop` ends the read
+  // within about a second, even one a stalled server holds up, with
+  // Unavailable ("cancelled").
+  virtual Status read(uint64_t offset, std::span<char> out, std::stop_token stop) = 0;
 
  protected:
   SourceInfo info_;

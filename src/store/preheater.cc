@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <span>
+#include <stop_token>
 #include <thread>
 
 #include "core/clock.h"
@@ -16,6 +19,15 @@
 namespace tierkv {
 
 namespace {
+
+// Sleeps for `d` unless a stop is requested first; false if it was.
+bool sleep_unless_stopped(std::stop_token stop, std::chrono::milliseconds d) {
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lock(mu);
+  cv.wait_for(lock, stop, d, [] { return false; });
+  return !stop.stop_requested();
+}
 
 constexpr uint64_t kMinPiece = uint64_t{4} << 20;
 constexpr uint64_t kMaxPiece = uint64_t{64} << 20;
@@ -94,6 +106,7 @@ struct Preheater::Job {
   uint64_t bytes_done = 0;
   uint64_t retries = 0;
   bool cancel = false;
+  std::stop_source stop;  // requested with cancel: ends a source read in flight
   bool failed = false;
   bool cached = false;
   std::string fail_error;
@@ -243,6 +256,7 @@ void Preheater::queue_lane(const std::shared_ptr<Job>& job) {
     if (!run) {
       std::lock_guard lock(job->mu);
       job->cancel = true;
+      job->stop.request_stop();
     }
     run ? run_lane(job) : lane_done(job);
   });
@@ -295,7 +309,8 @@ Status Preheater::fetch_piece(Job& job, uint32_t piece, std::string& buffer) {
     retries = limits_.retries;
   }
   for (uint32_t attempt = 0;; ++attempt) {
-    Status st = job.source->read(job.piece_offset(piece), std::span(buffer.data(), buffer.size()));
+    Status st = job.source->read(job.piece_offset(piece), std::span(buffer.data(), buffer.size()),
+                                 job.stop.get_token());
     if (st.is_ok()) {
       metrics_.bytes_fetched.add(buffer.size());
       return st;
@@ -310,7 +325,9 @@ Status Preheater::fetch_piece(Job& job, uint32_t piece, std::string& buffer) {
       ++job.retries;
       if (job.cancel) return Status::unavailable("cancelled");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100u << attempt, 2000u)));
+    if (!sleep_unless_stopped(job.stop.get_token(),
+                              std::chrono::milliseconds(std::min(100u << attempt, 2000u))))
+      return Status::unavailable("cancelled");
   }
 }
 
@@ -448,6 +465,7 @@ Status Preheater::cancel(uint64_t id) {
     job.finished_ms = unix_time_ms();
   } else if (job.state == PreheatState::kRunning) {
     job.cancel = true;
+    job.stop.request_stop();
   }
   return Status::ok();
 }

@@ -72,8 +72,9 @@ http {{
 
 
 class FaultyHandler(http.server.BaseHTTPRequestHandler):
-    """Serves /dies (sends half of each range, then closes) and /changes (a
-    new ETag on every request) over a body of `server.body`."""
+    """Serves /dies (sends half of each range, then closes), /stalls (sends
+    half of each range, then nothing until the server stops) and /changes
+    (a new ETag on every request) over a body of `server.body`."""
 
     protocol_version = "HTTP/1.1"
 
@@ -105,9 +106,11 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
             first, last = int(a), int(b)
         part = body[first:last + 1]
         self._headers(206, len(part), [("Content-Range", f"bytes {first}-{last}/{len(body)}")])
-        if self.path == "/dies":
+        if self.path in ("/dies", "/stalls"):
             self.wfile.write(part[:len(part) // 2])
             self.wfile.flush()
+            if self.path == "/stalls":
+                self.server.released.wait(60)
             self.close_connection = True
             return
         self.wfile.write(part)
@@ -120,6 +123,7 @@ class FaultyServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
         super().__init__(("127.0.0.1", 0), FaultyHandler)
         self.body = body
         self.etag_serial = 0
+        self.released = threading.Event()
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
         self.thread.start()
 
@@ -127,6 +131,7 @@ class FaultyServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}{path}"
 
     def stop(self):
+        self.released.set()
         self.shutdown()
         self.server_close()
 
@@ -286,6 +291,28 @@ def test_prefix_loads_a_folder_and_cancel_stops_a_job(world):
     j = wait_job(c, job_id)
     assert j["state"] == "cancelled", j
     assert c.get("big") == b"previous"
+
+
+def test_cancel_ends_a_job_that_a_stalled_server_holds_up(world):
+    """A server that stops sending mid-piece holds a lane in its read; the
+    cancel still ends the job at once (within a few seconds), not when
+    curl's low-speed limit (20 s) gives up on the piece."""
+    s, _, faulty, _ = world
+    c = s.client()
+    c.set("stalled", b"previous")
+    job_id = c.execute_command("TIER.PREHEAT", "stalled", faulty.url("/stalls"), "PIECE", "1mb")
+    deadline = time.time() + 10
+    while job(c, job_id)["state"] == "queued" and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)  # the lanes are inside their stalled reads
+    assert job(c, job_id)["state"] == "running"
+    t0 = time.time()
+    assert c.execute_command("TIER.JOB", "CANCEL", job_id) == b"OK"
+    j = wait_job(c, job_id, timeout=15)
+    took = time.time() - t0
+    assert j["state"] == "cancelled", j
+    assert took < 5, f"cancel took {took:.1f} s"
+    assert c.get("stalled") == b"previous"
 
 
 def test_bad_arguments_get_errors(world, flash_servers):
