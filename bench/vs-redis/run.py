@@ -5,7 +5,8 @@ Starts redis-server (no persistence, maxmemory = the same budget,
 allkeys-lru) and one tierkv-server per --io-threads value (default 1 and
 2, the server's default) on free loopback ports, runs redis-benchmark
 SET/GET at several value sizes against each (alternating, so background
-load hits all alike), then pipelined
+load hits all alike; three rounds, each server's median round counts),
+then pipelined
 MULTI/SET/GET/EXEC transactions from a small client of our own (redis-benchmark
 has no transaction test), and prints ops/s, p50 and p99 for both with the
 ratio ours/redis per io-threads setting. Writes bench/results/vs-redis.json
@@ -144,25 +145,50 @@ def result_row(name, size, clients, pipeline, requests, threads, ours, theirs):
             "ratio": ours["ops"] / theirs["ops"] if theirs["ops"] else 0.0}
 
 
+def median_of(samples):
+    """The median ops/s, p50 and p99 of several rounds (each its own median),
+    with the rounds' ops/s kept for the spread."""
+    out = {}
+    for field in ("ops", "p50_ms", "p99_ms"):
+        values = sorted(x[field] for x in samples)
+        out[field] = values[len(values) // 2]
+    out["ops_rounds"] = [x["ops"] for x in samples]
+    return out
+
+
 def run_rows(args, redis_port, ours_ports):
-    """Every row against redis, then against each tierkv setting, in turn."""
+    """Every row, `rounds` times over: redis, then each tierkv setting, in
+    turn, so that a burst of background load hits every server alike; each
+    server's figure is its median round."""
     results = []
+    rounds = max(1, args.rounds)
     for name, size, clients, pipeline, requests in ([] if args.txn_only else ROWS):
         if args.quick:
             requests = max(requests // 10, clients * 2)
-        theirs = benchmark(redis_port, size, clients, pipeline, requests)
-        for threads, port in ours_ports:
-            ours = benchmark(port, size, clients, pipeline, requests)
-            for test in ("SET", "GET"):
+        runs = {"redis": []}
+        for _ in range(rounds):
+            runs["redis"].append(benchmark(redis_port, size, clients, pipeline, requests))
+            for threads, port in ours_ports:
+                runs.setdefault(threads, []).append(
+                    benchmark(port, size, clients, pipeline, requests))
+        for test in ("SET", "GET"):
+            theirs = median_of([r[test] for r in runs["redis"]])
+            for threads, _ in ours_ports:
+                ours = median_of([r[test] for r in runs[threads]])
                 results.append(result_row(f"{test} {name}", size, clients, pipeline, requests,
-                                          threads, ours[test], theirs[test]))
+                                          threads, ours, theirs))
     for name, clients, batch, requests in TXN_ROWS:
         if args.quick:
             requests //= 10
-        theirs = txn_benchmark(redis_port, clients, batch, requests)
-        for threads, port in ours_ports:
-            ours = txn_benchmark(port, clients, batch, requests)
-            results.append(result_row(name, 100, clients, batch, requests, threads, ours, theirs))
+        runs = {"redis": []}
+        for _ in range(rounds):
+            runs["redis"].append(txn_benchmark(redis_port, clients, batch, requests))
+            for threads, port in ours_ports:
+                runs.setdefault(threads, []).append(txn_benchmark(port, clients, batch, requests))
+        theirs = median_of(runs["redis"])
+        for threads, _ in ours_ports:
+            results.append(result_row(name, 100, clients, batch, requests, threads,
+                                      median_of(runs[threads]), theirs))
     return results
 
 
@@ -223,11 +249,15 @@ def main():
     ap.add_argument("--memory", default="1gb")
     ap.add_argument("--io-threads", default="1,2",
                     help="comma-separated: one tierkv-server per value (2 is the default)")
-    ap.add_argument("--quick", action="store_true", help="a tenth of the requests")
+    ap.add_argument("--quick", action="store_true", help="a tenth of the requests, one round")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds per row (each server's median round counts)")
     ap.add_argument("--txn-only", action="store_true", help="only the MULTI/EXEC rows")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "vs-redis.json"))
     args = ap.parse_args()
     args.server = os.path.abspath(args.server)
+    if args.quick:
+        args.rounds = 1
     settings = [t.strip() for t in args.io_threads.split(",") if t.strip()]
 
     work = tempfile.mkdtemp(prefix="vs-redis-")
@@ -258,7 +288,7 @@ def main():
     print_table(results)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"memory": args.memory, "io_threads": settings,
+        json.dump({"memory": args.memory, "io_threads": settings, "rounds": args.rounds,
                    "seconds": round(time.time() - started, 1), "rows": results}, f, indent=2)
     plot(results, settings, os.path.splitext(args.out)[0] + ".png")
     print(f"RESULT name=vs-redis {summary(results, settings)} rows={len(results)} "
