@@ -5,6 +5,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "server/server.h"
@@ -234,10 +235,20 @@ void Connection::on_large_value() {
 }
 
 const CommandSpec* Connection::lookup(std::string_view name) {
-  // Pipelines repeat a command: check the last one before hashing.
-  if (last_lookup_ != nullptr && iequals(name, last_lookup_->name)) return last_lookup_;
+  // Check the recent commands before hashing; a hit moves to the front.
+  for (size_t i = 0; i < recent_specs_.size() && recent_specs_[i] != nullptr; ++i) {
+    const CommandSpec* spec = recent_specs_[i];
+    if (iequals(name, spec->name)) {
+      std::rotate(recent_specs_.begin(), recent_specs_.begin() + static_cast<ptrdiff_t>(i),
+                  recent_specs_.begin() + static_cast<ptrdiff_t>(i) + 1);
+      return spec;
+    }
+  }
   const CommandSpec* spec = server_.context().commands().find(name);
-  if (spec != nullptr) last_lookup_ = spec;
+  if (spec != nullptr) {
+    std::rotate(recent_specs_.begin(), recent_specs_.end() - 1, recent_specs_.end());
+    recent_specs_[0] = spec;
+  }
   return spec;
 }
 

@@ -24,6 +24,7 @@
 #include <asio.hpp>
 #include <asio/generic/stream_protocol.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -139,7 +140,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   std::optional<ObjectWriter> value_writer_;
   Status value_error_;
   bool value_refused_loading_ = false;  // a streamed value arrived while loading
-  const CommandSpec* last_lookup_ = nullptr;
+  // The commands this connection used last, most recent first: a pipeline
+  // repeats one, a transaction cycles through MULTI, its commands and EXEC.
+  std::array<const CommandSpec*, 4> recent_specs_{};
   bool reading_ = false;
   bool writing_in_flight_ = false;
   bool closed_ = false;
