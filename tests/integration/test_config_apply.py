@@ -202,7 +202,9 @@ def test_promotion_threshold_applies_at_run_time(flash_servers):
     s = flash_servers(memory="32mb", extra=("--region-size", "16mb",
                                             "--flash-preallocate", "no")).start()
     c = s.client()
-    for key, value in (("promotion-max-inflight", "4"), ("offload-wait-ms", "50")):
+    # (offload-wait-ms stays long: the spill below waits for flash, and a
+    # loaded machine made 50 ms answer -OOM.)
+    for key, value in (("promotion-max-inflight", "4"), ("offload-wait-ms", "20000")):
         c.execute_command("CONFIG", "SET", key, value)
         assert config_get(c, key) == value
     c.execute_command("CONFIG", "SET", "promotion-threshold", "255")
