@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/readahead.h"
 #include "store/store.h"
 #include "store/stream_reader.h"
 #include "store_test_util.h"
@@ -97,6 +98,21 @@ inline RangeRead read_range(Store& store, const std::string& key, uint64_t offse
     return store.read(
         key, offset, length, std::move(cb),
         ReadOptions{.window = ReadWindow{}, .use_once = use_once, .count_access = true});
+  });
+}
+
+// `key` holds value_for(seed, size), on flash only.
+inline void place_on_flash(Store& store, const std::string& key, uint64_t seed, size_t size) {
+  ASSERT_TRUE(store.put(key, value_for(seed, size)));
+  to_flash_only(store, {key});
+}
+
+// A ranged read through a Readahead, made blocking.
+inline RangeRead readahead_read(Readahead& ra, const std::string& key, uint64_t offset,
+                                uint64_t length) {
+  return read_blocking([&](FlashReadCallbacks cb) {
+    return ra.read(key, offset, length, std::move(cb),
+                   ReadOptions{.window = ReadWindow{}, .use_once = false, .count_access = true});
   });
 }
 
