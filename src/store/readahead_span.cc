@@ -39,7 +39,14 @@ StreamEntry::Attach SpanRead::add_entry(const std::shared_ptr<StreamEntry>& e) {
 void SpanRead::go() {
   std::unique_lock lock(mu_);
   going_ = true;
-  forward(lock);
+  // Here (the caller's thread) only if every part has arrived; otherwise
+  // the thread of the part that arrives next hands out everything from the
+  // start. A consumer that posts each piece to its own thread (a
+  // connection) would otherwise see pieces posted from the caller's thread
+  // overtaken by later ones posted from a completion thread.
+  const bool all_done =
+      std::all_of(parts_.begin(), parts_.end(), [](const Part& p) { return p.done; });
+  if (all_done) forward(lock);
 }
 
 FlashReadCallbacks SpanRead::release_consumer() {

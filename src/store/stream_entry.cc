@@ -158,7 +158,10 @@ StreamEntry::Attach StreamEntry::attach(uint64_t offset, uint64_t length,
   range_offset_ = offset;
   range_length_ = length;
   const bool arrived = done_;
-  deliver(lock);
+  // What arrived is handed out here (the consumer's thread) only if it is
+  // the whole value; otherwise with the next piece, from the read's thread,
+  // so that a consumer posting pieces to its own thread keeps their order.
+  if (arrived) deliver(lock);
   return arrived ? Attach::kHit : Attach::kLate;
 }
 
