@@ -261,7 +261,7 @@ void Readahead::Impl::pump(uint64_t need_end) {
     std::string key;
     {
       std::lock_guard lock(mu_);
-      if (!active_) return;
+      if (!active_ || ctx_.closing.load(std::memory_order_acquire)) return;
       chunk = front_ + entries_.size();
       const uint64_t target = std::min(chunk_count(), std::max(front_ + window_, need_end));
       if (chunk >= target || (chunk >= need_end && inflight_ >= channels_)) return;

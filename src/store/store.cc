@@ -203,6 +203,7 @@ void Store::open_flash(const Config& config) {
 }
 
 Store::~Store() {
+  if (streams_) streams_->closing.store(true, std::memory_order_release);
   if (stream_collector_ != 0) metrics_->remove_collector(stream_collector_);
   if (loader_.joinable()) loader_.join();
   // In-flight flash I/O calls back into the memory tier and the promoter:

@@ -50,6 +50,10 @@ struct StreamContext {
   std::atomic<uint32_t> channels;                 // stream-channels
   std::atomic<bool> readahead;                    // readahead
   std::atomic<uint32_t> readahead_max_chunks;     // readahead-max-chunks
+  // The store is closing: no look-ahead read starts any more (completions
+  // of reads in flight would otherwise start new ones while the flash tier
+  // is being torn down).
+  std::atomic<bool> closing{false};
 };
 
 }  // namespace tierkv

@@ -45,6 +45,10 @@ std::shared_ptr<StreamEntry> StreamEntry::make(StreamContext& ctx, std::string k
 }
 
 bool StreamEntry::start_read(StreamContext& ctx, const std::shared_ptr<StreamEntry>& e) {
+  if (ctx.closing.load(std::memory_order_acquire)) {
+    e->started(ReadStart{});  // as absent: a consumer attached gets NotFound
+    return false;
+  }
   // One read per channel: the range, its chunks one after another.
   const uint64_t chunk = std::max<uint32_t>(ctx.memory.chunk_size(), 1);
   const uint32_t chunks =

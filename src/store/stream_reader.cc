@@ -158,7 +158,7 @@ void StreamReader::Impl::pump() {
     {
       std::lock_guard lock(mu_);
       if (stopped_ || staged_end_ >= keys_.size() || staged_end_ - pos_ >= depth_ ||
-          inflight_ >= channels_)
+          inflight_ >= channels_ || ctx_.closing.load(std::memory_order_acquire))
         return;
       key = keys_[staged_end_];
     }
