@@ -212,6 +212,9 @@ Store::~Store() {
   if (preheater_) preheater_->stop();
   if (pool_) pool_->stop();
   if (writeback_) writeback_->stop();
+  // Read callbacks call back into the store (look-ahead pumps read through
+  // it): they end before flash_ changes. No look-ahead read starts now.
+  if (flash_) flash_->wait_reads_idle();
   flash_.reset();
   for (PendingPersist& p : persist_retry_) p.done(Status::unavailable("store closed"));
 }
