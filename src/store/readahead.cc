@@ -167,8 +167,8 @@ void Readahead::Impl::note_plain(std::string_view key, const ReadStart& r, bool 
 
 bool Readahead::Impl::serve(std::string_view key, uint64_t offset, uint64_t length,
                             FlashReadCallbacks& cb, const ReadOptions& options, ReadStart& out) {
-  // Only the version the look-ahead read (a key deleted or rewritten since
-  // is read plainly).
+  // Served only for the version the look-ahead reads (a key deleted or
+  // rewritten since is read plainly).
   std::optional<ObjectInfo> now = ctx_.store.stat(key);
   uint64_t end;
   uint64_t gen;
