@@ -93,14 +93,14 @@ class Wire:
         return self.reply()
 
 
-def start_server(args, workdir, latency_ns):
+def start_server(args, workdir, latency_ns, extra=()):
     port, mport = benchlib.free_port(), benchlib.free_port()
     exe = os.path.join(args.build, "src", "server", "tierkv-server")
     argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", str(mport),
             "--memory", "64mb", "--flash-path", os.path.join(workdir, "flash.dat"),
             "--flash-size", "256mb", "--flash-preallocate", "no",
             "--backing-latency-ns", str(latency_ns),
-            "--io-threads", "1", "--dirty-max-fraction", "1"]
+            "--io-threads", "1", "--dirty-max-fraction", "1", *extra]
     log = open(os.path.join(workdir, "server.log"), "ab")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     benchlib.wait_for_port(port, proc)

@@ -365,6 +365,15 @@ const std::vector<KeySpec>& specs() {
           {"stream-useonce-max-fraction",
            "share of the memory budget that stream look-ahead data may be charged", A::kStream},
           &C::stream_useonce_max_fraction, 0, 1),
+      bool_key({"readahead",
+                "read ahead sequential ranged reads of one flash object (TIER.READ, GETRANGE)",
+                A::kStream},
+               &C::readahead),
+      int_key({"readahead-max-chunks",
+               "most chunks readahead keeps ahead of a sequential reader (the window doubles "
+               "from its start up to this)",
+               A::kStream},
+              &C::readahead_max_chunks, 1, 4096),
   };
   return table;
 }

@@ -121,6 +121,10 @@ struct Config {
   int64_t stream_depth = 0;
   int64_t stream_channels = 4;
   double stream_useonce_max_fraction = 0.25;
+  // readahead of sequential ranged reads of one object by one connection
+  // (see docs/streaming.md): on or off, and the most chunks kept ahead
+  bool readahead = true;
+  int64_t readahead_max_chunks = 16;
 };
 
 // How a runtime-settable key takes effect. The server implements one apply
@@ -144,7 +148,7 @@ enum class ConfigApply : uint8_t {
   kDirtyFraction,  // dirty-max-fraction
   kSlowlog,        // slowlog-log-slower-than, slowlog-max-len
   kPreheat,        // preheat-*
-  kStream,         // stream-depth, stream-channels, stream-useonce-max-fraction
+  kStream,         // stream-*, readahead, readahead-max-chunks
 };
 
 // How a key's value is written. Sizes take units ("64mb"), durations too

@@ -286,8 +286,7 @@ FlashTier::~FlashTier() {
   stop_reclaimer();
   if (im.engine) {
     flush();
-    std::unique_lock lock(im.read_mu);
-    im.reads_idle.wait(lock, [&] { return im.reads_outstanding == 0; });
+    wait_reads_idle();
   }
   stop_verifiers();
   if (im.sync_thread.joinable()) {

@@ -120,6 +120,12 @@ void FlashTier::on_read_done(ReadOp* raw, int64_t result) {
   complete_read(op.release(), result);
 }
 
+void FlashTier::wait_reads_idle() {
+  Impl& im = *impl_;
+  std::unique_lock lock(im.read_mu);
+  im.reads_idle.wait(lock, [&] { return im.reads_outstanding == 0; });
+}
+
 void FlashTier::complete_read(ReadOp* raw, int64_t result) {
   Impl& im = *impl_;
   std::unique_ptr<ReadOp> op(raw);

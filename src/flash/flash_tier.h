@@ -325,6 +325,11 @@ class FlashTier {
   // Pushes out buffered writes and waits until all accepted so far landed
   // (fdatasync'ed too unless fsync=none).
   void flush();
+  // Waits until no chunk read is queued, in flight or in its callback
+  // (which may start more). The owner calls it before letting go of the
+  // tier, once nothing starts reads any more: callbacks that read through
+  // the owner have then finished.
+  void wait_reads_idle();
   // With reinsertion: waits (up to `timeout`) until the reclaimer has caught
   // up with the writers; false on timeout. For tests and tools that want
   // reinsertion to happen deterministically (writers never wait for it).

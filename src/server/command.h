@@ -51,6 +51,9 @@ struct ClientState {
   // TIER.STREAM: the keys this connection declared it reads next, in order;
   // its GETs and ranged reads go through it (commands_stream.cc).
   std::shared_ptr<StreamReader> stream;
+  // Its ranged reads without a stream: sequential ones are read ahead
+  // (readahead.h). Made at the first ranged read.
+  std::shared_ptr<Readahead> readahead;
 };
 
 class ServerContext;

@@ -13,6 +13,10 @@
 //     key, or TIER.STREAM RESET, ends the look-ahead; a new TIER.STREAM
 //     replaces the old one.
 //   TIER.STREAM RESET -> OK
+//
+// Without a declared stream, a connection's ranged reads (TIER.READ,
+// GETRANGE) go through its Readahead: sequential ranges of one flash object
+// are read ahead (readahead.h; readahead, readahead-max-chunks).
 #include <fmt/format.h>
 
 #include <optional>
@@ -21,6 +25,7 @@
 
 #include "server/command.h"
 #include "server/string_common.h"
+#include "store/readahead.h"
 #include "store/stream_reader.h"
 
 namespace tierkv::server {
@@ -114,6 +119,19 @@ void tier_stream_command(CommandContext& ctx) {
 }
 
 }  // namespace
+
+ReadStart client_read(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
+                      FlashReadCallbacks callbacks, bool use_once) {
+  // A connection's declared stream serves its next key from the look-ahead.
+  if (ctx.client.stream)
+    return ctx.client.stream->read(key, offset, length, std::move(callbacks), use_once);
+  const ReadOptions options{
+      .window = ReadWindow{}, .use_once = use_once, .count_access = touches(ctx)};
+  if (offset == 0 && length == UINT64_MAX)
+    return ctx.store.read(key, offset, length, std::move(callbacks), options);
+  if (!ctx.client.readahead) ctx.client.readahead = ctx.store.open_readahead();
+  return ctx.client.readahead->read(key, offset, length, std::move(callbacks), options);
+}
 
 void register_stream_commands(CommandTable& table) {
   table.add({"tier.read", -4, kReadOnly | kMayStream, 1, 1, 1, tier_read_command,

@@ -35,13 +35,7 @@ bool can_stream(const CommandContext& ctx) {
 void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
                  bool absent_is_null, bool use_once) {
   FlashReadCallbacks cb = ctx.defer->bulk_stream_callbacks();
-  // A connection's declared stream serves its next key from the look-ahead.
-  ReadStart r = ctx.client.stream
-                    ? ctx.client.stream->read(key, offset, length, std::move(cb), use_once)
-                    : ctx.store.read(key, offset, length, std::move(cb),
-                                     ReadOptions{.window = ReadWindow{},
-                                                 .use_once = use_once,
-                                                 .count_access = touches(ctx)});
+  ReadStart r = client_read(ctx, key, offset, length, std::move(cb), use_once);
   switch (r.where) {
     case ReadStart::Where::kAbsent:
       return absent_is_null ? ctx.reply.null() : ctx.reply.bulk(std::string_view{});

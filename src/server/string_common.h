@@ -28,6 +28,13 @@ bool can_stream(const CommandContext& ctx);
 void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
                  bool absent_is_null, bool use_once = false);
 
+// The read behind reply_range(): through the connection's stream
+// (TIER.STREAM) if it declared one, else a ranged read through its
+// readahead (sequential ranges of one object are read ahead), else (a whole
+// value: GET) a plain Store::read (commands_stream.cc).
+ReadStart client_read(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
+                      FlashReadCallbacks callbacks, bool use_once);
+
 // Replies to a failed store call: a missing key is null, anything else an error.
 // False for a client in CLIENT NO-TOUCH mode: its reads are no accesses.
 inline bool touches(const CommandContext& ctx) {

@@ -203,6 +203,7 @@ void Store::open_flash(const Config& config) {
 }
 
 Store::~Store() {
+  if (streams_) streams_->closing.store(true, std::memory_order_release);
   if (stream_collector_ != 0) metrics_->remove_collector(stream_collector_);
   if (loader_.joinable()) loader_.join();
   // In-flight flash I/O calls back into the memory tier and the promoter:
@@ -211,6 +212,9 @@ Store::~Store() {
   if (preheater_) preheater_->stop();
   if (pool_) pool_->stop();
   if (writeback_) writeback_->stop();
+  // Read callbacks call back into the store (look-ahead pumps read through
+  // it): they end before flash_ changes. No look-ahead read starts now.
+  if (flash_) flash_->wait_reads_idle();
   flash_.reset();
   for (PendingPersist& p : persist_retry_) p.done(Status::unavailable("store closed"));
 }

@@ -59,6 +59,7 @@ class Promoter;
 class PromotionPool;
 class Writeback;
 class StreamReader;
+class Readahead;
 struct StreamOptions;
 struct StreamContext;
 
@@ -253,6 +254,9 @@ class Store {
   // An ordered sequence of keys read with look-ahead (stream_reader.h).
   std::unique_ptr<StreamReader> open_stream(std::vector<std::string> keys,
                                             const StreamOptions& options);
+  // One consumer's ranged reads, with sequential ones read ahead
+  // (readahead.h).
+  std::unique_ptr<Readahead> open_readahead();
   // Memory only: never touches flash. NotFound also when only flash has it.
   Result<ObjectView> get_resident(std::string_view key, const memory::GetOptions& options = {});
   // The non-blocking read for commands that need a value in memory: bytes
@@ -346,7 +350,8 @@ class Store {
   void set_active_expire_hz(int64_t hz) { memory_->start_active_expiry(static_cast<int>(hz)); }
   // Background writeback of dirty memory above this share (no-op without flash).
   void set_dirty_max_fraction(double fraction);
-  // stream-depth, stream-channels, stream-useonce-max-fraction (kStream).
+  // stream-depth, stream-channels, stream-useonce-max-fraction, readahead,
+  // readahead-max-chunks (kStream).
   void set_stream(const Config& config);
   // flash-read-window, flash-read-inflight, flash-read-buffer (0: unchanged).
   void set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes);
@@ -359,6 +364,7 @@ class Store {
 
  private:
   friend class StreamReader;
+  friend class Readahead;
   Store(const Config& config, MetricsRegistry* metrics);
   // A stream handed its consumer a value it had read ahead: the access
   // counts now, and (unless use-once) toward promotion-on-hit.

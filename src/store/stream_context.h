@@ -25,6 +25,12 @@ struct StreamMetrics {
   // Refreshed from the memory tier by the store's collector.
   Gauge& useonce_dropped;  // use-once chunks dropped once served
   Gauge& lane_bytes;       // look-ahead bytes charged to the use-once lane
+  // Readahead of sequential ranged reads (readahead.h).
+  Counter& ra_sequences;  // sequences detected
+  Counter& ra_issued;     // chunk reads started
+  Counter& ra_hits;       // reads served from arrived readahead
+  Counter& ra_late;       // reads served from readahead that waited
+  Counter& ra_wasted;     // chunks dropped unread
 };
 
 struct StreamContext {
@@ -42,6 +48,12 @@ struct StreamContext {
   std::atomic<Histogram*> read_latency{nullptr};  // set once flash is open
   std::atomic<int32_t> depth;                     // stream-depth (0: automatic)
   std::atomic<uint32_t> channels;                 // stream-channels
+  std::atomic<bool> readahead;                    // readahead
+  std::atomic<uint32_t> readahead_max_chunks;     // readahead-max-chunks
+  // The store is closing: no look-ahead read starts any more (completions
+  // of reads in flight would otherwise start new ones while the flash tier
+  // is being torn down).
+  std::atomic<bool> closing{false};
 };
 
 }  // namespace tierkv

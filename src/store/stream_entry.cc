@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "store/stream_context.h"
+
 namespace tierkv {
 namespace {
 
@@ -14,14 +16,51 @@ struct HeldPiece {
 
 }  // namespace
 
-StreamEntry::StreamEntry(std::string key, const ObjectInfo& info,
+StreamEntry::StreamEntry(std::string key, const ObjectInfo& info, uint64_t offset, uint64_t length,
                          std::shared_ptr<LaneCharge> charge, std::function<void()> on_read_done)
     : key_(std::move(key)),
+      offset_(offset),
+      length_(length),
       charge_(std::move(charge)),
       on_read_done_(std::move(on_read_done)),
       version_(info.version),
       object_size_(info.size),
-      expire_at_ms_(info.expire_at_ms) {}
+      expire_at_ms_(info.expire_at_ms),
+      arrived_(offset) {}
+
+std::shared_ptr<StreamEntry> StreamEntry::make(StreamContext& ctx, std::string key,
+                                               const std::optional<ObjectInfo>& info,
+                                               uint64_t offset, uint64_t length,
+                                               std::function<void()> on_read_done) {
+  // The size decides the charge; an absent key is staged as absent.
+  std::shared_ptr<LaneCharge> charge;
+  const uint64_t size = info ? info->size : 0;
+  const uint64_t bytes = std::min(length, size - std::min(offset, size));
+  if (bytes > 0) {
+    if (!ctx.memory.charge_use_once(static_cast<int64_t>(bytes)).is_ok()) return nullptr;
+    charge = std::make_shared<LaneCharge>(ctx.memory, static_cast<int64_t>(bytes));
+  }
+  return std::make_shared<StreamEntry>(std::move(key), info ? *info : ObjectInfo{}, offset, bytes,
+                                       std::move(charge), std::move(on_read_done));
+}
+
+bool StreamEntry::start_read(StreamContext& ctx, const std::shared_ptr<StreamEntry>& e) {
+  if (ctx.closing.load(std::memory_order_acquire)) {
+    e->started(ReadStart{});  // as absent: a consumer attached gets NotFound
+    return false;
+  }
+  // One read per channel: the range, its chunks one after another.
+  const uint64_t chunk = std::max<uint32_t>(ctx.memory.chunk_size(), 1);
+  const uint32_t chunks =
+      static_cast<uint32_t>(std::max<uint64_t>((e->length_ + chunk - 1) / chunk, 1));
+  ReadStart r = ctx.store.read(e->key(), e->offset_, e->length_, staging_callbacks(e),
+                               ReadOptions{.window = ReadWindow{.depth = chunks, .parallel = 1},
+                                           .use_once = true,
+                                           .count_access = false});
+  const bool flash = r.where == ReadStart::Where::kFlash;
+  e->started(std::move(r));
+  return flash;
+}
 
 FlashReadCallbacks StreamEntry::staging_callbacks(const std::shared_ptr<StreamEntry>& self) {
   FlashReadCallbacks cb;
@@ -114,15 +153,20 @@ void StreamEntry::on_done(Status status) {
   read_done();
 }
 
-bool StreamEntry::attach(uint64_t offset, uint64_t length, FlashReadCallbacks consumer) {
+StreamEntry::Attach StreamEntry::attach(uint64_t offset, uint64_t length,
+                                        FlashReadCallbacks& consumer) {
   std::unique_lock lock(mu_);
+  if (started_ && !flash_) return Attach::kRefused;
   attached_ = true;
   consumer_ = std::move(consumer);
   range_offset_ = offset;
   range_length_ = length;
   const bool arrived = done_;
-  deliver(lock);
-  return arrived;
+  // What arrived is handed out here (the consumer's thread) only if it is
+  // the whole value; otherwise with the next piece, from the read's thread,
+  // so that a consumer posting pieces to its own thread keeps their order.
+  if (arrived) deliver(lock);
+  return arrived ? Attach::kHit : Attach::kLate;
 }
 
 std::string_view StreamEntry::clip(uint64_t at, std::string_view bytes) const {

@@ -1,13 +1,15 @@
-// StreamEntry: one key of a stream, read ahead. Its flash read's pieces wait
-// here until the consumer comes for the key (attach), then go on to the
-// consumer's callbacks, in order, clipped to the range it asked for.
-// Internal to StreamReader.
+// StreamEntry: one key of a stream, or one chunk of an object read
+// sequentially (readahead.h), read ahead. Its flash read's pieces wait here
+// until the consumer comes for them (attach), then go on to the consumer's
+// callbacks, in order, clipped to the range it asked for. Internal to
+// StreamReader and Readahead.
 #pragma once
 
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "memory/memory_tier.h"
@@ -29,14 +31,28 @@ class LaneCharge {
   const int64_t bytes_;
 };
 
+struct StreamContext;
+
 class StreamEntry final : public FlashRead {
  public:
   // `info` is what the index said when the key was staged: the version
   // the entry stands for (a read that finds another one is not served).
-  StreamEntry(std::string key, const ObjectInfo& info, std::shared_ptr<LaneCharge> charge,
-              std::function<void()> on_read_done);
+  // The entry holds bytes [offset, offset + length) of the value.
+  StreamEntry(std::string key, const ObjectInfo& info, uint64_t offset, uint64_t length,
+              std::shared_ptr<LaneCharge> charge, std::function<void()> on_read_done);
+
+  // The entry for bytes [offset, offset + length) of `key`, charged to the
+  // use-once lane; null if the lane has no room for it.
+  static std::shared_ptr<StreamEntry> make(StreamContext& ctx, std::string key,
+                                           const std::optional<ObjectInfo>& info, uint64_t offset,
+                                           uint64_t length, std::function<void()> on_read_done);
+  // Starts the look-ahead read (no access counted, policy untouched, its
+  // chunks one after another); true if it is a flash read.
+  static bool start_read(StreamContext& ctx, const std::shared_ptr<StreamEntry>& e);
 
   const std::string& key() const { return key_; }
+  uint64_t offset() const { return offset_; }
+  uint64_t length() const { return length_; }
   // The callbacks of the look-ahead read (Store::read of the whole object).
   static FlashReadCallbacks staging_callbacks(const std::shared_ptr<StreamEntry>& self);
   // What Store::read answered. A read that is not kFlash, or of another
@@ -52,10 +68,12 @@ class StreamEntry final : public FlashRead {
   int64_t expire_at_ms() const { return expire_at_ms_; }
 
   // The consumer takes the value (the look-ahead read may not even have
-  // started): bytes [offset, offset + length) of it go to `consumer`. True
-  // if the whole value had arrived (a hit), false if the consumer now waits
-  // for the rest (late).
-  bool attach(uint64_t offset, uint64_t length, FlashReadCallbacks consumer);
+  // started): bytes [offset, offset + length) of it go to `consumer`. kHit
+  // if the whole value had arrived, kLate if the consumer now waits for the
+  // rest, kRefused (consumer untouched) if the look-ahead read turned out
+  // not to serve it (may_serve() false): read plainly.
+  enum class Attach : uint8_t { kHit, kLate, kRefused };
+  Attach attach(uint64_t offset, uint64_t length, FlashReadCallbacks& consumer);
   // Unread: the read stops and what arrived is released.
   void drop();
 
@@ -77,6 +95,8 @@ class StreamEntry final : public FlashRead {
   void finish_without_read(std::unique_lock<std::mutex>& lock, ReadStart& r, Status error);
 
   const std::string key_;
+  const uint64_t offset_;
+  const uint64_t length_;
   std::shared_ptr<LaneCharge> charge_;  // shared with every piece handed out
   std::function<void()> on_read_done_;  // once, when the look-ahead read ends
 

@@ -32,16 +32,34 @@ StreamMetrics::StreamMetrics(MetricsRegistry& r)
       useonce_dropped(r.gauge("tierkv_stream_useonce_dropped_chunks",
                               "use-once chunks dropped as soon as they were served")),
       lane_bytes(r.gauge("tierkv_stream_lane_bytes",
-                         "look-ahead bytes charged to the memory tier's use-once lane")) {}
+                         "look-ahead bytes charged to the memory tier's use-once lane")),
+      ra_sequences(r.counter("tierkv_stream_readahead_sequences_total",
+                             "sequential ranged reads of one object detected (readahead started)")),
+      ra_issued(r.counter("tierkv_stream_readahead_reads_total", "readahead chunk reads started")),
+      ra_hits(r.counter("tierkv_stream_readahead_hits_total",
+                        "ranged reads served from readahead that had arrived")),
+      ra_late(r.counter("tierkv_stream_readahead_late_total",
+                        "ranged reads served from readahead that waited for it")),
+      ra_wasted(r.counter("tierkv_stream_readahead_wasted_total",
+                          "readahead chunks dropped unread (out of order, changed, reset)")) {}
 
 StreamContext::StreamContext(Store& s, memory::MemoryTier& m, MetricsRegistry& r,
                              const Config& config)
-    : store(s), memory(m), metrics(r), depth(0), channels(1) {
+    : store(s),
+      memory(m),
+      metrics(r),
+      depth(0),
+      channels(1),
+      readahead(true),
+      readahead_max_chunks(1) {
   set_defaults(config);
 }
 
 void StreamContext::set_defaults(const Config& config) {
   depth.store(static_cast<int32_t>(config.stream_depth));
+  readahead.store(config.readahead);
+  readahead_max_chunks.store(
+      static_cast<uint32_t>(std::max<int64_t>(config.readahead_max_chunks, 1)));
   channels.store(static_cast<uint32_t>(std::max<int64_t>(config.stream_channels, 1)));
   memory.set_use_once_max_fraction(config.stream_useonce_max_fraction);
 }
@@ -86,7 +104,7 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
 
  private:
   // Starts the look-ahead read of a staged key.
-  void stage(const std::shared_ptr<StreamEntry>& e, uint64_t size);
+  void stage(const std::shared_ptr<StreamEntry>& e);
   void on_read_done();
   ReadStart plain(std::string_view key, uint64_t offset, uint64_t length, FlashReadCallbacks cb,
                   bool use_once);
@@ -140,21 +158,16 @@ void StreamReader::Impl::pump() {
     {
       std::lock_guard lock(mu_);
       if (stopped_ || staged_end_ >= keys_.size() || staged_end_ - pos_ >= depth_ ||
-          inflight_ >= channels_)
+          inflight_ >= channels_ || ctx_.closing.load(std::memory_order_acquire))
         return;
       key = keys_[staged_end_];
     }
-    // The size decides the charge; an absent key is staged as absent.
     std::optional<ObjectInfo> info = ctx_.store.stat(key);
-    std::shared_ptr<LaneCharge> charge;
-    if (info && info->size > 0) {
-      if (!ctx_.memory.charge_use_once(static_cast<int64_t>(info->size)).is_ok()) return;
-      charge = std::make_shared<LaneCharge>(ctx_.memory, static_cast<int64_t>(info->size));
-    }
     std::weak_ptr<Impl> weak = weak_from_this();
-    e = std::make_shared<StreamEntry>(key, info ? *info : ObjectInfo{}, std::move(charge), [weak] {
+    e = StreamEntry::make(ctx_, key, info, 0, UINT64_MAX, [weak] {
       if (auto self = weak.lock()) self->on_read_done();
     });
+    if (!e) return;  // the lane is full
     {
       std::lock_guard lock(mu_);
       // The consumer may have moved on (or out of order) meanwhile.
@@ -165,24 +178,15 @@ void StreamReader::Impl::pump() {
       ++inflight_;
       entries_.push_back(e);
     }
-    stage(e, info ? info->size : 0);
+    stage(e);
   }
 }
 
-void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e, uint64_t size) {
-  // One read per channel: the whole value, its chunks one after another.
-  const uint64_t chunk = std::max<uint32_t>(ctx_.memory.chunk_size(), 1);
-  const uint32_t chunks = static_cast<uint32_t>(std::max<uint64_t>((size + chunk - 1) / chunk, 1));
-  ReadStart r = ctx_.store.read(e->key(), 0, UINT64_MAX, StreamEntry::staging_callbacks(e),
-                                ReadOptions{.window = ReadWindow{.depth = chunks, .parallel = 1},
-                                            .use_once = true,
-                                            .count_access = false});
-  if (r.where == ReadStart::Where::kFlash) {
-    ctx_.metrics.issued.add();
-    std::lock_guard lock(mu_);
-    ++counts_.issued;
-  }
-  e->started(std::move(r));
+void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e) {
+  if (!StreamEntry::start_read(ctx_, e)) return;
+  ctx_.metrics.issued.add();
+  std::lock_guard lock(mu_);
+  ++counts_.issued;
 }
 
 void StreamReader::Impl::on_read_done() {
@@ -274,7 +278,13 @@ ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<
   out.offset = std::min(offset, out.object_size);
   out.length = std::min(length, out.object_size - out.offset);
   out.flash_read = e;
-  const bool arrived = e->attach(out.offset, out.length, std::move(cb));
+  const StreamEntry::Attach a = e->attach(out.offset, out.length, cb);
+  // The read found memory or another version just now: read plainly.
+  if (a == StreamEntry::Attach::kRefused) {
+    e->drop();
+    return plain(key, offset, length, std::move(cb), use_once);
+  }
+  const bool arrived = a == StreamEntry::Attach::kHit;
   (arrived ? ctx_.metrics.hits : ctx_.metrics.late).add();
   {
     std::lock_guard lock(mu_);

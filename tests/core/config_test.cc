@@ -235,7 +235,9 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "flash-read-buffer",
                                              "stream-depth",
                                              "stream-channels",
-                                             "stream-useonce-max-fraction"};
+                                             "stream-useonce-max-fraction",
+                                             "readahead",
+                                             "readahead-max-chunks"};
   EXPECT_EQ(settable, expected);
   ASSERT_NE(find_config_key("Lease_TTL_ms"), nullptr);
   EXPECT_EQ(find_config_key("Lease_TTL_ms")->apply, ConfigApply::kLeaseTtl);

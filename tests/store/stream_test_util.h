@@ -11,8 +11,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "store/readahead.h"
 #include "store/store.h"
 #include "store/stream_reader.h"
 #include "store_test_util.h"
@@ -54,20 +56,29 @@ struct RangeRead {
   uint64_t chunks_issued = 0;
 };
 
-// Store::read() (or a stream's read()) made blocking.
-inline RangeRead read_blocking(const std::function<ReadStart(FlashReadCallbacks)>& start_read) {
+// Store::read() (or a stream's read()) made blocking. `posted`: for a
+// consumer that posts each piece to its own thread's queue, as a connection
+// does (asio): a piece handed out on the thread that started the read waits
+// in that thread's private queue until the command's work is over, while one
+// handed out on another thread is queued at once. Pieces must arrive in
+// order all the same.
+inline RangeRead read_blocking(const std::function<ReadStart(FlashReadCallbacks)>& start_read,
+                               bool posted = false) {
   struct Wait {
     std::mutex mu;
     std::condition_variable cv;
+    std::thread::id caller;
     bool done = false;
     Status status;
-    std::string bytes;
+    std::string own;    // handed out on the caller's thread, not yet queued
+    std::string bytes;  // queued, in order
   };
   auto w = std::make_shared<Wait>();
+  if (posted) w->caller = std::this_thread::get_id();
   FlashReadCallbacks cb;
   cb.on_piece = [w](ValuePiece p) {
     std::lock_guard lock(w->mu);
-    w->bytes.append(p.bytes);
+    (std::this_thread::get_id() == w->caller ? w->own : w->bytes).append(p.bytes);
   };
   cb.on_done = [w](Status st) {
     std::lock_guard lock(w->mu);
@@ -76,6 +87,8 @@ inline RangeRead read_blocking(const std::function<ReadStart(FlashReadCallbacks)
     w->cv.notify_all();
   };
   ReadStart r = start_read(std::move(cb));
+  // The rest of the command's work on this thread, before its queue joins.
+  if (posted) std::this_thread::sleep_for(std::chrono::microseconds(200));
   RangeRead out;
   out.where = r.where;
   if (r.where == ReadStart::Where::kMemory) {
@@ -84,6 +97,9 @@ inline RangeRead read_blocking(const std::function<ReadStart(FlashReadCallbacks)
   }
   if (r.where == ReadStart::Where::kAbsent) return out;
   std::unique_lock lock(w->mu);
+  // The private queue joins after what other threads queued meanwhile.
+  w->bytes.append(std::exchange(w->own, std::string()));
+  w->caller = std::thread::id();
   w->cv.wait(lock, [&] { return w->done; });
   out.status = w->status;
   out.bytes = w->bytes;
@@ -98,6 +114,24 @@ inline RangeRead read_range(Store& store, const std::string& key, uint64_t offse
         key, offset, length, std::move(cb),
         ReadOptions{.window = ReadWindow{}, .use_once = use_once, .count_access = true});
   });
+}
+
+// `key` holds value_for(seed, size), on flash only.
+inline void place_on_flash(Store& store, const std::string& key, uint64_t seed, size_t size) {
+  ASSERT_TRUE(store.put(key, value_for(seed, size)));
+  to_flash_only(store, {key});
+}
+
+// A ranged read through a Readahead, made blocking.
+inline RangeRead readahead_read(Readahead& ra, const std::string& key, uint64_t offset,
+                                uint64_t length) {
+  return read_blocking(
+      [&](FlashReadCallbacks cb) {
+        return ra.read(
+            key, offset, length, std::move(cb),
+            ReadOptions{.window = ReadWindow{}, .use_once = false, .count_access = true});
+      },
+      /*posted=*/true);
 }
 
 // Polls `pred` every millisecond for up to `ms`.
