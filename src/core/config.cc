@@ -266,6 +266,10 @@ const std::vector<KeySpec>& specs() {
       double_key(
           {"lease-max-fraction", "share of memory that leases may protect", A::kLeaseFraction},
           &C::lease_max_fraction, 0, 1),
+      double_key({"large-value-memory-fraction",
+                  "with flash, a value larger than this share of memory is written straight to "
+                  "flash and read from there"},
+                 &C::large_value_memory_fraction, 0, 1),
       millis_key({"lease-ttl-ms", "default lease length", A::kLeaseTtl}, &C::lease_ttl_ms, 1,
                  kMaxI),
       int_key(

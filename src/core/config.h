@@ -71,6 +71,9 @@ struct Config {
   EvictionPolicyKind eviction_policy = EvictionPolicyKind::kS3Fifo;
   int64_t memory_shards = 32;
   double lease_max_fraction = 0.25;
+  // With flash: a value larger than this share of the budget is written
+  // straight to flash (a SET larger than memory included).
+  double large_value_memory_fraction = 0.5;
   int64_t lease_ttl_ms = 10000;
   int64_t active_expire_hz = 10;
 

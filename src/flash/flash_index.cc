@@ -187,6 +187,22 @@ std::optional<FlashObjectInfo> FlashIndex::object(std::string_view key, uint64_t
   return info;
 }
 
+bool FlashIndex::version_locations(std::string_view key, uint64_t key_hash, uint64_t version,
+                                   std::vector<uint64_t>* locations, int64_t* expire_at_ms) const {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end() || it->second.key() != key || it->second.version != version) return false;
+  const Entry& e = it->second;
+  locations->assign(e.slots, 0);
+  for (uint32_t i = 0; i < e.slots; ++i) {
+    const uint64_t slot = e.block[i];
+    if (slot != 0 && !location::relocating(slot)) (*locations)[i] = location::place(slot);
+  }
+  *expire_at_ms = e.expire_at_ms;
+  return true;
+}
+
 std::optional<FlashObjectSummary> FlashIndex::summary(std::string_view key,
                                                       uint64_t key_hash) const {
   Shard& s = shard_for(key_hash);

@@ -152,6 +152,10 @@ class FlashIndex {
   std::optional<IndexedChunk> lookup(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                                      std::optional<uint64_t> version, bool mark_hit);
   std::optional<FlashObjectInfo> object(std::string_view key, uint64_t key_hash) const;
+  // The location of every chunk of `version` (0 where none is readable) and
+  // its expiry; false if the key is not indexed at that version.
+  bool version_locations(std::string_view key, uint64_t key_hash, uint64_t version,
+                         std::vector<uint64_t>* locations, int64_t* expire_at_ms) const;
   std::optional<FlashObjectSummary> summary(std::string_view key, uint64_t key_hash) const;
   // True if chunks 0..chunk_count-1 of `version` are all indexed and readable.
   bool has_chunks(std::string_view key, uint64_t key_hash, uint64_t version,

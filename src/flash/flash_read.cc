@@ -30,10 +30,11 @@ Status FlashTier::read_chunk(std::string_view key, uint32_t chunk_index,
 }
 
 void FlashTier::read_chunks(std::string_view key, std::span<const uint32_t> chunk_indexes,
-                            std::optional<uint64_t> version, ChunkReadCallback done) {
+                            std::optional<uint64_t> version, ChunkReadCallback done,
+                            const VersionLocations* known) {
   std::vector<ReadOp*> ops;
   for (uint32_t index : chunk_indexes) {
-    ReadOp* op = make_read_op(key, index, version);
+    ReadOp* op = make_read_op(key, index, version, known);
     if (op == nullptr) {
       done(index, Status::not_found("chunk not on flash"));
       continue;
@@ -44,34 +45,61 @@ void FlashTier::read_chunks(std::string_view key, std::span<const uint32_t> chun
   if (!ops.empty()) submit_reads(ops);
 }
 
+std::optional<FlashTier::VersionLocations> FlashTier::locate_version(std::string_view key,
+                                                                     uint64_t version) const {
+  Impl& im = *impl_;
+  const uint64_t key_hash = hash64(key);
+  VersionLocations out;
+  // Taken before the lookup, as for a read (see reclaim_locked()).
+  out.reclaim_epoch = im.reclaim_epoch.load(std::memory_order_acquire);
+  if (!im.index.version_locations(key, key_hash, version, &out.locations, &out.expire_at_ms))
+    return std::nullopt;
+  out.version = version;
+  return out;
+}
+
 FlashTier::ReadOp* FlashTier::make_read_op(std::string_view key, uint32_t chunk_index,
-                                           std::optional<uint64_t> version) {
+                                           std::optional<uint64_t> version,
+                                           const VersionLocations* known) {
   Impl& im = *impl_;
   const uint64_t key_hash = hash64(key);
   // Taken before the lookup: see reclaim_locked().
   const uint64_t epoch = im.reclaim_epoch.load(std::memory_order_acquire);
   auto found = im.index.lookup(key, key_hash, chunk_index, version, options_.reinsertion);
+  if (!found && known != nullptr && (!version || known->version == *version) &&
+      chunk_index < known->locations.size() && known->locations[chunk_index] != 0) {
+    // Replaced in the index since `known` was taken: its record, if its
+    // region was not reclaimed since, is still this version's chunk.
+    const IndexedChunk then{known->locations[chunk_index], known->version, 0, known->expire_at_ms};
+    return make_read_op_at(key, key_hash, chunk_index, then, known->reclaim_epoch);
+  }
   if (!found) {
     im.metrics.read_misses.add();
     return nullptr;
   }
+  return make_read_op_at(key, key_hash, chunk_index, *found, epoch);
+}
+
+FlashTier::ReadOp* FlashTier::make_read_op_at(std::string_view key, uint64_t key_hash,
+                                              uint32_t chunk_index, const IndexedChunk& found,
+                                              uint64_t epoch) {
   auto op = std::make_unique<ReadOp>();
   op->tier = this;
   op->key.assign(key);
   op->key_hash = key_hash;
   op->chunk_index = chunk_index;
-  op->version = found->version;
-  op->location = found->location;
+  op->version = found.version;
+  op->location = found.location;
   op->reclaim_epoch = epoch;
-  op->expire_at_ms = found->expire_at_ms;
+  op->expire_at_ms = found.expire_at_ms;
   op->start_ns = mono_ns();
-  const uint64_t size = read_length(found->location);
+  const uint64_t size = read_length(found.location);
   op->buffer = AlignedBuffer(size, AlignedBuffer::Uninitialized{});
   op->op = IoRequest::Op::kRead;
   op->buf = op->buffer.data();
   op->length = size;
-  op->offset = region_start(location::region(found->location)) +
-               location::offset_blocks(found->location) * kBlockSize;
+  op->offset = region_start(location::region(found.location)) +
+               location::offset_blocks(found.location) * kBlockSize;
   return op.release();
 }
 

@@ -132,6 +132,9 @@ class RecoveryScan {
     if (inserted || p.version < h.object_version) {
       p = Partial{h.object_version, h.object_size, h.chunk_count, h.expire_at_ms, {}};
     }
+    // A staged object's expiry may be known only at its commit: its last
+    // chunk, written last, carries the one that counts.
+    if (h.chunk_index + 1 == h.chunk_count) p.expire_at_ms = h.expire_at_ms;
     auto same = std::find_if(p.chunks.begin(), p.chunks.end(),
                              [&](const auto& c) { return c.first == h.chunk_index; });
     if (same != p.chunks.end()) {

@@ -22,6 +22,8 @@
 //   reclaimed region).
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "core/hash.h"
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
@@ -35,6 +37,14 @@ Result<FlashTier::StagedObject> FlashTier::begin_staged(const StagedObjectSpec& 
   }
   if (spec.chunk_count > location::kMaxBlocks) {
     return Status::too_large("flash: too many chunks for one object");
+  }
+  // Reclaim needs a free region and one being filled; an object that
+  // cannot fit beside them would only push itself out.
+  const uint64_t room = region_count_ > 2 ? (region_count_ - 2) * options_.region_size : 0;
+  if (spec.object_size > room) {
+    return Status::too_large(
+        fmt::format("value of {} bytes is larger than the flash tier can hold ({} bytes)",
+                    spec.object_size, room));
   }
   auto entry = std::make_shared<StagingEntry>();
   entry->key.assign(spec.key);
@@ -72,10 +82,15 @@ Status FlashTier::StagedObject::write_chunk(uint32_t chunk_index, std::string_vi
   if (chunk_index >= count) {
     return Status::invalid_argument("flash: chunk index past the staged object's end");
   }
-  if (chunk_index + 1 == count) {
+  int64_t expire_at_ms = 0;
+  {
     std::lock_guard lock(tier_->impl_->landing_mu);
-    if (entry_->lost) return Status::conflict("flash: the staged object lost a chunk");
-    if (entry_->landed + 1 < count || entry_->locations[chunk_index] != 0) {
+    expire_at_ms = entry_->expire_at_ms;
+    if (chunk_index + 1 == count && entry_->lost) {
+      return Status::conflict("flash: the staged object lost a chunk");
+    }
+    if (chunk_index + 1 == count &&
+        (entry_->landed + 1 < count || entry_->locations[chunk_index] != 0)) {
       return Status::invalid_argument(
           "flash: the last chunk of a staged object goes after all the others landed");
     }
@@ -86,10 +101,15 @@ Status FlashTier::StagedObject::write_chunk(uint32_t chunk_index, std::string_vi
                          .object_size = entry_->object_size,
                          .chunk_count = count,
                          .data = data,
-                         .expire_at_ms = entry_->expire_at_ms};
+                         .expire_at_ms = expire_at_ms};
   std::vector<WriteCallback> callbacks;
   callbacks.push_back(std::move(done));
   return tier_->enqueue_writes(std::span(&chunk, 1), std::move(callbacks), entry_);
+}
+
+void FlashTier::StagedObject::set_expiry(int64_t expire_at_ms) {
+  std::lock_guard lock(tier_->impl_->landing_mu);
+  entry_->expire_at_ms = expire_at_ms;
 }
 
 uint32_t FlashTier::StagedObject::chunks_landed() const {

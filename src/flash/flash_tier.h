@@ -215,10 +215,24 @@ class FlashTier {
   // with the chunk or a miss. NotFound (and no callback) if not indexed.
   Status read_chunk(std::string_view key, uint32_t chunk_index, std::optional<uint64_t> version,
                     ReadCallback done);
+  // Where every chunk of one version was when asked: a read that spans
+  // many chunks keeps it, so that a newer version replacing this one in the
+  // index meanwhile does not cut the read short (the old records stay on
+  // the device until their region is reclaimed, which the epoch detects).
+  struct VersionLocations {
+    uint64_t version = 0;
+    int64_t expire_at_ms = 0;
+    uint64_t reclaim_epoch = 0;
+    std::vector<uint64_t> locations;  // per chunk; 0: not readable then
+  };
+  std::optional<VersionLocations> locate_version(std::string_view key, uint64_t version) const;
   // Reads several chunks of one object, issued together. `done` runs once per
   // chunk, in completion order; for chunks not on flash, before this returns.
+  // With `known` (of `version`), a chunk no longer indexed is read from where
+  // `known` saw it.
   void read_chunks(std::string_view key, std::span<const uint32_t> chunk_indexes,
-                   std::optional<uint64_t> version, ChunkReadCallback done);
+                   std::optional<uint64_t> version, ChunkReadCallback done,
+                   const VersionLocations* known = nullptr);
 
   // Index-only questions: no I/O. lookup() takes one shard lock.
   std::optional<FlashObjectInfo> lookup(std::string_view key) const;
@@ -292,6 +306,9 @@ class FlashTier {
     // write queue is full (retry later); InvalidArgument for the last chunk
     // before the others landed, or an index out of range.
     Status write_chunk(uint32_t chunk_index, std::string_view data, WriteCallback done);
+    // The object's expiry, carried by its last chunk (the one that makes it
+    // visible) and the index: set it before that chunk is written.
+    void set_expiry(int64_t expire_at_ms);
     // Chunks landed so far (the last one included once the object is visible).
     uint32_t chunks_landed() const;
     uint32_t chunk_count() const;
@@ -425,7 +442,10 @@ class FlashTier {
   void update_space_gauges_locked();
   void update_index_gauges();
   // Read path.
-  ReadOp* make_read_op(std::string_view key, uint32_t chunk_index, std::optional<uint64_t> version);
+  ReadOp* make_read_op(std::string_view key, uint32_t chunk_index, std::optional<uint64_t> version,
+                       const VersionLocations* known = nullptr);
+  ReadOp* make_read_op_at(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
+                          const IndexedChunk& found, uint64_t reclaim_epoch);
   void submit_reads(std::span<ReadOp* const> ops);
   void on_read_done(ReadOp* op, int64_t result);
   // Verifies, runs the callback, frees the op: on the engine's thread or a verifier.

@@ -42,6 +42,7 @@
 #include "memory/eviction_policy.h"
 #include "memory/lower_tier.h"
 #include "memory/object_view.h"
+#include "memory/value_sink.h"
 
 namespace tierkv::memory {
 
@@ -407,24 +408,22 @@ class MemoryTier {
 // Chunk buffers reserved for one object that is not yet visible. Fill them
 // in place (chunk(i) or append()), then hand the writer to publish(). A
 // writer dropped unpublished returns its bytes to the budget.
-class ObjectWriter {
+class ObjectWriter final : public ValueSink {
  public:
   ObjectWriter(ObjectWriter&& o) noexcept;
   ObjectWriter& operator=(ObjectWriter&& o) noexcept;
   ~ObjectWriter();
 
   const std::string& key() const { return key_; }
-  uint64_t size() const { return size_; }
+  uint64_t size() const override { return size_; }
   size_t chunk_count() const { return chunks_.size(); }
   char* chunk_data(size_t i) { return chunks_[i]->data(); }
   uint32_t chunk_length(size_t i) const { return chunks_[i]->size; }
-  // Sequential fill: copies bytes at the write cursor; false past the end.
-  bool append(std::string_view bytes);
-  uint64_t filled() const { return filled_; }
+  uint64_t filled() const override { return filled_; }
   // Where the next append() writes, as a writable span (for in-place reads
   // from a socket). Empty when the object is full.
-  std::pair<char*, size_t> next_writable();
-  void advance(size_t n) { filled_ += n; }
+  std::pair<char*, size_t> next_writable() override;
+  void advance(size_t n) override { filled_ += n; }
 
  private:
   friend class MemoryTier;

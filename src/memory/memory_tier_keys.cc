@@ -452,16 +452,4 @@ std::pair<char*, size_t> ObjectWriter::next_writable() {
   return {chunks_[i]->data() + off, chunks_[i]->size - off};
 }
 
-bool ObjectWriter::append(std::string_view bytes) {
-  if (bytes.size() > size_ - filled_) return false;
-  while (!bytes.empty()) {
-    auto [dst, room] = next_writable();
-    size_t n = std::min(room, bytes.size());
-    std::memcpy(dst, bytes.data(), n);
-    bytes.remove_prefix(n);
-    filled_ += n;
-  }
-  return true;
-}
-
 }  // namespace tierkv::memory

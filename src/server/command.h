@@ -29,6 +29,7 @@
 #include "server/reply.h"
 #include "server/slowlog.h"
 #include "server/txn_state.h"
+#include "store/flash_value_sink.h"
 #include "store/store.h"
 
 namespace tierkv::server {
@@ -81,14 +82,21 @@ class ReplyDeferral {
   // fetch): the handler replied nothing; the connection fetches again and
   // reruns the command, with backoff, or answers -BUSY / -OOM.
   virtual void fetch_again() = 0;
+  // A SET's value larger than memory went to flash as it arrived
+  // (Invocation::flash_value): commits it off the network thread and
+  // replies OK, nil (the condition failed) or the error. The handler
+  // replies nothing else.
+  virtual void commit_flash_value(const FlashValueSink::Commit& commit) = 0;
 };
 
 // Arguments of one command. For a large SET the parser streams the value
-// straight into a Store writer instead of argv: then `value_writer` is set
-// and argv[value_arg] is empty.
+// straight into a Store writer instead of argv: then `value_writer` (memory)
+// or `flash_value` (a value larger than memory) is set and argv[value_arg]
+// is empty.
 struct Invocation {
   std::vector<std::string_view> argv;
   ObjectWriter* value_writer = nullptr;
+  FlashValueSink* flash_value = nullptr;
   size_t value_arg = 0;
 };
 

@@ -158,6 +158,11 @@ void get_command(CommandContext& ctx) {
   reply_range(ctx, ctx.arg(1), 0, UINT64_MAX, /*absent_is_null=*/true);
 }
 
+// A value larger than memory is on its way to flash before SET runs; the old
+// value it replaces is not read back for it.
+constexpr std::string_view kSetGetPastMemory =
+    "ERR SET GET is not supported with a value larger than large-value-memory-fraction of memory";
+
 // SET reads the old value only to return it (GET).
 bool set_reads_value(const Invocation& inv) {
   for (size_t i = 3; i < inv.argv.size(); ++i) {
@@ -180,6 +185,11 @@ void set_command(CommandContext& ctx) {
     wo.return_previous = (flags & kGet) != 0;
     if (flags & kNx) wo.condition = WriteCondition::kIfAbsent;
     if (flags & kXx) wo.condition = WriteCondition::kIfPresent;
+  }
+  if (ctx.inv.flash_value) {
+    if (flags & kGet) return ctx.reply.error(kSetGetPastMemory);
+    return ctx.defer->commit_flash_value(
+        {.condition = wo.condition, .expire_at_ms = wo.expire_at_ms, .keep_ttl = wo.keep_ttl});
   }
   // The old value is returned from memory; a flash-only one is fetched first.
   if ((flags & kGet) && awaiting_flash(ctx, ctx.arg(1))) return;

@@ -85,6 +85,8 @@ class TxnDeferral final : public ReplyDeferral {
   }
   // The command replied nothing: run_queued() puts an error in its slot.
   void fetch_again() override {}
+  // Queued values are buffered whole (never streamed to flash).
+  void commit_flash_value(const FlashValueSink::Commit&) override {}
 
  private:
   ReplyDeferral* outer_;

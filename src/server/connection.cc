@@ -96,6 +96,7 @@ void Connection::close() {
   thread_.connections.erase(this);
   server_.unregister_client(this);
   value_writer_.reset();
+  flash_value_.reset();
   // Nothing more will be sent: stop a flash read, and give back the chunk
   // buffers (and pins) queued for the socket.
   if (stream_read_) stream_read_->cancel();
@@ -122,6 +123,7 @@ RespParser::Limits Connection::parser_limits() const {
 void Connection::start_read() {
   if (reading_ || closed_ || state_.close_after_reply || waiting_ != Wait::kNone) return;
   if (out_.pending_bytes() + writing_.pending_bytes() > kPauseReadBytes) return;
+  if (flash_value_ && flash_value_->paused()) return wait_for_flash_room();
   bool direct = parser_.wants_direct();
   std::span<char> span = direct ? parser_.direct_span() : parser_.prepare();
   reading_ = true;
@@ -156,7 +158,10 @@ void Connection::on_read(const asio::error_code& ec, size_t n, bool direct) {
 // command not yet complete. A value streamed into the store counts by the
 // bytes received so far (its reservation is released when the client goes).
 bool Connection::query_buffer_over_limit() {
-  uint64_t bytes = value_writer_ ? value_writer_->filled() : parser_.query_bytes();
+  // A value bound for flash counts by what it holds back.
+  uint64_t bytes = value_writer_  ? value_writer_->filled()
+                   : flash_value_ ? flash_value_->buffered_bytes()
+                                  : parser_.query_bytes();
   int64_t limit =
       server_.context().limits().client_query_buffer_limit.load(std::memory_order_relaxed);
   if (closed_ || static_cast<int64_t>(bytes) <= limit) return false;
@@ -223,8 +228,13 @@ void Connection::on_large_value() {
     parser_.discard();
     return;
   }
-  Result<ObjectWriter> writer =
-      store.begin_put(argv[static_cast<size_t>(spec->first_key)], parser_.large_length());
+  const std::string_view key = argv[static_cast<size_t>(spec->first_key)];
+  const uint64_t length = parser_.large_length();
+  if (store.writes_past_memory(length)) return stream_value_to_flash(key, length);
+  Result<ObjectWriter> writer = store.begin_put(key, length);
+  // Memory has no room now: flash takes the value instead.
+  if (!writer && writer.status().code() == StatusCode::kOutOfMemory && store.flash_tier())
+    return stream_value_to_flash(key, length);
   if (!writer) {
     value_error_ = writer.status();
     parser_.discard();
@@ -255,6 +265,7 @@ const CommandSpec* Connection::lookup(std::string_view name) {
 void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& clock) {
   inv_.argv.assign(argv.begin(), argv.end());
   inv_.value_writer = nullptr;
+  inv_.flash_value = nullptr;
   inv_.value_arg = 0;
   out_.set_proto(state_.proto);
   const CommandSpec* spec = lookup(argv[0]);
@@ -284,10 +295,9 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
     refuse_in_multi(state_.txn);
     out_.error(value_error_);
   } else if (!queue_if_in_multi(state_.txn, *spec, inv_.argv, out_)) {
-    if (value_writer_) {
-      inv_.value_writer = &*value_writer_;
-      inv_.value_arg = static_cast<size_t>(spec->value_arg);
-    }
+    if (value_writer_) inv_.value_writer = &*value_writer_;
+    inv_.flash_value = flash_value_.get();
+    if (value_writer_ || flash_value_) inv_.value_arg = static_cast<size_t>(spec->value_arg);
     fetch_attempts_ = 0;
     fetch_error_ = Status::ok();
     run_command(*spec, clock);
@@ -347,6 +357,7 @@ void Connection::publish_multi() {
 
 void Connection::end_command() {
   value_writer_.reset();
+  flash_value_.reset();
   value_error_ = Status::ok();
   value_refused_loading_ = false;
 }

@@ -1,7 +1,8 @@
 // Connection: one client socket, served entirely on one I/O thread.
 //
 // Reads go into the RespParser's buffer (or, for a large SET value, straight
-// into the store's chunk buffers); each complete command is dispatched at
+// into the store's chunk buffers, or into buffers bound for flash when the
+// value is larger than memory); each complete command is dispatched at
 // once, so pipelined commands are answered in order from one read. Replies
 // accumulate in one ReplyBuffer while the other is being written with
 // scatter-gather I/O; large values go out from their pinned chunks.
@@ -89,13 +90,20 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   uint64_t account(const CommandSpec& spec, uint64_t start, bool failed);
 
   // --- deferred replies ---
-  enum class Wait : uint8_t { kNone, kStream, kFetch, kPersist, kPause };
+  enum class Wait : uint8_t { kNone, kStream, kFetch, kPersist, kPause, kCommit };
   // ReplyDeferral:
   FlashReadCallbacks bulk_stream_callbacks() override;
   void stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) override;
   void persist(std::string_view key, uint64_t version) override;
   Store::DurableCallback hold_until_durable() override;
   void fetch_again() override { fetch_again_ = true; }
+  void commit_flash_value(const FlashValueSink::Commit& commit) override;
+  void on_flash_value_committed(uint64_t gen, const Status& status, bool written);
+  // A large value goes to flash as it arrives (flash_value_sink.h).
+  void stream_value_to_flash(std::string_view key, uint64_t length);
+  // The flash value's buffers are all waiting for flash: read again when
+  // one is free.
+  void wait_for_flash_room();
   // After fetch_again(): reruns the command later, or answers the error.
   // True if it will run again.
   bool retry_fetch(const CommandSpec& spec, uint64_t clock);
@@ -138,6 +146,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   Invocation inv_;
   ClientState state_;
   std::optional<ObjectWriter> value_writer_;
+  std::unique_ptr<FlashValueSink> flash_value_;
+  bool flash_room_wait_ = false;
   Status value_error_;
   bool value_refused_loading_ = false;  // a streamed value arrived while loading
   // The commands this connection used last, most recent first: a pipeline

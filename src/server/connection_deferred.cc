@@ -241,6 +241,60 @@ void Connection::on_persist_done(uint64_t gen, const Status& status) {
   resume();
 }
 
+void Connection::stream_value_to_flash(std::string_view key, uint64_t length) {
+  Result<std::unique_ptr<FlashValueSink>> sink =
+      server_.context().store().begin_flash_value(key, length);
+  if (!sink) {
+    value_error_ = sink.status();
+    parser_.discard();
+    return;
+  }
+  flash_value_ = std::move(*sink);
+  parser_.stream_into(flash_value_.get());
+}
+
+void Connection::wait_for_flash_room() {
+  if (flash_room_wait_) return;
+  flash_room_wait_ = true;
+  std::shared_ptr<Connection> self = shared_from_this();
+  std::shared_ptr<void> token = inflight_token();
+  flash_value_->when_room([self, token] {
+    self->post_back(token, [](Connection& c) {
+      c.flash_room_wait_ = false;
+      c.start_read();
+    });
+  });
+}
+
+void Connection::commit_flash_value(const FlashValueSink::Commit& commit) {
+  waiting_ = Wait::kCommit;
+  uint64_t gen = ++wait_gen_;
+  std::shared_ptr<Connection> self = shared_from_this();
+  std::shared_ptr<void> token = inflight_token();
+  flash_value_->finish(commit, [self, token, gen](Result<memory::WriteResult> r) {
+    Status status = r ? Status::ok() : r.status();
+    bool written = r && r->written;
+    self->post_back(token, [gen, status = std::move(status), written](Connection& c) {
+      c.on_flash_value_committed(gen, status, written);
+    });
+  });
+}
+
+void Connection::on_flash_value_committed(uint64_t gen, const Status& status, bool written) {
+  if (closed_ || waiting_ != Wait::kCommit || gen != wait_gen_) return;
+  out_.set_proto(state_.proto);
+  bool failed = !status.is_ok();
+  if (failed) {
+    out_.error(status);
+  } else if (written) {
+    out_.ok();
+  } else {
+    out_.null();
+  }
+  account(*deferred_spec_, deferred_clock_, failed);
+  resume();
+}
+
 void Connection::resume() {
   waiting_ = Wait::kNone;
   deferred_spec_ = nullptr;

@@ -331,9 +331,9 @@ RespParser::Event RespParser::finish_command() {
   return Event::kCommand;
 }
 
-void RespParser::stream_into(memory::ObjectWriter* writer) {
+void RespParser::stream_into(memory::ValueSink* sink) {
   value_mode_ = ValueMode::kStream;
-  writer_ = writer;
+  writer_ = sink;
   value_index_ = args_.size();
   state_ = State::kValue;
   dead_begin_ = dead_end_ = rpos_;

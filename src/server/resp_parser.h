@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "memory/memory_tier.h"
+#include "memory/value_sink.h"
 
 namespace tierkv::server {
 
@@ -62,7 +62,7 @@ class RespParser {
   // kLargeValue: which argument, and how many bytes it has.
   size_t large_index() const { return args_.size(); }
   uint64_t large_length() const { return value_remaining_; }
-  void stream_into(memory::ObjectWriter* writer);
+  void stream_into(memory::ValueSink* sink);
   void discard();
   void buffer();
   // Whether a streamed value was discarded in the current command.
@@ -116,7 +116,7 @@ class RespParser {
   std::vector<std::string> inline_args_;
 
   ValueMode value_mode_ = ValueMode::kNone;
-  memory::ObjectWriter* writer_ = nullptr;
+  memory::ValueSink* writer_ = nullptr;
   uint64_t value_remaining_ = 0;
   size_t value_index_ = 0;
   std::string error_;

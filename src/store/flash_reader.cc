@@ -131,6 +131,7 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   const uint32_t depth_;
   const uint32_t parallel_;
   FlashReadCallbacks callbacks_;
+  std::optional<flash::FlashTier::VersionLocations> known_;
   std::optional<memory::ObjectWriter> copy_;
   OnCopied on_copied_;
 
@@ -169,7 +170,11 @@ FlashReader::Op::Op(FlashReader& reader, std::string_view key,
       on_copied_(std::move(on_copied)),
       ring_(std::min<uint64_t>(depth_, uint64_t{last_} - first_ + 1)),
       next_issue_(first_),
-      next_deliver_(first_) {}
+      next_deliver_(first_) {
+  // An overwrite while the read runs must not cut it short: the chunks it
+  // has not issued yet stay where they were (FlashTier::locate_version).
+  known_ = reader.flash_.locate_version(key_, version_);
+}
 
 int64_t FlashReader::Op::charge_for(uint32_t index) const {
   constexpr int64_t kBlock = 4096;
@@ -210,10 +215,12 @@ void FlashReader::Op::pump() {
   }
   if (batch.empty()) return;
   auto self = shared_from_this();
-  reader_.flash_.read_chunks(key_, batch, version_,
-                             [self](uint32_t index, Result<flash::FlashChunk> chunk) {
-                               self->on_chunk(index, std::move(chunk));
-                             });
+  reader_.flash_.read_chunks(
+      key_, batch, version_,
+      [self](uint32_t index, Result<flash::FlashChunk> chunk) {
+        self->on_chunk(index, std::move(chunk));
+      },
+      known_ ? &*known_ : nullptr);
 }
 
 void FlashReader::Op::granted(int64_t charge) {

@@ -96,6 +96,11 @@ Status StagedPut::wait_for_landing(uint32_t chunks) {
   return landing_->first_error;
 }
 
+void StagedPut::set_expiry(int64_t expire_at_ms) {
+  options_.expire_at_ms = expire_at_ms;
+  object_.set_expiry(expire_at_ms);
+}
+
 Result<memory::WriteResult> StagedPut::commit() {
   {
     std::lock_guard lock(last_mu_);

@@ -54,6 +54,9 @@ class StagedPut {
   // flash's write queue stays full for a long time; the error of an earlier
   // chunk write, if one failed.
   Status write(uint64_t offset, std::string_view bytes);
+  // The expiry the object gets at commit, if it was not known at the start
+  // (a SET's options follow its value). Before commit().
+  void set_expiry(int64_t expire_at_ms);
   // Once every byte was written: writes the last chunk, waits for it, then
   // makes the object the key's value (and installs the memory copy).
   // Conflict if the key was removed or written since the put began, or a
@@ -74,7 +77,7 @@ class StagedPut {
   const uint64_t version_;
   const uint32_t chunk_size_;
   const uint32_t chunk_count_;
-  const StagedPutOptions options_;
+  StagedPutOptions options_;
   std::optional<memory::ObjectWriter> copy_;
   std::shared_ptr<Landing> landing_;
   std::mutex last_mu_;

@@ -173,6 +173,7 @@ void Store::open_flash(const Config& config) {
   flash_status_.io_backend = std::string(flash_->io_backend());
   flash_status_.direct_io = flash_->direct_io();
   durable_writes_ = config.flash_fsync == FlashFsync::kAlways;
+  large_value_fraction_ = config.large_value_memory_fraction;
   write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
   reader_ = std::make_unique<FlashReader>(*flash_, flash_reader_options(config), *metrics_);

@@ -53,6 +53,7 @@ class FlashOffloader;
 class FlashReader;
 class Prefetcher;
 class Preheater;
+class FlashValueSink;
 class StagedPut;
 struct StagedPutOptions;
 class Promoter;
@@ -295,6 +296,13 @@ class Store {
   // workers, never network threads: its writes may block.
   Result<std::unique_ptr<StagedPut>> begin_staged_put(std::string_view key, uint64_t size,
                                                       const StagedPutOptions& options);
+  // With flash, a value memory should not take whole (larger than
+  // large-value-memory-fraction of the budget) is written past it.
+  bool writes_past_memory(uint64_t size) const;
+  // A value that arrives over time (a large SET), written to flash as it
+  // comes and committed on the pool (flash_value_sink.h); for network
+  // threads: nothing in it blocks. Unavailable without a flash tier.
+  Result<std::unique_ptr<FlashValueSink>> begin_flash_value(std::string_view key, uint64_t size);
   // Preheat jobs (see preheater.h): start() never blocks.
   Result<uint64_t> preheat(PreheatRequest request);
   std::optional<PreheatJobStatus> preheat_job(uint64_t id) const;
@@ -443,6 +451,9 @@ class Store {
   std::atomic<bool> has_prefetch_map_{false};
   bool durable_writes_ = false;
   bool write_through_ = false;
+  double large_value_fraction_ = 0.5;  // large-value-memory-fraction
+  // Chunk buffers a large SET's value may hold waiting for flash.
+  static constexpr size_t kFlashValueWindow = 4;
   std::atomic<int64_t> max_key_size_;
   std::atomic<int64_t> max_object_size_;
   Counter& hits_;

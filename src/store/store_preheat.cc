@@ -1,8 +1,10 @@
 // Store: writes that go straight to flash (StagedPut) and the preheat jobs
 // built on them.
 #include "flash/flash_tier.h"
+#include "store/flash_value_sink.h"
 #include "store/preheat_source.h"
 #include "store/preheater.h"
+#include "store/promotion_pool.h"
 #include "store/staged_put.h"
 #include "store/store.h"
 
@@ -50,6 +52,19 @@ Result<std::unique_ptr<StagedPut>> Store::begin_staged_put(std::string_view key,
   if (!staged) return staged.status();
   return std::make_unique<StagedPut>(std::move(*staged), *memory_, key_locks_, std::string(key),
                                      size, version, options);
+}
+
+bool Store::writes_past_memory(uint64_t size) const {
+  return flash_ != nullptr &&
+         static_cast<double>(size) >
+             large_value_fraction_ * static_cast<double>(memory_->budget_bytes());
+}
+
+Result<std::unique_ptr<FlashValueSink>> Store::begin_flash_value(std::string_view key,
+                                                                 uint64_t size) {
+  Result<std::unique_ptr<StagedPut>> put = begin_staged_put(key, size, StagedPutOptions{});
+  if (!put) return put.status();
+  return std::make_unique<FlashValueSink>(std::move(*put), *this, *pool_, kFlashValueWindow);
 }
 
 Result<uint64_t> Store::preheat(PreheatRequest request) {

@@ -129,6 +129,9 @@ void Store::count_streamed_read(std::string_view key, bool use_once) {
 void Store::start_promotion_for_read(std::string_view key, const flash::FlashObjectSummary& info,
                                      bool whole, std::optional<ObjectWriter>& copy,
                                      FlashReader::OnCopied& on_copied) {
+  // What was written past memory for its size is read from flash: copying
+  // it up would push out most of what memory holds.
+  if (writes_past_memory(info.object_size)) return;
   const bool admitted = promoter_->admit(hash64(key));
   if (!admitted && !prefetcher_->kick_allowed()) return;
   PromotionRequest request = admitted ? PromotionRequest{} : prefetcher_->kick_request();

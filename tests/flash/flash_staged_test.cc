@@ -5,6 +5,7 @@
 
 #include <future>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "flash/flash_tier.h"
@@ -173,6 +174,66 @@ TEST(FlashStagedTest, BadSpecsAreRefused) {
   // A one-chunk object: its only chunk is its last, and commits it.
   ASSERT_TRUE(stage_sync(v, 0, "only").is_ok());
   EXPECT_EQ(*read_sync(*t, "k", 0), "only");
+}
+
+// A SET's expiry follows its value: set before the last chunk, it is the
+// object's at run time and after a restart that scans the device.
+TEST(FlashStagedTest, AnExpirySetBeforeTheLastChunkIsKeptAcrossARestart) {
+  TempDir dir;
+  const FlashOptions o = small_options(dir.file("f"));
+  const int64_t expire = int64_t{4} << 40;  // far in the future
+  {
+    auto t = open_or_die(o);
+    auto v2 = begin_v2(*t);
+    ASSERT_TRUE(stage_sync(v2, 0, pattern(kChunk, 20)).is_ok());
+    ASSERT_TRUE(stage_sync(v2, 1, pattern(kChunk, 21)).is_ok());
+    v2.set_expiry(expire);
+    ASSERT_TRUE(stage_sync(v2, 2, pattern(kChunk, 22)).is_ok());
+    ASSERT_TRUE(t->lookup("k"));
+    EXPECT_EQ(t->lookup("k")->expire_at_ms, expire);
+  }
+  auto t = open_or_die(o);
+  auto info = t->lookup("k");
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->version, 2u);
+  EXPECT_EQ(info->expire_at_ms, expire);
+}
+
+Result<std::string> read_known(FlashTier& t, uint32_t chunk, uint64_t version,
+                               const FlashTier::VersionLocations* known) {
+  auto done = std::make_shared<std::promise<Result<std::string>>>();
+  auto future = done->get_future();
+  const uint32_t index = chunk;
+  t.read_chunks(
+      "k", std::span(&index, 1), version,
+      [done](uint32_t, Result<FlashChunk> r) {
+        done->set_value(r.is_ok() ? Result<std::string>(std::string(r->data()))
+                                  : Result<std::string>(r.status()));
+      },
+      known);
+  return future.get();
+}
+
+// A read that began on a version keeps reading it after an overwrite
+// replaced it in the index, from where its chunks were.
+TEST(FlashStagedTest, KnownLocationsKeepAReadOfAReplacedVersion) {
+  TempDir dir;
+  auto t = open_or_die(small_options(dir.file("f")));
+  write_v1(*t);
+  std::optional<FlashTier::VersionLocations> known = t->locate_version("k", 1);
+  ASSERT_TRUE(known);
+  EXPECT_FALSE(t->locate_version("k", 2));
+  ASSERT_TRUE(write_sync(*t, {.key = "k",
+                              .chunk_index = 0,
+                              .version = 2,
+                              .object_size = 10,
+                              .chunk_count = 1,
+                              .data = "new value!"})
+                  .is_ok());
+  EXPECT_EQ(read_known(*t, 1, 1, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*read_known(*t, 0, 1, &*known), pattern(kChunk, 10));
+  EXPECT_EQ(*read_known(*t, 1, 1, &*known), pattern(kChunk, 11));
+  EXPECT_EQ(*read_known(*t, 0, 2, &*known), "new value!");
 }
 
 }  // namespace

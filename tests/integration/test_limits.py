@@ -115,8 +115,8 @@ def test_max_object_size(make_tierkv):
         c.close()
 
 
-def test_value_larger_than_memory_is_refused_with_oom(make_tierkv):
-    s = make_tierkv()
+def test_value_larger_than_memory_is_refused_with_oom_without_flash(make_tierkv):
+    s = make_tierkv("--flash-size", "0")
     c = RawClient(s.port)
     try:
         assert c.call("CONFIG", "SET", "memory", "8mb") == b"+OK\r\n"
@@ -124,6 +124,18 @@ def test_value_larger_than_memory_is_refused_with_oom(make_tierkv):
         assert reply.startswith(b"-OOM "), reply[:100]
         assert c.call("EXISTS", "huge") == b":0\r\n"
         assert c.call("SET", "small", "v") == b"+OK\r\n"
+    finally:
+        c.close()
+
+
+def test_value_larger_than_memory_goes_to_flash(make_tierkv):
+    s = make_tierkv()
+    c = RawClient(s.port)
+    try:
+        assert c.call("CONFIG", "SET", "memory", "8mb") == b"+OK\r\n"
+        assert c.call("SET", "huge", b"y" * (16 << 20)) == b"+OK\r\n"
+        assert c.call("STRLEN", "huge") == b":%d\r\n" % (16 << 20)
+        assert c.call("GETRANGE", "huge", 8 << 20, (8 << 20) + 2) == b"$3\r\nyyy\r\n"
     finally:
         c.close()
 

@@ -1,0 +1,222 @@
+"""Values larger than memory.
+
+Contract: with a flash tier, a SET whose value is larger than
+large-value-memory-fraction of the memory budget (a value larger than the
+whole budget included) is written straight to flash as it arrives, never
+held whole by the server; it answers as Redis does (OK, or nil when NX/XX
+fail), and then reads back exactly, whole or by any range, from flash; it
+survives a clean restart and kill -9 (it is on the device when SET answers);
+a failed or refused one leaves the previous value. Checked side by side
+against a real redis-server with the same commands, and against the bytes
+sent."""
+import random
+import threading
+import time
+
+import pytest
+import redis
+
+from conftest import rss_kib
+from flash_util import MIB, flash_servers, make_value, tier_stat  # noqa: F401
+
+FLAGS = ("--region-size", "16mb", "--flash-preallocate", "no")
+
+
+def ranges(rng, size, count, chunk=MIB):
+    """Seeded ranges, a third of them at chunk boundaries."""
+    out = [(0, size - 1), (size - 1, size - 1), (size - 10, size + 100)]
+    for i in range(count):
+        if i % 3 == 0:
+            b = rng.randrange(1, size // chunk + 1) * chunk
+            out.append((b - rng.randrange(0, 3), b + rng.randrange(0, 3)))
+        else:
+            a = rng.randrange(0, size)
+            out.append((a, min(size + 5, a + rng.choice([1, 100, 4096, chunk, 3 * chunk + 7]))))
+    return out
+
+
+def check_reads(c, key, value, seed):
+    got = c.get(key)
+    assert got is not None and len(got) == len(value), f"{key}: {len(got or b'')} bytes"
+    assert got == value, f"{key}: bytes differ"
+    rng = random.Random(seed)
+    for a, b in ranges(rng, len(value), 40):
+        assert c.getrange(key, a, b) == value[a:b + 1], f"{key} GETRANGE {a} {b}"
+    a = rng.randrange(0, len(value))
+    n = rng.randrange(1, 3 * MIB)
+    assert c.execute_command("TIER.READ", key, a, n) == value[a:a + n]
+
+
+def test_set_larger_than_memory_reads_back_every_range_across_restart(flash_servers):
+    s = flash_servers(memory="16mb", flash_size="256mb", extra=FLAGS).start()
+    c = s.client()
+    big = make_value("big", 1, 40 * MIB + 12345)  # 2.5x the memory budget
+    half = make_value("half", 2, 9 * MIB)  # above half the budget
+    assert c.set("big", big) is True
+    assert c.set("half", half, ex=1000) is True
+    for key, value in (("big", big), ("half", half)):
+        check_reads(c, key, value, seed=len(value))
+        assert tier_stat(c, key)["state"] == b"flash", tier_stat(c, key)
+    used = int(s.info("memory")[0]["used_memory"])
+    assert used <= 16 * MIB, used
+    # A clean restart (snapshot), then kill -9 (scan): both bring back the
+    # bytes and the expiry that SET gave after its value.
+    s.restart()
+    c = s.client()
+    check_reads(c, "big", big, seed=7)
+    check_reads(c, "half", half, seed=8)
+    assert 990_000 < c.pttl("half") <= 1_000_000
+    s.kill()
+    s.start()
+    c = s.client()
+    check_reads(c, "big", big, seed=9)
+    check_reads(c, "half", half, seed=10)
+    assert 990_000 < c.pttl("half") <= 1_000_000
+    assert c.pttl("big") == -1
+
+
+def large_ops(rng, keys, count):
+    """Seeded SET family commands on a few keys, values larger or smaller
+    than memory; each op is a command tuple."""
+    ops = []
+    for _ in range(count):
+        key = rng.choice(keys)
+        size = rng.choice([20 * MIB + rng.randrange(MIB), 9 * MIB, 200_000, 100])
+        value = make_value(key, rng.randrange(1000), size)
+        kind = rng.random()
+        if kind < 0.45:
+            ops.append(("SET", key, value))
+        elif kind < 0.55:
+            ops.append(("SET", key, value, "NX"))
+        elif kind < 0.65:
+            ops.append(("SET", key, value, "XX"))
+        elif kind < 0.75:
+            ops.append(("SET", key, value, "EX", str(rng.randrange(100, 1000))))
+        elif kind < 0.80:
+            ops.append(("SET", key, value, "KEEPTTL"))
+        elif kind < 0.85:
+            ops.append(("EXPIRE", key, str(rng.randrange(100, 1000))))
+        elif kind < 0.92:
+            ops.append(("DEL", key))
+        else:
+            ops.append(("SET", key, value, "PX", "0"))  # an error in both
+    return ops
+
+
+def reply(client, *args):
+    try:
+        return client.execute_command(*args)
+    except redis.ResponseError as e:
+        return ("error", str(e).split(" ")[0])
+
+
+def test_large_sets_match_redis_key_by_key(flash_servers, make_redis):
+    s = flash_servers(memory="16mb", flash_size="512mb", extra=FLAGS).start()
+    r = make_redis().client()
+    c = s.client()
+    keys = [f"k{i}" for i in range(4)]
+    ops = large_ops(random.Random(42), keys, 40)
+    for i, op in enumerate(ops):
+        want, got = reply(r, *op), reply(c, *op)
+        assert got == want, f"op {i} {op[0]} {op[1]} {op[3:]}: tierkv {got!r}, redis {want!r}"
+    def compare(c):
+        for k in keys:
+            assert c.get(k) == r.get(k), f"{k}: value differs from redis"
+            t, rt = c.ttl(k), r.ttl(k)
+            assert (t < 0) == (rt < 0) and abs(t - rt) <= 2, f"{k}: ttl {t} vs redis {rt}"
+    compare(c)
+    s.restart()
+    compare(s.client())
+
+
+def test_set_get_of_a_value_larger_than_memory_is_refused_and_keeps_the_old_value(flash_servers):
+    s = flash_servers(memory="16mb", extra=FLAGS).start()
+    c = s.client()
+    c.set("k", b"old")
+    with pytest.raises(redis.ResponseError, match="SET GET is not supported"):
+        c.set("k", make_value("k", 1, 20 * MIB), get=True)
+    assert c.get("k") == b"old"
+    # A syntax error after the value: nothing changes, the connection goes on.
+    with pytest.raises(redis.ResponseError, match="syntax error"):
+        c.execute_command("SET", "k", make_value("k", 2, 20 * MIB), "BOGUS")
+    assert c.get("k") == b"old"
+    assert c.ping()
+
+
+def test_a_value_larger_than_flash_fails_and_keeps_the_old_value(flash_servers):
+    s = flash_servers(memory="16mb", flash_size="128mb", extra=FLAGS).start()
+    c = s.client()
+    old = make_value("k", 1, 20 * MIB)
+    assert c.set("k", old)
+    with pytest.raises(redis.ResponseError, match="larger than the flash tier can hold"):
+        c.set("k", make_value("k", 2, 128 * MIB))
+    assert c.get("k") == old
+    assert c.ping()
+
+
+def test_the_server_never_holds_a_large_value_whole(flash_servers):
+    """Reading stops while the value's buffers wait for flash, so the
+    server's memory grows by a few chunks, not by the value."""
+    s = flash_servers(memory="16mb", flash_size="1gb", extra=FLAGS).start()
+    c = s.client()
+    c.set("warm", make_value("warm", 0, 20 * MIB))  # the pool and buffers exist
+    before = rss_kib(s.proc.pid)
+    peak = [before]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_kib(s.proc.pid))
+            time.sleep(0.005)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    value = make_value("huge", 3, 300 * MIB)
+    try:
+        assert c.set("huge", value)
+    finally:
+        done.set()
+        t.join()
+    grew_mib = (peak[0] - before) / 1024
+    assert grew_mib < 64, f"RSS grew {grew_mib:.0f} MiB while a 300 MiB value arrived"
+    assert c.strlen("huge") == len(value)
+    assert c.getrange("huge", 150 * MIB, 150 * MIB + 99) == value[150 * MIB:150 * MIB + 100]
+
+
+def test_concurrent_large_sets_and_readers(flash_servers):
+    s = flash_servers(memory="32mb", flash_size="1gb", extra=FLAGS).start()
+    versions = {f"k{i}": [make_value(f"k{i}", v, 20 * MIB + v) for v in range(3)]
+                for i in range(3)}
+    errors = []
+
+    def writer(key):
+        c = s.client()
+        try:
+            for v in versions[key]:
+                if c.set(key, v) is not True:
+                    errors.append(f"{key}: SET did not answer OK")
+        except redis.RedisError as e:
+            errors.append(f"{key}: SET failed: {e}")
+
+    def reader():
+        c = s.client()
+        deadline = time.time() + 60
+        try:
+            while time.time() < deadline and any(t.is_alive() for t in writers):
+                for key in versions:
+                    got = c.get(key)
+                    if got is not None and got not in versions[key]:
+                        errors.append(f"{key}: a read saw bytes of no version ({len(got)} bytes)")
+        except redis.RedisError as e:
+            errors.append(f"GET failed: {e}")
+
+    writers = [threading.Thread(target=writer, args=(k,)) for k in versions]
+    readers = [threading.Thread(target=reader) for _ in range(2)]
+    for t in writers + readers:
+        t.start()
+    for t in writers + readers:
+        t.join(120)
+    assert not errors, f"{errors[:3]}\n{s.log_tail()}"
+    c = s.client()
+    for key, vs in versions.items():
+        assert c.get(key) == vs[-1], key

@@ -1,0 +1,162 @@
+// FlashValueSink: values larger than memory written to flash as they
+// arrive, in pieces of any size, with the window's backpressure, while
+// readers read the keys: every read sees one version whole, every commit
+// answers as SET would (NX/XX judged at the commit), and a sink dropped
+// unfinished leaves the old value. Run under ThreadSanitizer with the
+// other *_concurrent tests.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "store/flash_value_sink.h"
+#include "store/store.h"
+#include "store_test_util.h"
+
+namespace tierkv {
+namespace {
+
+using testing::TempDir;
+using testing::value_for;
+
+constexpr size_t kChunk = 64 << 10;
+constexpr size_t kSize = 6 * kChunk + 4321;  // larger than half of memory
+
+Config small_tiered(const TempDir& dir) {
+  Config c;
+  c.memory = 512 << 10;
+  c.chunk_size = kChunk;
+  c.memory_shards = 4;
+  c.active_expire_hz = 0;
+  c.flash_path = dir.file("flash.dat");
+  c.flash_size = 64 << 20;
+  c.region_size = 1 << 20;
+  c.flash_preallocate = false;
+  return c;
+}
+
+std::string tagged(char tag) {
+  std::string v = value_for(static_cast<uint64_t>(tag), kSize);
+  v[0] = tag;
+  return v;
+}
+
+// Feeds `value` in seeded pieces, waiting whenever the sink pauses, as a
+// connection does; then commits. The commit's answer.
+Result<memory::WriteResult> send(Store& s, const std::string& key, const std::string& value,
+                                 const FlashValueSink::Commit& commit, std::mt19937& rng,
+                                 bool finish = true) {
+  Result<std::unique_ptr<FlashValueSink>> sink = s.begin_flash_value(key, value.size());
+  if (!sink) return sink.status();
+  size_t at = 0;
+  while (at < value.size()) {
+    if ((*sink)->paused()) {
+      auto room = std::make_shared<std::promise<void>>();
+      auto ready = room->get_future();
+      (*sink)->when_room([room] { room->set_value(); });
+      ready.wait();
+    }
+    auto [dst, space] = (*sink)->next_writable();
+    size_t n = std::min({space, value.size() - at, size_t{1} + rng() % (3 * kChunk / 2)});
+    std::memcpy(dst, value.data() + at, n);
+    (*sink)->advance(n);
+    at += n;
+  }
+  if (!finish) return memory::WriteResult{};
+  auto done = std::make_shared<std::promise<Result<memory::WriteResult>>>();
+  auto answer = done->get_future();
+  (*sink)->finish(commit, [done](Result<memory::WriteResult> r) { done->set_value(std::move(r)); });
+  return answer.get();
+}
+
+TEST(FlashValueSinkConcurrentTest, ReadersSeeOneVersionWholeWhileValuesArrive) {
+  TempDir dir;
+  auto opened = Store::open(small_tiered(dir));
+  ASSERT_TRUE(opened) << opened.status().to_string();
+  Store& s = **opened;
+  ASSERT_TRUE(s.writes_past_memory(kSize));
+  const std::vector<std::string> values = {tagged('A'), tagged('B'), tagged('C')};
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> reads{0}, bad{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&] {
+      std::string out;
+      while (!stop.load()) {
+        for (const char* key : {"k0", "k1"}) {
+          auto v = s.get(key);
+          if (!v) continue;
+          out.clear();
+          v->append_to(out);
+          reads.fetch_add(1);
+          if (std::find(values.begin(), values.end(), out) == values.end()) bad.fetch_add(1);
+        }
+      }
+    });
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      std::mt19937 rng(w);
+      const std::string key = "k" + std::to_string(w);
+      for (int round = 0; round < 6; ++round) {
+        auto r = send(s, key, values[(round + w) % 3], {}, rng);
+        if (!r || !r->written) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(bad.load(), 0u) << "of " << reads.load() << " reads";
+  for (int w = 0; w < 2; ++w) {
+    auto v = s.get("k" + std::to_string(w));
+    ASSERT_TRUE(v);
+    std::string out;
+    v->append_to(out);
+    EXPECT_EQ(out, values[(5 + w) % 3]);
+  }
+}
+
+TEST(FlashValueSinkConcurrentTest, ConditionsAndAbandonedValues) {
+  TempDir dir;
+  auto opened = Store::open(small_tiered(dir));
+  ASSERT_TRUE(opened) << opened.status().to_string();
+  Store& s = **opened;
+  std::mt19937 rng(7);
+  using memory::WriteCondition;
+  // XX on an absent key, then NX: written once.
+  auto r = send(s, "k", tagged('A'), {.condition = WriteCondition::kIfPresent}, rng);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->written);
+  EXPECT_FALSE(s.exists("k"));
+  r = send(s, "k", tagged('A'), {.condition = WriteCondition::kIfAbsent}, rng);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->written);
+  r = send(s, "k", tagged('B'), {.condition = WriteCondition::kIfAbsent}, rng);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->written);
+  // An expiry given at the commit; KEEPTTL keeps it.
+  const int64_t deadline = int64_t{4} << 40;
+  r = send(s, "k", tagged('B'), {.expire_at_ms = deadline}, rng);
+  ASSERT_TRUE(r && r->written);
+  r = send(s, "k", tagged('C'), {.keep_ttl = true}, rng);
+  ASSERT_TRUE(r && r->written);
+  ASSERT_TRUE(s.stat("k"));
+  EXPECT_EQ(s.stat("k")->expire_at_ms, deadline);
+  // A value that arrives whole but is never committed changes nothing.
+  ASSERT_TRUE(send(s, "k", tagged('A'), {}, rng, /*finish=*/false));
+  auto v = s.get("k");
+  ASSERT_TRUE(v);
+  std::string out;
+  v->append_to(out);
+  EXPECT_EQ(out, tagged('C'));
+}
+
+}  // namespace
+}  // namespace tierkv
