@@ -277,7 +277,7 @@ Result<WriteResult> Store::put(std::string_view key, std::string_view value,
   Result<ObjectWriter> w = memory_->prepare(key, value.size());
   if (!w) return w.status();
   w->append(value);
-  return commit(std::move(*w), options);
+  return commit_as(key, std::move(*w), options);
 }
 
 Result<ObjectWriter> Store::begin_put(std::string_view key, uint64_t size) {
@@ -288,7 +288,13 @@ Result<ObjectWriter> Store::begin_put(std::string_view key, uint64_t size) {
 
 Result<WriteResult> Store::commit(ObjectWriter&& writer, const WriteOptions& options) {
   if (!flash_) return memory_->publish(std::move(writer), options);
-  std::string key = writer.key();
+  const std::string key = writer.key();
+  return commit_as(key, std::move(writer), options);
+}
+
+Result<WriteResult> Store::commit_as(std::string_view key, ObjectWriter&& writer,
+                                     const WriteOptions& options) {
+  if (!flash_) return memory_->publish(std::move(writer), options);
   WriteOptions opts = options;
   // The memory tier judges conditions by memory alone; a key that lives only
   // on flash must count as present.

@@ -396,6 +396,10 @@ class Store {
   };
   Status try_persist(PendingPersist& p);
   void retry_persists();
+  // commit() with the key in a view that outlives the call (the writer's own
+  // copy moves into the index).
+  Result<WriteResult> commit_as(std::string_view key, ObjectWriter&& writer,
+                                const WriteOptions& options);
   // Conditional writes must see keys that only flash holds.
   Result<WriteResult> put_with_flash(std::string_view key, std::string_view value,
                                      const WriteOptions& options);
