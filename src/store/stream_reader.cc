@@ -2,8 +2,10 @@
 // [pos_, staged_end_) have a StreamEntry each (read ahead, being read, or
 // found in memory); pump() stages more while fewer than depth_ are staged
 // and fewer than channels_ are being read. A pump runs wherever something
-// changed: at open, when the consumer takes a key, when a look-ahead read
-// ends. It never waits: the reads it starts are the store's pulled reads.
+// changed: at open, when a look-ahead read ends, and when the consumer
+// takes a key unless a read's end will pump in time (see
+// completion_pumps_in_time_locked). It never waits: the reads it starts
+// are the store's pulled reads.
 #include "store/stream_reader.h"
 
 #include <algorithm>
@@ -105,7 +107,17 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
  private:
   // Starts the look-ahead read of a staged key.
   void stage(const std::shared_ptr<StreamEntry>& e);
-  void on_read_done();
+  // A look-ahead read started at `issued_ns` ended (on the flash
+  // completion thread, or inline if it found no flash read to start).
+  void on_read_done(uint64_t issued_ns);
+  // The consumer just took a key: true if the end of a read in flight will
+  // pump soon enough for the key this take made room for to arrive before
+  // the consumer reaches it. Starting a read costs the consumer a wake-up
+  // of the kernel's I/O worker or of the device (~5-10 us on a VM); the
+  // completion thread is awake anyway.
+  bool completion_pumps_in_time_locked(uint64_t now_ns);
+  // The median flash read latency, refreshed every kRefreshTakes takes.
+  void refresh_latency_locked();
   ReadStart plain(std::string_view key, uint64_t offset, uint64_t length, FlashReadCallbacks cb,
                   bool use_once);
   ReadStart serve(std::string_view key, const std::shared_ptr<StreamEntry>& e, uint64_t offset,
@@ -113,14 +125,14 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   void count_wasted(uint64_t n);
   // The consumer took a key: with an automatic depth, D = ceil(L / C) + 1
   // from its pace C (the smoothed time between takes).
-  void note_pace_locked();
+  void note_pace_locked(uint64_t now_ns);
 
   StreamContext& ctx_;
   const std::vector<std::string> keys_;
   const bool auto_depth_;
   const uint32_t channels_;
   const bool use_once_;
-  const uint64_t latency_ns_;
+  const uint64_t latency_ns_;  // the estimate at open (automatic depth)
 
   mutable std::mutex mu_;
   uint32_t depth_;
@@ -132,11 +144,15 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   StreamCounts counts_;
   int64_t last_take_ns_ = 0;
   double pace_ns_ = 0;
+  std::deque<uint64_t> issued_ns_;  // start times of the reads in flight
+  uint64_t read_ns_;                // flash read latency now
+  uint32_t takes_ = 0;
 };
 
 namespace {
 
 constexpr uint32_t kMaxAutoDepth = 64;
+constexpr uint32_t kRefreshTakes = 32;
 
 }  // namespace
 
@@ -146,7 +162,8 @@ StreamReader::Impl::Impl(StreamContext& ctx, std::vector<std::string> keys, cons
       auto_depth_(o.depth < 0 && ctx.depth.load() == 0),
       channels_(o.channels > 0 ? o.channels : ctx.channels.load()),
       use_once_(o.use_once),
-      latency_ns_(ctx.latency_estimate_ns()) {
+      latency_ns_(ctx.latency_estimate_ns()),
+      read_ns_(latency_ns_) {
   int32_t d = o.depth >= 0 ? o.depth : ctx.depth.load();
   depth_ = auto_depth_ ? 2 : static_cast<uint32_t>(std::max(d, 0));
 }
@@ -162,10 +179,11 @@ void StreamReader::Impl::pump() {
         return;
       key = keys_[staged_end_];
     }
-    std::optional<ObjectInfo> info = ctx_.store.stat(key);
+    std::optional<ObjectInfo> info = ctx_.store.stat_brief(key);
     std::weak_ptr<Impl> weak = weak_from_this();
-    e = StreamEntry::make(ctx_, key, info, 0, UINT64_MAX, [weak] {
-      if (auto self = weak.lock()) self->on_read_done();
+    const uint64_t issued = mono_ns();
+    e = StreamEntry::make(ctx_, key, info, 0, UINT64_MAX, [weak, issued] {
+      if (auto self = weak.lock()) self->on_read_done(issued);
     });
     if (!e) return;  // the lane is full
     {
@@ -176,6 +194,7 @@ void StreamReader::Impl::pump() {
         return;
       ++staged_end_;
       ++inflight_;
+      issued_ns_.push_back(issued);
       entries_.push_back(e);
     }
     stage(e);
@@ -189,16 +208,39 @@ void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e) {
   ++counts_.issued;
 }
 
-void StreamReader::Impl::on_read_done() {
+void StreamReader::Impl::on_read_done(uint64_t issued_ns) {
   {
     std::lock_guard lock(mu_);
     --inflight_;
+    auto it = std::find(issued_ns_.begin(), issued_ns_.end(), issued_ns);
+    if (it != issued_ns_.end()) issued_ns_.erase(it);
   }
   pump();
 }
 
-void StreamReader::Impl::note_pace_locked() {
-  const int64_t now = static_cast<int64_t>(mono_ns());
+void StreamReader::Impl::refresh_latency_locked() {
+  if (++takes_ % kRefreshTakes != 0) return;
+  const Histogram* h = ctx_.read_latency.load(std::memory_order_acquire);
+  if (h == nullptr) return;
+  const HistogramSnapshot snap = h->snapshot();
+  if (snap.count > 0) read_ns_ = snap.percentile(0.5);
+}
+
+bool StreamReader::Impl::completion_pumps_in_time_locked(uint64_t now_ns) {
+  if (inflight_ == 0 || issued_ns_.empty() || pace_ns_ <= 0) return false;
+  // The oldest read in flight ends about read_ns_ after it started and
+  // then starts the read of the key just made room for, which ends
+  // read_ns_ later; the consumer reaches that key after the staged ones
+  // and the one it took. A quarter of margin for the estimates.
+  const uint64_t ends = issued_ns_.front() + read_ns_;
+  const double until_end = ends > now_ns ? static_cast<double>(ends - now_ns) : 0.0;
+  const double arrives = until_end + 1.25 * static_cast<double>(read_ns_);
+  const double reached = static_cast<double>(staged_end_ - pos_ + 1) * pace_ns_;
+  return arrives <= reached;
+}
+
+void StreamReader::Impl::note_pace_locked(uint64_t now_ns) {
+  const int64_t now = static_cast<int64_t>(now_ns);
   if (last_take_ns_ != 0) {
     const double gap = static_cast<double>(now - last_take_ns_);
     pace_ns_ = pace_ns_ == 0 ? gap : 0.75 * pace_ns_ + 0.25 * gap;
@@ -222,6 +264,7 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
   std::shared_ptr<StreamEntry> e;
   bool in_order = false;
   bool again = false;  // the key just served, read again (a value read in parts)
+  bool pump_here = true;
   {
     std::lock_guard lock(mu_);
     // In order, the stream moves on, with look-ahead or (once it ended)
@@ -235,7 +278,10 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
         staged_end_ = pos_ + 1;
       }
       ++pos_;
-      note_pace_locked();
+      const uint64_t now = mono_ns();
+      note_pace_locked(now);
+      refresh_latency_locked();
+      pump_here = !completion_pumps_in_time_locked(now);
     } else {
       again = pos_ > 0 && keys_[pos_ - 1] == key;
     }
@@ -245,7 +291,7 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
     return plain(key, offset, length, std::move(cb), use_once);
   }
   ReadStart r = serve(key, e, offset, length, std::move(cb), use_once);
-  pump();
+  if (pump_here) pump();
   return r;
 }
 
@@ -264,7 +310,7 @@ ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<
   // Served only if it is still the key's current version (a key deleted or
   // rewritten since is read again) and the look-ahead read is a flash read
   // of it (or is only being started: the consumer then waits for it).
-  std::optional<ObjectInfo> now = ctx_.store.stat(key);
+  std::optional<ObjectInfo> now = ctx_.store.stat_brief(key);
   if (!now || now->version != e->version() || !e->may_serve()) {
     if (e->read_from_flash()) count_wasted(1);
     e->drop();
