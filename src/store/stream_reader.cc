@@ -116,7 +116,8 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   // of the kernel's I/O worker or of the device (~5-10 us on a VM); the
   // completion thread is awake anyway.
   bool completion_pumps_in_time_locked(uint64_t now_ns);
-  // The median flash read latency, refreshed every kRefreshTakes takes.
+  // The flash read latency's 90th percentile, refreshed every
+  // kRefreshTakes takes.
   void refresh_latency_locked();
   ReadStart plain(std::string_view key, uint64_t offset, uint64_t length, FlashReadCallbacks cb,
                   bool use_once);
@@ -145,7 +146,7 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   int64_t last_take_ns_ = 0;
   double pace_ns_ = 0;
   std::deque<uint64_t> issued_ns_;  // start times of the reads in flight
-  uint64_t read_ns_;                // flash read latency now
+  uint64_t read_ns_;                // flash read latency now (90th percentile)
   uint32_t takes_ = 0;
 };
 
@@ -223,18 +224,19 @@ void StreamReader::Impl::refresh_latency_locked() {
   const Histogram* h = ctx_.read_latency.load(std::memory_order_acquire);
   if (h == nullptr) return;
   const HistogramSnapshot snap = h->snapshot();
-  if (snap.count > 0) read_ns_ = snap.percentile(0.5);
+  if (snap.count > 0) read_ns_ = snap.percentile(0.9);
 }
 
 bool StreamReader::Impl::completion_pumps_in_time_locked(uint64_t now_ns) {
   if (inflight_ == 0 || issued_ns_.empty() || pace_ns_ <= 0) return false;
-  // The oldest read in flight ends about read_ns_ after it started and
-  // then starts the read of the key just made room for, which ends
-  // read_ns_ later; the consumer reaches that key after the staged ones
-  // and the one it took. A quarter of margin for the estimates.
+  // The oldest read in flight ends within read_ns_ (the 90th percentile)
+  // of its start and then starts the read of the key just made room for,
+  // which ends within read_ns_ too; the consumer reaches that key after the
+  // staged ones and the one it took. A read already overdue is in the
+  // latency's tail (a real device's): it may end much later.
   const uint64_t ends = issued_ns_.front() + read_ns_;
-  const double until_end = ends > now_ns ? static_cast<double>(ends - now_ns) : 0.0;
-  const double arrives = until_end + 1.25 * static_cast<double>(read_ns_);
+  if (ends <= now_ns) return false;
+  const double arrives = static_cast<double>(ends - now_ns + read_ns_);
   const double reached = static_cast<double>(staged_end_ - pos_ + 1) * pace_ns_;
   return arrives <= reached;
 }
