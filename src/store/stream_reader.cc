@@ -116,9 +116,9 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   // of the kernel's I/O worker or of the device (~5-10 us on a VM); the
   // completion thread is awake anyway.
   bool completion_pumps_in_time_locked(uint64_t now_ns);
-  // The flash read latency's 90th percentile, refreshed every
-  // kRefreshTakes takes.
-  void refresh_latency_locked();
+  // Reads the flash read latency's 90th percentile; every kRefreshTakes
+  // takes, outside the lock (a snapshot copies the histogram's buckets).
+  void refresh_latency();
   ReadStart plain(std::string_view key, uint64_t offset, uint64_t length, FlashReadCallbacks cb,
                   bool use_once);
   ReadStart serve(std::string_view key, const std::shared_ptr<StreamEntry>& e, uint64_t offset,
@@ -146,7 +146,7 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   int64_t last_take_ns_ = 0;
   double pace_ns_ = 0;
   std::deque<uint64_t> issued_ns_;  // start times of the reads in flight
-  uint64_t read_ns_;                // flash read latency now (90th percentile)
+  std::atomic<uint64_t> read_ns_;   // flash read latency now (90th percentile)
   uint32_t takes_ = 0;
 };
 
@@ -219,12 +219,11 @@ void StreamReader::Impl::on_read_done(uint64_t issued_ns) {
   pump();
 }
 
-void StreamReader::Impl::refresh_latency_locked() {
-  if (++takes_ % kRefreshTakes != 0) return;
+void StreamReader::Impl::refresh_latency() {
   const Histogram* h = ctx_.read_latency.load(std::memory_order_acquire);
   if (h == nullptr) return;
   const HistogramSnapshot snap = h->snapshot();
-  if (snap.count > 0) read_ns_ = snap.percentile(0.9);
+  if (snap.count > 0) read_ns_.store(snap.percentile(0.9), std::memory_order_relaxed);
 }
 
 bool StreamReader::Impl::completion_pumps_in_time_locked(uint64_t now_ns) {
@@ -234,9 +233,10 @@ bool StreamReader::Impl::completion_pumps_in_time_locked(uint64_t now_ns) {
   // which ends within read_ns_ too; the consumer reaches that key after the
   // staged ones and the one it took. A read already overdue is in the
   // latency's tail (a real device's): it may end much later.
-  const uint64_t ends = issued_ns_.front() + read_ns_;
+  const uint64_t read_ns = read_ns_.load(std::memory_order_relaxed);
+  const uint64_t ends = issued_ns_.front() + read_ns;
   if (ends <= now_ns) return false;
-  const double arrives = static_cast<double>(ends - now_ns + read_ns_);
+  const double arrives = static_cast<double>(ends - now_ns + read_ns);
   const double reached = static_cast<double>(staged_end_ - pos_ + 1) * pace_ns_;
   return arrives <= reached;
 }
@@ -267,6 +267,7 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
   bool in_order = false;
   bool again = false;  // the key just served, read again (a value read in parts)
   bool pump_here = true;
+  bool refresh = false;
   {
     std::lock_guard lock(mu_);
     // In order, the stream moves on, with look-ahead or (once it ended)
@@ -282,7 +283,7 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
       ++pos_;
       const uint64_t now = mono_ns();
       note_pace_locked(now);
-      refresh_latency_locked();
+      refresh = ++takes_ % kRefreshTakes == 0;
       pump_here = !completion_pumps_in_time_locked(now);
     } else {
       again = pos_ > 0 && keys_[pos_ - 1] == key;
@@ -294,6 +295,7 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
   }
   ReadStart r = serve(key, e, offset, length, std::move(cb), use_once);
   if (pump_here) pump();
+  if (refresh) refresh_latency();
   return r;
 }
 
