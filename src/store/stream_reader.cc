@@ -145,6 +145,11 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   StreamCounts counts_;
   int64_t last_take_ns_ = 0;
   double pace_ns_ = 0;
+  // The consumer's own time per value: the gaps after a take that waited
+  // for nothing. The refill plans on it, not on pace_ns_, which includes
+  // waits: a refill left late would slow the pace and so seem ever later.
+  double own_pace_ns_ = 0;
+  bool last_take_hit_ = false;
   std::deque<uint64_t> issued_ns_;  // start times of the reads in flight
   std::atomic<uint64_t> read_ns_;   // flash read latency now (90th percentile)
   uint32_t takes_ = 0;
@@ -227,7 +232,7 @@ void StreamReader::Impl::refresh_latency() {
 }
 
 bool StreamReader::Impl::completion_pumps_in_time_locked(uint64_t now_ns) {
-  if (inflight_ == 0 || issued_ns_.empty() || pace_ns_ <= 0) return false;
+  if (inflight_ == 0 || issued_ns_.empty() || own_pace_ns_ <= 0) return false;
   // The oldest read in flight ends within read_ns_ (the 90th percentile)
   // of its start and then starts the read of the key just made room for,
   // which ends within read_ns_ too; the consumer reaches that key after the
@@ -237,7 +242,7 @@ bool StreamReader::Impl::completion_pumps_in_time_locked(uint64_t now_ns) {
   const uint64_t ends = issued_ns_.front() + read_ns;
   if (ends <= now_ns) return false;
   const double arrives = static_cast<double>(ends - now_ns + read_ns);
-  const double reached = static_cast<double>(staged_end_ - pos_ + 1) * pace_ns_;
+  const double reached = static_cast<double>(staged_end_ - pos_ + 1) * own_pace_ns_;
   return arrives <= reached;
 }
 
@@ -246,7 +251,9 @@ void StreamReader::Impl::note_pace_locked(uint64_t now_ns) {
   if (last_take_ns_ != 0) {
     const double gap = static_cast<double>(now - last_take_ns_);
     pace_ns_ = pace_ns_ == 0 ? gap : 0.75 * pace_ns_ + 0.25 * gap;
+    if (last_take_hit_) own_pace_ns_ = own_pace_ns_ == 0 ? gap : 0.75 * own_pace_ns_ + 0.25 * gap;
   }
+  last_take_hit_ = false;  // until serve() says otherwise
   last_take_ns_ = now;
   if (!auto_depth_ || pace_ns_ <= 0) return;
   const double d = std::ceil(static_cast<double>(latency_ns_) / pace_ns_) + 1;
@@ -339,6 +346,7 @@ ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<
   {
     std::lock_guard lock(mu_);
     ++(arrived ? counts_.hits : counts_.late);
+    last_take_hit_ = arrived;
   }
   ctx_.store.count_streamed_read(e->key(), use_once);
   if (use_once) {
