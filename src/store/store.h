@@ -329,6 +329,9 @@ class Store {
   bool set_expiry(std::string_view key, int64_t expire_at_ms, DurableCallback durable = {});
   // Size, version and expiry from whichever tier holds the key.
   std::optional<ObjectInfo> stat(std::string_view key);
+  // As stat(), without the per-chunk list of a flash-only key (chunks is
+  // empty): the per-value version check of a stream.
+  std::optional<ObjectInfo> stat_brief(std::string_view key);
   std::optional<ObjectResidency> residency(std::string_view key);
   ScanPage scan(uint64_t cursor, size_t count);
   std::optional<std::string> random_key();

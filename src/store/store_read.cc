@@ -50,14 +50,20 @@ static std::optional<flash::FlashObjectSummary> live_flash_object(flash::FlashTi
   return info;
 }
 
+// What a live flash summary says, without the chunk list.
+static ObjectInfo brief_info(const flash::FlashObjectSummary& f) {
+  ObjectInfo info;
+  info.version = f.version;
+  info.size = f.object_size;
+  info.expire_at_ms = f.expire_at_ms;
+  info.flash_state = memory::FlashState::kClean;
+  return info;
+}
+
 std::optional<ObjectInfo> Store::flash_info(std::string_view key) {
   std::optional<flash::FlashObjectSummary> f = live_flash_object(*flash_, *reader_, key);
   if (!f) return std::nullopt;
-  ObjectInfo info;
-  info.version = f->version;
-  info.size = f->object_size;
-  info.expire_at_ms = f->expire_at_ms;
-  info.flash_state = memory::FlashState::kClean;
+  ObjectInfo info = brief_info(*f);
   // Live means complete: every chunk 0..n-1 is on flash.
   for (uint32_t i = 0; i < f->readable_chunks; ++i) {
     uint64_t start = uint64_t{i} * reader_->chunk_size();
@@ -346,6 +352,14 @@ std::optional<ObjectInfo> Store::stat(std::string_view key) {
   std::optional<ObjectInfo> info = memory_->stat(key);
   if (info || !flash_) return info;
   return flash_info(key);
+}
+
+std::optional<ObjectInfo> Store::stat_brief(std::string_view key) {
+  std::optional<ObjectInfo> info = memory_->stat(key);
+  if (info || !flash_) return info;
+  std::optional<flash::FlashObjectSummary> f = live_flash_object(*flash_, *reader_, key);
+  if (!f) return std::nullopt;
+  return brief_info(*f);
 }
 
 }  // namespace tierkv

@@ -2,8 +2,10 @@
 // [pos_, staged_end_) have a StreamEntry each (read ahead, being read, or
 // found in memory); pump() stages more while fewer than depth_ are staged
 // and fewer than channels_ are being read. A pump runs wherever something
-// changed: at open, when the consumer takes a key, when a look-ahead read
-// ends. It never waits: the reads it starts are the store's pulled reads.
+// changed: at open, when a look-ahead read ends, and when the consumer
+// takes a key unless a read's end will pump in time (see
+// completion_pumps_in_time_locked). It never waits: the reads it starts
+// are the store's pulled reads.
 #include "store/stream_reader.h"
 
 #include <algorithm>
@@ -105,7 +107,18 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
  private:
   // Starts the look-ahead read of a staged key.
   void stage(const std::shared_ptr<StreamEntry>& e);
-  void on_read_done();
+  // A look-ahead read started at `issued_ns` ended (on the flash
+  // completion thread, or inline if it found no flash read to start).
+  void on_read_done(uint64_t issued_ns);
+  // The consumer just took a key: true if the end of a read in flight will
+  // pump soon enough for the key this take made room for to arrive before
+  // the consumer reaches it. Starting a read costs the consumer a wake-up
+  // of the kernel's I/O worker or of the device (~5-10 us on a VM); the
+  // completion thread is awake anyway.
+  bool completion_pumps_in_time_locked(uint64_t now_ns);
+  // Reads the flash read latency's 90th percentile; every kRefreshTakes
+  // takes, outside the lock (a snapshot copies the histogram's buckets).
+  void refresh_latency();
   ReadStart plain(std::string_view key, uint64_t offset, uint64_t length, FlashReadCallbacks cb,
                   bool use_once);
   ReadStart serve(std::string_view key, const std::shared_ptr<StreamEntry>& e, uint64_t offset,
@@ -113,14 +126,14 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   void count_wasted(uint64_t n);
   // The consumer took a key: with an automatic depth, D = ceil(L / C) + 1
   // from its pace C (the smoothed time between takes).
-  void note_pace_locked();
+  void note_pace_locked(uint64_t now_ns);
 
   StreamContext& ctx_;
   const std::vector<std::string> keys_;
   const bool auto_depth_;
   const uint32_t channels_;
   const bool use_once_;
-  const uint64_t latency_ns_;
+  const uint64_t latency_ns_;  // the estimate at open (automatic depth)
 
   mutable std::mutex mu_;
   uint32_t depth_;
@@ -132,11 +145,20 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   StreamCounts counts_;
   int64_t last_take_ns_ = 0;
   double pace_ns_ = 0;
+  // The consumer's own time per value: the gaps after a take that waited
+  // for nothing. The refill plans on it, not on pace_ns_, which includes
+  // waits: a refill left late would slow the pace and so seem ever later.
+  double own_pace_ns_ = 0;
+  bool last_take_hit_ = false;
+  std::deque<uint64_t> issued_ns_;  // start times of the reads in flight
+  std::atomic<uint64_t> read_ns_;   // flash read latency now (90th percentile)
+  uint32_t takes_ = 0;
 };
 
 namespace {
 
 constexpr uint32_t kMaxAutoDepth = 64;
+constexpr uint32_t kRefreshTakes = 32;
 
 }  // namespace
 
@@ -146,7 +168,8 @@ StreamReader::Impl::Impl(StreamContext& ctx, std::vector<std::string> keys, cons
       auto_depth_(o.depth < 0 && ctx.depth.load() == 0),
       channels_(o.channels > 0 ? o.channels : ctx.channels.load()),
       use_once_(o.use_once),
-      latency_ns_(ctx.latency_estimate_ns()) {
+      latency_ns_(ctx.latency_estimate_ns()),
+      read_ns_(latency_ns_) {
   int32_t d = o.depth >= 0 ? o.depth : ctx.depth.load();
   depth_ = auto_depth_ ? 2 : static_cast<uint32_t>(std::max(d, 0));
 }
@@ -162,10 +185,11 @@ void StreamReader::Impl::pump() {
         return;
       key = keys_[staged_end_];
     }
-    std::optional<ObjectInfo> info = ctx_.store.stat(key);
+    std::optional<ObjectInfo> info = ctx_.store.stat_brief(key);
     std::weak_ptr<Impl> weak = weak_from_this();
-    e = StreamEntry::make(ctx_, key, info, 0, UINT64_MAX, [weak] {
-      if (auto self = weak.lock()) self->on_read_done();
+    const uint64_t issued = mono_ns();
+    e = StreamEntry::make(ctx_, key, info, 0, UINT64_MAX, [weak, issued] {
+      if (auto self = weak.lock()) self->on_read_done(issued);
     });
     if (!e) return;  // the lane is full
     {
@@ -176,6 +200,7 @@ void StreamReader::Impl::pump() {
         return;
       ++staged_end_;
       ++inflight_;
+      issued_ns_.push_back(issued);
       entries_.push_back(e);
     }
     stage(e);
@@ -189,20 +214,46 @@ void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e) {
   ++counts_.issued;
 }
 
-void StreamReader::Impl::on_read_done() {
+void StreamReader::Impl::on_read_done(uint64_t issued_ns) {
   {
     std::lock_guard lock(mu_);
     --inflight_;
+    auto it = std::find(issued_ns_.begin(), issued_ns_.end(), issued_ns);
+    if (it != issued_ns_.end()) issued_ns_.erase(it);
   }
   pump();
 }
 
-void StreamReader::Impl::note_pace_locked() {
-  const int64_t now = static_cast<int64_t>(mono_ns());
+void StreamReader::Impl::refresh_latency() {
+  const Histogram* h = ctx_.read_latency.load(std::memory_order_acquire);
+  if (h == nullptr) return;
+  const HistogramSnapshot snap = h->snapshot();
+  if (snap.count > 0) read_ns_.store(snap.percentile(0.9), std::memory_order_relaxed);
+}
+
+bool StreamReader::Impl::completion_pumps_in_time_locked(uint64_t now_ns) {
+  if (inflight_ == 0 || issued_ns_.empty() || own_pace_ns_ <= 0) return false;
+  // The oldest read in flight ends within read_ns_ (the 90th percentile)
+  // of its start and then starts the read of the key just made room for,
+  // which ends within read_ns_ too; the consumer reaches that key after the
+  // staged ones and the one it took. A read already overdue is in the
+  // latency's tail (a real device's): it may end much later.
+  const uint64_t read_ns = read_ns_.load(std::memory_order_relaxed);
+  const uint64_t ends = issued_ns_.front() + read_ns;
+  if (ends <= now_ns) return false;
+  const double arrives = static_cast<double>(ends - now_ns + read_ns);
+  const double reached = static_cast<double>(staged_end_ - pos_ + 1) * own_pace_ns_;
+  return arrives <= reached;
+}
+
+void StreamReader::Impl::note_pace_locked(uint64_t now_ns) {
+  const int64_t now = static_cast<int64_t>(now_ns);
   if (last_take_ns_ != 0) {
     const double gap = static_cast<double>(now - last_take_ns_);
     pace_ns_ = pace_ns_ == 0 ? gap : 0.75 * pace_ns_ + 0.25 * gap;
+    if (last_take_hit_) own_pace_ns_ = own_pace_ns_ == 0 ? gap : 0.75 * own_pace_ns_ + 0.25 * gap;
   }
+  last_take_hit_ = false;  // until serve() says otherwise
   last_take_ns_ = now;
   if (!auto_depth_ || pace_ns_ <= 0) return;
   const double d = std::ceil(static_cast<double>(latency_ns_) / pace_ns_) + 1;
@@ -222,6 +273,8 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
   std::shared_ptr<StreamEntry> e;
   bool in_order = false;
   bool again = false;  // the key just served, read again (a value read in parts)
+  bool pump_here = true;
+  bool refresh = false;
   {
     std::lock_guard lock(mu_);
     // In order, the stream moves on, with look-ahead or (once it ended)
@@ -235,7 +288,10 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
         staged_end_ = pos_ + 1;
       }
       ++pos_;
-      note_pace_locked();
+      const uint64_t now = mono_ns();
+      note_pace_locked(now);
+      refresh = ++takes_ % kRefreshTakes == 0;
+      pump_here = !completion_pumps_in_time_locked(now);
     } else {
       again = pos_ > 0 && keys_[pos_ - 1] == key;
     }
@@ -245,7 +301,8 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
     return plain(key, offset, length, std::move(cb), use_once);
   }
   ReadStart r = serve(key, e, offset, length, std::move(cb), use_once);
-  pump();
+  if (pump_here) pump();
+  if (refresh) refresh_latency();
   return r;
 }
 
@@ -264,7 +321,7 @@ ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<
   // Served only if it is still the key's current version (a key deleted or
   // rewritten since is read again) and the look-ahead read is a flash read
   // of it (or is only being started: the consumer then waits for it).
-  std::optional<ObjectInfo> now = ctx_.store.stat(key);
+  std::optional<ObjectInfo> now = ctx_.store.stat_brief(key);
   if (!now || now->version != e->version() || !e->may_serve()) {
     if (e->read_from_flash()) count_wasted(1);
     e->drop();
@@ -289,6 +346,7 @@ ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<
   {
     std::lock_guard lock(mu_);
     ++(arrived ? counts_.hits : counts_.late);
+    last_take_hit_ = arrived;
   }
   ctx_.store.count_streamed_read(e->key(), use_once);
   if (use_once) {
