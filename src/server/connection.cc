@@ -343,9 +343,11 @@ void Connection::recheck_pause() {
   if (waiting_ == Wait::kNone) resume();
 }
 
-void Connection::kill() {
+bool Connection::kill() {
+  if (killed_.exchange(true)) return false;
   std::shared_ptr<Connection> self = weak_from_this().lock();
   if (self) asio::post(thread_.io, [self] { self->close(); });
+  return true;
 }
 
 void Connection::publish_multi() {

@@ -69,7 +69,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   const std::string& addr() const { return state_.addr; }
   const std::string& laddr() const { return state_.laddr; }
   // CLIENT KILL from any thread: closes the connection on its own thread.
-  void kill();
+  // False if it was killed already (it is closing).
+  bool kill();
   // On this connection's thread: a command held by CLIENT PAUSE runs if the
   // pause no longer holds it.
   void recheck_pause();
@@ -188,6 +189,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   bool shared_no_evict_ = false, shared_no_touch_ = false;
   std::atomic<int> shared_multi_{-1};  // queued commands in MULTI, else -1
   std::atomic<int64_t> last_active_ms_{0};
+  std::atomic<bool> killed_{false};
   std::atomic<const CommandSpec*> last_spec_{nullptr};
   std::atomic<uint64_t> output_bytes_{0};
   int fd_ = -1;

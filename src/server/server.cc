@@ -375,9 +375,9 @@ ClientKillResult Server::kill_clients(const ClientKillFilter& filter, uint64_t s
       out.matched_self = true;
     } else {
       // Registered means not closed yet, so the connection is alive while
-      // clients_mu_ is held; it closes on its own thread.
-      c->kill();
-      ++out.others;
+      // clients_mu_ is held; it closes on its own thread. One already
+      // killed is closing: as in Redis, it is not killed (counted) twice.
+      if (c->kill()) ++out.others;
     }
   }
   return out;
