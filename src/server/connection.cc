@@ -359,7 +359,8 @@ void Connection::publish_multi() {
 
 void Connection::end_command() {
   value_writer_.reset();
-  flash_value_.reset();
+  flash_value_.reset();  // drops a pending when_room() callback too
+  flash_room_wait_ = false;
   value_error_ = Status::ok();
   value_refused_loading_ = false;
 }

@@ -534,20 +534,18 @@ TEST(FlashTierTest, BackingLatencyIsPrecise) {
 // reaper that waits for one deadline without watching the ring) makes read
 // n wait ~n * (L - 30 us): the last 16 of 64 reads take ~3 ms longer than
 // the first 16. Parallel reads take the same time early and late, whatever
-// load slows them all, so the contract is checked by that growth (at most
-// one L) and, loosely, by the median (within the model + the unmodelled
-// read + one L). Repeated up to five times; one must hold.
-struct StaggeredLatency {
-  double median_excess_us = 1e9;  // median latency minus the model
-  double growth_us = 1e9;         // median of the last quarter minus the first's
-};
-
+// load slows them all, so the contract is checked by that growth: at most
+// 1 ms, a third of what serializing adds (under a compile on the other core
+// the growth wanders by a few hundred us either way). The median is only printed: with a compile on
+// the other core the reaper itself waits ~1.5 ms for the CPU, early and late alike (what one read
+// costs is BackingLatencyIsPrecise's contract). Repeated up to five times; one must hold.
 double median_us(std::vector<uint64_t> ns) {
   std::sort(ns.begin(), ns.end());
   return static_cast<double>(ns[ns.size() / 2]) / 1000.0;
 }
 
-StaggeredLatency staggered_latency(IoBackend backend, uint64_t model_ns, uint64_t gap_ns) {
+// The median latency of the last quarter of the reads minus the first's.
+double staggered_latency_growth_us(IoBackend backend, uint64_t model_ns, uint64_t gap_ns) {
   TempDir dir;
   FlashOptions o = small_options(dir.file("f"));
   o.backing_latency_ns = model_ns;
@@ -555,7 +553,7 @@ StaggeredLatency staggered_latency(IoBackend backend, uint64_t model_ns, uint64_
   o.direct_io = false;
   auto tier = FlashTier::open(o);
   EXPECT_TRUE(tier.is_ok());
-  if (!tier.is_ok()) return {};
+  if (!tier.is_ok()) return 1e9;
   EXPECT_TRUE(write_sync(**tier, {.key = "k", .version = 1, .data = pattern(8000, 1)}).is_ok());
   constexpr int kReads = 64;
   std::vector<uint64_t> started(kReads), finished(kReads);
@@ -569,7 +567,7 @@ StaggeredLatency staggered_latency(IoBackend backend, uint64_t model_ns, uint64_
       if (left.fetch_sub(1) == 1) all_done.set_value();
     });
     EXPECT_TRUE(st.is_ok());
-    if (!st.is_ok()) return {};
+    if (!st.is_ok()) return 1e9;
     while (mono_ns() < started[i] + gap_ns) {
     }
   }
@@ -585,17 +583,15 @@ StaggeredLatency staggered_latency(IoBackend backend, uint64_t model_ns, uint64_
       "quarter %.1f, last %.1f\n",
       backend == IoBackend::kUring ? "io_uring" : "threads", static_cast<double>(gap_ns) / 1000.0,
       static_cast<double>(model_ns) / 1000.0, median, first, last);
-  return {median - static_cast<double>(model_ns) / 1000.0, last - first};
+  return last - first;
 }
 
 TEST(FlashTierTest, BackingLatencyStaysParallelForStaggeredReads) {
-  constexpr double kModelUs = 100.0;
+  constexpr double kMaxGrowthUs = 1000.0;
   for (IoBackend backend : {IoBackend::kUring, IoBackend::kThreadPool}) {
     bool held = false;
     for (int attempt = 0; attempt < 5 && !held; ++attempt) {
-      const double unmodelled = read_latency_us(backend, 0).unmodelled_median_us;
-      const StaggeredLatency r = staggered_latency(backend, 100'000, 30'000);
-      held = r.growth_us <= kModelUs && r.median_excess_us <= unmodelled + kModelUs;
+      held = staggered_latency_growth_us(backend, 100'000, 30'000) <= kMaxGrowthUs;
     }
     EXPECT_TRUE(held) << "staggered modelled reads queued behind each other";
   }

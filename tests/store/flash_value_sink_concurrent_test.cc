@@ -13,27 +13,20 @@
 
 #include "store/flash_value_sink.h"
 #include "store/store.h"
-#include "store_test_util.h"
+#include "stream_test_util.h"
 
 namespace tierkv {
 namespace {
 
+using testing::kChunk;
 using testing::TempDir;
 using testing::value_for;
 
-constexpr size_t kChunk = 64 << 10;
 constexpr size_t kSize = 6 * kChunk + 4321;  // larger than half of memory
 
 Config small_tiered(const TempDir& dir) {
-  Config c;
+  Config c = testing::stream_config(dir);
   c.memory = 512 << 10;
-  c.chunk_size = kChunk;
-  c.memory_shards = 4;
-  c.active_expire_hz = 0;
-  c.flash_path = dir.file("flash.dat");
-  c.flash_size = 64 << 20;
-  c.region_size = 1 << 20;
-  c.flash_preallocate = false;
   return c;
 }
 
