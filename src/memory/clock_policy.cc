@@ -28,6 +28,16 @@ class ClockPolicy final : public EvictionPolicy {
     cold_left_ = std::min(cold_left_, list_.size());
   }
   size_t entries() const override { return list_.size(); }
+  // Just older than the hand, which then starts on it.
+  void reinstate(PolicyHook* h) override {
+    h->freq = 0;
+    if (hand_ == nullptr) {
+      list_.push_back(h);
+      return;
+    }
+    list_.insert_after(hand_, h);
+    hand_ = h;
+  }
 
   PolicyHook* evict(Evictable evictable) override {
     if (list_.empty()) return nullptr;

@@ -51,6 +51,11 @@ class EvictionPolicy {
   virtual void remove(PolicyHook* hook) = 0;
   // Unlinks and returns the next victim, or nullptr if nothing is evictable.
   virtual PolicyHook* evict(Evictable evictable) = 0;
+  // Puts back an entry evict() returned that could not leave after all (the
+  // lower tier refused or failed its write): where evict() will reach it
+  // first, with no credit. insert() would treat it as new, and S3-FIFO's
+  // ghost, which evict() has just fed, would even promote it to main.
+  virtual void reinstate(PolicyHook* hook) = 0;
   // The entry at the writeback hand, which then steps one entry warmer, in
   // the order evict() would reach entries (reference bits aside). nullptr
   // once a walk has passed every entry; the next call starts a new walk at

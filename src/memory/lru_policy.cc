@@ -17,6 +17,7 @@ class LruPolicy final : public EvictionPolicy {
     list_.unlink(h);
   }
   size_t entries() const override { return list_.size(); }
+  void reinstate(PolicyHook* h) override { list_.push_back(h); }
 
   PolicyHook* evict(Evictable evictable) override {
     // Pinned entries at the tail are being read, so they are recently used:

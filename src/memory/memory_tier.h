@@ -387,6 +387,12 @@ class MemoryTier {
   void leave_when_copied_locked(Shard& s, Object* obj);
   // That copy failed: the object stays, dirty, as the newest entry.
   void keep_after_failed_copy_locked(Shard& s, Object* obj);
+  // An object eviction took out of every list stays after all: its chunks go
+  // back to the policy, or to the use-once lane they came from. kColdest
+  // keeps it the next victim (the lower tier was only busy); kNewest gives it
+  // a full round first (its write failed).
+  enum class Relink : uint8_t { kColdest, kNewest };
+  void relink_victim_locked(Shard& s, Object* obj, Relink where);
   std::atomic<uint64_t> offloads_inflight_{0};
   std::atomic<uint64_t> offloads_{0}, offload_busy_{0}, offload_dropped_{0}, offload_waits_{0};
   std::atomic<int64_t> offload_wait_ms_;

@@ -259,7 +259,7 @@ void MemoryTier::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
       Object* obj = *it;
       if (answer == OffloadAnswer::kBusy) {
         set_flash_state(obj, FlashState::kDirty);
-        for (Chunk* c : obj->chunks) s.policy->insert(&c->hook);
+        relink_victim_locked(s, obj, Relink::kColdest);
       } else {
         offload_dropped_.fetch_add(1, std::memory_order_relaxed);
         evicted_objects_.fetch_add(1, std::memory_order_relaxed);
@@ -269,6 +269,17 @@ void MemoryTier::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
     }
   }
   release_all(to_release);
+}
+
+void MemoryTier::relink_victim_locked(Shard& s, Object* obj, Relink where) {
+  bool coldest = where == Relink::kColdest;
+  for (Chunk* c : obj->chunks) {
+    if (c->hook.linked) continue;
+    if (c->flags & Chunk::kUseOnce)
+      coldest ? s.use_once.push_back(&c->hook) : s.use_once.push_front(&c->hook);
+    else
+      coldest ? s.policy->reinstate(&c->hook) : s.policy->insert(&c->hook);
+  }
 }
 
 void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool offload, bool ok,

@@ -59,7 +59,7 @@ void MemoryTier::leave_when_copied_locked(Shard& s, Object* obj) {
 
 void MemoryTier::keep_after_failed_copy_locked(Shard& s, Object* obj) {
   set_flash_state(obj, FlashState::kDirty);
-  for (Chunk* c : obj->chunks) s.policy->insert(&c->hook);
+  relink_victim_locked(s, obj, Relink::kNewest);
 }
 
 }  // namespace tierkv::memory

@@ -72,6 +72,11 @@ class S3FifoPolicy final : public EvictionPolicy {
     queue_of(h).unlink(h);
   }
   size_t entries() const override { return small_.size() + main_.size(); }
+  void reinstate(PolicyHook* h) override {
+    h->freq = 0;
+    if (h->queue == kSmall) ghost_.take(h->id);  // it never left
+    queue_of(h).push_back(h);
+  }
   // Ghost bytes per resident entry, worst case: a map slot (16 bytes + 1
   // control byte) at abseil's lowest load factor (7/16) is 39 bytes, plus up
   // to two 16-byte FIFO records (live and stale).

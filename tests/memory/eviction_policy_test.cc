@@ -25,6 +25,7 @@ class PolicyBench {
   void touch(const std::string& names) {
     for (char c : names) policy_->touch(h(c));
   }
+  void reinstate(char name) { policy_->reinstate(h(name)); }
   void pin(const std::string& names) {
     for (char c : names) pinned_.insert(h(c));
   }
@@ -287,6 +288,33 @@ TEST_P(AnyPolicyTest, WalkSurvivesEmptying) {
   EXPECT_EQ(b.walk(2), "--");
   b.insert("C");
   EXPECT_EQ(b.walk(2), "C-");
+}
+
+// A victim put back (its offload was refused) is the next victim, and the
+// order after it is the order as if it had left the first time.
+TEST_P(AnyPolicyTest, ReinstatedVictimIsTheNextVictim) {
+  PolicyBench put_back(GetParam()), twin(GetParam());
+  for (PolicyBench* b : {&put_back, &twin}) {
+    b->insert("ABCDEF");
+    b->touch("AC");
+  }
+  std::string first = put_back.evict(1);
+  ASSERT_NE(first, "-");
+  put_back.reinstate(first[0]);
+  EXPECT_TRUE(put_back.h(first[0])->linked);
+  EXPECT_EQ(put_back.policy().entries(), 6u);
+  EXPECT_EQ(put_back.evict(6), twin.evict(6));
+}
+
+TEST(S3FifoPolicyTest, ReinstatedVictimStaysInTheSmallQueue) {
+  PolicyBench b(PolicyKind::kS3Fifo);
+  b.insert("ABCD");
+  ASSERT_EQ(b.evict(1), "A");
+  b.reinstate('A');
+  EXPECT_EQ(b.h('A')->queue, 0) << "its ghost entry promoted it to main";
+  ASSERT_EQ(b.evict(1), "A");
+  b.insert("A");  // evicted for real this time: its ghost entry counts
+  EXPECT_EQ(b.h('A')->queue, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, AnyPolicyTest, ::testing::ValuesIn(kAllPolicies),

@@ -57,6 +57,13 @@ class RecordingLower final : public LowerTier {
     std::lock_guard lock(mu_);
     return offloads_;
   }
+  // The keys of the offloads queued and not landed yet, oldest first.
+  std::string queued_keys() {
+    std::lock_guard lock(mu_);
+    std::string out;
+    for (const OffloadItem& i : queued_) out += i.key;
+    return out;
+  }
 
  private:
   static std::string id(std::string_view key, uint64_t version) {
@@ -271,6 +278,26 @@ TEST_P(WritebackPolicyTest, EvictingCleanObjectsNeedsNoFlashWrite) {
   EXPECT_GE(t->stats().evicted_objects, 4u);
   for (char c : std::string("ijkl")) EXPECT_TRUE(t->contains(std::string(1, c))) << c;
   EXPECT_EQ(t->dirty_bytes(), 4 * d);
+}
+
+// A victim whose offload the lower tier refuses (its queue is full) is still
+// the coldest object: it is the next one offloaded, not treated as new (and,
+// under S3-FIFO, not promoted to the main queue by its own ghost entry).
+TEST_P(WritebackPolicyTest, RefusedVictimStaysTheNextVictim) {
+  RecordingLower lower;
+  auto t = tier(lower, GetParam(), 4);
+  lower.set_answer(OffloadAnswer::kBusy);
+  put_all(*t, "abcd");
+  EXPECT_FALSE(put(*t, 'e')) << "every victim's offload was refused";
+  const int refused = lower.offloads();
+  ASSERT_GE(refused, 1);
+  lower.set_answer(OffloadAnswer::kQueued);
+  (void)put(*t, 'e');
+  std::string queued = lower.queued_keys();
+  ASSERT_FALSE(queued.empty());
+  EXPECT_EQ(queued.front(), 'a') << "offloaded " << queued << " after " << refused << " refusals";
+  lower.land_offloads(*t);
+  EXPECT_FALSE(t->contains("a"));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, WritebackPolicyTest, ::testing::ValuesIn(kAllPolicies),
