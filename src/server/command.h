@@ -87,6 +87,13 @@ class ReplyDeferral {
   // replies OK, nil (the condition failed) or the error. The handler
   // replies nothing else.
   virtual void commit_flash_value(const FlashValueSink::Commit& commit) = 0;
+  // The source of a RENAME or COPY is on flash only: copies it flash to
+  // flash off the network thread (Store::copy_on_flash) and answers with
+  // `reply`; the handler replies nothing else. False if this command cannot
+  // wait (inside EXEC) or must copy in memory after all: the handler goes on
+  // as with any flash-only value.
+  using CopyReply = std::function<void(ReplyBuffer&, const Result<FlashCopyOutcome>&)>;
+  virtual bool copy_on_flash(FlashCopyRequest request, CopyReply reply) = 0;
 };
 
 // Arguments of one command. For a large SET the parser streams the value
@@ -144,6 +151,10 @@ enum CommandFlags : uint32_t {
   // GET: the reply may stream a flash-resident value. In a transaction its
   // keys are fetched into memory first, as kReadsValue's are.
   kMayStream = 1 << 11,
+  // With kReadsValue (RENAME, COPY): a flash-only source is not fetched
+  // first; the handler copies it flash to flash (ReplyDeferral::
+  // copy_on_flash). In a transaction it is fetched, as kReadsValue says.
+  kCopiesOnFlash = 1 << 12,
 };
 
 struct CommandSpec {

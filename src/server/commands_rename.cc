@@ -4,13 +4,17 @@
 //
 // These are flagged kExclusive: they run holding every I/O thread's gate
 // slot (exec_gate.h), so no client sees the destination written and the
-// source still there, or the reverse. They are also kReadsValue for their
-// source only (value_last_key): a flash-only source is fetched into memory
-// by the connection before they run, never on the network thread. The
-// value is then copied once, chunk by chunk, into the destination's writer
-// (no intermediate string); flash records carry their key, so a flash
-// record cannot be renamed in place. A source larger than memory cannot be
-// fetched and answers -OOM (docs/commands.md).
+// source still there, or the reverse.
+//
+// A source in memory is copied once, chunk by chunk, into the destination's
+// writer (no intermediate string). A source only flash holds is copied
+// flash to flash off the network thread (store/flash_copy.h), whatever its
+// size: it never passes through memory, and the exclusion is taken again
+// only for the copy's last chunk. Flash records carry their key, so a flash
+// record cannot be renamed in place. Inside EXEC, where a command cannot
+// wait, the source is fetched into memory before EXEC runs (kReadsValue for
+// the source only, value_last_key), so there a source larger than memory
+// answers -OOM (docs/commands.md).
 #include <string>
 
 #include "server/command.h"
@@ -37,17 +41,49 @@ Result<WriteResult> copy_value(CommandContext& ctx, const ObjectView& src, std::
   return r;
 }
 
+bool on_flash_only(const Result<ObjectView>& v) {
+  return !v && v.status().code() == StatusCode::kBusy;
+}
+
+// The answer of a flash-to-flash RENAME (RENAMENX with `nx`) or COPY.
+void reply_flash_copy(ReplyBuffer& reply, const Result<FlashCopyOutcome>& r, bool rename, bool nx) {
+  if (!r) return reply.error(r.status());
+  bool copied = *r == FlashCopyOutcome::kCopied;
+  if (*r == FlashCopyOutcome::kNoSource && rename) return reply.error(kNoSuchKey);
+  if (rename && !nx) return reply.ok();  // RENAME never finds its destination in the way
+  reply.integer(copied ? 1 : 0);
+}
+
+bool copy_flash_source(CommandContext& ctx, std::string_view src, std::string_view dst, bool rename,
+                       bool nx_or_no_replace) {
+  if (ctx.defer == nullptr) return false;
+  FlashCopyRequest request{.source = std::string(src),
+                           .destination = std::string(dst),
+                           .remove_source = rename,
+                           .if_absent = nx_or_no_replace,
+                           .durable = false};
+  bool nx = rename && nx_or_no_replace;
+  return ctx.defer->copy_on_flash(
+      std::move(request),
+      [rename, nx](ReplyBuffer& reply, const auto& r) { reply_flash_copy(reply, r, rename, nx); });
+}
+
 void rename_generic(CommandContext& ctx, bool nx) {
   std::string_view src = ctx.arg(1), dst = ctx.arg(2);
+  Result<ObjectView> v = ctx.store.read_resident(src);
+  // As Redis: renaming a key to itself changes nothing.
+  if (src == dst && (v || on_flash_only(v))) return nx ? ctx.reply.integer(0) : ctx.reply.ok();
+  if (on_flash_only(v)) {
+    if (nx && ctx.store.exists(dst)) return ctx.reply.integer(0);
+    if (copy_flash_source(ctx, src, dst, true, nx)) return;
+  }
   // Busy (the value left memory after the fetch) replies nothing: the
   // connection fetches again and reruns the command.
-  Result<ObjectView> v = ctx.store.read_resident(src);
   if (awaiting_flash(ctx, v)) return;
   if (!v) {
     return v.status().code() == StatusCode::kNotFound ? ctx.reply.error(kNoSuchKey)
                                                       : ctx.reply.error(v.status());
   }
-  // As Redis: renaming a key to itself changes nothing.
   if (src == dst) return nx ? ctx.reply.integer(0) : ctx.reply.ok();
   if (nx && ctx.store.exists(dst)) return ctx.reply.integer(0);
   Result<WriteResult> r = copy_value(ctx, *v, dst, nx);
@@ -94,6 +130,10 @@ void copy_command(CommandContext& ctx) {
   std::string_view src = ctx.arg(1), dst = ctx.arg(2);
   if (src == dst) return ctx.reply.error(kSameObject);
   Result<ObjectView> v = ctx.store.read_resident(src);
+  if (on_flash_only(v)) {
+    if (!replace && ctx.store.exists(dst)) return ctx.reply.integer(0);
+    if (copy_flash_source(ctx, src, dst, false, !replace)) return;
+  }
   if (awaiting_flash(ctx, v)) return;
   if (!v) {
     return v.status().code() == StatusCode::kNotFound ? ctx.reply.integer(0)
@@ -108,7 +148,7 @@ void copy_command(CommandContext& ctx) {
 }  // namespace
 
 void register_rename_commands(CommandTable& table) {
-  constexpr uint32_t kFlags = kWrite | kExclusive | kReadsValue;
+  constexpr uint32_t kFlags = kWrite | kExclusive | kReadsValue | kCopiesOnFlash;
   table.add({"rename", 3, kFlags, 1, 2, 1, rename_command, "Rename a key", 0, nullptr, nullptr, 1});
   table.add({"renamenx", 3, kFlags | kFast, 1, 2, 1, renamenx_command,
              "Rename a key only if the new name is free", 0, nullptr, nullptr, 1});

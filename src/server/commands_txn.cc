@@ -87,6 +87,8 @@ class TxnDeferral final : public ReplyDeferral {
   void fetch_again() override {}
   // Queued values are buffered whole (never streamed to flash).
   void commit_flash_value(const FlashValueSink::Commit&) override {}
+  // EXEC fetched the sources into memory before it ran.
+  bool copy_on_flash(FlashCopyRequest, CopyReply) override { return false; }
 
  private:
   ReplyDeferral* outer_;

@@ -300,6 +300,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
     if (value_writer_ || flash_value_) inv_.value_arg = static_cast<size_t>(spec->value_arg);
     fetch_attempts_ = 0;
     fetch_error_ = Status::ok();
+    flash_copy_declined_ = false;
     run_command(*spec, clock);
   }
   // A command waiting for a fetch or a pause runs later, with its streamed

@@ -100,6 +100,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void fetch_again() override { fetch_again_ = true; }
   void commit_flash_value(const FlashValueSink::Commit& commit) override;
   void on_flash_value_committed(uint64_t gen, const Status& status, bool written);
+  bool copy_on_flash(FlashCopyRequest request, CopyReply reply) override;
+  void on_flash_copied(uint64_t gen, const Result<FlashCopyOutcome>& result);
   // A large value goes to flash as it arrives (flash_value_sink.h).
   void stream_value_to_flash(std::string_view key, uint64_t length);
   // The flash value's buffers are all waiting for flash: read again when
@@ -165,6 +167,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   bool deferred_failed_ = false;  // its handler replied an error
   int fetch_attempts_ = 0;
   bool fetch_again_ = false;
+  // The running RENAME/COPY found memory holding its source after all: it
+  // copies there, fetching first as any kReadsValue command does.
+  bool flash_copy_declined_ = false;
+  ReplyDeferral::CopyReply copy_reply_;
   Status fetch_error_;  // of the last fetch
   asio::steady_timer retry_timer_;
   asio::steady_timer pause_timer_;  // kPause: the end of the pause

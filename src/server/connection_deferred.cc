@@ -132,6 +132,7 @@ std::vector<std::string_view> Connection::flash_only_keys(const CommandSpec& spe
     return keys;
   }
   if (spec.reads_value_if != nullptr && !spec.reads_value_if(inv_)) return keys;
+  if ((spec.flags & kCopiesOnFlash) && !flash_copy_declined_) return keys;
   for_each_value_key_index(spec, inv_.argv.size(), [&](size_t i) {
     if (store.needs_flash(inv_.argv[i])) keys.push_back(inv_.argv[i]);
   });
@@ -292,6 +293,44 @@ void Connection::on_flash_value_committed(uint64_t gen, const Status& status, bo
     out_.null();
   }
   account(*deferred_spec_, deferred_clock_, failed);
+  resume();
+}
+
+bool Connection::copy_on_flash(FlashCopyRequest request, CopyReply reply) {
+  if (flash_copy_declined_) return false;
+  request.durable = holding_;  // fsync=always: the source's tombstone too
+  waiting_ = Wait::kCommit;
+  uint64_t gen = ++wait_gen_;
+  copy_reply_ = std::move(reply);
+  std::shared_ptr<Connection> self = shared_from_this();
+  std::shared_ptr<void> token = inflight_token();
+  ExecGate& gate = server_.context().exec_gate();
+  server_.context().store().copy_on_flash(
+      std::move(request),
+      [&gate](absl::FunctionRef<void()> fn) {
+        ExecGate::Guard all = gate.exclusive();
+        fn();
+      },
+      [self, token, gen](Result<FlashCopyOutcome> r) {
+        self->post_back(token,
+                        [gen, r = std::move(r)](Connection& c) { c.on_flash_copied(gen, r); });
+      });
+  return true;
+}
+
+void Connection::on_flash_copied(uint64_t gen, const Result<FlashCopyOutcome>& result) {
+  if (closed_ || waiting_ != Wait::kCommit || gen != wait_gen_) return;
+  if (result && *result == FlashCopyOutcome::kSourceInMemory) {
+    // Rerun it; this time it copies in memory.
+    flash_copy_declined_ = true;
+    waiting_ = Wait::kFetch;
+    return on_fetch_done(gen, Status::ok());
+  }
+  out_.set_proto(state_.proto);
+  uint64_t errors_before = out_.error_count();
+  copy_reply_(out_, result);
+  copy_reply_ = nullptr;
+  account(*deferred_spec_, deferred_clock_, out_.error_count() != errors_before);
   resume();
 }
 

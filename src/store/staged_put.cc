@@ -72,21 +72,25 @@ Status StagedPut::write(uint64_t offset, std::string_view bytes) {
 
 Status StagedPut::queue_chunk(uint32_t index, std::string_view data) {
   const auto deadline = std::chrono::steady_clock::now() + kQueueWait;
-  std::shared_ptr<Landing> landing = landing_;
   for (;;) {
-    Status st = object_.write_chunk(index, data, [landing](Status s) {
-      std::lock_guard lock(landing->mu);
-      if (s.is_ok()) {
-        ++landing->landed;
-      } else if (landing->first_error.is_ok()) {
-        landing->first_error = std::move(s);
-      }
-      landing->cv.notify_all();
-    });
+    Status st = try_queue_chunk(index, data);
     if (st.code() != StatusCode::kBusy) return st;
     if (std::chrono::steady_clock::now() > deadline) return st;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+Status StagedPut::try_queue_chunk(uint32_t index, std::string_view data) {
+  std::shared_ptr<Landing> landing = landing_;
+  return object_.write_chunk(index, data, [landing](Status s) {
+    std::lock_guard lock(landing->mu);
+    if (s.is_ok()) {
+      ++landing->landed;
+    } else if (landing->first_error.is_ok()) {
+      landing->first_error = std::move(s);
+    }
+    landing->cv.notify_all();
+  });
 }
 
 Status StagedPut::wait_for_landing(uint32_t chunks) {
@@ -102,6 +106,12 @@ void StagedPut::set_expiry(int64_t expire_at_ms) {
 }
 
 Result<memory::WriteResult> StagedPut::commit() {
+  TIERKV_RETURN_IF_ERROR(await_body());
+  TIERKV_RETURN_IF_ERROR(queue_chunk(chunk_count_ - 1, last_chunk_));
+  return await_last();
+}
+
+Status StagedPut::await_body() {
   {
     std::lock_guard lock(last_mu_);
     if (size_ == 0) have_last_ = true;  // its one chunk is empty
@@ -112,7 +122,14 @@ Result<memory::WriteResult> StagedPut::commit() {
   if (object_.chunks_landed() + 1 < chunk_count_) {
     return Status::invalid_argument("staged put: not every chunk was written");
   }
-  TIERKV_RETURN_IF_ERROR(queue_chunk(chunk_count_ - 1, last_chunk_));
+  return Status::ok();
+}
+
+Status StagedPut::try_write_last() {
+  return try_queue_chunk(chunk_count_ - 1, last_chunk_);
+}
+
+Result<memory::WriteResult> StagedPut::await_last() {
   TIERKV_RETURN_IF_ERROR(wait_for_landing(chunk_count_));
   std::lock_guard lock(locks_.for_hash(hash64(key_)));
   TIERKV_RETURN_IF_ERROR(publish_locked());

@@ -62,10 +62,18 @@ class StagedPut {
   // Conflict if the key was removed or written since the put began, or a
   // chunk was lost; the previous value stays then.
   Result<memory::WriteResult> commit();
+  // commit() in three steps, for a caller that must hold other writers off
+  // while the object becomes visible (FlashCopy): await_body() first, then
+  // try_write_last(), which is Busy at once if flash's write queue is full,
+  // and await_last().
+  Status await_body();
+  Status try_write_last();
+  Result<memory::WriteResult> await_last();
 
  private:
   struct Landing;
   Status queue_chunk(uint32_t index, std::string_view data);
+  Status try_queue_chunk(uint32_t index, std::string_view data);
   Status wait_for_landing(uint32_t chunks);
   Status publish_locked();
 

@@ -39,6 +39,7 @@
 #include "core/metrics.h"
 #include "core/status.h"
 #include "memory/memory_tier.h"
+#include "store/flash_copy.h"
 #include "store/key_locks.h"
 #include "store/preheat_types.h"
 
@@ -303,6 +304,11 @@ class Store {
   // comes and committed on the pool (flash_value_sink.h); for network
   // threads: nothing in it blocks. Unavailable without a flash tier.
   Result<std::unique_ptr<FlashValueSink>> begin_flash_value(std::string_view key, uint64_t size);
+  // RENAME and COPY of a value only flash holds, flash to flash, on the pool
+  // (flash_copy.h); `done` runs once, on a worker (or here if the pool is
+  // full or there is no flash tier). For network threads: never blocks.
+  void copy_on_flash(FlashCopyRequest request, ExclusiveRunner exclusive,
+                     std::function<void(Result<FlashCopyOutcome>)> done);
   // Preheat jobs (see preheater.h): start() never blocks.
   Result<uint64_t> preheat(PreheatRequest request);
   std::optional<PreheatJobStatus> preheat_job(uint64_t id) const;

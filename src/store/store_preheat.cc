@@ -67,6 +67,17 @@ Result<std::unique_ptr<FlashValueSink>> Store::begin_flash_value(std::string_vie
   return std::make_unique<FlashValueSink>(std::move(*put), *this, *pool_, kFlashValueWindow);
 }
 
+void Store::copy_on_flash(FlashCopyRequest request, ExclusiveRunner exclusive,
+                          std::function<void(Result<FlashCopyOutcome>)> done) {
+  if (!flash_) return done(no_flash());
+  auto copy = std::make_shared<FlashCopy>(*this, *flash_, std::move(request), std::move(exclusive));
+  PromotionPool::Job job = [copy, done](bool run) {
+    done(run ? copy->run()
+             : Result<FlashCopyOutcome>(Status::unavailable("the server is shutting down")));
+  };
+  if (!pool_->try_submit(job)) done(Status::busy("the store's workers are all busy; try again"));
+}
+
 Result<uint64_t> Store::preheat(PreheatRequest request) {
   if (!preheater_) return no_flash();
   TIERKV_RETURN_IF_ERROR(check_key(request.key));

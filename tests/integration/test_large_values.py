@@ -96,8 +96,14 @@ def large_ops(rng, keys, count):
             ops.append(("SET", key, value, "KEEPTTL"))
         elif kind < 0.85:
             ops.append(("EXPIRE", key, str(rng.randrange(100, 1000))))
-        elif kind < 0.92:
+        elif kind < 0.88:
             ops.append(("DEL", key))
+        elif kind < 0.90:
+            ops.append(("RENAME", key, rng.choice(keys)))
+        elif kind < 0.92:
+            ops.append(("RENAMENX", key, rng.choice(keys)))
+        elif kind < 0.94:
+            ops.append(("COPY", key, rng.choice(keys), *rng.choice([(), ("REPLACE",)])))
         else:
             ops.append(("SET", key, value, "PX", "0"))  # an error in both
     return ops
@@ -127,6 +133,68 @@ def test_large_sets_match_redis_key_by_key(flash_servers, make_redis):
     compare(c)
     s.restart()
     compare(s.client())
+
+
+def test_rename_and_copy_of_values_larger_than_memory(flash_servers):
+    """RENAME, RENAMENX and COPY of a value larger than memory copy it flash
+    to flash: the destination reads back exactly with the source's TTL, the
+    server never holds it whole, and it survives kill -9."""
+    s = flash_servers(memory="16mb", flash_size="512mb", extra=FLAGS).start()
+    c = s.client()
+    big = make_value("big", 3, 40 * MIB + 777)
+    assert c.set("big", big, px=900_000) is True
+    c.set("small", "x")
+    assert c.copy("big", "dup") is True
+    assert c.copy("big", "small") is False  # no REPLACE: the destination stays
+    assert c.get("small") == b"x"
+    assert c.rename("big", "moved") is True
+    assert c.exists("big") == 0
+    assert c.renamenx("dup", "moved") is False
+    assert c.copy("dup", "small", replace=True) is True
+    assert c.renamenx("small", "fresh") is True
+    with pytest.raises(redis.ResponseError, match="no such key"):
+        c.rename("big", "other")
+    used = int(s.info("memory")[0]["used_memory"])
+    assert used <= 16 * MIB, used
+    for key in ("moved", "dup", "fresh"):
+        check_reads(c, key, big, seed=len(key))
+        assert 880_000 < c.pttl(key) <= 900_000, (key, c.pttl(key))
+    assert c.exists("small") == 0
+    s.kill()
+    s.start()
+    c = s.client()
+    assert c.exists("big", "small") == 0
+    for key in ("moved", "dup", "fresh"):
+        check_reads(c, key, big, seed=len(key) + 1)
+        assert 0 < c.pttl(key) <= 900_000
+
+
+def test_renames_of_a_flash_value_are_atomic_for_readers(flash_servers):
+    """While a value larger than memory is renamed back and forth, a reader's
+    EXISTS of both names always finds exactly one, and the value moves whole."""
+    s = flash_servers(memory="16mb", flash_size="512mb", extra=FLAGS).start()
+    c = s.client()
+    value = make_value("a", 5, 12 * MIB + 5)  # past half the budget: flash only
+    assert c.set("a", value) is True
+    seen = []
+    stop = threading.Event()
+
+    def read():
+        r = s.client()
+        while not stop.is_set() and len(seen) < 200_000:
+            seen.append(r.exists("a", "b"))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    names = ["a", "b"]
+    try:
+        for i in range(16):
+            assert c.rename(names[i % 2], names[(i + 1) % 2]) is True
+    finally:
+        stop.set()
+        reader.join(timeout=30)
+    assert seen and set(seen) == {1}, {n: seen.count(n) for n in set(seen)}
+    assert c.exists("b") == 0 and c.get("a") == value
 
 
 def test_set_get_of_a_value_larger_than_memory_is_refused_and_keeps_the_old_value(flash_servers):
@@ -180,7 +248,10 @@ def test_the_server_never_holds_a_large_value_whole(flash_servers):
         done.set()
         t.join()
     grew_mib = (peak[0] - before) / 1024
-    assert grew_mib < 48, f"RSS grew {grew_mib:.0f} MiB while a 300 MiB value arrived"
+    # Measured 29-60 MiB over ten runs of one build: the 16 MiB write queue,
+    # the connection's buffers, and what the allocator's per-thread arenas
+    # keep of freed chunk buffers. Holding the value would be 300.
+    assert grew_mib < 72, f"RSS grew {grew_mib:.0f} MiB while a 300 MiB value arrived"
     assert c.strlen("huge") == len(value)
     assert c.getrange("huge", 150 * MIB, 150 * MIB + 99) == value[150 * MIB:150 * MIB + 100]
 
