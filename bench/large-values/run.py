@@ -7,7 +7,10 @@ as it arrives and every GET reads it back from flash; redis-server holds the
 value in memory. Both are started here on loopback and measured in the same
 run, alternating, --rounds times; per round: one SET and one GET of a
 --value-byte value over one connection, and the server's peak RSS growth
-during the SET. The ratio is redis's time over tierkv's (above 1: tierkv is
+during the SET; then a RENAME of it (tierkv copies it flash to flash, redis
+moves a pointer); during the SET and the RENAME another client PINGs in a
+loop, and the longest PING shows how long each held other clients up. The
+ratio is redis's time over tierkv's (above 1: tierkv is
 faster); the figures are the median round and the min..max spread.
 
   /usr/bin/python3 bench/large-values/run.py [--server PATH] [--value 256mb]
@@ -75,17 +78,50 @@ def one_round(proc, port, value, key):
 
     sampler = threading.Thread(target=sample)
     sampler.start()
-    t0 = time.perf_counter()
-    ok = c.set(key, value)
+    result = {}
+    set_s, set_stall_s = probed(port, lambda: result.update(ok=c.set(key, value)))
+    ok = result["ok"]
     t1 = time.perf_counter()
     done.set()
     sampler.join()
     got = c.get(key)
     t2 = time.perf_counter()
     assert ok is True and got == value, "value did not come back whole"
-    c.delete(key)
+    rename_s, rename_stall_s = probed(port, lambda: c.rename(key, key + ":moved"))
+    assert c.strlen(key + ":moved") == len(value) and not c.exists(key)
+    c.delete(key + ":moved")
     c.close()
-    return {"set_s": t1 - t0, "get_s": t2 - t1, "rss_growth_mib": (peak[0] - before) / 1024}
+    return {"set_s": set_s, "get_s": t2 - t1, "rename_s": rename_s,
+            "set_ping_stall_s": set_stall_s, "rename_ping_stall_s": rename_stall_s,
+            "rss_growth_mib": (peak[0] - before) / 1024}
+
+
+def probed(port, fn):
+    """Runs fn() and returns its time and the longest PING another client
+    saw meanwhile (how long fn held everyone else up)."""
+    longest = [0.0]
+    stop = threading.Event()
+    ready = threading.Event()
+
+    def probe():
+        p = redis.Redis(host="127.0.0.1", port=port, socket_timeout=600)
+        p.ping()
+        ready.set()
+        while not stop.is_set():
+            a = time.perf_counter()
+            p.ping()
+            longest[0] = max(longest[0], time.perf_counter() - a)
+        p.close()
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    ready.wait(10)
+    t0 = time.perf_counter()
+    fn()
+    t1 = time.perf_counter()
+    stop.set()
+    prober.join()
+    return t1 - t0, longest[0]
 
 
 def spread(values):
@@ -124,12 +160,18 @@ def main():
     mib = size / (1 << 20)
     print(f"value {mib:.0f} MiB, tierkv memory {args.memory} (the value goes to flash), "
           f"{args.rounds} rounds, median (min..max)")
-    print(f"{'':8} {'SET MB/s':>22} {'GET MB/s':>22} {'RSS growth MiB':>20}")
+    print(f"{'':8} {'SET MB/s':>22} {'GET MB/s':>22} {'RSS growth MiB':>20}"
+          f" {'RENAME ms':>22} {'longest PING ms: in SET':>24} {'in RENAME':>18}")
     for name in ("tierkv", "redis"):
         s, g, m = res[name]["set_s"], res[name]["get_s"], res[name]["rss_growth_mib"]
+        rn = res[name]["rename_s"]
+        ss, rs = res[name]["set_ping_stall_s"], res[name]["rename_ping_stall_s"]
         print(f"{name:8} {mib / s['median']:10.0f} ({mib / s['max']:.0f}..{mib / s['min']:.0f})"
               f" {mib / g['median']:10.0f} ({mib / g['max']:.0f}..{mib / g['min']:.0f})"
-              f" {m['median']:10.0f} ({m['min']:.0f}..{m['max']:.0f})")
+              f" {m['median']:10.0f} ({m['min']:.0f}..{m['max']:.0f})"
+              f" {1e3 * rn['median']:10.1f} ({1e3 * rn['min']:.1f}..{1e3 * rn['max']:.1f})"
+              f" {1e3 * ss['median']:13.1f} ({1e3 * ss['min']:.1f}..{1e3 * ss['max']:.1f})"
+              f" {1e3 * rs['median']:8.1f} ({1e3 * rs['min']:.1f}..{1e3 * rs['max']:.1f})")
     out = {"value_bytes": size, "memory": args.memory, "rounds": rounds, "summary": res,
            "ratio_redis_over_tierkv": ratios}
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
@@ -137,7 +179,10 @@ def main():
         json.dump(out, f, indent=2)
     print(f"RESULT name=large-values set_ratio={ratios['set_s']['median']:.2f} "
           f"get_ratio={ratios['get_s']['median']:.2f} "
-          f"tierkv_rss_growth_mib={res['tierkv']['rss_growth_mib']['median']:.0f}")
+          f"tierkv_rss_growth_mib={res['tierkv']['rss_growth_mib']['median']:.0f} "
+          f"tierkv_rename_mb_s={mib / res['tierkv']['rename_s']['median']:.0f} "
+          f"tierkv_ping_ms_in_set={1e3 * res['tierkv']['set_ping_stall_s']['median']:.1f} "
+          f"tierkv_ping_ms_in_rename={1e3 * res['tierkv']['rename_ping_stall_s']['median']:.1f}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
+#include "core/metrics.h"
 #include "flash/flash_tier.h"
 #include "store/staged_put.h"
 #include "store/store.h"
@@ -119,11 +121,19 @@ Status FlashCopy::copy_chunks(StagedPut& put, uint64_t version, uint32_t chunk_c
 }
 
 Step FlashCopy::finish(StagedPut& put, uint64_t version) {
+  Histogram& held =
+      store_.metrics().latency("tierkv_flash_copy_exclusive",
+                               "How long the end of a flash-to-flash RENAME or COPY held "
+                               "every I/O thread");
   const auto deadline = std::chrono::steady_clock::now() + kQueueWait;
   for (;;) {
     bool busy = false;
     Step step = again();
-    exclusive_([&] { step = finish_exclusive(put, version, busy); });
+    exclusive_([&] {
+      const uint64_t start = mono_ns();
+      step = finish_exclusive(put, version, busy);
+      held.record(mono_ns() - start);
+    });
     if (!busy) return step;
     if (std::chrono::steady_clock::now() > deadline) {
       return Status::busy("flash's write queue stayed full; try again");
