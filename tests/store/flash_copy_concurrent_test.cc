@@ -161,8 +161,14 @@ TEST_F(FlashCopyTest, ASourceOverwrittenMeanwhileNeverYieldsAMix) {
   const std::vector<std::string> values = {tagged('A'), tagged('B'), tagged('C')};
   put_on_flash(s, "src", values[0]);
   std::atomic<bool> stop{false};
+  // A pause between rewrites leaves copies room to finish: a source
+  // rewritten faster than it can be copied makes every try start again,
+  // and the copy answers Busy (checked above: never a mix).
   std::thread writer([&] {
-    for (int i = 1; !stop.load() && i < 40; ++i) put_on_flash(s, "src", values[i % 3]);
+    for (int i = 1; !stop.load() && i < 40; ++i) {
+      put_on_flash(s, "src", values[i % 3]);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   });
   int copied = 0;
   for (int i = 0; i < 6; ++i) {
