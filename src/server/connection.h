@@ -101,6 +101,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void commit_flash_value(const FlashValueSink::Commit& commit) override;
   void on_flash_value_committed(uint64_t gen, const Status& status, bool written);
   bool copy_on_flash(FlashCopyRequest request, CopyReply reply) override;
+  // Runs a store worker's step under the exec gate (the end of a large SET
+  // or a flash-to-flash copy).
+  ExclusiveRunner exclusive_runner();
   void on_flash_copied(uint64_t gen, const Result<FlashCopyOutcome>& result);
   // A large value goes to flash as it arrives (flash_value_sink.h).
   void stream_value_to_flash(std::string_view key, uint64_t length);

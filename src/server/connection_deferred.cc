@@ -272,13 +272,24 @@ void Connection::commit_flash_value(const FlashValueSink::Commit& commit) {
   uint64_t gen = ++wait_gen_;
   std::shared_ptr<Connection> self = shared_from_this();
   std::shared_ptr<void> token = inflight_token();
-  flash_value_->finish(commit, [self, token, gen](Result<memory::WriteResult> r) {
-    Status status = r ? Status::ok() : r.status();
-    bool written = r && r->written;
-    self->post_back(token, [gen, status = std::move(status), written](Connection& c) {
-      c.on_flash_value_committed(gen, status, written);
-    });
-  });
+  flash_value_->finish(
+      commit,
+      [self, token, gen](Result<memory::WriteResult> r) {
+        Status status = r ? Status::ok() : r.status();
+        bool written = r && r->written;
+        self->post_back(token, [gen, status = std::move(status), written](Connection& c) {
+          c.on_flash_value_committed(gen, status, written);
+        });
+      },
+      exclusive_runner());
+}
+
+ExclusiveRunner Connection::exclusive_runner() {
+  // From a store worker, which holds no slot: the gate's lock order holds.
+  return [&gate = server_.context().exec_gate()](absl::FunctionRef<void()> fn) {
+    ExecGate::Guard all = gate.exclusive();
+    fn();
+  };
 }
 
 void Connection::on_flash_value_committed(uint64_t gen, const Status& status, bool written) {
@@ -304,14 +315,8 @@ bool Connection::copy_on_flash(FlashCopyRequest request, CopyReply reply) {
   copy_reply_ = std::move(reply);
   std::shared_ptr<Connection> self = shared_from_this();
   std::shared_ptr<void> token = inflight_token();
-  ExecGate& gate = server_.context().exec_gate();
   server_.context().store().copy_on_flash(
-      std::move(request),
-      [&gate](absl::FunctionRef<void()> fn) {
-        ExecGate::Guard all = gate.exclusive();
-        fn();
-      },
-      [self, token, gen](Result<FlashCopyOutcome> r) {
+      std::move(request), exclusive_runner(), [self, token, gen](Result<FlashCopyOutcome> r) {
         self->post_back(token,
                         [gen, r = std::move(r)](Connection& c) { c.on_flash_copied(gen, r); });
       });

@@ -1,10 +1,8 @@
 #include "store/flash_copy.h"
 
-#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "core/clock.h"
@@ -20,9 +18,6 @@ constexpr int kAttempts = 4;
 // Chunk reads in flight while copying: enough to keep the device busy, few
 // enough that a copy does not crowd out the reads of clients.
 constexpr uint32_t kReadWindow = 4;
-// How long the end of a copy waits for room in flash's write queue (it
-// gives the exclusion back between tries).
-constexpr auto kQueueWait = std::chrono::seconds(30);
 
 using Step = Result<std::optional<FlashCopyOutcome>>;
 Step ended(FlashCopyOutcome outcome) {
@@ -125,21 +120,16 @@ Step FlashCopy::finish(StagedPut& put, uint64_t version) {
       store_.metrics().latency("tierkv_flash_copy_exclusive",
                                "How long the end of a flash-to-flash RENAME or COPY held "
                                "every I/O thread");
-  const auto deadline = std::chrono::steady_clock::now() + kQueueWait;
-  for (;;) {
+  Step step = again();
+  Status ran = StagedPut::run_exclusive(exclusive_, [&] {
+    const uint64_t start = mono_ns();
     bool busy = false;
-    Step step = again();
-    exclusive_([&] {
-      const uint64_t start = mono_ns();
-      step = finish_exclusive(put, version, busy);
-      held.record(mono_ns() - start);
-    });
-    if (!busy) return step;
-    if (std::chrono::steady_clock::now() > deadline) {
-      return Status::busy("flash's write queue stayed full; try again");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+    step = finish_exclusive(put, version, busy);
+    held.record(mono_ns() - start);
+    return busy;
+  });
+  if (!ran.is_ok()) return ran;
+  return step;
 }
 
 Step FlashCopy::finish_exclusive(StagedPut& put, uint64_t version, bool& busy) {

@@ -29,11 +29,11 @@
 #include <string>
 
 #include "core/status.h"
+#include "store/staged_put.h"
 
 namespace tierkv {
 
 class Store;
-class StagedPut;
 namespace flash {
 class FlashTier;
 }
@@ -52,9 +52,6 @@ enum class FlashCopyOutcome : uint8_t {
   kNoSource,           // the source was gone (removed or expired) at the end
   kSourceInMemory,     // memory holds a version flash does not
 };
-
-// Runs its argument while no command runs (ExecGate::exclusive).
-using ExclusiveRunner = std::function<void(absl::FunctionRef<void()>)>;
 
 class FlashCopy {
  public:

@@ -38,6 +38,7 @@ struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
   bool commit_started = false;
   Commit commit;
   CommitDone done;
+  ExclusiveRunner exclusive;
 };
 
 char* FlashValueSink::Shared::take_buffer(uint32_t chunk_size) {
@@ -103,13 +104,26 @@ Result<memory::WriteResult> FlashValueSink::Shared::commit_now() {
     std::lock_guard lock(mu);
     if (!first_error.is_ok()) return first_error;
   }
-  // NX / XX and KEEPTTL look at both tiers just before the last chunk goes
-  // out; the staged commit itself refuses to replace a newer version.
-  std::optional<memory::ObjectInfo> now = store.stat(put->key());
-  if (commit.condition == memory::WriteCondition::kIfAbsent && now) return memory::WriteResult{};
-  if (commit.condition == memory::WriteCondition::kIfPresent && !now) return memory::WriteResult{};
-  put->set_expiry(commit.keep_ttl && now ? now->expire_at_ms : commit.expire_at_ms);
-  Result<memory::WriteResult> r = put->commit();
+  TIERKV_RETURN_IF_ERROR(put->await_body());
+  // NX / XX and KEEPTTL look at both tiers with no command running, just
+  // before the last chunk goes out; the staged commit itself refuses to
+  // replace a newer version.
+  Result<memory::WriteResult> r = memory::WriteResult{};
+  Status ran = StagedPut::run_exclusive(exclusive, [&] {
+    std::optional<memory::ObjectInfo> now = store.stat(put->key());
+    bool holds = commit.condition == memory::WriteCondition::kAlways ||
+                 (commit.condition == memory::WriteCondition::kIfAbsent) == !now;
+    if (!holds) {
+      r = memory::WriteResult{};
+      return false;
+    }
+    put->set_expiry(commit.keep_ttl && now ? now->expire_at_ms : commit.expire_at_ms);
+    Status queued = put->try_write_last();
+    if (queued.code() == StatusCode::kBusy) return true;
+    r = queued.is_ok() ? put->await_last() : Result<memory::WriteResult>(queued);
+    return false;
+  });
+  if (!ran.is_ok()) return ran;
   if (r || r.status().code() != StatusCode::kConflict) return r;
   // A write of the key that began after this one's value did won: this SET
   // took effect first and was replaced, as a SET that a later one overwrites.
@@ -183,7 +197,7 @@ void FlashValueSink::when_room(std::function<void()> fn) {
   fn();
 }
 
-void FlashValueSink::finish(const Commit& commit, CommitDone done) {
+void FlashValueSink::finish(const Commit& commit, CommitDone done, ExclusiveRunner exclusive) {
   if (filled_ < size_) {
     done(Status::invalid_argument("flash value: finished before the value was whole"));
     return;
@@ -193,6 +207,7 @@ void FlashValueSink::finish(const Commit& commit, CommitDone done) {
     std::lock_guard lock(shared_->mu);
     shared_->commit = commit;
     shared_->done = std::move(done);
+    shared_->exclusive = std::move(exclusive);
     shared_->commit_requested = true;
     if (shared_->outstanding == 0 && !shared_->commit_started) {
       shared_->commit_started = true;

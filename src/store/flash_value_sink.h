@@ -23,11 +23,11 @@
 #include "core/status.h"
 #include "memory/memory_tier.h"
 #include "memory/value_sink.h"
+#include "store/staged_put.h"
 
 namespace tierkv {
 
 class PromotionPool;
-class StagedPut;
 class Store;
 
 class FlashValueSink final : public memory::ValueSink {
@@ -62,8 +62,11 @@ class FlashValueSink final : public memory::ValueSink {
   // once here if one already is.
   void when_room(std::function<void()> fn);
   // Once every byte arrived: commits as `commit` says. Written false (and
-  // nothing visible) if the condition fails.
-  void finish(const Commit& commit, CommitDone done);
+  // nothing visible) if the condition fails. The condition is judged, and
+  // the last chunk written, inside `exclusive` (the server's gate), so the
+  // value lands between two commands, never in the middle of an EXEC or
+  // MSET.
+  void finish(const Commit& commit, CommitDone done, ExclusiveRunner exclusive = {});
 
  private:
   struct Shared;

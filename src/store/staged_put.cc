@@ -136,6 +136,24 @@ Result<memory::WriteResult> StagedPut::await_last() {
   return memory::WriteResult{.written = true, .version = version_, .previous = std::nullopt};
 }
 
+Status StagedPut::run_exclusive(const ExclusiveRunner& exclusive,
+                                absl::FunctionRef<bool()> last_step) {
+  const auto deadline = std::chrono::steady_clock::now() + kQueueWait;
+  for (;;) {
+    bool busy = false;
+    if (exclusive) {
+      exclusive([&] { busy = last_step(); });
+    } else {
+      busy = last_step();
+    }
+    if (!busy) return Status::ok();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::busy("flash's write queue stayed full; try again");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 // The object is on flash, indexed; memory may still hold an older version
 // of the key, which would shadow it.
 Status StagedPut::publish_locked() {

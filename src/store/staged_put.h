@@ -14,8 +14,11 @@
 // landing): call them from a worker, never a network thread.
 #pragma once
 
+#include <absl/functional/function_ref.h>
+
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +31,10 @@
 #include "store/key_locks.h"
 
 namespace tierkv {
+
+// Runs its argument while no command runs (the server's ExecGate::exclusive);
+// empty: nothing to exclude.
+using ExclusiveRunner = std::function<void(absl::FunctionRef<void()>)>;
 
 struct StagedPutOptions {
   int64_t expire_at_ms = 0;      // unix ms; 0: none
@@ -69,6 +76,12 @@ class StagedPut {
   Status await_body();
   Status try_write_last();
   Result<memory::WriteResult> await_last();
+  // Runs `last_step` inside `exclusive` (directly if it is empty) until it
+  // returns false; true means try_write_last() found flash's write queue
+  // full, so the exclusion is given back and the step runs again later.
+  // Busy if the queue stays full for a long time.
+  static Status run_exclusive(const ExclusiveRunner& exclusive,
+                              absl::FunctionRef<bool()> last_step);
 
  private:
   struct Landing;
