@@ -322,7 +322,7 @@ class ServerContext {
 
   uint64_t next_client_id() { return next_client_id_.fetch_add(1); }
   // Taken around every command handler by the connection (exec_gate.h).
-  ExecGate& exec_gate() { return exec_gate_; }
+  ExecGate& exec_gate() { return *exec_gate_; }
   // SLOWLOG; configured by slowlog-log-slower-than and slowlog-max-len.
   SlowLog& slowlog() { return slowlog_; }
   ClientPause& client_pause() { return client_pause_; }
@@ -337,7 +337,8 @@ class ServerContext {
   std::atomic<uint64_t> next_client_id_{1};
   int64_t start_time_ms_;
   Limits limits_;
-  ExecGate exec_gate_;
+  // Shared: a store worker's runner (ExecGate::runner) may outlive the server.
+  std::shared_ptr<ExecGate> exec_gate_ = std::make_shared<ExecGate>();
   SlowLog slowlog_;
   ClientPause client_pause_;
   void publish_limits();  // config_ -> limits_, with config_mu_ held

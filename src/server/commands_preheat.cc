@@ -101,6 +101,7 @@ void reply_status(ReplyBuffer& reply, const PreheatJobStatus& s) {
 
 void preheat_prefix(CommandContext& ctx) {
   PreheatRequest options;
+  options.exclusive = ctx.server.exec_gate().runner();
   if (!parse_preheat_options(ctx, 4, options)) return;
   const std::string prefix(ctx.arg(2));
   std::string dir(ctx.arg(3));
@@ -130,6 +131,7 @@ void tier_preheat_command(CommandContext& ctx) {
     return preheat_prefix(ctx);
   }
   PreheatRequest r;
+  r.exclusive = ctx.server.exec_gate().runner();
   r.key = std::string(ctx.arg(1));
   r.source = std::string(ctx.arg(2));
   if (!parse_preheat_options(ctx, 3, r)) return;

@@ -285,11 +285,7 @@ void Connection::commit_flash_value(const FlashValueSink::Commit& commit) {
 }
 
 ExclusiveRunner Connection::exclusive_runner() {
-  // From a store worker, which holds no slot: the gate's lock order holds.
-  return [&gate = server_.context().exec_gate()](absl::FunctionRef<void()> fn) {
-    ExecGate::Guard all = gate.exclusive();
-    fn();
-  };
+  return server_.context().exec_gate().runner();
 }
 
 void Connection::on_flash_value_committed(uint64_t gen, const Status& status, bool written) {

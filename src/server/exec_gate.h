@@ -28,9 +28,11 @@
 #include <mutex>
 #include <vector>
 
+#include "store/exclusive_runner.h"
+
 namespace tierkv::server {
 
-class ExecGate {
+class ExecGate : public std::enable_shared_from_this<ExecGate> {
  public:
   explicit ExecGate(size_t slots = 1) { resize(slots); }
   ExecGate(const ExecGate&) = delete;
@@ -79,6 +81,16 @@ class ExecGate {
   Guard exclusive() {
     for (auto& s : slots_) s->mu.lock();
     return Guard(this, Guard::kAll);
+  }
+  // exclusive() for a store worker, which holds no slot, so the lock order
+  // argument above holds (the end of a large SET, a flash copy, a preheat).
+  // It keeps the gate alive: a preheat job may end after the server. Only
+  // for a gate owned by a shared_ptr.
+  ExclusiveRunner runner() {
+    return [self = shared_from_this()](absl::FunctionRef<void()> fn) {
+      Guard all = self->exclusive();
+      fn();
+    };
   }
 
  private:

@@ -2,6 +2,8 @@
 // TIER.PREHEAT, TIER.JOB). See preheater.h for how jobs run.
 #pragma once
 
+#include "store/exclusive_runner.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,6 +17,9 @@ struct PreheatRequest {
   bool cache = true;        // also fill memory
   std::string sha256;       // lower-case hex; empty: no check
   int64_t ttl_s = 0;        // 0: no expiry
+  // The commit's last chunk is written under it (the server's gate), so the
+  // key appears between two commands.
+  ExclusiveRunner exclusive = nullptr;
 };
 
 enum class PreheatState : uint8_t { kQueued, kRunning, kDone, kFailed, kCancelled };

@@ -366,7 +366,7 @@ void Preheater::lane_done(const std::shared_ptr<Job>& job) {
   // The last lane decides; nothing else touches the job's put now.
   if (cancelled) return finish(*job, PreheatState::kCancelled, "cancelled");
   if (!error.empty()) return finish(*job, PreheatState::kFailed, error);
-  Result<memory::WriteResult> committed = job->put->commit();
+  Result<memory::WriteResult> committed = job->put->commit(job->request.exclusive);
   if (!committed) return finish(*job, PreheatState::kFailed, committed.status().message());
   if (job->cached) metrics_.bytes_memory.add(job->length);
   finish(*job, PreheatState::kDone, "");

@@ -105,10 +105,16 @@ void StagedPut::set_expiry(int64_t expire_at_ms) {
   object_.set_expiry(expire_at_ms);
 }
 
-Result<memory::WriteResult> StagedPut::commit() {
+Result<memory::WriteResult> StagedPut::commit(const ExclusiveRunner& exclusive) {
   TIERKV_RETURN_IF_ERROR(await_body());
-  TIERKV_RETURN_IF_ERROR(queue_chunk(chunk_count_ - 1, last_chunk_));
-  return await_last();
+  Result<memory::WriteResult> r = Status::ok();
+  TIERKV_RETURN_IF_ERROR(run_exclusive(exclusive, [&] {
+    Status queued = try_write_last();
+    if (queued.code() == StatusCode::kBusy) return true;
+    r = queued.is_ok() ? await_last() : Result<memory::WriteResult>(queued);
+    return false;
+  }));
+  return r;
 }
 
 Status StagedPut::await_body() {

@@ -28,13 +28,10 @@
 #include "core/status.h"
 #include "flash/flash_tier.h"
 #include "memory/memory_tier.h"
+#include "store/exclusive_runner.h"
 #include "store/key_locks.h"
 
 namespace tierkv {
-
-// Runs its argument while no command runs (the server's ExecGate::exclusive);
-// empty: nothing to exclude.
-using ExclusiveRunner = std::function<void(absl::FunctionRef<void()>)>;
 
 struct StagedPutOptions {
   int64_t expire_at_ms = 0;      // unix ms; 0: none
@@ -68,7 +65,8 @@ class StagedPut {
   // makes the object the key's value (and installs the memory copy).
   // Conflict if the key was removed or written since the put began, or a
   // chunk was lost; the previous value stays then.
-  Result<memory::WriteResult> commit();
+  // With `exclusive`, the last chunk is written, and waited for, inside it.
+  Result<memory::WriteResult> commit(const ExclusiveRunner& exclusive = {});
   // commit() in three steps, for a caller that must hold other writers off
   // while the object becomes visible (FlashCopy): await_body() first, then
   // try_write_last(), which is Busy at once if flash's write queue is full,

@@ -381,3 +381,46 @@ def test_cli_preheat_reports_and_exits_as_promised(world):
         last = r.stderr.strip().splitlines()[-1]
         assert last.startswith("tierkv: ") and why in last, (args, r.stderr)
     assert s.client().get("c") == data
+
+
+def test_a_preheat_lands_between_commands_never_inside_exec(flash_servers):
+    """A preheat commits on a store worker; its key still appears between two
+    commands: an EXEC that looks at the key at its start and at its end sees
+    the same thing."""
+    root = tempfile.mkdtemp(prefix="tierkv-preheat-src-")
+    try:
+        path = write_source(root, "v.bin", os.urandom(4 * MIB))
+        s = flash_servers(memory="64mb", flash_size="512mb",
+                          extra=("--region-size", "16mb", "--preheat-sources", f"file://{root}/"))
+        s.start()
+        c, reader = s.client(), s.client()
+        reader.set("filler", "x")
+        stop = threading.Event()
+        torn, execs = [], [0]
+
+        def read():
+            while not stop.is_set() and execs[0] < 100_000:
+                p = reader.pipeline(transaction=True)
+                p.exists("k")
+                for _ in range(1000):
+                    p.get("filler")
+                p.exists("k")
+                got = p.execute()
+                execs[0] += 1
+                if got[0] != got[-1]:
+                    torn.append((got[0], got[-1]))
+
+        t = threading.Thread(target=read)
+        t.start()
+        try:
+            for _ in range(40):
+                j = wait_job(c, c.execute_command("TIER.PREHEAT", "k", "file://" + path))
+                assert j["state"] == "done", j
+                assert c.delete("k") == 1
+        finally:
+            stop.set()
+            t.join(timeout=60)
+        assert execs[0] > 0
+        assert not torn, f"{len(torn)} of {execs[0]} EXECs saw the key appear or vanish inside them"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
