@@ -13,7 +13,10 @@
 // order while holding none. An exclusive command never waits for flash
 // under the gate: its flash-only values are fetched into memory before it
 // runs (the connection's fetch-and-rerun, see connection_deferred.cc), so it
-// holds the other threads only for in-memory work.
+// holds the other threads only for in-memory work. The one wait for flash
+// under the gate is a store worker's (runner()): the last chunk of a large
+// SET, a preheat or a flash-to-flash copy, one chunk write, so that such a
+// value lands between two commands.
 //
 // Why not per-key stripe locks: every command would hash its keys a second
 // time and lock them in sorted order, FLUSHALL, SCAN and KEYS would need
