@@ -68,7 +68,7 @@ Step FlashCopy::attempt() {
   Result<std::unique_ptr<StagedPut>> put = store_.begin_staged_put(
       request_.destination, src->size, StagedPutOptions{.expire_at_ms = src->expire_at_ms});
   if (!put) return put.status();
-  Status copied = copy_chunks(**put, src->version, static_cast<uint32_t>(where->locations.size()));
+  Status copied = copy_chunks(**put, src->version, *where);
   // A chunk that is gone was reclaimed under a source that changed.
   if (copied.code() == StatusCode::kNotFound) return again();
   TIERKV_RETURN_IF_ERROR(copied);
@@ -76,10 +76,9 @@ Step FlashCopy::attempt() {
   return finish(**put, src->version);
 }
 
-Status FlashCopy::copy_chunks(StagedPut& put, uint64_t version, uint32_t chunk_count) {
-  std::optional<flash::FlashTier::VersionLocations> known =
-      flash_.locate_version(request_.source, version);
-  if (!known) return Status::not_found("the source changed");
+Status FlashCopy::copy_chunks(StagedPut& put, uint64_t version,
+                              const flash::FlashTier::VersionLocations& known) {
+  const auto chunk_count = static_cast<uint32_t>(known.locations.size());
   struct Batch {
     std::mutex mu;
     std::condition_variable cv;
@@ -100,7 +99,7 @@ Status FlashCopy::copy_chunks(StagedPut& put, uint64_t version, uint32_t chunk_c
           batch->chunks[index - first].emplace(std::move(chunk));
           if (--batch->left == 0) batch->cv.notify_all();
         },
-        &*known);
+        &known);
     {
       std::unique_lock lock(batch->mu);
       batch->cv.wait(lock, [&] { return batch->left == 0; });

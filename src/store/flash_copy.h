@@ -63,9 +63,10 @@ class FlashCopy {
  private:
   // One try; nullopt: something changed, try again.
   Result<std::optional<FlashCopyOutcome>> attempt();
-  // Reads every chunk of `version` and writes it into `put` (which holds the
-  // last one back).
-  Status copy_chunks(StagedPut& put, uint64_t version, uint32_t chunk_count);
+  // Reads every chunk of `version` from where `known` saw it and writes it
+  // into `put` (which holds the last one back).
+  Status copy_chunks(StagedPut& put, uint64_t version,
+                     const flash::FlashTier::VersionLocations& known);
   Result<std::optional<FlashCopyOutcome>> finish(StagedPut& put, uint64_t version);
   // Under the exclusion; `busy` if flash's write queue had no room.
   Result<std::optional<FlashCopyOutcome>> finish_exclusive(StagedPut& put, uint64_t version,

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -339,3 +340,34 @@ def residencies(client, key):
     stat = tier_stat(client, key)
     assert stat is not None and stat["size"] > 0, f"TIER.STAT {key!r}: key is gone: {stat}"
     return [c["residency"].decode() for c in stat["chunk_residency"]]
+
+
+def execs_torn_while(s, key, churn, gets=300):
+    """Runs EXECs of `EXISTS key`, `gets` GETs, `EXISTS key` from another
+    client while churn() runs; returns (EXECs run, those whose two EXISTS
+    differed). A write that lands between commands never tears one."""
+    reader = s.client()
+    reader.set("filler", "x")
+    stop = threading.Event()
+    torn, execs = [], [0]
+
+    def read():
+        while not stop.is_set() and execs[0] < 100_000:
+            p = reader.pipeline(transaction=True)
+            p.exists(key)
+            for _ in range(gets):
+                p.get("filler")
+            p.exists(key)
+            got = p.execute()
+            execs[0] += 1
+            if got[0] != got[-1]:
+                torn.append((got[0], got[-1]))
+
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        churn()
+    finally:
+        stop.set()
+        t.join(timeout=60)
+    return execs[0], len(torn)

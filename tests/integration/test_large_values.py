@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from conftest import rss_kib
-from flash_util import MIB, flash_servers, make_value, tier_stat  # noqa: F401
+from flash_util import MIB, execs_torn_while, flash_servers, make_value, tier_stat  # noqa: F401
 
 FLAGS = ("--region-size", "16mb", "--flash-preallocate", "no")
 
@@ -202,36 +202,17 @@ def test_a_large_set_lands_between_commands_never_inside_exec(flash_servers):
     between two commands, as every write does: an EXEC that looks at the key
     at its start and at its end sees the same thing."""
     s = flash_servers(memory="16mb", flash_size="512mb", extra=FLAGS).start()
-    writer, reader = s.client(), s.client()
-    reader.set("filler", "x")
+    writer = s.client()
     value = make_value("k", 9, 9 * MIB)  # past half the budget: flash only
-    stop = threading.Event()
-    torn = []
-    execs = [0]
 
-    def read():
-        while not stop.is_set() and execs[0] < 100_000:
-            p = reader.pipeline(transaction=True)
-            p.exists("k")
-            for _ in range(300):
-                p.get("filler")
-            p.exists("k")
-            got = p.execute()
-            execs[0] += 1
-            if got[0] != got[-1]:
-                torn.append((got[0], got[-1]))
-
-    t = threading.Thread(target=read)
-    t.start()
-    try:
+    def churn():
         for _ in range(30):
             assert writer.set("k", value) is True
             assert writer.delete("k") == 1
-    finally:
-        stop.set()
-        t.join(timeout=60)
-    assert execs[0] > 0
-    assert not torn, f"{len(torn)} of {execs[0]} EXECs saw the key appear or vanish inside them"
+
+    execs, torn = execs_torn_while(s, "k", churn)
+    assert execs > 0
+    assert not torn, f"{torn} of {execs} EXECs saw the key appear or vanish inside them"
 
 
 def test_set_get_of_a_value_larger_than_memory_is_refused_and_keeps_the_old_value(flash_servers):

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from conftest import free_port, wait_for_port
-from flash_util import MIB, flash_servers  # noqa: F401 (a fixture)
+from flash_util import MIB, execs_torn_while, flash_servers  # noqa: F401 (a fixture)
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
@@ -393,34 +393,16 @@ def test_a_preheat_lands_between_commands_never_inside_exec(flash_servers):
         s = flash_servers(memory="64mb", flash_size="512mb",
                           extra=("--region-size", "16mb", "--preheat-sources", f"file://{root}/"))
         s.start()
-        c, reader = s.client(), s.client()
-        reader.set("filler", "x")
-        stop = threading.Event()
-        torn, execs = [], [0]
+        c = s.client()
 
-        def read():
-            while not stop.is_set() and execs[0] < 100_000:
-                p = reader.pipeline(transaction=True)
-                p.exists("k")
-                for _ in range(1000):
-                    p.get("filler")
-                p.exists("k")
-                got = p.execute()
-                execs[0] += 1
-                if got[0] != got[-1]:
-                    torn.append((got[0], got[-1]))
-
-        t = threading.Thread(target=read)
-        t.start()
-        try:
+        def churn():
             for _ in range(40):
                 j = wait_job(c, c.execute_command("TIER.PREHEAT", "k", "file://" + path))
                 assert j["state"] == "done", j
                 assert c.delete("k") == 1
-        finally:
-            stop.set()
-            t.join(timeout=60)
-        assert execs[0] > 0
-        assert not torn, f"{len(torn)} of {execs[0]} EXECs saw the key appear or vanish inside them"
+
+        execs, torn = execs_torn_while(s, "k", churn, gets=1000)
+        assert execs > 0
+        assert not torn, f"{torn} of {execs} EXECs saw the key appear or vanish inside them"
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -22,18 +22,14 @@ using testing::kChunk;
 using testing::TempDir;
 using testing::value_for;
 
-constexpr size_t kSize = 6 * kChunk + 4321;  // larger than half of memory
+constexpr size_t kSize = testing::kLargeValue;  // larger than half of memory
 
 Config small_tiered(const TempDir& dir) {
-  Config c = testing::stream_config(dir);
-  c.memory = 512 << 10;
-  return c;
+  return testing::large_value_config(dir);
 }
 
 std::string tagged(char tag) {
-  std::string v = value_for(static_cast<uint64_t>(tag), kSize);
-  v[0] = tag;
-  return v;
+  return testing::tagged_large_value(tag);
 }
 
 // Feeds `value` in seeded pieces, waiting whenever the sink pauses, as a

@@ -37,6 +37,23 @@ inline Config stream_config(const TempDir& dir) {
   return c;
 }
 
+// Values larger than half of large_value_config()'s memory: SET writes
+// them past memory, to flash (FlashValueSink, FlashCopy tests).
+inline constexpr size_t kLargeValue = 6 * kChunk + 4321;
+
+inline Config large_value_config(const TempDir& dir) {
+  Config c = stream_config(dir);
+  c.memory = 512 << 10;
+  return c;
+}
+
+// A kLargeValue value that starts with `tag`, so a mixed-up one shows.
+inline std::string tagged_large_value(char tag) {
+  std::string v = value_for(static_cast<uint64_t>(tag), kLargeValue);
+  v[0] = tag;
+  return v;
+}
+
 inline std::string stream_key(int i) {
   return "tile:" + std::to_string(i);
 }
