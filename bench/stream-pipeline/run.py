@@ -10,6 +10,11 @@ measured median chunk read latency (the model's L plus the device and the
 read path) and t_serve the consumer's time to take a tile that had already
 arrived. The overlap model saturates at D = ceil(L / C).
 
+On the real device (L = 0) the ideal also has the device's own time per
+read at queue depth P, t_dev(P) = 1 / IOPS, measured with fio in the same
+run on a file of the same size: L / P assumes a device whose throughput
+grows P-fold with P reads in flight, and a virtual disk's does not.
+
 Prints a table and RESULT lines; writes bench/results/stream-pipeline-<ts>.json
 and .png. Build first: cmake --build build --target tierkv-stream-pipeline tierkv-server
 """
@@ -158,7 +163,38 @@ def wire(args, latency_ns):
     return rows
 
 
-def annotate(rows, inproc_rows):
+def device_times(args):
+    """fio random reads of tile-sized blocks at each P on the device: the
+    device's time per read (ns) by queue depth, or {} without fio."""
+    if shutil.which("fio") is None:
+        print("fio is not installed: the device ideal has no t_dev(P) term", flush=True)
+        return {}
+    workdir = tempfile.mkdtemp(prefix="tierkv-pipeline-fio-", dir=args.device_dir)
+    path = os.path.join(workdir, "device.dat")
+    block = -(-args.tile_bytes // 4096) * 4096
+    size = max(args.tiles * block, 64 << 20)
+    try:
+        with open(path, "wb") as f:
+            for _ in range(size // (1 << 20)):
+                f.write(os.urandom(1 << 20))
+            f.flush()
+            os.fsync(f.fileno())
+        out = {}
+        for p in [int(x) for x in args.channels.split(",")]:
+            run = subprocess.run(
+                ["fio", "--name=device", f"--filename={path}", "--readonly",
+                 "--ioengine=io_uring", "--direct=1", "--rw=randread", f"--bs={block}",
+                 f"--iodepth={p}", f"--size={size}", f"--runtime={args.fio_ms}ms",
+                 "--time_based", "--randrepeat=0", "--output-format=json"],
+                capture_output=True, text=True, check=True, timeout=120)
+            read = json.loads(run.stdout[run.stdout.index("{"):])["jobs"][0]["read"]
+            out[p] = 1e9 / read["iops"] if read["iops"] else 0.0
+        return out
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def annotate(rows, inproc_rows, device_ns):
     """Speedup against D = 0, ideal and ratio, per (mode, L, P)."""
     for r in rows:
         group = [x for x in rows if x["mode"] == r["mode"] and x["L_ns"] == r["L_ns"] and
@@ -173,13 +209,16 @@ def annotate(rows, inproc_rows):
         served = [x["serve_ns"] for x in group if x["D"] > 0 and x.get("serve_ns", 0) > 0]
         serve = min(served, default=0)
         C = r["C_ns"]
+        dev = device_ns.get(r["P"], 0.0) if r["L_ns"] == 0 else 0.0
+        r["device_ns"] = dev
         r["L_measured_ns"] = L
         r["speedup"] = base["ns_per_tile"] / r["ns_per_tile"]
         # The overlap model at this depth: D reads started ahead hide up to
         # D tile times, P channels deliver one tile per L / P.
         overlap = min(r["D"], r["P"])
-        r["ideal"] = (L + C) / max(C, L / r["P"], serve)
-        r["model"] = 1.0 if r["D"] == 0 else (L + C) / max(C, L / overlap, serve)
+        r["ideal"] = (L + C) / max(C, L / r["P"], serve, dev)
+        dev_overlap = device_ns.get(overlap, 0.0) if r["L_ns"] == 0 else 0.0
+        r["model"] = 1.0 if r["D"] == 0 else (L + C) / max(C, L / overlap, serve, dev_overlap)
         r["ratio"] = r["speedup"] / r["ideal"]
         r["saturation_D"] = math.ceil(L / C)
         r["saturated"] = r["D"] >= r["saturation_D"] or r["model"] >= r["ideal"] * 0.999
@@ -217,16 +256,22 @@ def main():
     ap.add_argument("--depths", default="0,1,2,4,8")
     ap.add_argument("--model-dir", default="/dev/shm", help="flash files for L > 0")
     ap.add_argument("--device-dir", default="/tmp", help="flash files for L = 0 (a real disk)")
+    ap.add_argument("--fio-ms", type=int, default=3000, help="fio time per P on the device")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     args = ap.parse_args()
 
+    latencies = [int(x) for x in args.latencies.split(",")]
+    device_ns = device_times(args) if 0 in latencies else {}
     rows = []
-    for L in [int(x) for x in args.latencies.split(",")]:
+    for L in latencies:
         rows += inproc(args, L)
     inproc_rows = list(rows)
     for L in [int(x) for x in args.wire_latencies.split(",") if x]:
         rows += wire(args, L)
-    annotate(rows, inproc_rows)
+    annotate(rows, inproc_rows, device_ns)
+    for p, ns in sorted(device_ns.items()):
+        print(f"device (fio, {args.tile_bytes >> 10} KiB random reads): QD {p}: "
+              f"{ns / 1000:.1f} us per read")
 
     print(f"{'mode':7} {'L(us)':>6} {'Lmeas':>6} {'P':>2} {'D':>2} {'us/tile':>8} {'speedup':>8} "
           f"{'model':>6} {'ideal':>6} {'ratio':>6} {'sat':>3} {'hits':>5} {'late':>5}")
@@ -244,7 +289,7 @@ def main():
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = os.path.join(args.out, f"stream-pipeline-{stamp}")
     with open(base + ".json", "w") as f:
-        json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+        json.dump({"args": vars(args), "device_ns": device_ns, "rows": rows}, f, indent=1)
     plot(rows, base + ".png")
     print(f"wrote {base}.json and .png")
 

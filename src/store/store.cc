@@ -185,6 +185,7 @@ void Store::open_flash(const Config& config) {
   // its slot before it is queued.
   pool_ = std::make_unique<PromotionPool>(static_cast<size_t>(config.promotion_workers),
                                           static_cast<size_t>(config.promotion_max_inflight) * 2);
+  streams_->pool.store(pool_.get(), std::memory_order_release);
   promoter_ =
       std::make_unique<Promoter>(*memory_, *flash_, *reader_, key_locks_, *pool_, *metrics_,
                                  PromoterOptions{.threshold = config.promotion_threshold,

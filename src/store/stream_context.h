@@ -13,6 +13,7 @@
 
 namespace tierkv {
 
+class PromotionPool;
 class Store;
 
 struct StreamMetrics {
@@ -54,6 +55,11 @@ struct StreamContext {
   // of reads in flight would otherwise start new ones while the flash tier
   // is being torn down).
   std::atomic<bool> closing{false};
+  // Where a consumer's take hands the start of the next look-ahead read
+  // (set once flash is open): starting a read costs a submission system
+  // call and a wake-up of the device or of the kernel's I/O worker, 10-20
+  // us on a VM, which the consumer would otherwise pay on every take.
+  std::atomic<PromotionPool*> pool{nullptr};
 };
 
 }  // namespace tierkv

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "core/clock.h"
+#include "store/promotion_pool.h"
 #include "store/stream_context.h"
 #include "store/stream_entry.h"
 
@@ -82,6 +83,8 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   ~Impl() { end_lookahead(); }
 
   void pump();
+  // pump() on a store worker, or here if no worker takes it.
+  void pump_off_thread();
   ReadStart read(std::string_view key, uint64_t offset, uint64_t length, FlashReadCallbacks cb,
                  bool use_once);
   Result<StreamValue> next();
@@ -116,6 +119,12 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   // of the kernel's I/O worker or of the device (~5-10 us on a VM); the
   // completion thread is awake anyway.
   bool completion_pumps_in_time_locked(uint64_t now_ns);
+  // pump() would start a read now: a key is left to stage, the window has
+  // room and a channel is free.
+  bool room_to_stage_locked() const {
+    return !stopped_ && staged_end_ < keys_.size() && staged_end_ - pos_ < depth_ &&
+           inflight_ < channels_;
+  }
   // Reads the flash read latency's 90th percentile; every kRefreshTakes
   // takes, outside the lock (a snapshot copies the histogram's buckets).
   void refresh_latency();
@@ -180,9 +189,7 @@ void StreamReader::Impl::pump() {
     std::string key;
     {
       std::lock_guard lock(mu_);
-      if (stopped_ || staged_end_ >= keys_.size() || staged_end_ - pos_ >= depth_ ||
-          inflight_ >= channels_ || ctx_.closing.load(std::memory_order_acquire))
-        return;
+      if (!room_to_stage_locked() || ctx_.closing.load(std::memory_order_acquire)) return;
       key = keys_[staged_end_];
     }
     std::optional<ObjectInfo> info = ctx_.store.stat_brief(key);
@@ -205,6 +212,19 @@ void StreamReader::Impl::pump() {
     }
     stage(e);
   }
+}
+
+void StreamReader::Impl::pump_off_thread() {
+  PromotionPool* pool = ctx_.pool.load(std::memory_order_acquire);
+  if (pool != nullptr) {
+    std::weak_ptr<Impl> weak = weak_from_this();
+    const bool queued = pool->try_submit([weak](bool run) {
+      if (!run) return;
+      if (auto self = weak.lock()) self->pump();
+    });
+    if (queued) return;
+  }
+  pump();
 }
 
 void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e) {
@@ -274,6 +294,7 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
   bool in_order = false;
   bool again = false;  // the key just served, read again (a value read in parts)
   bool pump_here = true;
+  bool pump_inline = true;
   bool refresh = false;
   {
     std::lock_guard lock(mu_);
@@ -291,7 +312,10 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
       const uint64_t now = mono_ns();
       note_pace_locked(now);
       refresh = ++takes_ % kRefreshTakes == 0;
-      pump_here = !completion_pumps_in_time_locked(now);
+      pump_here = room_to_stage_locked() && !completion_pumps_in_time_locked(now);
+      // With nothing staged ahead, the consumer may be back before a worker
+      // runs: only a pump here keeps the next key read ahead.
+      pump_inline = staged_end_ == pos_;
     } else {
       again = pos_ > 0 && keys_[pos_ - 1] == key;
     }
@@ -301,7 +325,7 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
     return plain(key, offset, length, std::move(cb), use_once);
   }
   ReadStart r = serve(key, e, offset, length, std::move(cb), use_once);
-  if (pump_here) pump();
+  if (pump_here) pump_inline ? pump() : pump_off_thread();
   if (refresh) refresh_latency();
   return r;
 }

@@ -146,7 +146,8 @@ TEST_F(StreamTest, LookAheadStaysWithinDepthAndResetDropsIt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_EQ(stream->counts().issued, 3u);  // no consumer: no more than D ahead
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(stream->next());
-  ASSERT_TRUE(eventually([&] { return stream->counts().issued == 12; }));
+  ASSERT_TRUE(eventually([&] { return stream->counts().issued == 12; }))
+      << stream->counts().issued << " pos " << stream->position();
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_EQ(stream->counts().issued, 12u);  // never past the last key
   stream->reset();
