@@ -82,6 +82,9 @@ class Readahead::Impl : public std::enable_shared_from_this<Impl> {
   void note_plain(std::string_view key, const ReadStart& r, bool sequential);
   // Stages chunks up to the window, and at least up to chunk `need_end`.
   void pump(uint64_t need_end = 0);
+  // pump() once a read was served: on a store worker if chunks are still
+  // read ahead, here if none are.
+  void pump_after_take();
   void on_read_done(uint64_t gen);
   void on_carry(uint64_t gen, ReadaheadCarry carry);
   void end_lookahead();
@@ -212,8 +215,25 @@ bool Readahead::Impl::serve(std::string_view key, uint64_t offset, uint64_t leng
   out.offset = offset;
   out.length = end - offset;
   out.flash_read = std::move(span);
-  pump();
+  pump_after_take();
   return true;
+}
+
+void Readahead::Impl::pump_after_take() {
+  // With chunks still read ahead of the consumer, a worker has time to
+  // start the next reads (see StreamContext::pool); with none, only a
+  // pump here keeps the next read ahead of the consumer's next request.
+  bool staged;
+  {
+    std::lock_guard lock(mu_);
+    staged = !entries_.empty();
+  }
+  std::weak_ptr<Impl> weak = weak_from_this();
+  if (staged && ctx_.pump_on_worker([weak] {
+        if (auto self = weak.lock()) self->pump();
+      }))
+    return;
+  pump();
 }
 
 bool Readahead::Impl::take_parts(uint64_t offset, uint64_t end, SpanRead& span, bool& hit) {

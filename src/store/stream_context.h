@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 #include "core/config.h"
 #include "core/metrics.h"
@@ -60,6 +61,10 @@ struct StreamContext {
   // call and a wake-up of the device or of the kernel's I/O worker, 10-20
   // us on a VM, which the consumer would otherwise pay on every take.
   std::atomic<PromotionPool*> pool{nullptr};
+
+  // Runs `pump` on a store worker; false (and `pump` is not run) if there
+  // is no pool or it refused the job: the caller pumps itself.
+  bool pump_on_worker(std::function<void()> pump) const;
 };
 
 }  // namespace tierkv

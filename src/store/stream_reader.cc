@@ -67,6 +67,14 @@ void StreamContext::set_defaults(const Config& config) {
   memory.set_use_once_max_fraction(config.stream_useonce_max_fraction);
 }
 
+bool StreamContext::pump_on_worker(std::function<void()> pump) const {
+  PromotionPool* p = pool.load(std::memory_order_acquire);
+  if (p == nullptr) return false;
+  return p->try_submit([pump = std::move(pump)](bool run) {
+    if (run) pump();
+  });
+}
+
 uint64_t StreamContext::latency_estimate_ns() const {
   constexpr uint64_t kUnmeasured = 100'000;
   const Histogram* h = read_latency.load(std::memory_order_acquire);
@@ -215,16 +223,11 @@ void StreamReader::Impl::pump() {
 }
 
 void StreamReader::Impl::pump_off_thread() {
-  PromotionPool* pool = ctx_.pool.load(std::memory_order_acquire);
-  if (pool != nullptr) {
-    std::weak_ptr<Impl> weak = weak_from_this();
-    const bool queued = pool->try_submit([weak](bool run) {
-      if (!run) return;
-      if (auto self = weak.lock()) self->pump();
-    });
-    if (queued) return;
-  }
-  pump();
+  std::weak_ptr<Impl> weak = weak_from_this();
+  const bool queued = ctx_.pump_on_worker([weak] {
+    if (auto self = weak.lock()) self->pump();
+  });
+  if (!queued) pump();
 }
 
 void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e) {
