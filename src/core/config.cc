@@ -358,6 +358,11 @@ const std::vector<KeySpec>& specs() {
       bytes_key({"flash-read-buffer", "cap on all flash read buffers (at least twice chunk-size)",
                  A::kFlashRead},
                 &C::flash_read_buffer, 1 << 20, kMaxI),
+      bytes_key({"flash-write-buffer",
+                 "cap on the buffers of all values written to flash as they arrive (at least "
+                 "chunk-size)",
+                 A::kFlashWrite},
+                &C::flash_write_buffer, 1 << 20, kMaxI),
       int_key({"stream-depth",
                "keys or chunks a stream keeps read ahead of its consumer (0: from the measured "
                "flash read latency and the consumer's pace)",
@@ -524,6 +529,10 @@ Status config_validate(const Config& c) {
     return Status::invalid_argument(fmt::format(
         "invalid value '{}' for 'flash-read-buffer': must be at least twice 'chunk-size'",
         c.flash_read_buffer));
+  if (c.flash_write_buffer < c.chunk_size)
+    return Status::invalid_argument(
+        fmt::format("invalid value '{}' for 'flash-write-buffer': must be at least 'chunk-size'",
+                    c.flash_write_buffer));
   if (c.prefetch_cooldown_max_ms < c.prefetch_cooldown_ms)
     return Status::invalid_argument(fmt::format(
         "invalid value '{}' for 'prefetch-cooldown-max-ms': below 'prefetch-cooldown-ms' ({})",

@@ -112,6 +112,9 @@ struct Config {
   int64_t flash_read_window = 4;
   int64_t flash_read_inflight = 4;
   int64_t flash_read_buffer = int64_t{256} << 20;
+  // the cap on the buffers of all values written to flash as they arrive
+  // (SETs larger than large-value-memory-fraction of memory)
+  int64_t flash_write_buffer = int64_t{256} << 20;
   // preheat (see docs/preheat.md)
   std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
   int64_t preheat_max_jobs = 2;
@@ -148,6 +151,7 @@ enum class ConfigApply : uint8_t {
   kActiveExpire,
   kMetricsLimits,  // metrics-timeout-ms, metrics-max-clients
   kFlashRead,      // flash-read-window, flash-read-inflight, flash-read-buffer
+  kFlashWrite,     // flash-write-buffer
   kDirtyFraction,  // dirty-max-fraction
   kSlowlog,        // slowlog-log-slower-than, slowlog-max-len
   kPreheat,        // preheat-*

@@ -303,6 +303,9 @@ Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
       store_.set_flash_read(next.flash_read_window, next.flash_read_inflight,
                             next.flash_read_buffer);
       return Status::ok();
+    case ConfigApply::kFlashWrite:
+      store_.set_flash_write_buffer(next.flash_write_buffer);
+      return Status::ok();
     case ConfigApply::kStream:
       store_.set_stream(next);
       return Status::ok();

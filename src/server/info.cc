@@ -216,6 +216,9 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_read_buffer_used:{}\r\n", st.flash_read_buffer_used);
   out += fmt::format("flash_read_buffer_limit:{}\r\n", st.flash_read_buffer_limit);
   out += fmt::format("flash_read_buffer_waits:{}\r\n", st.flash_read_buffer_waits);
+  out += fmt::format("flash_write_buffer_used:{}\r\n", st.flash_write_buffer_used);
+  out += fmt::format("flash_write_buffer_limit:{}\r\n", st.flash_write_buffer_limit);
+  out += fmt::format("flash_write_buffer_waits:{}\r\n", st.flash_write_buffer_waits);
 }
 
 // The registry's metrics of one family prefix, as INFO fields: the same

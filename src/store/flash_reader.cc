@@ -10,58 +10,6 @@
 
 namespace tierkv {
 
-// --- ReadBudget ---
-
-ReadBudget::ReadBudget(int64_t limit, MetricsRegistry& metrics)
-    : limit_(limit),
-      used_gauge_(metrics.gauge("tierkv_flash_read_buffer_used_bytes",
-                                "bytes of flash read buffers held (read, or waiting to be sent)")),
-      limit_gauge_(metrics.gauge("tierkv_flash_read_buffer_limit_bytes",
-                                 "cap on flash read buffers (flash-read-buffer)")),
-      waits_(metrics.counter("tierkv_flash_read_buffer_waits_total",
-                             "chunk reads that waited for read-buffer space")) {
-  limit_gauge_.set(limit);
-}
-
-bool ReadBudget::acquire(int64_t bytes, std::function<void()> granted) {
-  std::lock_guard lock(mu_);
-  if (waiters_.empty() && used_ + bytes <= limit_) {
-    used_ += bytes;
-    used_gauge_.set(used_);
-    return true;
-  }
-  waits_.add();
-  waiters_.push_back(Waiter{bytes, std::move(granted)});
-  return false;
-}
-
-void ReadBudget::release(int64_t bytes) {
-  if (bytes == 0) return;
-  std::unique_lock lock(mu_);
-  used_ -= bytes;
-  used_gauge_.set(used_);
-  grant_waiters(lock);
-}
-
-void ReadBudget::set_limit(int64_t limit) {
-  std::unique_lock lock(mu_);
-  limit_ = limit;
-  limit_gauge_.set(limit);
-  grant_waiters(lock);
-}
-
-void ReadBudget::grant_waiters(std::unique_lock<std::mutex>& lock) {
-  absl::InlinedVector<std::function<void()>, 2> run;
-  while (!waiters_.empty() && used_ + waiters_.front().bytes <= limit_) {
-    used_ += waiters_.front().bytes;
-    run.push_back(std::move(waiters_.front().granted));
-    waiters_.pop_front();
-  }
-  used_gauge_.set(used_);
-  lock.unlock();
-  for (auto& fn : run) fn();
-}
-
 // --- one read ---
 
 class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op> {
@@ -343,7 +291,15 @@ FlashReader::FlashReader(flash::FlashTier& flash, const FlashReaderOptions& opti
       chunk_size_(options.chunk_size),
       default_depth_(std::max<uint32_t>(options.defaults.depth, 1)),
       default_parallel_(std::max<uint32_t>(options.defaults.parallel, 1)),
-      budget_(options.buffer_limit, metrics) {}
+      budget_(options.buffer_limit,
+              BufferBudget::Metrics{
+                  .used = metrics.gauge("tierkv_flash_read_buffer_used_bytes",
+                                        "bytes of flash read buffers held (read, or waiting to be "
+                                        "sent)"),
+                  .limit = metrics.gauge("tierkv_flash_read_buffer_limit_bytes",
+                                         "cap on flash read buffers (flash-read-buffer)"),
+                  .waits = metrics.counter("tierkv_flash_read_buffer_waits_total",
+                                           "chunk reads that waited for read-buffer space")}) {}
 
 void FlashReader::set_defaults(ReadWindow window) {
   if (window.depth > 0) default_depth_.store(window.depth);

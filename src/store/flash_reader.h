@@ -6,7 +6,7 @@
 // and at most `parallel` of them are being read. A piece's owner is the
 // chunk's buffer; when the consumer drops it (the server: once the socket
 // took the bytes) the next chunk is read. Every chunk buffer is charged to
-// one process-wide ReadBudget (flash-read-buffer) before it is read; a read
+// one process-wide BufferBudget (flash-read-buffer) before it is read; a read
 // that finds no room waits, without blocking a thread, until buffers are
 // released, in FIFO order; a read whose consumer drains it keeps one buffer
 // for its next chunk, so stalled readers elsewhere cannot starve it.
@@ -23,42 +23,10 @@
 #include "core/metrics.h"
 #include "flash/flash_tier.h"
 #include "memory/memory_tier.h"
+#include "store/buffer_budget.h"
 #include "store/store.h"
 
 namespace tierkv {
-
-// The byte cap of all flash read buffers of the process. Thread-safe.
-class ReadBudget {
- public:
-  ReadBudget(int64_t limit, MetricsRegistry& metrics);
-
-  // Takes `bytes` now (true), or queues `granted` (false), which runs once
-  // released bytes make room, with the bytes already taken. Waiters are
-  // served in order; a new request never overtakes a waiting one.
-  bool acquire(int64_t bytes, std::function<void()> granted);
-  void release(int64_t bytes);
-  void set_limit(int64_t limit);
-
-  int64_t used() const { return used_gauge_.value(); }
-  int64_t limit() const { return limit_gauge_.value(); }
-  uint64_t waits() const { return waits_.value(); }
-
- private:
-  struct Waiter {
-    int64_t bytes;
-    std::function<void()> granted;
-  };
-  // Grants queued waiters that now fit; runs them after the lock.
-  void grant_waiters(std::unique_lock<std::mutex>& lock);
-
-  std::mutex mu_;
-  int64_t used_ = 0;
-  int64_t limit_;
-  std::deque<Waiter> waiters_;
-  Gauge& used_gauge_;
-  Gauge& limit_gauge_;
-  Counter& waits_;
-};
 
 struct FlashReaderOptions {
   uint32_t chunk_size = 1 << 20;
@@ -95,8 +63,8 @@ class FlashReader {
   // Run time settings (CONFIG SET); a read keeps the window it started with.
   void set_defaults(ReadWindow window);
   ReadWindow defaults() const;
-  ReadBudget& budget() { return budget_; }
-  const ReadBudget& budget() const { return budget_; }
+  BufferBudget& budget() { return budget_; }
+  const BufferBudget& budget() const { return budget_; }
 
  private:
   class Op;
@@ -105,7 +73,7 @@ class FlashReader {
   const uint32_t chunk_size_;
   std::atomic<uint32_t> default_depth_;
   std::atomic<uint32_t> default_parallel_;
-  ReadBudget budget_;
+  BufferBudget budget_;
 };
 
 }  // namespace tierkv

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "store/buffer_budget.h"
 #include "store/promotion_pool.h"
 #include "store/staged_put.h"
 #include "store/store.h"
@@ -14,10 +15,28 @@ namespace tierkv {
 // What the sink's pool jobs share with it; the last of them (or the sink)
 // to let go frees the staged put and the buffers.
 struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
-  Shared(std::unique_ptr<StagedPut> p, Store& s, PromotionPool& pl, size_t w)
-      : put(std::move(p)), store(s), pool(pl), window(std::max<size_t>(w, 1)) {}
+  Shared(std::unique_ptr<StagedPut> p, Store& s, PromotionPool& pl, std::shared_ptr<BufferBudget> b,
+         size_t w)
+      : put(std::move(p)),
+        store(s),
+        pool(pl),
+        budget(std::move(b)),
+        window(std::max<size_t>(w, 1)) {}
+  ~Shared() {
+    if (budget && charged > 0) budget->release(charged);
+  }
 
   char* take_buffer(uint32_t chunk_size);
+  // The connection would have to read into a buffer the sink does not have
+  // and may not make yet.
+  bool needs_credit_locked() const {
+    return budget && !holding_current && free_buffers.empty() && !credit;
+  }
+  bool paused_locked() const { return outstanding >= window || needs_credit_locked(); }
+  // Asks flash-write-buffer for the next buffer: true if granted at once;
+  // else on_credit() runs once it is.
+  bool ask_credit(uint32_t chunk_size);
+  void on_credit(int64_t bytes);
   void write(uint64_t offset, char* buffer, size_t length, bool run);
   void run_commit(bool run);
   void submit_commit();
@@ -26,12 +45,17 @@ struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
   std::unique_ptr<StagedPut> put;
   Store& store;
   PromotionPool& pool;
+  const std::shared_ptr<BufferBudget> budget;  // flash-write-buffer; null: no cap
   const size_t window;
 
   std::mutex mu;
   std::vector<std::unique_ptr<char[]>> buffers;  // every buffer made
   std::vector<char*> free_buffers;
-  size_t outstanding = 0;  // buffers handed to the pool, not yet written
+  bool holding_current = false;  // the sink is filling a buffer
+  bool credit = false;           // budget granted for the next new buffer
+  bool credit_waiting = false;   // ... asked for, not granted yet
+  int64_t charged = 0;           // bytes taken from the budget
+  size_t outstanding = 0;        // buffers handed to the pool, not yet written
   Status first_error;
   std::function<void()> on_room;
   bool commit_requested = false;
@@ -42,14 +66,58 @@ struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
 };
 
 char* FlashValueSink::Shared::take_buffer(uint32_t chunk_size) {
-  std::lock_guard lock(mu);
-  if (free_buffers.empty()) {
+  bool over_cap = false;
+  char* b = nullptr;
+  {
+    std::lock_guard lock(mu);
+    holding_current = true;
+    if (!free_buffers.empty()) {
+      b = free_buffers.back();
+      free_buffers.pop_back();
+      return b;
+    }
+    // Without a credit only when the parser hands over bytes it already
+    // read with the command (at most its read buffer): taken over the cap.
+    if (budget) {
+      over_cap = !std::exchange(credit, false);
+      if (over_cap) charged += chunk_size;
+    }
     buffers.push_back(std::make_unique_for_overwrite<char[]>(chunk_size));
-    return buffers.back().get();
+    b = buffers.back().get();
   }
-  char* b = free_buffers.back();
-  free_buffers.pop_back();
+  if (over_cap) budget->take(chunk_size);
   return b;
+}
+
+bool FlashValueSink::Shared::ask_credit(uint32_t chunk_size) {
+  const int64_t bytes = chunk_size;
+  std::weak_ptr<Shared> weak = weak_from_this();
+  const bool now = budget->acquire(bytes, [weak, b = budget, bytes] {
+    if (auto self = weak.lock()) {
+      self->on_credit(bytes);
+    } else {
+      b->release(bytes);
+    }
+  });
+  if (now) {
+    std::lock_guard lock(mu);
+    charged += bytes;
+    credit = true;
+    credit_waiting = false;
+  }
+  return now;
+}
+
+void FlashValueSink::Shared::on_credit(int64_t bytes) {
+  std::function<void()> room;
+  {
+    std::lock_guard lock(mu);
+    charged += bytes;
+    credit = true;
+    credit_waiting = false;
+    if (on_room && !paused_locked()) room = std::move(on_room);
+  }
+  if (room) room();
 }
 
 void FlashValueSink::Shared::write(uint64_t offset, char* buffer, size_t length, bool run) {
@@ -68,7 +136,7 @@ void FlashValueSink::Shared::write(uint64_t offset, char* buffer, size_t length,
     if (!st.is_ok() && first_error.is_ok()) first_error = st;
     free_buffers.push_back(buffer);
     --outstanding;
-    if (on_room && outstanding < window) room = std::move(on_room);
+    if (on_room && !paused_locked()) room = std::move(on_room);
     if (outstanding == 0 && commit_requested && !commit_started) {
       commit_started = true;
       commit_next = true;
@@ -135,10 +203,10 @@ Result<memory::WriteResult> FlashValueSink::Shared::commit_now() {
 }
 
 FlashValueSink::FlashValueSink(std::unique_ptr<StagedPut> put, Store& store, PromotionPool& pool,
-                               size_t window)
+                               std::shared_ptr<BufferBudget> budget, size_t window)
     : size_(put->size()),
       chunk_size_(put->chunk_size()),
-      shared_(std::make_shared<Shared>(std::move(put), store, pool, window)) {}
+      shared_(std::make_shared<Shared>(std::move(put), store, pool, std::move(budget), window)) {}
 
 FlashValueSink::~FlashValueSink() {
   // An unfinished value: jobs still running hold the shared state; the
@@ -170,6 +238,7 @@ void FlashValueSink::submit_current() {
   {
     std::lock_guard lock(shared_->mu);
     ++shared_->outstanding;
+    shared_->holding_current = false;
   }
   // Always taken: the window bounds what one connection queues.
   shared_->pool.submit_continuation(
@@ -182,14 +251,20 @@ uint64_t FlashValueSink::buffered_bytes() const {
 }
 
 bool FlashValueSink::paused() const {
-  std::lock_guard lock(shared_->mu);
-  return shared_->outstanding >= shared_->window;
+  {
+    std::lock_guard lock(shared_->mu);
+    if (shared_->outstanding >= shared_->window) return true;
+    if (!shared_->needs_credit_locked() || filled_ >= size_) return false;
+    if (shared_->credit_waiting) return true;
+    shared_->credit_waiting = true;
+  }
+  return !shared_->ask_credit(chunk_size_);
 }
 
 void FlashValueSink::when_room(std::function<void()> fn) {
   {
     std::lock_guard lock(shared_->mu);
-    if (shared_->outstanding >= shared_->window) {
+    if (shared_->paused_locked()) {
       shared_->on_room = std::move(fn);
       return;
     }

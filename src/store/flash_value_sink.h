@@ -8,6 +8,13 @@
 // that, paused() tells the caller to stop reading its socket until
 // when_room() calls back, so a fast client is held to the device's pace and
 // the buffers a connection holds stay bounded (window x chunk size).
+// Every buffer a sink makes is also charged to the store's process-wide
+// BufferBudget (flash-write-buffer) until the sink and its jobs are gone:
+// a sink that needs a new buffer and finds no room is paused the same way
+// until room is granted (or one of its own buffers comes back), so many
+// connections sending large values at once stay within that cap. A sink
+// that holds one buffer can always go on (it reuses it), so the cap never
+// deadlocks: the others wait their turn, in order.
 //
 // finish() commits on the pool once every buffer is written: the object
 // appears whole (StagedPut's commit), or not at all. A sink dropped without
@@ -27,6 +34,7 @@
 
 namespace tierkv {
 
+class BufferBudget;
 class PromotionPool;
 class Store;
 
@@ -44,7 +52,8 @@ class FlashValueSink final : public memory::ValueSink {
   // Runs once, on a pool thread (or at once if the pool has stopped).
   using CommitDone = std::function<void(Result<memory::WriteResult>)>;
 
-  FlashValueSink(std::unique_ptr<StagedPut> put, Store& store, PromotionPool& pool, size_t window);
+  FlashValueSink(std::unique_ptr<StagedPut> put, Store& store, PromotionPool& pool,
+                 std::shared_ptr<BufferBudget> budget, size_t window);
   ~FlashValueSink() override;
   FlashValueSink(const FlashValueSink&) = delete;
   FlashValueSink& operator=(const FlashValueSink&) = delete;
@@ -56,7 +65,8 @@ class FlashValueSink final : public memory::ValueSink {
 
   // Bytes received and not yet in flash's write queue.
   uint64_t buffered_bytes() const;
-  // True while `window` buffers wait for flash: read no more for now.
+  // True while `window` buffers wait for flash, or a new buffer waits for
+  // room under flash-write-buffer: read no more for now.
   bool paused() const;
   // `fn` runs once, on a pool thread, when a buffer is free again, or at
   // once here if one already is.

@@ -1,6 +1,7 @@
 // Store: opening, limits, and the write and removal paths. Reads and the
 // key space across both tiers: store_read.cc.
 #include "store/store.h"
+#include "store/buffer_budget.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -177,6 +178,16 @@ void Store::open_flash(const Config& config) {
   write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
   reader_ = std::make_unique<FlashReader>(*flash_, flash_reader_options(config), *metrics_);
+  write_buffers_ = std::make_shared<BufferBudget>(
+      std::max(config.flash_write_buffer, config.chunk_size),
+      BufferBudget::Metrics{
+          .used = metrics_->gauge("tierkv_flash_write_buffer_used_bytes",
+                                  "bytes of buffers of values being written to flash as they "
+                                  "arrive"),
+          .limit = metrics_->gauge("tierkv_flash_write_buffer_limit_bytes",
+                                   "cap on those buffers (flash-write-buffer)"),
+          .waits = metrics_->counter("tierkv_flash_write_buffer_waits_total",
+                                     "buffers of such values that waited for space")});
   // The same histogram the flash tier records into (the registry finds it by name once).
   streams_->read_latency.store(
       &metrics_->latency("tierkv_flash_read_latency", "Chunk read latency"),

@@ -50,6 +50,7 @@ class FlashTier;
 struct FlashObjectSummary;
 struct RecoveryProgress;
 }  // namespace flash
+class BufferBudget;
 class FlashOffloader;
 class FlashReader;
 class Prefetcher;
@@ -210,6 +211,9 @@ struct StoreStats {
   int64_t flash_read_buffer_used = 0;   // bytes of flash read buffers held
   int64_t flash_read_buffer_limit = 0;  // flash-read-buffer (0 without flash)
   uint64_t flash_read_buffer_waits = 0;
+  int64_t flash_write_buffer_used = 0;   // bytes of buffers of values written as they arrive
+  int64_t flash_write_buffer_limit = 0;  // flash-write-buffer (0 without flash)
+  uint64_t flash_write_buffer_waits = 0;
   int64_t writeback_inflight_bytes = 0;  // background copies not yet landed
 };
 
@@ -372,6 +376,7 @@ class Store {
   void set_stream(const Config& config);
   // flash-read-window, flash-read-inflight, flash-read-buffer (0: unchanged).
   void set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes);
+  void set_flash_write_buffer(int64_t bytes);
   StoreStats stats() const;
   MetricsRegistry& metrics() { return *metrics_; }
   memory::MemoryTier& memory_tier() { return *memory_; }
@@ -431,6 +436,9 @@ class Store {
   std::unique_ptr<FlashOffloader> offloader_;
   std::unique_ptr<Promoter> promoter_;
   std::unique_ptr<FlashReader> reader_;
+  // flash-write-buffer: shared with every FlashValueSink, which may outlive
+  // the store's other parts by the pool jobs that hold it.
+  std::shared_ptr<BufferBudget> write_buffers_;
   std::unique_ptr<Prefetcher> prefetcher_;
   // Runs on pool_; stopped before it (its tasks hold staged flash writes).
   std::unique_ptr<Preheater> preheater_;

@@ -6,6 +6,7 @@
 
 #include "core/hash.h"
 #include "flash/flash_tier.h"
+#include "store/buffer_budget.h"
 #include "store/flash_reader.h"
 #include "store/store.h"
 #include "store/writeback.h"
@@ -100,6 +101,9 @@ StoreStats Store::stats() const {
     s.flash_read_buffer_used = reader_->budget().used();
     s.flash_read_buffer_limit = reader_->budget().limit();
     s.flash_read_buffer_waits = reader_->budget().waits();
+    s.flash_write_buffer_used = write_buffers_->used();
+    s.flash_write_buffer_limit = write_buffers_->limit();
+    s.flash_write_buffer_waits = write_buffers_->waits();
   }
   if (writeback_) s.writeback_inflight_bytes = writeback_->inflight_bytes();
   return s;

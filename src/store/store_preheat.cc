@@ -1,6 +1,7 @@
 // Store: writes that go straight to flash (StagedPut) and the preheat jobs
 // built on them.
 #include "flash/flash_tier.h"
+#include "store/buffer_budget.h"
 #include "store/flash_value_sink.h"
 #include "store/preheat_source.h"
 #include "store/preheater.h"
@@ -64,7 +65,8 @@ Result<std::unique_ptr<FlashValueSink>> Store::begin_flash_value(std::string_vie
                                                                  uint64_t size) {
   Result<std::unique_ptr<StagedPut>> put = begin_staged_put(key, size, StagedPutOptions{});
   if (!put) return put.status();
-  return std::make_unique<FlashValueSink>(std::move(*put), *this, *pool_, kFlashValueWindow);
+  return std::make_unique<FlashValueSink>(std::move(*put), *this, *pool_, write_buffers_,
+                                          kFlashValueWindow);
 }
 
 void Store::copy_on_flash(FlashCopyRequest request, ExclusiveRunner exclusive,

@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/hash.h"
 #include "flash/flash_tier.h"
+#include "store/buffer_budget.h"
 #include "store/flash_reader.h"
 #include "store/prefetcher.h"
 #include "store/promoter.h"
@@ -157,6 +158,10 @@ void Store::set_flash_read(int64_t window, int64_t inflight, int64_t buffer_byte
   reader_->set_defaults(ReadWindow{.depth = static_cast<uint32_t>(window),
                                    .parallel = static_cast<uint32_t>(inflight)});
   if (buffer_bytes > 0) reader_->budget().set_limit(buffer_bytes);
+}
+
+void Store::set_flash_write_buffer(int64_t bytes) {
+  if (write_buffers_) write_buffers_->set_limit(bytes);
 }
 
 Result<ObjectView> Store::get_resident(std::string_view key, const memory::GetOptions& options) {

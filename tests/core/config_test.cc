@@ -233,6 +233,7 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "flash-read-window",
                                              "flash-read-inflight",
                                              "flash-read-buffer",
+                                             "flash-write-buffer",
                                              "stream-depth",
                                              "stream-channels",
                                              "stream-useonce-max-fraction",

@@ -147,5 +147,55 @@ TEST(FlashValueSinkConcurrentTest, ConditionsAndAbandonedValues) {
   EXPECT_EQ(out, tagged('C'));
 }
 
+// flash-write-buffer caps the buffers of all sinks together: with room for
+// two buffers, four values sent at once all land whole, the ones without a
+// buffer wait their turn (counted), and the bytes held never pass the cap.
+// Every buffer is given back once the sinks are gone.
+TEST(FlashValueSinkConcurrentTest, SinksTogetherStayWithinFlashWriteBuffer) {
+  TempDir dir;
+  Config c = small_tiered(dir);
+  c.flash_write_buffer = 2 * kChunk;
+  auto opened = Store::open(c);
+  ASSERT_TRUE(opened) << opened.status().to_string();
+  Store& s = **opened;
+  ASSERT_EQ(s.stats().flash_write_buffer_limit, int64_t{2 * kChunk});
+
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> most{0};
+  std::thread sampler([&] {
+    while (!stop.load()) {
+      int64_t used = s.stats().flash_write_buffer_used;
+      int64_t seen = most.load();
+      while (used > seen && !most.compare_exchange_weak(seen, used)) {
+      }
+      std::this_thread::yield();
+    }
+  });
+  constexpr int kSenders = 4;
+  std::vector<std::thread> senders;
+  std::atomic<int> written{0};
+  for (int i = 0; i < kSenders; ++i) {
+    senders.emplace_back([&, i] {
+      std::mt19937 rng(100 + i);
+      auto r = send(s, "w" + std::to_string(i), tagged(static_cast<char>('A' + i)), {}, rng);
+      if (r && r->written) written.fetch_add(1);
+    });
+  }
+  for (auto& t : senders) t.join();
+  stop = true;
+  sampler.join();
+  EXPECT_EQ(written.load(), kSenders);
+  EXPECT_LE(most.load(), int64_t{2 * kChunk});
+  EXPECT_GT(s.stats().flash_write_buffer_waits, 0u);
+  EXPECT_EQ(s.stats().flash_write_buffer_used, 0);
+  for (int i = 0; i < kSenders; ++i) {
+    auto v = s.get("w" + std::to_string(i));
+    ASSERT_TRUE(v) << i;
+    std::string out;
+    v->append_to(out);
+    EXPECT_EQ(out, tagged(static_cast<char>('A' + i))) << i;
+  }
+}
+
 }  // namespace
 }  // namespace tierkv
