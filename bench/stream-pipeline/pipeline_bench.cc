@@ -131,10 +131,11 @@ int main(int argc, char** argv) {
 
   std::string templ = a.dir + "/tierkv-pipeline-XXXXXX";
   const std::string dir = ::mkdtemp(templ.data());
-  const bool pinned = a.pin && std::thread::hardware_concurrency() >= 2 && pin_to(0);
+  bool pinned = a.pin && std::thread::hardware_concurrency() >= 2 && pin_to(0);
   {
     auto store = open_store(a, dir + "/flash.dat");
-    if (pinned) pin_to(1);
+    pinned = pinned && pin_to(1);
+    if (a.pin && !pinned) fmt::print(stderr, "not pinned: fewer than 2 CPUs, or refused\n");
     std::vector<std::string> keys;
     std::string value(static_cast<size_t>(a.tile_bytes), 'x');
     for (int i = 0; i < a.tiles; ++i) {
@@ -155,10 +156,11 @@ int main(int argc, char** argv) {
         fmt::print(
             "{{\"mode\": \"inproc\", \"L_ns\": {}, \"C_ns\": {}, \"P\": {}, \"D\": {}, "
             "\"tiles\": {}, \"ns_per_tile\": {:.1f}, \"serve_ns\": {:.1f}, "
-            "\"read_p50_ns\": {}, \"issued\": {}, \"hits\": {}, \"late\": {}, \"wasted\": {}}}\n",
+            "\"read_p50_ns\": {}, \"issued\": {}, \"hits\": {}, \"late\": {}, \"wasted\": {}, "
+            "\"pinned\": {}}}\n",
             a.latency_ns, a.compute_ns, p, d, a.tiles, r.ns_per_tile, r.serve_ns,
             snap.count ? snap.percentile(0.5) : 0, r.counts.issued, r.counts.hits, r.counts.late,
-            r.counts.wasted);
+            r.counts.wasted, pinned);
         fflush(stdout);
       }
     }

@@ -12,8 +12,11 @@ arrived. The overlap model saturates at D = ceil(L / C).
 
 On the real device (L = 0) the ideal also has the device's own time per
 read at queue depth P, t_dev(P) = 1 / IOPS, measured with fio in the same
-run on a file of the same size: L / P assumes a device whose throughput
-grows P-fold with P reads in flight, and a virtual disk's does not.
+run, in the same directory, with the block a tile's chunk read takes (its
+data rounded up to 4 KiB plus the 4 KiB record header): L / P assumes a
+device whose throughput grows P-fold with P reads in flight, and a virtual
+disk's does not. Without fio, or if fio fails there, the term is left out
+(and said so).
 
 Prints a table and RESULT lines; writes bench/results/stream-pipeline-<ts>.json
 and .png. Build first: cmake --build build --target tierkv-stream-pipeline tierkv-server
@@ -171,8 +174,9 @@ def device_times(args):
         return {}
     workdir = tempfile.mkdtemp(prefix="tierkv-pipeline-fio-", dir=args.device_dir)
     path = os.path.join(workdir, "device.dat")
-    block = -(-args.tile_bytes // 4096) * 4096
-    size = max(args.tiles * block, 64 << 20)
+    block = -(-args.tile_bytes // 4096) * 4096 + 4096
+    mib = 1 << 20
+    size = -(-max(args.tiles * block, 64 * mib) // mib) * mib
     try:
         with open(path, "wb") as f:
             for _ in range(size // (1 << 20)):
@@ -190,6 +194,10 @@ def device_times(args):
             read = json.loads(run.stdout[run.stdout.index("{"):])["jobs"][0]["read"]
             out[p] = 1e9 / read["iops"] if read["iops"] else 0.0
         return out
+    except (subprocess.SubprocessError, ValueError, KeyError) as e:
+        print(f"fio failed in {args.device_dir} ({e}): the device ideal has no t_dev(P) term",
+              flush=True)
+        return {}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -270,7 +278,7 @@ def main():
         rows += wire(args, L)
     annotate(rows, inproc_rows, device_ns)
     for p, ns in sorted(device_ns.items()):
-        print(f"device (fio, {args.tile_bytes >> 10} KiB random reads): QD {p}: "
+        print(f"device (fio, {(-(-args.tile_bytes // 4096) + 1) * 4} KiB random reads): QD {p}: "
               f"{ns / 1000:.1f} us per read")
 
     print(f"{'mode':7} {'L(us)':>6} {'Lmeas':>6} {'P':>2} {'D':>2} {'us/tile':>8} {'speedup':>8} "

@@ -176,6 +176,9 @@ void Connection::process_input() {
   // the previous one (or the read) to its own end, parsing included.
   uint64_t clock = mono_ns();
   while (!closed_ && !state_.close_after_reply && waiting_ == Wait::kNone) {
+    // Value bytes already read go into the sink only once it has a buffer
+    // for them under flash-write-buffer (and its window has room).
+    if (flash_value_ && flash_value_->paused()) return wait_for_flash_room();
     switch (parser_.next()) {
       case RespParser::Event::kNeedMore:
         return;

@@ -262,6 +262,11 @@ void Connection::wait_for_flash_room() {
   flash_value_->when_room([self, token] {
     self->post_back(token, [](Connection& c) {
       c.flash_room_wait_ = false;
+      if (c.closed_) return;
+      // Bytes read before the pause may be waiting in the parser.
+      c.process_input();
+      if (c.query_buffer_over_limit()) return c.close();
+      c.flush();
       c.start_read();
     });
   });

@@ -92,7 +92,9 @@ char* FlashValueSink::Shared::take_buffer(uint32_t chunk_size) {
 bool FlashValueSink::Shared::ask_credit(uint32_t chunk_size) {
   const int64_t bytes = chunk_size;
   std::weak_ptr<Shared> weak = weak_from_this();
-  const bool now = budget->acquire(bytes, [weak, b = budget, bytes] {
+  // The budget outlives its waiters (it runs them): a plain pointer, not a
+  // share of it that a waiter queued at shutdown would keep alive.
+  const bool now = budget->acquire(bytes, [weak, b = budget.get(), bytes] {
     if (auto self = weak.lock()) {
       self->on_credit(bytes);
     } else {
@@ -161,9 +163,21 @@ void FlashValueSink::Shared::run_commit(bool run) {
     std::lock_guard lock(mu);
     finished = std::move(done);
   }
-  // Let go of the staged chunks before the caller hears back: a failed or
-  // refused put leaves nothing behind it.
+  // Let go of the staged chunks and the buffers (every write is done)
+  // before the caller hears back: a failed or refused put leaves nothing
+  // behind it, and the next value may use the room at once.
   put.reset();
+  int64_t release = 0;
+  std::vector<std::unique_ptr<char[]>> gone;
+  {
+    std::lock_guard lock(mu);
+    free_buffers.clear();
+    gone.swap(buffers);
+    release = std::exchange(charged, 0);
+    credit = false;
+  }
+  gone.clear();
+  if (budget && release > 0) budget->release(release);
   finished(std::move(r));
 }
 

@@ -9,12 +9,15 @@
 // when_room() calls back, so a fast client is held to the device's pace and
 // the buffers a connection holds stay bounded (window x chunk size).
 // Every buffer a sink makes is also charged to the store's process-wide
-// BufferBudget (flash-write-buffer) until the sink and its jobs are gone:
-// a sink that needs a new buffer and finds no room is paused the same way
-// until room is granted (or one of its own buffers comes back), so many
-// connections sending large values at once stay within that cap. A sink
-// that holds one buffer can always go on (it reuses it), so the cap never
-// deadlocks: the others wait their turn, in order.
+// BufferBudget (flash-write-buffer) until the value is committed or the
+// sink and its jobs are gone: a sink that needs a new buffer and finds no
+// room is paused the same way until room is granted (or one of its own
+// buffers comes back), so many connections sending large values at once
+// stay within that cap, as long as the caller asks paused() before every
+// batch of bytes it hands over (the server does). Bytes handed over without
+// asking go into buffers taken past the cap. A sink that holds one buffer
+// can always go on (it reuses it), so the cap never deadlocks: the others
+// wait their turn, in order.
 //
 // finish() commits on the pool once every buffer is written: the object
 // appears whole (StagedPut's commit), or not at all. A sink dropped without
@@ -68,8 +71,10 @@ class FlashValueSink final : public memory::ValueSink {
   // True while `window` buffers wait for flash, or a new buffer waits for
   // room under flash-write-buffer: read no more for now.
   bool paused() const;
-  // `fn` runs once, on a pool thread, when a buffer is free again, or at
-  // once here if one already is.
+  // `fn` runs once when the sink may take bytes again, or at once here if
+  // it already may: on a pool thread (a buffer was written), or on the
+  // thread that released room under flash-write-buffer (another
+  // connection's, or CONFIG SET's). Post back to your own thread.
   void when_room(std::function<void()> fn);
   // Once every byte arrived: commits as `commit` says. Written false (and
   // nothing visible) if the condition fails. The condition is judged, and

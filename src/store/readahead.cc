@@ -85,6 +85,13 @@ class Readahead::Impl : public std::enable_shared_from_this<Impl> {
   // pump() once a read was served: on a store worker if chunks are still
   // read ahead, here if none are.
   void pump_after_take();
+  // pump() would start a read now: a chunk left inside the window, and a
+  // channel free.
+  bool room_to_read_locked() const {
+    return active_ && front_ + entries_.size() < std::min(chunk_count(), front_ + window_) &&
+           inflight_ < channels_;
+  }
+  std::atomic<bool> pump_queued_{false};  // a pump waits for a store worker
   void on_read_done(uint64_t gen);
   void on_carry(uint64_t gen, ReadaheadCarry carry);
   void end_lookahead();
@@ -226,11 +233,15 @@ void Readahead::Impl::pump_after_take() {
   bool staged;
   {
     std::lock_guard lock(mu_);
+    if (!room_to_read_locked()) return;  // a pump could start nothing now
     staged = !entries_.empty();
   }
   std::weak_ptr<Impl> weak = weak_from_this();
-  if (staged && ctx_.pump_on_worker([weak] {
-        if (auto self = weak.lock()) self->pump();
+  if (staged && ctx_.pump_on_worker(pump_queued_, [weak] {
+        if (auto self = weak.lock()) {
+          self->pump_queued_.store(false, std::memory_order_release);
+          self->pump();
+        }
       }))
     return;
   pump();
@@ -285,6 +296,7 @@ void Readahead::Impl::pump(uint64_t need_end) {
       chunk = front_ + entries_.size();
       const uint64_t target = std::min(chunk_count(), std::max(front_ + window_, need_end));
       if (chunk >= target || (chunk >= need_end && inflight_ >= channels_)) return;
+      // (room_to_read_locked() is this test with need_end 0.)
       gen = gen_;
       info = info_;
       key = key_;

@@ -95,14 +95,27 @@ flash::FlashOptions flash_options(const Config& c) {
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::open(const Config& config, MetricsRegistry* metrics,
-                                           OpenMode mode) {
+                                           OpenMode mode, StoreHooks hooks) {
   TIERKV_RETURN_IF_ERROR(config_validate(config));
   std::unique_ptr<Store> store(new Store(config, metrics));
+  store->hooks_ = std::move(hooks);
   // Memory exists at once (stats work while loading); it takes no writes
   // until the flash index says where versions continue.
   store->memory_ = std::make_unique<memory::MemoryTier>(memory_options(config));
   store->streams_ =
       std::make_unique<StreamContext>(*store, *store->memory_, *store->metrics_, config);
+  // Before loading, so that stats() may read it while the index loads.
+  store->write_buffers_ = std::make_shared<BufferBudget>(
+      std::max(config.flash_write_buffer, config.chunk_size),
+      BufferBudget::Metrics{
+          .used =
+              store->metrics_->gauge("tierkv_flash_write_buffer_used_bytes",
+                                     "bytes of buffers of values being written to flash as they "
+                                     "arrive"),
+          .limit = store->metrics_->gauge("tierkv_flash_write_buffer_limit_bytes",
+                                          "cap on those buffers (flash-write-buffer)"),
+          .waits = store->metrics_->counter("tierkv_flash_write_buffer_waits_total",
+                                            "buffers of such values that waited for space")});
   Store* self = store.get();
   store->stream_collector_ = store->metrics_->add_collector([self] {
     StreamMetrics& m = self->streams_->metrics;
@@ -159,6 +172,7 @@ void Store::open_flash(const Config& config) {
   if (config.flash_size > 0) {
     flash::FlashOptions fo = flash_options(config);
     fo.progress = progress_.get();
+    fo.wrap_engine = hooks_.wrap_flash_engine;
     Result<std::unique_ptr<flash::FlashTier>> f = flash::FlashTier::open(fo, metrics_);
     if (f) {
       flash_ = std::move(*f);
@@ -178,16 +192,6 @@ void Store::open_flash(const Config& config) {
   write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
   reader_ = std::make_unique<FlashReader>(*flash_, flash_reader_options(config), *metrics_);
-  write_buffers_ = std::make_shared<BufferBudget>(
-      std::max(config.flash_write_buffer, config.chunk_size),
-      BufferBudget::Metrics{
-          .used = metrics_->gauge("tierkv_flash_write_buffer_used_bytes",
-                                  "bytes of buffers of values being written to flash as they "
-                                  "arrive"),
-          .limit = metrics_->gauge("tierkv_flash_write_buffer_limit_bytes",
-                                   "cap on those buffers (flash-write-buffer)"),
-          .waits = metrics_->counter("tierkv_flash_write_buffer_waits_total",
-                                     "buffers of such values that waited for space")});
   // The same histogram the flash tier records into (the registry finds it by name once).
   streams_->read_latency.store(
       &metrics_->latency("tierkv_flash_read_latency", "Chunk read latency"),
@@ -223,6 +227,7 @@ Store::~Store() {
   // let it finish while they still exist.
   if (memory_) memory_->stop_active_expiry();
   if (preheater_) preheater_->stop();
+  if (streams_) streams_->pool.store(nullptr, std::memory_order_release);
   if (pool_) pool_->stop();
   if (writeback_) writeback_->stop();
   // Read callbacks call back into the store (look-ahead pumps read through

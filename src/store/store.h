@@ -47,6 +47,7 @@ namespace tierkv {
 
 namespace flash {
 class FlashTier;
+class IoEngine;
 struct FlashObjectSummary;
 struct RecoveryProgress;
 }  // namespace flash
@@ -212,9 +213,17 @@ struct StoreStats {
   int64_t flash_read_buffer_limit = 0;  // flash-read-buffer (0 without flash)
   uint64_t flash_read_buffer_waits = 0;
   int64_t flash_write_buffer_used = 0;   // bytes of buffers of values written as they arrive
-  int64_t flash_write_buffer_limit = 0;  // flash-write-buffer (0 without flash)
+  int64_t flash_write_buffer_limit = 0;  // flash-write-buffer
   uint64_t flash_write_buffer_waits = 0;
   int64_t writeback_inflight_bytes = 0;  // background copies not yet landed
+};
+
+// For tests: what the store hands its parts beyond the Config.
+struct StoreHooks {
+  // Wraps the flash tier's I/O engine (FlashOptions::wrap_engine), e.g. to
+  // hold or fail chosen reads.
+  std::function<std::unique_ptr<flash::IoEngine>(std::unique_ptr<flash::IoEngine>)>
+      wrap_flash_engine;
 };
 
 class Store {
@@ -226,7 +235,8 @@ class Store {
   // flash_status(), flash_tier() (null) and metrics() may be called.
   static Result<std::unique_ptr<Store>> open(const Config& config,
                                              MetricsRegistry* metrics = nullptr,
-                                             OpenMode mode = OpenMode::kWait);
+                                             OpenMode mode = OpenMode::kWait,
+                                             StoreHooks hooks = {});
   bool loading() const { return !loaded_.load(std::memory_order_acquire); }
   LoadProgress load_progress() const;
   // Blocks until loading is over (tests, tools).
@@ -435,6 +445,7 @@ class Store {
   std::unique_ptr<memory::MemoryTier> memory_;
   std::unique_ptr<FlashOffloader> offloader_;
   std::unique_ptr<Promoter> promoter_;
+  StoreHooks hooks_;
   std::unique_ptr<FlashReader> reader_;
   // flash-write-buffer: shared with every FlashValueSink, which may outlive
   // the store's other parts by the pool jobs that hold it.

@@ -97,13 +97,13 @@ StoreStats Store::stats() const {
   s.hits = hits_.value();
   s.misses = misses_.value();
   s.flash_hits = flash_hits_.value();
+  s.flash_write_buffer_used = write_buffers_->used();
+  s.flash_write_buffer_limit = write_buffers_->limit();
+  s.flash_write_buffer_waits = write_buffers_->waits();
   if (reader_) {
     s.flash_read_buffer_used = reader_->budget().used();
     s.flash_read_buffer_limit = reader_->budget().limit();
     s.flash_read_buffer_waits = reader_->budget().waits();
-    s.flash_write_buffer_used = write_buffers_->used();
-    s.flash_write_buffer_limit = write_buffers_->limit();
-    s.flash_write_buffer_waits = write_buffers_->waits();
   }
   if (writeback_) s.writeback_inflight_bytes = writeback_->inflight_bytes();
   return s;

@@ -161,7 +161,7 @@ void Store::set_flash_read(int64_t window, int64_t inflight, int64_t buffer_byte
 }
 
 void Store::set_flash_write_buffer(int64_t bytes) {
-  if (write_buffers_) write_buffers_->set_limit(bytes);
+  write_buffers_->set_limit(bytes);
 }
 
 Result<ObjectView> Store::get_resident(std::string_view key, const memory::GetOptions& options) {

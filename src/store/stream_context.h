@@ -62,9 +62,12 @@ struct StreamContext {
   // us on a VM, which the consumer would otherwise pay on every take.
   std::atomic<PromotionPool*> pool{nullptr};
 
-  // Runs `pump` on a store worker; false (and `pump` is not run) if there
-  // is no pool or it refused the job: the caller pumps itself.
-  bool pump_on_worker(std::function<void()> pump) const;
+  // Runs `pump` on a store worker, once per `queued` (the caller's flag: a
+  // pump already queued for it is enough, so a fast consumer does not fill
+  // the pool's queue, which promotions and copies share). False (and
+  // `pump` is not run) if there is no pool or it refused the job: the
+  // caller pumps itself.
+  bool pump_on_worker(std::atomic<bool>& queued, std::function<void()> pump) const;
 };
 
 }  // namespace tierkv

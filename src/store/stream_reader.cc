@@ -67,12 +67,17 @@ void StreamContext::set_defaults(const Config& config) {
   memory.set_use_once_max_fraction(config.stream_useonce_max_fraction);
 }
 
-bool StreamContext::pump_on_worker(std::function<void()> pump) const {
+bool StreamContext::pump_on_worker(std::atomic<bool>& queued, std::function<void()> pump) const {
   PromotionPool* p = pool.load(std::memory_order_acquire);
   if (p == nullptr) return false;
-  return p->try_submit([pump = std::move(pump)](bool run) {
+  if (queued.exchange(true, std::memory_order_acq_rel)) return true;
+  // The flag lives as long as the pump's owner, which `pump` checks for
+  // first (a weak pointer): it is cleared only through a live owner.
+  const bool taken = p->try_submit([pump = std::move(pump)](bool run) {
     if (run) pump();
   });
+  if (!taken) queued.store(false, std::memory_order_release);
+  return taken;
 }
 
 uint64_t StreamContext::latency_estimate_ns() const {
@@ -167,8 +172,9 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   // waits: a refill left late would slow the pace and so seem ever later.
   double own_pace_ns_ = 0;
   bool last_take_hit_ = false;
-  std::deque<uint64_t> issued_ns_;  // start times of the reads in flight
-  std::atomic<uint64_t> read_ns_;   // flash read latency now (90th percentile)
+  std::deque<uint64_t> issued_ns_;        // start times of the reads in flight
+  std::atomic<uint64_t> read_ns_;         // flash read latency now (90th percentile)
+  std::atomic<bool> pump_queued_{false};  // a pump waits for a store worker
   uint32_t takes_ = 0;
 };
 
@@ -224,8 +230,11 @@ void StreamReader::Impl::pump() {
 
 void StreamReader::Impl::pump_off_thread() {
   std::weak_ptr<Impl> weak = weak_from_this();
-  const bool queued = ctx_.pump_on_worker([weak] {
-    if (auto self = weak.lock()) self->pump();
+  const bool queued = ctx_.pump_on_worker(pump_queued_, [weak] {
+    if (auto self = weak.lock()) {
+      self->pump_queued_.store(false, std::memory_order_release);
+      self->pump();
+    }
   });
   if (!queued) pump();
 }
