@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "flash/flash_tier.h"
+#include "flash/io_engine.h"
 #include "store/store.h"
 #include "store_test_util.h"
 
@@ -24,6 +25,52 @@ constexpr size_t kValue = 256 << 10;
 std::string key_for(int i) {
   return "obj:" + std::to_string(i);
 }
+
+// Stands between the flash tier and its engine: while armed, holds every
+// read (writes pass), so that a test decides when and how they end.
+class ReadGate final : public flash::IoEngine {
+ public:
+  explicit ReadGate(std::unique_ptr<flash::IoEngine> inner) : inner_(std::move(inner)) {}
+  void submit(std::span<flash::IoRequest* const> requests) override {
+    std::vector<flash::IoRequest*> now;
+    {
+      std::lock_guard lock(mu_);
+      for (flash::IoRequest* r : requests) {
+        if (armed_ && r->op == flash::IoRequest::Op::kRead) {
+          held_.push_back(r);
+        } else {
+          now.push_back(r);
+        }
+      }
+    }
+    if (!now.empty()) inner_->submit(now);
+  }
+  std::string_view name() const override { return inner_->name(); }
+  void arm() {
+    std::lock_guard lock(mu_);
+    armed_ = true;
+  }
+  size_t held() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+  // Disarms; the held reads fail as a device error would (EIO).
+  void fail_held() {
+    std::vector<flash::IoRequest*> fail;
+    {
+      std::lock_guard lock(mu_);
+      armed_ = false;
+      fail.swap(held_);
+    }
+    for (flash::IoRequest* r : fail) r->on_complete(-EIO);
+  }
+
+ private:
+  std::unique_ptr<flash::IoEngine> inner_;
+  std::mutex mu_;
+  bool armed_ = false;
+  std::vector<flash::IoRequest*> held_;
+};
 
 class PrefetchTest : public ::testing::Test {
  protected:
@@ -303,6 +350,36 @@ TEST_F(PrefetchTest, ProbedKeyDeletedBeforeItsJobNeverComesBack) {
       EXPECT_EQ(v->to_string(), value_for(i, kValue));
     }
   }
+}
+
+// A prefetch whose flash read fails counts as failed_io, installs nothing,
+// and leaves the data on flash as it was: the next read gets it whole.
+TEST_F(PrefetchTest, AFailedPrefetchReadIsCountedAndLeavesTheFlashCopy) {
+  ReadGate* gate = nullptr;
+  StoreHooks hooks;
+  hooks.wrap_flash_engine = [&gate](std::unique_ptr<flash::IoEngine> inner) {
+    auto g = std::make_unique<ReadGate>(std::move(inner));
+    gate = g.get();
+    return std::unique_ptr<flash::IoEngine>(std::move(g));
+  };
+  auto opened = Store::open(config(), nullptr, OpenMode::kWait, std::move(hooks));
+  ASSERT_TRUE(opened) << opened.status().to_string();
+  Store& store = **opened;
+  ASSERT_NE(gate, nullptr);
+  fill_to_flash(store, 2);
+  free_memory(store, 2);
+  gate->arm();
+  std::vector<std::string_view> keys = {"obj:0"};
+  EXPECT_EQ(store.exist(keys, ExistOptions{.prefetch_to_memory = true}), std::vector<bool>{true});
+  ASSERT_TRUE(eventually([&] { return gate->held() > 0; })) << "the prefetch read never started";
+  gate->fail_held();
+  ASSERT_TRUE(eventually([&] { return counter(store, "tierkv_prefetch_failed_io_total") == 1; }));
+  EXPECT_EQ(counter(store, "tierkv_prefetch_promoted_total"), 0u);
+  EXPECT_FALSE(store.memory_tier().contains(key_for(0)));
+  EXPECT_TRUE(store.needs_flash(key_for(0)));
+  auto v = store.get(key_for(0));
+  ASSERT_TRUE(v) << v.status().to_string();
+  EXPECT_EQ(v->to_string(), value_for(0, kValue));
 }
 
 }  // namespace
