@@ -1,3 +1,5 @@
+// Loading the configuration: TOML text and files, and the command line
+// (one flag per key of the table in config_keys.cc).
 #include "core/config.h"
 
 #include "core/version.h"
@@ -6,403 +8,12 @@
 #include <toml++/toml.h>
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
-#include <array>
-#include <bit>
-#include <cctype>
-#include <charconv>
-#include <functional>
-#include <limits>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace tierkv {
 namespace {
-
-constexpr std::array<std::string_view, 4> kEvictionNames = {"s3fifo", "lru", "clock", "sieve"};
-constexpr std::array<std::string_view, 3> kFsyncNames = {"none", "everysec", "always"};
-constexpr std::array<std::string_view, 2> kOffloadNames = {"on_evict", "write_through"};
-constexpr std::array<std::string_view, 5> kLogNames = {"trace", "debug", "info", "warn", "error"};
-constexpr std::array<std::string_view, 2> kYesNo = {"yes", "no"};
-
-// A key's parser and validator (set) and its CONFIG GET text (get).
-struct KeySpec {
-  ConfigKey key;
-  std::function<Status(Config&, std::string_view)> set;
-  std::function<std::string(const Config&)> get;
-};
-
-constexpr double kMaxI = static_cast<double>(std::numeric_limits<int64_t>::max());
-
-Status bad_value(std::string_view key, std::string_view value, std::string_view why) {
-  return Status::invalid_argument(fmt::format("invalid value '{}' for '{}': {}", value, key, why));
-}
-
-Status out_of_bounds(std::string_view key, std::string_view value, double min, double max) {
-  // kMaxI is not exactly representable as int64_t once it is a double.
-  if (max >= kMaxI)
-    return bad_value(key, value, fmt::format("must be at least {}", static_cast<int64_t>(min)));
-  return bad_value(key, value,
-                   fmt::format("must be between {} and {}", static_cast<int64_t>(min),
-                               static_cast<int64_t>(max)));
-}
-
-Result<int64_t> parse_int(std::string_view text) {
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || text.empty())
-    return Status::invalid_argument("not an integer");
-  return v;
-}
-
-std::string lower(std::string_view text) {
-  std::string v(text);
-  std::ranges::transform(v, v.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  return v;
-}
-
-// Index of `value` (lower-cased) in `names`, or an error listing them.
-template <size_t N>
-Result<size_t> parse_choice(std::string_view key, std::string_view value,
-                            const std::array<std::string_view, N>& names) {
-  // Lower-case only: choices keep their '_' (on_evict), unlike key names.
-  std::string v = lower(value);
-  for (size_t i = 0; i < N; ++i) {
-    if (names[i] == v) return i;
-  }
-  return bad_value(key, value, fmt::format("expected one of {}", fmt::join(names, ", ")));
-}
-
-KeySpec string_key(ConfigKey k, std::string Config::*m) {
-  k.kind = ConfigKind::kString;
-  return {k,
-          [m](Config& c, std::string_view v) {
-            c.*m = std::string(v);
-            return Status::ok();
-          },
-          [m](const Config& c) { return c.*m; }};
-}
-
-Result<int64_t> parse_number(ConfigKind kind, std::string_view value) {
-  switch (kind) {
-    case ConfigKind::kBytes:
-      return parse_byte_size(value);
-    case ConfigKind::kMillis:
-      return parse_duration_ms(value, 1);
-    case ConfigKind::kSeconds: {
-      Result<int64_t> ms = parse_duration_ms(value, 1000);
-      if (ms && *ms % 1000 != 0) return Status::invalid_argument("not a whole number of seconds");
-      if (!ms) return ms;
-      return *ms / 1000;
-    }
-    default:
-      return parse_int(value);
-  }
-}
-
-// An integer within [min, max]; sizes and durations take units (see
-// parse_byte_size, parse_duration_ms).
-KeySpec int_key(ConfigKey k, int64_t Config::*m, double min, double max,
-                ConfigKind kind = ConfigKind::kInt) {
-  k.kind = kind;
-  return {k,
-          [k, m, min, max](Config& c, std::string_view value) {
-            Result<int64_t> v = parse_number(k.kind, value);
-            if (!v) return bad_value(k.name, value, v.status().message());
-            if (*v < min || static_cast<double>(*v) > max)
-              return out_of_bounds(k.name, value, min, max);
-            c.*m = *v;
-            return Status::ok();
-          },
-          [m](const Config& c) { return std::to_string(c.*m); }};
-}
-
-KeySpec bytes_key(ConfigKey k, int64_t Config::*m, double min, double max) {
-  return int_key(k, m, min, max, ConfigKind::kBytes);
-}
-
-KeySpec millis_key(ConfigKey k, int64_t Config::*m, double min, double max) {
-  return int_key(k, m, min, max, ConfigKind::kMillis);
-}
-
-KeySpec double_key(ConfigKey k, double Config::*m, double min, double max) {
-  k.kind = ConfigKind::kDouble;
-  return {k,
-          [k, m, min, max](Config& c, std::string_view value) {
-            std::string tmp(value);
-            char* end = nullptr;
-            double v = std::strtod(tmp.c_str(), &end);
-            if (tmp.empty() || end != tmp.c_str() + tmp.size())
-              return bad_value(k.name, value, "not a number");
-            if (!(v >= min && v <= max))
-              return bad_value(k.name, value, fmt::format("must be between {} and {}", min, max));
-            c.*m = v;
-            return Status::ok();
-          },
-          [m](const Config& c) { return fmt::format("{}", c.*m); }};
-}
-
-// An enumeration: names[i] is the value E(i).
-template <typename E, size_t N>
-KeySpec enum_key(ConfigKey k, E Config::*m, const std::array<std::string_view, N>& names) {
-  k.kind = ConfigKind::kChoice;
-  return {k,
-          [k, m, &names](Config& c, std::string_view value) {
-            Result<size_t> i = parse_choice(k.name, value, names);
-            if (!i) return i.status();
-            c.*m = static_cast<E>(*i);
-            return Status::ok();
-          },
-          [m, &names](const Config& c) { return std::string(names[static_cast<size_t>(c.*m)]); }};
-}
-
-KeySpec bool_key(ConfigKey k, bool Config::*m) {
-  k.kind = ConfigKind::kBool;
-  return {k,
-          [k, m](Config& c, std::string_view value) {
-            Result<size_t> i = parse_choice(k.name, value, kYesNo);
-            if (!i) return i.status();
-            c.*m = *i == 0;
-            return Status::ok();
-          },
-          [m](const Config& c) { return std::string(c.*m ? "yes" : "no"); }};
-}
-
-KeySpec rewrites_key(ConfigKey k, std::vector<SuffixRewrite> Config::*m) {
-  k.kind = ConfigKind::kList;
-  return {k,
-          [k, m](Config& c, std::string_view value) {
-            Result<std::vector<SuffixRewrite>> rules = parse_suffix_rewrites(value);
-            if (!rules) return bad_value(k.name, value, rules.status().message());
-            c.*m = std::move(*rules);
-            return Status::ok();
-          },
-          [m](const Config& c) {
-            std::string out;
-            for (const SuffixRewrite& r : c.*m)
-              out += (out.empty() ? "" : ",") + r.from + "=" + r.to;
-            return out;
-          }};
-}
-
-// A comma-separated list of non-empty items (TOML: also an array of strings).
-KeySpec list_key(ConfigKey k, std::vector<std::string> Config::*m) {
-  k.kind = ConfigKind::kList;
-  return {k,
-          [m](Config& c, std::string_view value) {
-            std::vector<std::string> items;
-            for (std::string_view rest = value; !rest.empty();) {
-              const size_t comma = std::min(rest.find(','), rest.size());
-              std::string_view item = rest.substr(0, comma);
-              rest.remove_prefix(std::min(comma + 1, rest.size()));
-              while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-              while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-              if (!item.empty()) items.emplace_back(item);
-            }
-            c.*m = std::move(items);
-            return Status::ok();
-          },
-          [m](const Config& c) { return fmt::format("{}", fmt::join(c.*m, ",")); }};
-}
-
-const std::vector<KeySpec>& specs() {
-  using A = ConfigApply;
-  using C = Config;
-  static const std::vector<KeySpec> table = {
-      string_key({"bind", "address to listen on"}, &C::bind),
-      int_key({"port", "TCP port (0 disables TCP)"}, &C::port, 0, 65535),
-      string_key({"unixsocket", "Unix socket path (empty: none)"}, &C::unixsocket),
-      int_key({"io-threads", "network threads (0: one per core)"}, &C::io_threads, 0, 256),
-      int_key({"maxclients", "maximum connected clients", A::kMaxClients}, &C::maxclients, 1,
-              1000000),
-      int_key({"timeout", "close clients idle this many seconds (0: never)", A::kNetworkLimits},
-              &C::timeout_s, 0, kMaxI / 1000, ConfigKind::kSeconds),
-      string_key({"requirepass", "password for AUTH (empty: no auth)", A::kNetworkLimits},
-                 &C::requirepass),
-      bool_key({"protected-mode", "without requirepass, serve only loopback and Unix clients",
-                A::kNetworkLimits},
-               &C::protected_mode),
-      bytes_key({"proto-max-bulk-len", "largest bulk string accepted", A::kNetworkLimits},
-                &C::proto_max_bulk_len, 1 << 20, kMaxI),
-      int_key({"max-multibulk-args", "most arguments in one command", A::kNetworkLimits},
-              &C::max_multibulk_args, 1, 1 << 30),
-      bytes_key({"max-inline-len", "longest inline command", A::kNetworkLimits}, &C::max_inline_len,
-                1024, 1 << 30),
-      bytes_key({"client-output-buffer-limit", "bytes queued to one client before it is cut off",
-                 A::kNetworkLimits},
-                &C::client_output_buffer_limit, 1 << 16, kMaxI),
-      bytes_key({"client-query-buffer-limit",
-                 "bytes of one command being received (a streamed value counts) before the "
-                 "client is closed",
-                 A::kNetworkLimits},
-                &C::client_query_buffer_limit, 1 << 20, kMaxI),
-      string_key({"metrics-bind", "address of the HTTP /metrics endpoint"}, &C::metrics_bind),
-      int_key({"metrics-port", "port of the HTTP /metrics endpoint (0 disables)"}, &C::metrics_port,
-              0, 65535),
-      millis_key({"metrics-timeout-ms", "close an HTTP client that sent no whole request by then",
-                  A::kMetricsLimits},
-                 &C::metrics_timeout_ms, 100, 600000),
-      int_key({"metrics-max-clients", "HTTP connections at once (more are closed at once)",
-               A::kMetricsLimits},
-              &C::metrics_max_clients, 1, 10000),
-      int_key({"slowlog-log-slower-than",
-               "log commands slower than this many microseconds in SLOWLOG (-1: none, 0: all)",
-               A::kSlowlog},
-              &C::slowlog_log_slower_than, -1, kMaxI),
-      int_key({"slowlog-max-len", "entries SLOWLOG keeps", A::kSlowlog}, &C::slowlog_max_len, 0,
-              kMaxI),
-      enum_key({"log-level", "trace, debug, info, warn, error", A::kLogLevel}, &C::log_level,
-               kLogNames),
-      bytes_key({"max-key-size", "longest key accepted", A::kObjectLimits}, &C::max_key_size, 1,
-                512 << 20),
-      bytes_key({"max-object-size", "largest value accepted", A::kObjectLimits},
-                &C::max_object_size, 1, kMaxI),
-      bytes_key({"chunk-size", "unit of residency and I/O (power of two, 4k..64m)"}, &C::chunk_size,
-                4096, 64 << 20),
-      bytes_key({"memory", "DRAM budget of the memory tier", A::kMemoryBudget}, &C::memory, 1 << 20,
-                kMaxI),
-      enum_key({"eviction-policy", "s3fifo, lru, clock or sieve"}, &C::eviction_policy,
-               kEvictionNames),
-      int_key({"memory-shards", "index shards (power of two)"}, &C::memory_shards, 1, 4096),
-      double_key(
-          {"lease-max-fraction", "share of memory that leases may protect", A::kLeaseFraction},
-          &C::lease_max_fraction, 0, 1),
-      double_key({"large-value-memory-fraction",
-                  "with flash, a value larger than this share of memory is written straight to "
-                  "flash and read from there"},
-                 &C::large_value_memory_fraction, 0, 1),
-      millis_key({"lease-ttl-ms", "default lease length", A::kLeaseTtl}, &C::lease_ttl_ms, 1,
-                 kMaxI),
-      int_key(
-          {"active-expire-hz", "active expiry cycles per second (0: lazy only)", A::kActiveExpire},
-          &C::active_expire_hz, 0, 500),
-      string_key({"flash-path", "file or block device of the flash tier"}, &C::flash_path),
-      bytes_key({"flash-size", "bytes of flash to use (0: no flash tier)"}, &C::flash_size, 0,
-                kMaxI),
-      bytes_key({"region-size", "flash region size"}, &C::region_size, 1 << 20, 1 << 30),
-      enum_key({"flash-fsync", "when flash writes are fsynced: none, everysec, always"},
-               &C::flash_fsync, kFsyncNames),
-      int_key({"flash-queue-depth", "flash reads in flight"}, &C::flash_queue_depth, 1, 4096),
-      bool_key(
-          {"flash-reinsertion", "copy chunks that were hit forward when their region is reclaimed"},
-          &C::flash_reinsertion),
-      bool_key({"flash-preallocate", "allocate the whole flash file at start"},
-               &C::flash_preallocate),
-      bytes_key({"flash-write-queue", "bytes accepted for flash but not yet written"},
-                &C::flash_write_queue, 1 << 20, kMaxI),
-      int_key({"backing-latency-ns", "fixed latency added to every flash read (model knob)"},
-              &C::backing_latency_ns, 0, 1e9),
-      enum_key({"offload-policy", "when memory data goes to flash: on_evict, write_through"},
-               &C::offload_policy, kOffloadNames),
-      millis_key({"offload-wait-ms", "how long a write waits for flash to drain before OOM",
-                  A::kOffloadWait},
-                 &C::offload_wait_ms, 0, 600000),
-      double_key({"dirty-max-fraction",
-                  "share of memory that may hold data not yet on flash; above it the coldest "
-                  "is written back in the background (1: no writeback)",
-                  A::kDirtyFraction},
-                 &C::dirty_max_fraction, 0, 1),
-      int_key({"promotion-threshold", "flash hits before an object is promoted to memory",
-               A::kPromotion},
-              &C::promotion_threshold, 1, 255),
-      int_key({"promotion-max-inflight", "promotions and prefetches in flight", A::kPromotion},
-              &C::promotion_max_inflight, 1, 65536),
-      bool_key({"promotion-on-hit", "promote objects read from flash often enough (yes, no)",
-                A::kPromotion},
-               &C::promotion_on_hit),
-      int_key({"promotion-workers", "threads of the pool that runs promotions and prefetches"},
-              &C::promotion_workers, 1, 64),
-      bool_key({"exists-prefetch", "plain EXISTS also prefetches flash-only keys", A::kPrefetch},
-               &C::exists_prefetch),
-      rewrites_key({"exists-prefetch-map",
-                    "EXISTS of a key ending in A prefetches the key ending in B instead: "
-                    "\"A=B,C=D\" (TOML: a string or an array of strings)",
-                    A::kPrefetch},
-                   &C::exists_prefetch_map),
-      bool_key(
-          {"demand-kick", "a GET served from flash fires one promotion of its key", A::kPrefetch},
-          &C::demand_kick),
-      int_key(
-          {"demand-kick-max-failures",
-           "kicks that failed for room in a row before kicks obey the cooldown too", A::kPrefetch},
-          &C::demand_kick_max_failures, 0, 1e6),
-      millis_key({"prefetch-dedup-ttl-ms",
-                  "a key prefetched within this long is not prefetched again", A::kPrefetch},
-                 &C::prefetch_dedup_ttl_ms, 0, kMaxI),
-      int_key(
-          {"prefetch-dedup-max-entries", "cap on keys remembered for deduplication", A::kPrefetch},
-          &C::prefetch_dedup_max_entries, 16, 1e9),
-      millis_key({"prefetch-cooldown-ms", "pause of prefetching after memory was found saturated",
-                  A::kPrefetch},
-                 &C::prefetch_cooldown_ms, 0, 3.6e6),
-      millis_key({"prefetch-cooldown-max-ms",
-                  "longest cooldown while prefetches keep failing or going unread", A::kPrefetch},
-                 &C::prefetch_cooldown_max_ms, 0, 3.6e7),
-      list_key({"preheat-sources",
-                "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
-                "empty: preheat is refused",
-                A::kPreheat},
-               &C::preheat_sources),
-      int_key(
-          {"preheat-max-jobs", "preheat jobs running at once (more wait in a queue)", A::kPreheat},
-          &C::preheat_max_jobs, 1, 64),
-      int_key({"preheat-pieces-inflight", "pieces of one preheat job fetched at once", A::kPreheat},
-              &C::preheat_pieces_inflight, 1, 64),
-      int_key({"preheat-retries", "attempts after the first for a piece that fails to fetch",
-               A::kPreheat},
-              &C::preheat_retries, 0, 100),
-      int_key(
-          {"flash-read-window", "chunks a flash read holds ahead of its consumer", A::kFlashRead},
-          &C::flash_read_window, 1, 4096),
-      int_key({"flash-read-inflight", "chunk reads in flight per flash read", A::kFlashRead},
-              &C::flash_read_inflight, 1, 4096),
-      bytes_key({"flash-read-buffer", "cap on all flash read buffers (at least twice chunk-size)",
-                 A::kFlashRead},
-                &C::flash_read_buffer, 1 << 20, kMaxI),
-      bytes_key({"flash-write-buffer",
-                 "cap on the buffers of all values written to flash as they arrive (at least "
-                 "chunk-size)",
-                 A::kFlashWrite},
-                &C::flash_write_buffer, 1 << 20, kMaxI),
-      int_key({"stream-depth",
-               "keys or chunks a stream keeps read ahead of its consumer (0: from the measured "
-               "flash read latency and the consumer's pace)",
-               A::kStream},
-              &C::stream_depth, 0, 1024),
-      int_key({"stream-channels", "reads in flight per stream", A::kStream}, &C::stream_channels, 1,
-              256),
-      double_key(
-          {"stream-useonce-max-fraction",
-           "share of the memory budget that stream look-ahead data may be charged", A::kStream},
-          &C::stream_useonce_max_fraction, 0, 1),
-      bool_key({"readahead",
-                "read ahead sequential ranged reads of one flash object (TIER.READ, GETRANGE)",
-                A::kStream},
-               &C::readahead),
-      int_key({"readahead-max-chunks",
-               "most chunks readahead keeps ahead of a sequential reader (the window doubles "
-               "from its start up to this)",
-               A::kStream},
-              &C::readahead_max_chunks, 1, 4096),
-  };
-  return table;
-}
-
-std::string normalize(std::string_view name) {
-  std::string out(name);
-  for (char& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (c == '_') c = '-';
-  }
-  return out;
-}
-
-const KeySpec* find_spec(std::string_view name) {
-  std::string n = normalize(name);
-  for (const auto& s : specs()) {
-    if (s.key.name == n) return &s;
-  }
-  return nullptr;
-}
 
 std::string toml_node_text(const toml::node& node) {
   if (auto s = node.value<std::string>()) return *s;
@@ -427,121 +38,20 @@ std::optional<std::string> toml_array_text(const toml::node& node) {
 
 Status apply_table(Config& config, const toml::table& table, const std::string& origin) {
   for (const auto& [k, node] : table) {
-    const KeySpec* s = find_spec(k.str());
-    if (!s) return Status::invalid_argument(fmt::format("{}: unknown key '{}'", origin, k.str()));
+    if (!find_config_key(k.str()))
+      return Status::invalid_argument(fmt::format("{}: unknown key '{}'", origin, k.str()));
     if (std::optional<std::string> list = toml_array_text(node)) {
-      TIERKV_RETURN_IF_ERROR(s->set(config, *list));
+      TIERKV_RETURN_IF_ERROR(config_set(config, k.str(), *list));
       continue;
     }
     if (!node.is_value())
       return Status::invalid_argument(fmt::format("{}: '{}' must be a value", origin, k.str()));
-    TIERKV_RETURN_IF_ERROR(s->set(config, toml_node_text(node)));
+    TIERKV_RETURN_IF_ERROR(config_set(config, k.str(), toml_node_text(node)));
   }
   return Status::ok();
 }
 
 }  // namespace
-
-std::string_view name_of(EvictionPolicyKind v) {
-  return kEvictionNames[static_cast<size_t>(v)];
-}
-std::string_view name_of(FlashFsync v) {
-  return kFsyncNames[static_cast<size_t>(v)];
-}
-std::string_view name_of(OffloadPolicy v) {
-  return kOffloadNames[static_cast<size_t>(v)];
-}
-std::string_view name_of(LogLevel v) {
-  return kLogNames[static_cast<size_t>(v)];
-}
-
-const ConfigKey* find_config_key(std::string_view name) {
-  const KeySpec* s = find_spec(name);
-  return s ? &s->key : nullptr;
-}
-
-const std::vector<ConfigKey>& config_keys() {
-  static const std::vector<ConfigKey> keys = [] {
-    std::vector<ConfigKey> out;
-    for (const auto& s : specs()) out.push_back(s.key);
-    return out;
-  }();
-  return keys;
-}
-
-Status config_set(Config& config, std::string_view name, std::string_view value) {
-  const KeySpec* s = find_spec(name);
-  if (!s) return Status::invalid_argument(fmt::format("unknown configuration key '{}'", name));
-  return s->set(config, value);
-}
-
-Result<std::string> config_get(const Config& config, std::string_view name) {
-  const KeySpec* s = find_spec(name);
-  if (!s) return Status::not_found(fmt::format("unknown configuration key '{}'", name));
-  return s->get(config);
-}
-
-Result<std::string> config_get_human(const Config& config, std::string_view name) {
-  const KeySpec* s = find_spec(name);
-  if (!s) return Status::not_found(fmt::format("unknown configuration key '{}'", name));
-  std::string plain = s->get(config);
-  Result<int64_t> n = parse_int(plain);
-  switch (s->key.kind) {
-    case ConfigKind::kBytes:
-      return n ? format_byte_size(*n) : plain;
-    case ConfigKind::kMillis:
-      return n ? format_duration_ms(*n) : plain;
-    case ConfigKind::kSeconds:
-      return n ? format_duration_ms(*n * 1000) : plain;
-    default:
-      return plain;
-  }
-}
-
-Status config_validate(const Config& c) {
-  // An embedded caller may have cast any number into an enumeration.
-  if (static_cast<size_t>(c.eviction_policy) >= kEvictionNames.size() ||
-      static_cast<size_t>(c.flash_fsync) >= kFsyncNames.size() ||
-      static_cast<size_t>(c.offload_policy) >= kOffloadNames.size() ||
-      static_cast<size_t>(c.log_level) >= kLogNames.size())
-    return Status::invalid_argument(
-        "invalid value for 'eviction-policy', 'flash-fsync', 'offload-policy' or 'log-level': "
-        "not one of its choices");
-  if (!std::has_single_bit(static_cast<uint64_t>(c.chunk_size)))
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'chunk-size': must be a power of two", c.chunk_size));
-  if (!std::has_single_bit(static_cast<uint64_t>(c.memory_shards)))
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'memory-shards': must be a power of two", c.memory_shards));
-  if (c.memory < 4 * c.chunk_size)
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'memory': must hold at least 4 chunks of 'chunk-size'", c.memory));
-  if (c.max_object_size > c.proto_max_bulk_len)
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'max-object-size': exceeds 'proto-max-bulk-len' ({})",
-                    c.max_object_size, c.proto_max_bulk_len));
-  // A region must hold at least one whole chunk record (header and key too).
-  if (c.region_size < 2 * c.chunk_size)
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'region-size': must be at least twice 'chunk-size'",
-                    c.region_size));
-  if (c.flash_read_buffer < 2 * c.chunk_size)
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'flash-read-buffer': must be at least twice 'chunk-size'",
-        c.flash_read_buffer));
-  if (c.flash_write_buffer < c.chunk_size)
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'flash-write-buffer': must be at least 'chunk-size'",
-                    c.flash_write_buffer));
-  if (c.prefetch_cooldown_max_ms < c.prefetch_cooldown_ms)
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'prefetch-cooldown-max-ms': below 'prefetch-cooldown-ms' ({})",
-        c.prefetch_cooldown_max_ms, c.prefetch_cooldown_ms));
-  if (c.flash_size != 0 && c.flash_size < 2 * c.region_size)
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'flash-size': must be 0 or at least two regions", c.flash_size));
-  return Status::ok();
-}
 
 // Debian's toml++ is built with exceptions; they stop here.
 Status config_apply_toml_text(Config& config, std::string_view text) {
@@ -573,13 +83,13 @@ Result<Config> load_config(int argc, const char* const* argv, std::string_view p
   app.set_version_flag("-v,--version", std::string(program) + " " + std::string(kTierkvVersion) +
                                            " (Redis " + std::string(kRedisCompatVersion) +
                                            " compatible)");
-  std::vector<std::pair<const KeySpec*, std::string>> flag_values(specs().size());
-  for (size_t i = 0; i < specs().size(); ++i) {
-    const KeySpec& s = specs()[i];
-    flag_values[i].first = &s;
-    std::string shown = *config_get_human(config, s.key.name);
-    app.add_option("--" + std::string(s.key.name), flag_values[i].second,
-                   std::string(s.key.help) + " (default " + (shown.empty() ? "none" : shown) + ")")
+  const std::vector<ConfigKey>& keys = config_keys();
+  std::vector<std::string> flag_values(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::string shown = *config_get_human(config, keys[i].name);
+    app.add_option(
+           "--" + std::string(keys[i].name), flag_values[i],
+           std::string(keys[i].help) + " (default " + (shown.empty() ? "none" : shown) + ")")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // as redis-server: last wins
   }
   try {
@@ -594,9 +104,9 @@ Result<Config> load_config(int argc, const char* const* argv, std::string_view p
   // Like --help: the text is the status message, printed and exit 0.
   if (print_example) return Status::unavailable(config_example_toml());
   if (!config_path.empty()) TIERKV_RETURN_IF_ERROR(config_apply_toml_file(config, config_path));
-  for (size_t i = 0; i < specs().size(); ++i) {
-    if (app.count("--" + std::string(specs()[i].key.name)) == 0) continue;
-    TIERKV_RETURN_IF_ERROR(specs()[i].set(config, flag_values[i].second));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (app.count("--" + std::string(keys[i].name)) == 0) continue;
+    TIERKV_RETURN_IF_ERROR(config_set(config, keys[i].name, flag_values[i]));
   }
   TIERKV_RETURN_IF_ERROR(config_validate(config));
   return config;
