@@ -189,6 +189,14 @@ Result<WriteResult> MemoryTier::put(std::string_view key, std::string_view value
   return publish(std::move(*w), options);
 }
 
+AbsentWatches::Handle MemoryTier::watch_absent(std::string_view key) {
+  return absent_watches_->watch(hash64(key));
+}
+
+void MemoryTier::note_created(std::string_view key) {
+  absent_watches_->note_created(hash64(key));
+}
+
 void MemoryTier::raise_next_version(uint64_t first) {
   uint64_t now = next_version_.load();
   while (now < first && !next_version_.compare_exchange_weak(now, first)) {
@@ -241,7 +249,11 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
       }
       obj->charge = std::exchange(writer.meta_charge_, 0);
       int64_t expire_at = opts.keep_ttl && old ? old->expire_at_ms : opts.expire_at_ms;
-      if (old) detach_locked(s, old, to_release);
+      if (old) {
+        detach_locked(s, old, to_release);
+      } else {
+        absent_watches_->note_created(writer.hash_);
+      }
       for (Chunk* c : writer.chunks_) {
         c->owner = obj;
         obj->chunks.push_back(c);

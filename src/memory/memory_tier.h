@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "memory/absent_watches.h"
 #include "memory/chunk.h"
 #include "memory/eviction_policy.h"
 #include "memory/lower_tier.h"
@@ -230,6 +231,11 @@ class MemoryTier {
   // A version for an object written past this tier, straight to the lower
   // one (a staged put): above every version handed out before it.
   uint64_t take_version() { return next_version_.fetch_add(1, std::memory_order_relaxed); }
+  // WATCH of an absent key (absent_watches.h). Writes here note the keys
+  // they create; a staged object made visible on the lower tier is noted by
+  // its writer.
+  AbsentWatches::Handle watch_absent(std::string_view key);
+  void note_created(std::string_view key);
   // New versions start at `first` or above (a lower tier recovered later
   // than the tier was made holds versions up to first - 1).
   void raise_next_version(uint64_t first);
@@ -360,6 +366,7 @@ class MemoryTier {
   std::atomic<int64_t> budget_;
   std::atomic<int64_t> leased_{0};
   std::atomic<uint64_t> next_version_{1};
+  std::shared_ptr<AbsentWatches> absent_watches_ = std::make_shared<AbsentWatches>();
   std::atomic<size_t> evict_cursor_{0};
   std::atomic<uint64_t> evicted_objects_{0}, evicted_chunks_{0}, expired_objects_{0};
   std::atomic<uint64_t> lease_refused_{0}, lease_expired_unread_{0};

@@ -114,16 +114,22 @@ bool pin_values(CommandContext& ctx, std::vector<ObjectView>& pins) {
 }
 
 WatchedKey snapshot(Store& store, std::string_view key) {
+  memory::AbsentWatches::Handle absent = store.watch_absent(key);
   std::optional<ObjectInfo> info = store.stat(key);
-  return WatchedKey{std::string(key), info ? info->version : 0, info ? info->expire_at_ms : 0};
+  if (!info) return WatchedKey{std::string(key), 0, 0, std::move(absent)};
+  return WatchedKey{std::string(key), info->version, info->expire_at_ms, {}};
 }
 
-// True if no watched key changed since WATCH (any write makes a new version;
-// a delete, FLUSHALL or expiry makes it absent, version 0).
+// True if no watched key changed since WATCH: any write makes a new version;
+// a delete, FLUSHALL or expiry makes it absent (version 0); a key absent
+// then must still be absent and never have been created meanwhile.
 bool watches_hold(Store& store, const std::vector<WatchedKey>& watched) {
   for (const WatchedKey& w : watched) {
-    WatchedKey now = snapshot(store, w.key);
-    if (now.version != w.version || now.expire_at_ms != w.expire_at_ms) return false;
+    std::optional<ObjectInfo> now = store.stat(w.key);
+    uint64_t version = now ? now->version : 0;
+    int64_t expire_at_ms = now ? now->expire_at_ms : 0;
+    if (version != w.version || expire_at_ms != w.expire_at_ms || w.absent.created_since())
+      return false;
   }
   return true;
 }

@@ -5,12 +5,15 @@
 // after a delete): WATCH stores the version and expiry the key has (0 for an
 // absent or expired key) and EXEC compares them with what the key has then.
 // Any write, DEL, FLUSHALL, expiry or TTL change by any client shows up as
-// a difference; nothing has to be told about watches when a key changes.
+// a difference. Only a key absent when watched needs help: a creation of it
+// (even one deleted again) is counted for it by the memory tier.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "memory/absent_watches.h"
 
 namespace tierkv::server {
 
@@ -25,6 +28,9 @@ struct WatchedKey {
   std::string key;
   uint64_t version = 0;  // 0: absent (or expired) when watched
   int64_t expire_at_ms = 0;
+  // Absent when watched: tells whether it was created since (an absent key
+  // has no version to compare).
+  memory::AbsentWatches::Handle absent;
 };
 
 struct TxnState {

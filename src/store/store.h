@@ -352,6 +352,10 @@ class Store {
   // As stat(), without the per-chunk list of a flash-only key (chunks is
   // empty): the per-value version check of a stream.
   std::optional<ObjectInfo> stat_brief(std::string_view key);
+  // WATCH of an absent key: the handle tells whether the key was created
+  // (and maybe removed again) since. Take it before stat(), so a creation
+  // between the two is never missed (memory/absent_watches.h).
+  memory::AbsentWatches::Handle watch_absent(std::string_view key);
   std::optional<ObjectResidency> residency(std::string_view key);
   ScanPage scan(uint64_t cursor, size_t count);
   std::optional<std::string> random_key();

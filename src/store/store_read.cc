@@ -359,6 +359,10 @@ std::optional<ObjectInfo> Store::stat(std::string_view key) {
   return flash_info(key);
 }
 
+memory::AbsentWatches::Handle Store::watch_absent(std::string_view key) {
+  return memory_->watch_absent(key);
+}
+
 std::optional<ObjectInfo> Store::stat_brief(std::string_view key) {
   std::optional<ObjectInfo> info = memory_->stat(key);
   if (info || !flash_) return info;

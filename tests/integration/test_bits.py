@@ -453,3 +453,167 @@ def test_bitcount_bitpos_on_a_value_of_many_chunks(pair):
         pair.same("BITCOUNT", "big", a, b, "BIT")
         pair.same("BITPOS", "big", rng.randrange(2), a // 8, b // 8)
         pair.same("BITPOS", "big", rng.randrange(2), a, b, "BIT")
+
+
+# --- reference model of BITCOUNT / BITPOS ranges and BITFIELD_RO ------------
+
+def bit_at(b, i):
+    return (b[i >> 3] >> (7 - (i & 7))) & 1
+
+
+def model_range(n, start, end, isbit):
+    """Redis 7.0's clamping of a start/end range over a string of n bytes,
+    in bits or bytes: (start, end) inclusive, empty when start > end."""
+    total = n * 8 if isbit else n
+    if start < 0:
+        start += total
+    if end < 0:
+        end += total
+    start, end = max(start, 0), max(end, 0)
+    return start, min(end, total - 1)
+
+
+def model_bitcount(b, start=None, end=None, unit=None):
+    """BITCOUNT of the string b (None: a missing key), with or without a
+    range, unit None, "BIT" or "BYTE" (any case)."""
+    if b is None:
+        return 0
+    isbit = unit is not None and unit.upper() == "BIT"
+    if start is None:
+        lo, hi = 0, len(b) * 8 - 1
+    else:
+        if start < 0 and end < 0 and start > end:
+            return 0  # before the clamping, which could make it non-empty
+        lo, hi = model_range(len(b), start, end, isbit)
+        if lo > hi:
+            return 0
+        if not isbit:
+            lo, hi = lo * 8, hi * 8 + 7
+    return sum(bit_at(b, i) for i in range(lo, hi + 1))
+
+
+def model_bitpos(b, bit, start=None, end=None, unit=None):
+    """BITPOS of the string b (None: a missing key). Looking for a 0 with
+    no end given, the string counts as padded with zeros on the right."""
+    if b is None:
+        return -1 if bit else 0
+    isbit = unit is not None and unit.upper() == "BIT"
+    end_given = end is not None
+    if start is None:
+        start = 0
+    if end is None:
+        end = len(b) * 8 - 1 if isbit else len(b) - 1
+    lo, hi = model_range(len(b), start, end, isbit)
+    if lo > hi:
+        return -1
+    if not isbit:
+        lo, hi = lo * 8, hi * 8 + 7
+    for i in range(lo, hi + 1):
+        if bit_at(b, i) == bit:
+            return i
+    return -1 if bit or end_given else hi + 1
+
+
+def random_bit_string(rng):
+    n = rng.choice([0, 1, 1, 2, 3, 4, 7, 8, 16, rng.randrange(0, 40)])
+    kind = rng.randrange(5)
+    if kind == 0:
+        return bytes(rng.randrange(256) for _ in range(n))
+    if kind == 1:  # all zeros but a few bits
+        b = bytearray(n)
+    else:  # all ones but a few bits (kind 2), or runs of both
+        b = bytearray(b"\xff" * n) if kind == 2 else bytearray(rng.choice([0, 255]) for _ in range(n))
+    for _ in range(rng.randrange(0, 3) if n else 0):
+        i = rng.randrange(n * 8)
+        b[i >> 3] ^= 1 << (7 - (i & 7))
+    return bytes(b)
+
+
+def random_range(rng, n, isbit):
+    total = n * 8 if isbit else n
+    span = total + 3
+    return rng.randrange(-span - 2, span + 2), rng.randrange(-span - 2, span + 2)
+
+
+def test_bitcount_bitpos_ranges_against_redis_and_model(pair):
+    """Seeded random strings (runs of zeros and ones with a few flipped bits,
+    and random bytes) and random ranges, in BYTE and BIT units: every reply
+    of BITCOUNT and BITPOS equals redis-server's and the Python model's."""
+    rng = random.Random(5150)
+    checked = 0
+    for round_ in range(120):
+        k = rng.choice(["b0", "b1", "none"])
+        b = None
+        if k != "none":
+            b = random_bit_string(rng)
+            pair.same("SET", k, b)
+        n = len(b) if b is not None else rng.randrange(4)
+        assert pair.same("BITCOUNT", k) == model_bitcount(b), (b, k)
+        for _ in range(8):
+            unit = rng.choice([None, "BYTE", "BIT", "bit", "byte", "Bit"])
+            isbit = unit is not None and unit.upper() == "BIT"
+            start, end = random_range(rng, n, isbit)
+            tail = [unit] if unit else []
+            got = pair.same("BITCOUNT", k, start, end, *tail)
+            assert got == model_bitcount(b, start, end, unit), (b, start, end, unit)
+            bit = rng.randrange(2)
+            assert pair.same("BITPOS", k, bit) == model_bitpos(b, bit), (b, bit)
+            if not isbit:  # a start alone is in bytes
+                got = pair.same("BITPOS", k, bit, start)
+                assert got == model_bitpos(b, bit, start), (b, bit, start)
+            got = pair.same("BITPOS", k, bit, start, end, *tail)
+            assert got == model_bitpos(b, bit, start, end, unit), (b, bit, start, end, unit)
+            checked += 1
+    assert checked == 960
+
+
+def random_bitfield_gets(rng):
+    """BITFIELD_RO arguments: 1..4 GETs, some with #index offsets."""
+    ops, args = [], []
+    for _ in range(rng.randrange(1, 5)):
+        sign = rng.random() < 0.5
+        bits = rng.randrange(1, 65 if sign else 64)
+        if rng.random() < 0.3:
+            index = rng.randrange(0, 6)
+            off, spec = index * bits, f"#{index}"
+        else:
+            off = rng.randrange(0, 200)
+            spec = str(off)
+        args += ["GET", ("i" if sign else "u") + str(bits), spec]
+        ops.append(("GET", sign, bits, off, 0, "WRAP"))
+    return ops, args
+
+
+def test_random_bitfield_ro_against_redis_and_model(pair):
+    """BITFIELD_RO GETs (signed and unsigned, 1..64 bits, plain and #index
+    offsets, reaching past the end) on seeded random strings and on a
+    missing key: replies equal redis-server's and the model's, and the
+    string is left as it was."""
+    rng = random.Random(6160)
+    m = Model()
+    for _ in range(150):
+        k = rng.choice(["r0", "r1", "none"])
+        if k != "none" and rng.random() < 0.3:
+            b = random_bit_string(rng)
+            pair.same("SET", k, b)
+            m.v[k] = bytearray(b)
+        ops, args = random_bitfield_gets(rng)
+        assert pair.same("BITFIELD_RO", k, *args) == model_bitfield(m, k, ops), (k, args)
+        assert pair.same("BITFIELD", k, *args) == model_bitfield(m, k, ops), (k, args)
+    for k in ["r0", "r1", "none"]:
+        assert (pair.same("GET", k) or b"") == bytes(m.v.get(k, b""))
+    assert pair.same("EXISTS", "none") == 0
+
+
+def test_bit_models_on_known_cases():
+    """The models themselves, on cases worked out from Redis's documentation
+    (and the 7.0 code: an all-negative reversed range is empty before clamping)."""
+    v = b"\xff\xf0\x00"
+    assert model_bitpos(v, 0) == 12 and model_bitpos(v, 1, 2) == -1 and model_bitpos(v, 0, 2) == 16
+    assert model_bitpos(b"\xff\xff", 0) == 16 and model_bitpos(b"\xff\xff", 0, 0, -1) == -1
+    assert model_bitpos(b"\x00\xff\xf0", 1, 7, 15, "BIT") == 8
+    assert model_bitpos(b"", 0) == -1 and model_bitpos(None, 0) == 0 and model_bitpos(None, 1) == -1
+    assert model_bitcount(b"foobar") == 26 and model_bitcount(b"foobar", 1, 1) == 6
+    assert model_bitcount(b"foobar", 5, 30, "BIT") == 17
+    assert model_bitcount(b"foobar", -1, -3) == 0 and model_bitcount(b"foobar", -100, -50) == 4
+    assert model_bitcount(b"foobar", -50, -100) == 0  # clamped, this would be byte 0 again

@@ -17,7 +17,8 @@ import pytest
 import redis
 
 from conftest import rss_kib
-from flash_util import MIB, execs_torn_while, flash_servers, make_value, tier_stat  # noqa: F401
+from flash_util import (MIB, execs_torn_while, flash_servers, make_value,  # noqa: F401
+                        residencies, tier_stat)
 
 FLAGS = ("--region-size", "16mb", "--flash-preallocate", "no")
 
@@ -213,6 +214,33 @@ def test_a_large_set_lands_between_commands_never_inside_exec(flash_servers):
     execs, torn = execs_torn_while(s, "k", churn)
     assert execs > 0
     assert not torn, f"{torn} of {execs} EXECs saw the key appear or vanish inside them"
+
+
+def test_watch_of_an_absent_key_sees_a_large_set_that_came_and_went(flash_servers):
+    """WATCH of an absent key aborts EXEC when another client created the key
+    meanwhile, as Redis does, also when the key went again before EXEC and
+    the value went straight to flash (a staged put, not a memory write)."""
+    s = flash_servers(memory="16mb", flash_size="512mb", extra=FLAGS).start()
+    watcher, other = s.client(), s.client()
+    value = make_value("k", 3, 9 * MIB)  # past half the budget: flash only
+    for round_ in range(3):
+        pipe = watcher.pipeline()
+        pipe.watch("k")
+        assert other.set("k", value) is True
+        assert residencies(other, "k") == ["flash"] * 9
+        assert other.delete("k") == 1
+        pipe.multi()
+        pipe.set("k", f"mine{round_}")
+        with pytest.raises(redis.WatchError):
+            pipe.execute()
+        assert watcher.get("k") is None
+    # The control: with nothing created meanwhile, the same EXEC commits.
+    pipe = watcher.pipeline()
+    pipe.watch("k")
+    pipe.multi()
+    pipe.set("k", "mine")
+    assert pipe.execute() == [True]
+    assert watcher.get("k") == b"mine"
 
 
 def test_set_get_of_a_value_larger_than_memory_is_refused_and_keeps_the_old_value(flash_servers):

@@ -3,6 +3,8 @@
 transactional pipelines, and concurrency checks: EXEC and MSET are
 isolated, and WATCH-based read-modify-write loses no update."""
 import random
+import socket
+import struct
 import threading
 import time
 
@@ -198,6 +200,24 @@ def test_watch_missing_key(raw):
     a.same("GET", "k2")
 
 
+@pytest.mark.parametrize("change", [
+    [["SET", "k", "x"], ["DEL", "k"]], [["INCR", "k"], ["RENAME", "k", "k2"]],
+    [["MSET", "k", "x"], ["GETDEL", "k"]], [["APPEND", "k", "x"], ["UNLINK", "k"]],
+    [["SET", "k2", "x"], ["RENAME", "k2", "k"], ["DEL", "k"]]])
+def test_watch_missing_key_aborts_when_created_and_removed(raw, change):
+    """WATCH of a missing key; another client creates the key and removes it
+    again before EXEC: the key was changed (Redis touches it twice), so EXEC
+    aborts although the key is missing again, as when it was watched."""
+    a, b = raw
+    a.same("WATCH", "k")
+    for c in change:
+        b.same(*c)
+    a.same("MULTI")
+    a.same("SET", "k", "mine")
+    assert a.same("EXEC") == b"*-1\r\n"
+    a.same("EXISTS", "k")
+
+
 def test_watch_aborts_on_expiry(raw):
     a, _ = raw
     a.same("SET", "k", "v", "PX", "150")
@@ -287,6 +307,92 @@ def test_quit_inside_multi_closes(tierkv_server):
     assert d.call("EXISTS", "quitkey") == b":0\r\n"
     assert d.call("EXEC") == b"-ERR EXEC without MULTI\r\n"
     d.close()
+
+
+def wait_until_gone(c, name, timeout=5.0):
+    """True once CLIENT LIST (asked on RawClient c) has no client `name`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if f" name={name} ".encode() not in c.call("CLIENT", "LIST"):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.parametrize("how", ["close", "reset", "mid_exec"])
+@pytest.mark.parametrize("which", ["tierkv", "redis"])
+def test_dropped_client_in_multi_runs_nothing(tierkv_server, redis_server, which, how):
+    """A client that WATCHes keys and queues commands in MULTI, then drops
+    its socket without QUIT (a plain close, a reset, or a close in the
+    middle of sending EXEC): the queued commands never run, its watches
+    are gone without harm (writes to the watched keys keep working), and
+    the server keeps serving: another client sees the keys unchanged, and
+    a new client can WATCH / MULTI / EXEC the same key. Ten rounds, while
+    a writer keeps changing one of the watched keys."""
+    port = (tierkv_server if which == "tierkv" else redis_server).port
+    b = RawClient(port)
+    assert b.call("FLUSHALL") == b"+OK\r\n"
+    assert b.call("MSET", "dk", "orig", "dother", "keep") == b"+OK\r\n"
+    stop = threading.Event()
+    writes = [0]
+
+    def writer():  # changes the other watched key while clients come and go
+        w = RawClient(port)
+        try:
+            while not stop.is_set() and writes[0] < 20000:
+                assert w.call("SET", "dhot", str(writes[0])) == b"+OK\r\n"
+                writes[0] += 1
+        finally:
+            w.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for round_ in range(10):
+            a = RawClient(port)
+            name = f"dropper-{how}-{round_}"
+            assert a.call("CLIENT", "SETNAME", name) == b"+OK\r\n"
+            assert a.call("WATCH", "dk", "dhot", "dnew") == b"+OK\r\n"
+            assert a.call("MULTI") == b"+OK\r\n"
+            for cmd in [("SET", "dk", "dropped"), ("INCR", "dcount"), ("DEL", "dother"),
+                        ("APPEND", "dk", "x"), ("SET", "dnew", "1")]:
+                assert a.call(*cmd) == b"+QUEUED\r\n"
+            if how == "reset":  # RST instead of FIN
+                a.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            elif how == "mid_exec":
+                a.send(encode_command("EXEC")[:-3])
+            a.close()
+            assert wait_until_gone(b, name), f"{name} still in CLIENT LIST"
+            assert b.call("MGET", "dk", "dother", "dcount", "dnew") == \
+                b"*4\r\n$4\r\norig\r\n$4\r\nkeep\r\n$-1\r\n$-1\r\n"
+            # Writes to the keys the dropped client watched work.
+            assert b.call("SET", "dk", "touched") == b"+OK\r\n"
+            assert b.call("SET", "dk", "orig") == b"+OK\r\n"
+            # A new client uses the same key in a transaction, normally.
+            c = RawClient(port)
+            assert c.call("WATCH", "dk") == b"+OK\r\n"
+            assert c.call("GET", "dk") == b"$4\r\norig\r\n"
+            assert c.call("MULTI") == b"+OK\r\n"
+            assert c.call("SET", "dk", "mine") == b"+QUEUED\r\n"
+            assert c.call("INCR", "dcount") == b"+QUEUED\r\n"
+            assert c.call("EXEC") == b"*2\r\n+OK\r\n:1\r\n"
+            # ... and its WATCH still aborts on another client's change.
+            assert c.call("WATCH", "dk") == b"+OK\r\n"
+            assert b.call("SET", "dk", "orig") == b"+OK\r\n"
+            assert c.call("MULTI") == b"+OK\r\n"
+            assert c.call("DEL", "dcount") == b"+QUEUED\r\n"
+            assert c.call("EXEC") == b"*-1\r\n"
+            assert c.call("DEL", "dcount") == b":1\r\n"
+            assert c.call("QUIT") == b"+OK\r\n"
+            c.close()
+    finally:
+        stop.set()
+        t.join(30)
+    assert not t.is_alive()
+    assert writes[0] > 0
+    assert b.call("GET", "dhot") == b"$%d\r\n%d\r\n" % (len(str(writes[0] - 1)), writes[0] - 1)
+    assert b.call("PING") == b"+PONG\r\n"
+    b.close()
 
 
 def test_large_value_inside_multi_is_queued(raw):
