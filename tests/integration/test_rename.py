@@ -73,15 +73,15 @@ def test_rename_inside_transaction(raw):  # noqa: F811
     a.same("MGET", "tmp", "published", "backup")
 
 
-def test_random_renames_match_redis(raw):  # noqa: F811
+def random_renames(a, steps, seed=SEED):
     """Seeded random RENAME / RENAMENX / COPY / SET / DEL / EXPIRE on a few
-    keys: every reply and the final contents equal redis-server's."""
-    a, _ = raw
-    rng = random.Random(SEED)
+    keys through `a.same`: every reply and the final contents equal
+    redis-server's."""
+    rng = random.Random(seed)
     keys = ["k0", "k1", "k2", "k3"]
-    for step in range(400):
+    for step in range(steps):
         x, y = rng.choice(keys), rng.choice(keys)
-        op = rng.randrange(7)
+        op = rng.randrange(8)
         if op == 0:
             a.same("SET", x, f"v{step}")
         elif op == 1:
@@ -94,11 +94,18 @@ def test_random_renames_match_redis(raw):  # noqa: F811
             a.same("DEL", x)
         elif op == 5:
             a.same("EXPIRE", x, str(rng.randrange(100, 1000)))
+        elif op == 6:
+            a.same("GET", x)
         else:
             a.same("PERSIST", x)
     for k in keys:
         a.same("GET", k)
         a.same("TTL", k)
+
+
+def test_random_renames_match_redis(raw):  # noqa: F811
+    a, _ = raw
+    random_renames(a, 400)
 
 
 @pytest.mark.parametrize("db", ["1", "15"])

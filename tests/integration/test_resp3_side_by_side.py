@@ -2,14 +2,12 @@
 replies test_object.py, test_rename.py and test_transactions.py compare byte
 for byte, sent after HELLO 3 on both servers, with byte-identical replies
 (RESP3 nulls "_", maps, and errors inside EXEC arrays included)."""
-import random
 
 import pytest
 
-from test_rename import ttl_close
+from test_rename import random_renames, ttl_close
 from test_transactions import RawPair
 
-SEED = 3003
 
 
 def hello3(p):
@@ -150,28 +148,7 @@ def test_resp3_rename_and_copy(raw3):
 
 def test_resp3_random_renames(raw3):
     a, _ = raw3
-    rng = random.Random(SEED)
-    keys = ["k0", "k1", "k2", "k3"]
-    for step in range(300):
-        x, y = rng.choice(keys), rng.choice(keys)
-        op = rng.randrange(7)
-        if op == 0:
-            a.same("SET", x, f"v{step}")
-        elif op == 1:
-            a.same("RENAME", x, y)
-        elif op == 2:
-            a.same("RENAMENX", x, y)
-        elif op == 3:
-            a.same("COPY", x, y, *(["REPLACE"] if rng.random() < 0.5 else []))
-        elif op == 4:
-            a.same("DEL", x)
-        elif op == 5:
-            a.same("EXPIRE", x, str(rng.randrange(100, 1000)))
-        else:
-            a.same("GET", x)
-    for k in keys:
-        a.same("GET", k)
-        a.same("TTL", k)
+    random_renames(a, 300)
 
 
 def test_resp3_queuing_error_aborts_exec(raw3):
