@@ -9,7 +9,6 @@ from test_rename import random_renames, ttl_close
 from test_transactions import RawPair
 
 
-
 def hello3(p):
     for side in (p.ours, p.theirs):  # the HELLO replies differ (version, id)
         reply = side.call("HELLO", "3")
