@@ -55,6 +55,7 @@ struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
   bool credit = false;           // budget granted for the next new buffer
   bool credit_waiting = false;   // ... asked for, not granted yet
   int64_t charged = 0;           // bytes taken from the budget
+  bool committed = false;        // committed (or failed): takes no more budget
   size_t outstanding = 0;        // buffers handed to the pool, not yet written
   Status first_error;
   std::function<void()> on_room;
@@ -112,13 +113,20 @@ bool FlashValueSink::Shared::ask_credit(uint32_t chunk_size) {
 
 void FlashValueSink::Shared::on_credit(int64_t bytes) {
   std::function<void()> room;
+  bool late = false;
   {
     std::lock_guard lock(mu);
-    charged += bytes;
-    credit = true;
     credit_waiting = false;
-    if (on_room && !paused_locked()) room = std::move(on_room);
+    late = committed;
+    if (!late) {
+      charged += bytes;
+      credit = true;
+      if (on_room && !paused_locked()) room = std::move(on_room);
+    }
   }
+  // Granted after the value committed (the request was still queued): the
+  // room goes straight back, not held until this sink is destroyed.
+  if (late) return budget->release(bytes);
   if (room) room();
 }
 
@@ -175,6 +183,7 @@ void FlashValueSink::Shared::run_commit(bool run) {
     gone.swap(buffers);
     release = std::exchange(charged, 0);
     credit = false;
+    committed = true;
   }
   gone.clear();
   if (budget && release > 0) budget->release(release);
