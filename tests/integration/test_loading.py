@@ -99,6 +99,13 @@ def test_loading_answers_then_every_key_is_there(image):
     assert still, "loaded too fast to watch"
     assert b"db0:" not in keyspace
     assert re.search(r"^tierkv_loading 1$", metrics, re.M), metrics
+    # The total is known once the region headers are read, a moment after
+    # loading began (a loaded machine made that moment visible).
+    deadline = time.time() + 10
+    while (not re.search(r"^tierkv_loading_total_bytes [1-9]", metrics, re.M)
+           and re.search(r"^tierkv_loading 1$", metrics, re.M) and time.time() < deadline):
+        time.sleep(0.01)
+        metrics = s.metrics()
     assert re.search(r"^tierkv_loading_total_bytes [1-9]", metrics, re.M), metrics
     samples = watch_loading(s, started)
     loading = [f for f in samples if f["loading"] == "1"]
