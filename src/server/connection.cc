@@ -1,5 +1,6 @@
 #include "server/connection.h"
 
+#include <absl/cleanup/cleanup.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -171,6 +172,13 @@ bool Connection::query_buffer_over_limit() {
 }
 
 void Connection::process_input() {
+  // Every way out of the batch gives the gate back: a wait for flash or a
+  // pause, too, never holds it.
+  in_batch_ = true;
+  absl::Cleanup end_batch = [this] {
+    in_batch_ = false;
+    batch_gate_.reset();
+  };
   parser_.set_limits(parser_limits());
   // One clock read per command: each command's latency runs from the end of
   // the previous one (or the read) to its own end, parsing included.
@@ -393,9 +401,16 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
   CommandContext ctx{inv_, reply, state_, server_.context(), store, this};
   fetch_again_ = false;
   {
-    ExecGate& gate = server_.context().exec_gate();
-    ExecGate::Guard held =
-        (spec.flags & kExclusive) ? gate.exclusive() : gate.shared(thread_.index);
+    std::optional<ExecGate::Guard> held;
+    if (!batch_gate_) {
+      ExecGate& gate = server_.context().exec_gate();
+      bool exclusive = (spec.flags & kExclusive) != 0;
+      if (exclusive && in_batch_) {
+        batch_gate_.emplace(gate.exclusive());
+      } else {
+        held.emplace(exclusive ? gate.exclusive() : gate.shared(thread_.index));
+      }
+    }
     spec.handler(ctx);
   }
   if (fetch_again_ && retry_fetch(spec, clock)) {

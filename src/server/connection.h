@@ -163,6 +163,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   bool writing_in_flight_ = false;
   bool closed_ = false;
 
+  // Set while process_input() runs a batch of pipelined commands. The first
+  // exclusive command of the batch takes every gate slot and keeps them
+  // until the batch ends (or the connection waits), so a pipeline of
+  // transactions hands the gate to the other I/O threads once per batch,
+  // not once per EXEC; later commands of the batch run under it.
+  bool in_batch_ = false;
+  std::optional<ExecGate::Guard> batch_gate_;
   Wait waiting_ = Wait::kNone;
   uint64_t wait_gen_ = 0;  // callbacks of an older wait are ignored
   const CommandSpec* deferred_spec_ = nullptr;

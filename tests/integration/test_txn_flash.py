@@ -95,6 +95,42 @@ def test_exec_waiting_for_flash_does_not_hold_the_network_thread(flash_servers):
     assert ping_s < 0.2 < elapsed + 0.05, (ping_s, elapsed)
 
 
+def test_a_pipeline_that_waits_for_flash_gives_the_gate_back(flash_servers):
+    """Exclusive commands in a pipelined batch keep the exec gate until the
+    batch ends; a command of the batch that waits for flash (300 ms per
+    read) ends it. Meanwhile clients on every I/O thread are answered at
+    once, and the batch's replies are whole and in order."""
+    s = small_server(flash_servers, "--io-threads", "2", "--backing-latency-ns", "300000000")
+    c = s.client()
+    push_to_flash(c, "slow", 64 * 1024)
+    others = [s.client() for _ in range(4)]  # on both I/O threads
+    for o in others:
+        assert o.ping()
+    batch = [["MSET", "a", "1", "b", "2"], ["MULTI"], ["INCR", "n"], ["EXEC"], ["GET", "slow"],
+             ["MSET", "a", "3", "b", "4"]]
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"".join(encode_command(*a) for a in batch))
+    time.sleep(0.05)  # the GET now waits for its flash read
+    slowest = 0.0
+    for i, o in enumerate(others):
+        started = time.monotonic()
+        assert o.set(f"other{i}", "x") is True
+        assert o.mget("a", "b") == [b"1", b"2"]  # the batch's second MSET waits too
+        slowest = max(slowest, time.monotonic() - started)
+    value = make_value("slow", 1, 64 * 1024)
+    want = (b"+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n:1\r\n$65536\r\n" + value + b"\r\n+OK\r\n")
+    sock.settimeout(10)
+    reply = b""
+    while len(reply) < len(want):
+        chunk = sock.recv(1 << 16)
+        assert chunk, reply[:80]
+        reply += chunk
+    sock.close()
+    assert reply == want
+    assert slowest < 0.2, slowest
+    assert c.mget("a", "b") == [b"3", b"4"]
+
+
 def test_concurrent_transactions_on_flash_keys(flash_servers):
     """Clients increment counters that memory pressure keeps pushing to
     flash, in transactions of two INCRs and a GET: every EXEC is whole
