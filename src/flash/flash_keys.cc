@@ -183,6 +183,12 @@ void FlashTier::clear() {
         st.to_string());
   }
   for (RegionState& region : im.regions) region = RegionState{};
+  {
+    // Every region is free now; a pinned read of a wiped region misses.
+    std::lock_guard pins(im.pin_mu);
+    im.region_draining.assign(region_count_, false);
+    im.regions_draining = 0;
+  }
   im.free_regions.clear();
   for (uint32_t r = 0; r < region_count_; ++r) im.free_regions.push_back(r);
   im.fifo.clear();

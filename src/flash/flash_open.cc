@@ -35,6 +35,8 @@ FlashMetrics::FlashMetrics(MetricsRegistry& r)
       write_amplification_permille(r.gauge("tierkv_flash_write_amplification_permille",
                                            "Device bytes written per 1000 user bytes")),
       reclaims(r.counter("tierkv_flash_reclaims_total", "Flash regions reclaimed")),
+      regions_draining(r.gauge("tierkv_flash_regions_draining",
+                               "Reclaimed regions that reads in progress still pin")),
       reinsertions(r.counter("tierkv_flash_reinsertions_total", "Chunks reinserted on reclaim")),
       reads(r.counter("tierkv_flash_reads_total", "Chunk reads from the device")),
       read_bytes(r.counter("tierkv_flash_read_bytes_total", "Chunk data bytes read")),

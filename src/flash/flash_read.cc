@@ -50,12 +50,44 @@ std::optional<FlashTier::VersionLocations> FlashTier::locate_version(std::string
   Impl& im = *impl_;
   const uint64_t key_hash = hash64(key);
   VersionLocations out;
+  // See reclaim_locked(): the lookup and the pins are one step for it.
+  std::lock_guard pins(im.pin_mu);
   // Taken before the lookup, as for a read (see reclaim_locked()).
   out.reclaim_epoch = im.reclaim_epoch.load(std::memory_order_acquire);
   if (!im.index.version_locations(key, key_hash, version, &out.locations, &out.expire_at_ms))
     return std::nullopt;
   out.version = version;
+  std::vector<uint32_t>& regions = out.pins.regions_;
+  for (uint64_t where : out.locations) {
+    if (where == 0) continue;
+    const uint32_t region = location::region(where);
+    if (std::find(regions.begin(), regions.end(), region) != regions.end()) continue;
+    regions.push_back(region);
+    ++im.region_readers[region];
+  }
+  out.pins.tier_ = this;
   return out;
+}
+
+FlashTier::RegionPins::RegionPins(RegionPins&& other) noexcept
+    : tier_(std::exchange(other.tier_, nullptr)), regions_(std::move(other.regions_)) {
+  other.regions_.clear();
+}
+
+FlashTier::RegionPins& FlashTier::RegionPins::operator=(RegionPins&& other) noexcept {
+  if (this != &other) {
+    reset();
+    tier_ = std::exchange(other.tier_, nullptr);
+    regions_ = std::move(other.regions_);
+    other.regions_.clear();
+  }
+  return *this;
+}
+
+void FlashTier::RegionPins::reset() {
+  if (tier_ != nullptr && !regions_.empty()) tier_->unpin_regions(regions_);
+  tier_ = nullptr;
+  regions_.clear();
 }
 
 FlashTier::ReadOp* FlashTier::make_read_op(std::string_view key, uint32_t chunk_index,

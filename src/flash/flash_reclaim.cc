@@ -9,6 +9,7 @@
 // it takes the oldest region out of the FIFO, reads its hot chunks without
 // holding write_mu, appends the copies, then frees the region. If writers
 // outrun it, they reclaim without reinsertion.
+#include <absl/container/inlined_vector.h>
 #include <spdlog/spdlog.h>
 
 #include "flash/flash_tier.h"
@@ -33,23 +34,66 @@ struct Reinsert {
 
 }  // namespace
 
-void FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits) {
+bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits,
+                               bool self_pin) {
   Impl& im = *impl_;
   {
     // Before the index: an object installed after this has no chunk here.
     std::lock_guard landing(im.landing_mu);
     lose_staged_in_region_locked(region);
   }
-  im.index.drop_region(region, hits);
-  // Readers compare this epoch: a record that changed under a read after a
-  // reclaim is a race, not corruption.
-  im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
+  bool writable;
+  {
+    // Under pin_mu: a read pins the region before this drops its chunks (and
+    // is waited for), or finds them gone and does not pin it.
+    std::lock_guard pins(im.pin_mu);
+    im.index.drop_region(region, hits);
+    // Readers compare this epoch: a record that changed under a read after
+    // a reclaim is a race, not corruption.
+    im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
+    if (self_pin) ++im.region_readers[region];
+    writable = im.region_readers[region] == 0;
+    if (!writable) {
+      im.region_draining[region] = true;
+      im.metrics.regions_draining.set(static_cast<int64_t>(++im.regions_draining));
+    }
+  }
   RegionState& st = im.regions[region];
   im.used_bytes -= st.fill;
   st.fill = 0;
   st.seq = 0;
   im.metrics.reclaims.add();
   update_space_gauges_locked();
+  return writable;
+}
+
+void FlashTier::unpin_region_locked(uint32_t region) {
+  Impl& im = *impl_;
+  std::lock_guard pins(im.pin_mu);
+  if (--im.region_readers[region] > 0 || !im.region_draining[region]) return;
+  im.region_draining[region] = false;
+  im.metrics.regions_draining.set(static_cast<int64_t>(--im.regions_draining));
+  im.free_regions.push_back(region);
+}
+
+void FlashTier::unpin_regions(std::span<const uint32_t> regions) const {
+  Impl& im = *impl_;
+  absl::InlinedVector<uint32_t, 4> last_pins;
+  {
+    std::lock_guard pins(im.pin_mu);
+    for (uint32_t r : regions) {
+      // The last pin of a draining region frees it, which needs write_mu
+      // (taken before pin_mu): that pin is dropped below, under both.
+      if (im.region_readers[r] == 1 && im.region_draining[r]) {
+        last_pins.push_back(r);
+      } else {
+        --im.region_readers[r];
+      }
+    }
+  }
+  if (last_pins.empty()) return;
+  std::lock_guard lock(im.write_mu);
+  for (uint32_t r : last_pins) const_cast<FlashTier*>(this)->unpin_region_locked(r);
 }
 
 // Free regions the reclaimer keeps ahead of the writers (fewer on tiny
@@ -108,7 +152,8 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
   const uint32_t region = im.fifo.front();
   im.fifo.pop_front();
   std::vector<ReinsertCandidate> hits;
-  reclaim_locked(region, &hits);
+  // Its own pin: the hot chunks are read below, and streams may pin it too.
+  reclaim_locked(region, &hits, /*self_pin=*/true);
   const uint64_t generation = im.generation;
   write_lock.unlock();
 
@@ -147,8 +192,9 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
   write_lock.lock();
   // clear() ran meanwhile: it freed every region, this one included.
   const bool cleared = generation != im.generation || im.clearing;
-  // Free first: the copies may need a region of their own.
-  if (!cleared) im.free_regions.push_back(region);
+  // Free first (unless a stream still reads it; clear() freed it already):
+  // the copies may need a region of their own.
+  unpin_region_locked(region);
   std::vector<IoRequest*> to_submit;
   for (Reinsert& r : copies) {
     const PendingChunk& c = r.chunk;

@@ -354,6 +354,8 @@ Status FlashTier::recover() {
   if (options_.progress) options_.progress->start_ms.store(static_cast<uint64_t>(unix_time_ms()));
   TIERKV_RETURN_IF_ERROR(load_superblock());
   im.regions.assign(region_count_, RegionState{});
+  im.region_readers.assign(region_count_, 0);
+  im.region_draining.assign(region_count_, false);
   const bool from_snapshot = load_snapshot();
   if (!from_snapshot) TIERKV_RETURN_IF_ERROR(scan_regions());
   // Sequence numbers handed out before a crash may not all be visible in a

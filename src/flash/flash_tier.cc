@@ -160,14 +160,17 @@ Status FlashTier::open_region_locked() {
     im.free_regions.pop_front();
   } else {
     // The background reclaimer (reinsertion) fell behind: reclaim the oldest
-    // region here, without reinsertion, which would read the device.
-    if (im.fifo.empty()) return Status::busy("flash: every region is being reclaimed");
-    region = im.fifo.front();
-    if (im.regions[region].pending_writes > 0) {
-      return Status::busy("flash: oldest region still has writes in flight");
+    // region here, without reinsertion, which would read the device. One
+    // that reads still pin drains; the next oldest goes too.
+    while (true) {
+      if (im.fifo.empty()) return Status::busy("flash: every region is being reclaimed or read");
+      region = im.fifo.front();
+      if (im.regions[region].pending_writes > 0) {
+        return Status::busy("flash: oldest region still has writes in flight");
+      }
+      im.fifo.pop_front();
+      if (reclaim_locked(region, nullptr)) break;
     }
-    im.fifo.pop_front();
-    reclaim_locked(region, nullptr);
   }
   seal_locked();
   RegionState& st = im.regions[region];
@@ -429,6 +432,10 @@ FlashStats FlashTier::stats() const {
   s.chunks = im.index.chunk_count();
   s.index_bytes = im.index.memory_bytes();
   s.reclaims = im.metrics.reclaims.value();
+  {
+    std::lock_guard pins(im.pin_mu);
+    s.regions_draining = im.regions_draining;
+  }
   s.reinsertions = im.metrics.reinsertions.value();
   s.reads = im.metrics.reads.value();
   s.read_bytes = im.metrics.read_bytes.value();

@@ -177,6 +177,7 @@ struct FlashStats {
   uint64_t chunks = 0;
   uint64_t index_bytes = 0;
   uint64_t reclaims = 0;
+  uint64_t regions_draining = 0;  // reclaimed, waiting for their readers
   uint64_t reinsertions = 0;
   uint64_t reads = 0;
   uint64_t read_bytes = 0;
@@ -219,11 +220,33 @@ class FlashTier {
   // many chunks keeps it, so that a newer version replacing this one in the
   // index meanwhile does not cut the read short (the old records stay on
   // the device until their region is reclaimed, which the epoch detects).
+  //
+  // It also pins the regions those chunks are in: a region reclaimed while
+  // pinned leaves the index at once (new reads miss), but no writer gets it
+  // before the last pin is dropped, so a read already under way (a GET whose
+  // first bytes are on the wire) still finds every chunk it was promised.
+  class RegionPins {
+   public:
+    RegionPins() = default;
+    RegionPins(RegionPins&& other) noexcept;
+    RegionPins& operator=(RegionPins&& other) noexcept;
+    RegionPins(const RegionPins&) = delete;
+    RegionPins& operator=(const RegionPins&) = delete;
+    ~RegionPins() { reset(); }
+    void reset();
+    size_t size() const { return regions_.size(); }
+
+   private:
+    friend class FlashTier;
+    const FlashTier* tier_ = nullptr;
+    std::vector<uint32_t> regions_;
+  };
   struct VersionLocations {
     uint64_t version = 0;
     int64_t expire_at_ms = 0;
     uint64_t reclaim_epoch = 0;
     std::vector<uint64_t> locations;  // per chunk; 0: not readable then
+    RegionPins pins;                  // the regions of `locations`
   };
   std::optional<VersionLocations> locate_version(std::string_view key, uint64_t version) const;
   // Reads several chunks of one object, issued together. `done` runs once per
@@ -424,14 +447,21 @@ class FlashTier {
   void log_write_error(const WriteBatch& batch, int64_t result);
   Status wipe_region_headers();
   Status open_region_locked();
-  // Reclaim (flash_reclaim.cc). Drops the region's chunks from the index;
-  // with `hits`, chunks read since written stay, marked relocating, listed.
-  void reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits);
+  // Reclaim (flash_reclaim.cc).
   // Reinsertion reads the device, so it runs on a thread of its own, a
   // region ahead: writers never wait for it.
   void start_reclaimer();
   void stop_reclaimer();
   void reclaim_ahead(std::unique_lock<std::mutex>& write_lock);
+  // Drops the region's chunks from the index (with `hits`, chunks read since
+  // written stay, marked relocating, listed) and empties it. True if it may
+  // be written at once; false if reads pin it (it is draining: the last
+  // unpin frees it). With `self_pin`, the caller keeps a pin of its own.
+  bool reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits, bool self_pin = false);
+  void unpin_regions(std::span<const uint32_t> regions) const;
+  // Drops one pin with write_mu held; a draining region left without pins
+  // becomes free.
+  void unpin_region_locked(uint32_t region);
   bool reclaim_wanted_locked() const;
   std::unique_ptr<WriteBatch> new_batch_locked(uint32_t region, uint64_t offset, uint64_t bytes);
   void seal_locked();

@@ -50,6 +50,7 @@ struct FlashMetrics {
   Gauge& index_bytes;
   Gauge& write_amplification_permille;
   Counter& reclaims;
+  Gauge& regions_draining;
   Counter& reinsertions;
   Counter& reads;
   Counter& read_bytes;
@@ -210,6 +211,15 @@ struct FlashTier::Impl {
   bool reclaim_stop = false;
   std::thread reclaimer;
   std::atomic<bool> dirty{false};  // written since the last fdatasync
+
+  // Region pins (see FlashTier::RegionPins), guarded by pin_mu. Lock order:
+  // write_mu, then pin_mu, then the index's shard locks. Sized once, at open.
+  std::mutex pin_mu;
+  std::vector<uint32_t> region_readers;
+  // Reclaimed while pinned: out of the index, not yet free. clear() resets
+  // these (it frees every region itself).
+  std::vector<bool> region_draining;
+  uint64_t regions_draining = 0;
 
   // Read side, guarded by read_mu.
   std::mutex read_mu;

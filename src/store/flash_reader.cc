@@ -269,7 +269,11 @@ void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
     s.chunk.reset();
     --held_;
   }
+  // Nothing more is read from the device: reclaim may have those regions.
+  flash::FlashTier::RegionPins pins;
+  if (known_) pins = std::move(known_->pins);
   lock.unlock();
+  pins.reset();
   reader_.budget_.release(unused);
   callbacks_.on_done(result);
   if (copy_) on_copied_(std::move(*copy_), result);

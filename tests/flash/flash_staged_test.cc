@@ -16,6 +16,7 @@ namespace {
 
 using testing::open_or_die;
 using testing::pattern;
+using testing::read_known;
 using testing::read_sync;
 using testing::small_options;
 using testing::TempDir;
@@ -199,21 +200,6 @@ TEST(FlashStagedTest, AnExpirySetBeforeTheLastChunkIsKeptAcrossARestart) {
   EXPECT_EQ(info->expire_at_ms, expire);
 }
 
-Result<std::string> read_known(FlashTier& t, uint32_t chunk, uint64_t version,
-                               const FlashTier::VersionLocations* known) {
-  auto done = std::make_shared<std::promise<Result<std::string>>>();
-  auto future = done->get_future();
-  const uint32_t index = chunk;
-  t.read_chunks(
-      "k", std::span(&index, 1), version,
-      [done](uint32_t, Result<FlashChunk> r) {
-        done->set_value(r.is_ok() ? Result<std::string>(std::string(r->data()))
-                                  : Result<std::string>(r.status()));
-      },
-      known);
-  return future.get();
-}
-
 // A read that began on a version keeps reading it after an overwrite
 // replaced it in the index, from where its chunks were.
 TEST(FlashStagedTest, KnownLocationsKeepAReadOfAReplacedVersion) {
@@ -230,10 +216,10 @@ TEST(FlashStagedTest, KnownLocationsKeepAReadOfAReplacedVersion) {
                               .chunk_count = 1,
                               .data = "new value!"})
                   .is_ok());
-  EXPECT_EQ(read_known(*t, 1, 1, nullptr).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(*read_known(*t, 0, 1, &*known), pattern(kChunk, 10));
-  EXPECT_EQ(*read_known(*t, 1, 1, &*known), pattern(kChunk, 11));
-  EXPECT_EQ(*read_known(*t, 0, 2, &*known), "new value!");
+  EXPECT_EQ(read_known(*t, "k", 1, 1, nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*read_known(*t, "k", 0, 1, &*known), pattern(kChunk, 10));
+  EXPECT_EQ(*read_known(*t, "k", 1, 1, &*known), pattern(kChunk, 11));
+  EXPECT_EQ(*read_known(*t, "k", 0, 2, &*known), "new value!");
 }
 
 }  // namespace

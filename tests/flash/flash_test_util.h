@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -90,6 +91,22 @@ inline Result<std::string> read_sync(FlashTier& tier, std::string_view key, uint
     }
   });
   if (!st.is_ok()) return st;
+  return future.get();
+}
+
+// Reads one chunk of `version` as a multi-chunk read does: with the
+// locations (and region pins) `known` took when the read began.
+inline Result<std::string> read_known(FlashTier& tier, std::string_view key, uint32_t chunk,
+                                      uint64_t version, const FlashTier::VersionLocations* known) {
+  auto done = std::make_shared<std::promise<Result<std::string>>>();
+  auto future = done->get_future();
+  tier.read_chunks(
+      key, std::span(&chunk, 1), version,
+      [done](uint32_t, Result<FlashChunk> r) {
+        done->set_value(r.is_ok() ? Result<std::string>(std::string(r->data()))
+                                  : Result<std::string>(r.status()));
+      },
+      known);
   return future.get();
 }
 
