@@ -30,10 +30,12 @@ void InflightRegistry::Slot::release() {
   if (owner_) std::exchange(owner_, nullptr)->release(key_);
 }
 
-std::optional<InflightRegistry::Slot> InflightRegistry::acquire(std::string_view key) {
+std::optional<InflightRegistry::Slot> InflightRegistry::acquire(std::string_view key,
+                                                                bool attachable) {
   std::lock_guard lock(mu_);
   if (static_cast<int64_t>(keys_.size()) >= cap_.load()) return std::nullopt;
-  if (!keys_.emplace(absl_view(key)).second) return std::nullopt;
+  if (!keys_.try_emplace(absl_view(key), InFlight{.attachable = attachable, .waiters = {}}).second)
+    return std::nullopt;
   gauge_.add(1);
   return Slot(this, std::string(key));
 }
@@ -43,15 +45,36 @@ bool InflightRegistry::in_flight(std::string_view key) const {
   return keys_.contains(absl_view(key));
 }
 
+bool InflightRegistry::attachable(std::string_view key) const {
+  std::lock_guard lock(mu_);
+  auto it = keys_.find(absl_view(key));
+  return it != keys_.end() && it->second.attachable;
+}
+
+bool InflightRegistry::when_settled(std::string_view key, std::function<void()> settled) {
+  std::lock_guard lock(mu_);
+  auto it = keys_.find(absl_view(key));
+  if (it == keys_.end() || !it->second.attachable) return false;
+  it->second.waiters.push_back(std::move(settled));
+  return true;
+}
+
 size_t InflightRegistry::size() const {
   std::lock_guard lock(mu_);
   return keys_.size();
 }
 
 void InflightRegistry::release(const std::string& key) {
-  std::lock_guard lock(mu_);
-  keys_.erase(key);
-  gauge_.add(-1);
+  std::vector<std::function<void()>> waiters;
+  {
+    std::lock_guard lock(mu_);
+    auto it = keys_.find(key);
+    if (it == keys_.end()) return;
+    waiters = std::move(it->second.waiters);
+    keys_.erase(it);
+    gauge_.add(-1);
+  }
+  for (auto& settled : waiters) settled();
 }
 
 // --- Promoter ---
@@ -95,8 +118,8 @@ bool Promoter::admit(uint64_t key_hash) {
 }
 
 std::shared_ptr<Promoter::Job> Promoter::make_job(std::string_view key, PromotionRequest request,
-                                                  PromotionDone done) {
-  std::optional<InflightRegistry::Slot> slot = registry_.acquire(key);
+                                                  PromotionDone done, bool attachable) {
+  std::optional<InflightRegistry::Slot> slot = registry_.acquire(key, attachable);
   if (!slot) {
     if (done) done(PromotionOutcome::kBusy, 0);
     return nullptr;
@@ -156,7 +179,8 @@ void Promoter::start(const std::shared_ptr<Job>& job) {
 std::optional<Promoter::Copy> Promoter::begin_copy(std::string_view key,
                                                    const flash::FlashObjectSummary& info,
                                                    PromotionRequest request, PromotionDone done) {
-  std::shared_ptr<Job> job = make_job(key, std::move(request), std::move(done));
+  std::shared_ptr<Job> job =
+      make_job(key, std::move(request), std::move(done), /*attachable=*/false);
   if (!job) return std::nullopt;
   Result<memory::ObjectWriter> writer = reserve(*job, info.object_size);
   if (!writer) {

@@ -18,7 +18,7 @@
 // they stream by instead (begin_copy), so it costs no second read.
 #pragma once
 
-#include <absl/container/flat_hash_set.h>
+#include <absl/container/flat_hash_map.h>
 
 #include <atomic>
 #include <functional>
@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/metrics.h"
 #include "flash/flash_tier.h"
@@ -86,18 +87,29 @@ class InflightRegistry {
 
   InflightRegistry(int64_t cap, Gauge& gauge) : cap_(cap), gauge_(gauge) {}
   // A slot for the key, or nothing if the key is in flight or at the cap.
-  std::optional<Slot> acquire(std::string_view key);
+  // Others may wait for an `attachable` slot to be released (when_settled).
+  std::optional<Slot> acquire(std::string_view key, bool attachable = true);
   void set_cap(int64_t cap) { cap_.store(cap); }
   bool in_flight(std::string_view key) const;
+  // In flight, and others may wait for it.
+  bool attachable(std::string_view key) const;
+  // Runs `settled` (on the releasing thread) once the key's promotion ends,
+  // installed or not. False, and `settled` is dropped, if no attachable
+  // promotion of the key is in flight.
+  bool when_settled(std::string_view key, std::function<void()> settled);
   size_t size() const;
 
  private:
+  struct InFlight {
+    bool attachable = true;
+    std::vector<std::function<void()>> waiters;
+  };
   void release(const std::string& key);
 
   std::atomic<int64_t> cap_;
   Gauge& gauge_;
   mutable std::mutex mu_;
-  absl::flat_hash_set<std::string> keys_;
+  absl::flat_hash_map<std::string, InFlight> keys_;
 };
 
 struct PromoterOptions {
@@ -133,11 +145,17 @@ class Promoter {
   std::optional<Copy> begin_copy(std::string_view key, const flash::FlashObjectSummary& info,
                                  PromotionRequest request, PromotionDone done = {});
 
+  // See InflightRegistry::when_settled. A copy that rides a client's GET
+  // (begin_copy) goes at that client's pace: nobody waits for it.
+  bool when_settled(std::string_view key, std::function<void()> settled) {
+    return registry_.when_settled(key, std::move(settled));
+  }
   const InflightRegistry& registry() const { return registry_; }
 
  private:
   struct Job;
-  std::shared_ptr<Job> make_job(std::string_view key, PromotionRequest request, PromotionDone done);
+  std::shared_ptr<Job> make_job(std::string_view key, PromotionRequest request, PromotionDone done,
+                                bool attachable = true);
   void start(const std::shared_ptr<Job>& job);
   // Reserves memory for the copy under the request's scope.
   Result<memory::ObjectWriter> reserve(const Job& job, uint64_t size);

@@ -162,7 +162,10 @@ Store::Store(const Config& config, MetricsRegistry* metrics)
       max_object_size_(config.max_object_size),
       hits_(metrics_->counter("tierkv_keyspace_hits_total", "reads that found the key")),
       misses_(metrics_->counter("tierkv_keyspace_misses_total", "reads that missed")),
-      flash_hits_(metrics_->counter("tierkv_flash_hits_total", "reads answered from flash")) {
+      flash_hits_(metrics_->counter("tierkv_flash_hits_total", "reads answered from flash")),
+      reads_attached_(metrics_->counter(
+          "tierkv_prefetch_reads_attached_total",
+          "whole reads that waited for the key's promotion in flight instead of reading flash")) {
   progress_ = std::make_unique<flash::RecoveryProgress>();
 }
 

@@ -127,6 +127,11 @@ struct ReadOptions {
   // False for a look-ahead read: no hit or miss is counted and memory's
   // policy is not touched (the consumer's read counts later, if it comes).
   bool count_access = true;
+  // A whole-object read that can wait: if a promotion of the key (a
+  // prefetch, a kick, promotion-on-hit, a fetch) is reading it into memory
+  // now, read() calls this for a waiter and answers kPromoting instead of
+  // reading the same chunks from flash a second time. Empty: never waits.
+  std::function<std::function<void()>()> wait_for_promotion;
 };
 
 // A flash read in progress: the pull side of read(). The read advances as
@@ -146,7 +151,9 @@ class FlashRead {
 
 // What read() found.
 struct ReadStart {
-  enum class Where : uint8_t { kAbsent, kMemory, kFlash };
+  // kPromoting: a promotion of the key was in flight, and the caller's
+  // ReadOptions::wait_for_promotion waiter runs once it ends; read again then.
+  enum class Where : uint8_t { kAbsent, kMemory, kFlash, kPromoting };
   Where where = Where::kAbsent;
   ObjectView view;  // kMemory: the whole answer, pinned
   // kFlash: the range the pieces will make up (length may be 0: then
@@ -405,6 +412,7 @@ class Store {
   // A stream handed its consumer a value it had read ahead: the access
   // counts now, and (unless use-once) toward promotion-on-hit.
   void count_streamed_read(std::string_view key, bool use_once);
+  bool wait_for_promotion(std::string_view key, const ReadOptions& options);
   Status check_key(std::string_view key) const;
   Status check_size(uint64_t size) const;
   // Opens the flash tier (recovering its index) and wires the tiers; then
@@ -495,6 +503,7 @@ class Store {
   Counter& hits_;
   Counter& misses_;
   Counter& flash_hits_;
+  Counter& reads_attached_;  // reads that waited for an in-flight promotion
 };
 
 }  // namespace tierkv

@@ -77,8 +77,10 @@ std::optional<ObjectInfo> Store::flash_info(std::string_view key) {
 
 ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
                       FlashReadCallbacks callbacks, ReadWindow window) {
-  return read(key, offset, length, std::move(callbacks),
-              ReadOptions{.window = window, .use_once = false, .count_access = true});
+  return read(
+      key, offset, length, std::move(callbacks),
+      ReadOptions{
+          .window = window, .use_once = false, .count_access = true, .wait_for_promotion = {}});
 }
 
 ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
@@ -102,6 +104,10 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
     if (counted) misses_.add();
     return out;
   }
+  if (counted && !options.use_once && wait_for_promotion(key, options)) {
+    out.where = ReadStart::Where::kPromoting;
+    return out;  // counted when read again
+  }
   if (counted) {
     hits_.add();
     flash_hits_.add();
@@ -121,6 +127,20 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   out.flash_read = reader_->start(key, *info, out.offset, out.length, std::move(callbacks),
                                   options.window, std::move(copy), std::move(on_copied));
   return out;
+}
+
+// The chunks are on their way into memory already: wait for them rather
+// than read them from flash twice (the second read would queue behind the
+// first on the device, and finish no sooner).
+bool Store::wait_for_promotion(std::string_view key, const ReadOptions& options) {
+  if (!options.wait_for_promotion || !promoter_ || !promoter_->registry().attachable(key))
+    return false;
+  std::function<void()> settled = options.wait_for_promotion();
+  if (!settled) return false;
+  // Settled between the two looks: the waiter reruns the read at once.
+  if (!promoter_->when_settled(key, settled)) settled();
+  reads_attached_.add();
+  return true;
 }
 
 void Store::count_streamed_read(std::string_view key, bool use_once) {
@@ -202,22 +222,27 @@ void Store::fetch(std::span<const std::string_view> keys, std::function<void(Sta
   auto join = std::make_shared<Join>();
   join->left = wanted.size();
   join->done = std::move(done);
+  auto one_done = [join](const Status& st) {
+    std::unique_lock lock(join->mu);
+    if (!st.is_ok() && join->first_error.is_ok()) join->first_error = st;
+    if (--join->left > 0) return;
+    Status result = join->first_error;
+    lock.unlock();
+    join->done(result);
+  };
   for (std::string_view k : wanted) {
+    // A promotion of the key already in flight: wait for it to end rather
+    // than be refused as its duplicate and poll.
+    if (promoter_->when_settled(k, [one_done] { one_done(Status::ok()); })) continue;
     PromotionRequest request{.trigger = PromotionTrigger::kFetch,
                              .lease = true,
                              .clean_only = false,
                              .still_wanted = {}};
-    promoter_->promote(k, std::move(request), [join](PromotionOutcome outcome, uint64_t) {
-      std::unique_lock lock(join->mu);
-      // Busy (a promotion of the key already in flight), gone or already in
-      // memory are not errors: the caller re-checks residency and fetches
-      // again if needed.
-      Status st = fetch_status(outcome);
-      if (!st.is_ok() && join->first_error.is_ok()) join->first_error = st;
-      if (--join->left > 0) return;
-      Status result = join->first_error;
-      lock.unlock();
-      join->done(result);
+    // Busy (a promotion of the key in flight that cannot be waited for),
+    // gone or already in memory are not errors: the caller re-checks
+    // residency and fetches again if needed.
+    promoter_->promote(k, std::move(request), [one_done](PromotionOutcome outcome, uint64_t) {
+      one_done(fetch_status(outcome));
     });
   }
 }

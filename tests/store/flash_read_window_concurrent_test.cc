@@ -114,8 +114,18 @@ class FlashReadWindowTest : public ::testing::Test {
   void write_flash_values(int n, int chunks) {
     size_t size = size_t{kChunk} * static_cast<size_t>(chunks) - 100;
     for (int i = 0; i < n; ++i) ASSERT_TRUE(store_->put(key_for(i), value_for(i, size)));
+    // Which values eviction takes first depends on timing (offloads land
+    // asynchronously; slower under sanitizers): fill until all left memory.
     std::string filler(kChunk, 'f');
-    for (int i = 0; i < 200; ++i) ASSERT_TRUE(store_->put("fill:" + std::to_string(i), filler));
+    auto all_on_flash = [&] {
+      for (int i = 0; i < n; ++i)
+        if (!store_->needs_flash(key_for(i))) return false;
+      return true;
+    };
+    for (int i = 0; i < 2000 && (i < 200 || !all_on_flash()); ++i) {
+      ASSERT_TRUE(store_->put("fill:" + std::to_string(i % 400), filler));
+      if (i % 100 == 99) store_->flash_tier()->flush();
+    }
     store_->flash_tier()->flush();
     for (int i = 0; i < n; ++i) ASSERT_TRUE(store_->needs_flash(key_for(i))) << key_for(i);
   }

@@ -9,6 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <functional>
+#include <future>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -20,7 +24,7 @@ namespace {
 
 using testing::TempDir;
 
-constexpr int kKeys = 24;
+constexpr int kKeys = 64;  // 6 MiB through 4 MiB of memory: most reads miss it
 constexpr size_t kValue = 96 << 10;
 
 std::string key_of(int i) {
@@ -90,6 +94,33 @@ TEST(PrefetchConcurrentTest, ProbesKicksReadsAndWritesRace) {
       if (v && !well_formed(k, v->to_string())) bad.fetch_add(1);
     }
   };
+  // A GET that may wait for a promotion in flight: every wait must end (the
+  // waiter runs once the promotion ends, whichever way), then it reads again.
+  std::atomic<int> waits{0}, lost_waits{0};
+  auto waiting_reader = [&](int seed) {
+    std::mt19937 rng(seed);
+    FlashReadCallbacks ignore{[](ValuePiece) {}, [](Status) {}};
+    while (!stop.load()) {
+      int k = static_cast<int>(rng() % kKeys);
+      auto settled = std::make_shared<std::promise<void>>();
+      ReadOptions options{.window = ReadWindow{},
+                          .use_once = false,
+                          .count_access = true,
+                          .wait_for_promotion = [settled] {
+                            return std::function<void()>([settled] { settled->set_value(); });
+                          }};
+      ReadStart r = store.read(key_of(k), 0, UINT64_MAX, ignore, options);
+      if (r.where == ReadStart::Where::kFlash && r.flash_read) r.flash_read->cancel();
+      if (r.where != ReadStart::Where::kPromoting) continue;
+      waits.fetch_add(1);
+      if (settled->get_future().wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+        lost_waits.fetch_add(1);
+        continue;
+      }
+      auto v = store.get(key_of(k));
+      if (v && !well_formed(k, v->to_string())) bad.fetch_add(1);
+    }
+  };
   auto writer = [&](int seed) {
     std::mt19937 rng(seed);
     uint32_t gen = 1;
@@ -107,6 +138,7 @@ TEST(PrefetchConcurrentTest, ProbesKicksReadsAndWritesRace) {
   threads.emplace_back(reader, 3);
   threads.emplace_back(reader, 4);
   threads.emplace_back(writer, 5);
+  threads.emplace_back(waiting_reader, 6);
   while (std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   stop.store(true);
@@ -114,6 +146,10 @@ TEST(PrefetchConcurrentTest, ProbesKicksReadsAndWritesRace) {
 
   EXPECT_EQ(bad.load(), 0) << "a read returned a torn or foreign value";
   EXPECT_LE(max_inflight.load(), 6) << "promotions in flight passed promotion-max-inflight";
+  EXPECT_EQ(lost_waits.load(), 0) << "a read waiting for a promotion was never woken";
+  std::printf("[attach] %d reads waited for a promotion\n", waits.load());
+  EXPECT_EQ(static_cast<uint64_t>(waits.load()),
+            store.metrics().counter("tierkv_prefetch_reads_attached_total", "").value());
   EXPECT_GT(store.metrics().counter("tierkv_prefetch_requested_total", "").value(), 0u);
   // Removed keys stay removed now that everything is quiet.
   std::vector<int> removed;

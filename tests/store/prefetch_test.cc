@@ -6,7 +6,9 @@
 // promotion-on-hit off. Each outcome counter is read.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "flash/flash_tier.h"
@@ -36,6 +38,7 @@ class ReadGate final : public flash::IoEngine {
     {
       std::lock_guard lock(mu_);
       for (flash::IoRequest* r : requests) {
+        if (r->op == flash::IoRequest::Op::kRead) ++reads_;
         if (armed_ && r->op == flash::IoRequest::Op::kRead) {
           held_.push_back(r);
         } else {
@@ -54,6 +57,20 @@ class ReadGate final : public flash::IoEngine {
     std::lock_guard lock(mu_);
     return held_.size();
   }
+  size_t reads() {
+    std::lock_guard lock(mu_);
+    return reads_;
+  }
+  // Disarms; the held reads go to the device.
+  void release_held() {
+    std::vector<flash::IoRequest*> go;
+    {
+      std::lock_guard lock(mu_);
+      armed_ = false;
+      go.swap(held_);
+    }
+    if (!go.empty()) inner_->submit(go);
+  }
   // Disarms; the held reads fail as a device error would (EIO).
   void fail_held() {
     std::vector<flash::IoRequest*> fail;
@@ -69,6 +86,7 @@ class ReadGate final : public flash::IoEngine {
   std::unique_ptr<flash::IoEngine> inner_;
   std::mutex mu_;
   bool armed_ = false;
+  size_t reads_ = 0;
   std::vector<flash::IoRequest*> held_;
 };
 
@@ -354,24 +372,41 @@ TEST_F(PrefetchTest, ProbedKeyDeletedBeforeItsJobNeverComesBack) {
 
 // A prefetch whose flash read fails counts as failed_io, installs nothing,
 // and leaves the data on flash as it was: the next read gets it whole.
-TEST_F(PrefetchTest, AFailedPrefetchReadIsCountedAndLeavesTheFlashCopy) {
-  ReadGate* gate = nullptr;
+// A store whose flash reads go through a ReadGate.
+std::unique_ptr<Store> open_gated(const Config& c, ReadGate*& gate) {
   StoreHooks hooks;
   hooks.wrap_flash_engine = [&gate](std::unique_ptr<flash::IoEngine> inner) {
     auto g = std::make_unique<ReadGate>(std::move(inner));
     gate = g.get();
     return std::unique_ptr<flash::IoEngine>(std::move(g));
   };
-  auto opened = Store::open(config(), nullptr, OpenMode::kWait, std::move(hooks));
-  ASSERT_TRUE(opened) << opened.status().to_string();
-  Store& store = **opened;
-  ASSERT_NE(gate, nullptr);
-  fill_to_flash(store, 2);
-  free_memory(store, 2);
-  gate->arm();
-  std::vector<std::string_view> keys = {"obj:0"};
-  EXPECT_EQ(store.exist(keys, ExistOptions{.prefetch_to_memory = true}), std::vector<bool>{true});
-  ASSERT_TRUE(eventually([&] { return gate->held() > 0; })) << "the prefetch read never started";
+  auto opened = Store::open(c, nullptr, OpenMode::kWait, std::move(hooks));
+  EXPECT_TRUE(opened) << opened.status().to_string();
+  return opened ? std::move(*opened) : nullptr;
+}
+
+// A store whose flash reads go through a ReadGate, with obj:0 and obj:1 on
+// flash only and obj:0's prefetch read held at the armed gate.
+class GatedPrefetchTest : public PrefetchTest {
+ protected:
+  void SetUp() override {
+    store_ = open_gated(config(), gate_);
+    ASSERT_TRUE(store_ && gate_);
+    fill_to_flash(*store_, 2);
+    free_memory(*store_, 2);
+    gate_->arm();
+    EXPECT_EQ(store_->exist(keys_, ExistOptions{.prefetch_to_memory = true}),
+              std::vector<bool>{true});
+    ASSERT_TRUE(eventually([&] { return gate_->held() > 0; })) << "the prefetch read never started";
+  }
+  ReadGate* gate_ = nullptr;
+  std::unique_ptr<Store> store_;
+  std::vector<std::string_view> keys_ = {"obj:0"};
+};
+
+TEST_F(GatedPrefetchTest, AFailedPrefetchReadIsCountedAndLeavesTheFlashCopy) {
+  Store& store = *store_;
+  ReadGate* gate = gate_;
   gate->fail_held();
   ASSERT_TRUE(eventually([&] { return counter(store, "tierkv_prefetch_failed_io_total") == 1; }));
   EXPECT_EQ(counter(store, "tierkv_prefetch_promoted_total"), 0u);
@@ -380,6 +415,48 @@ TEST_F(PrefetchTest, AFailedPrefetchReadIsCountedAndLeavesTheFlashCopy) {
   auto v = store.get(key_for(0));
   ASSERT_TRUE(v) << v.status().to_string();
   EXPECT_EQ(v->to_string(), value_for(0, kValue));
+}
+
+// A whole read (GET) and a fetch that come while the key's prefetch is
+// reading it wait for that promotion: no second flash read, and the value
+// is then served from memory. A read that may not wait reads flash.
+TEST_F(GatedPrefetchTest, ReadsDuringThePrefetchWaitForItInsteadOfReadingFlashAgain) {
+  Store& store = *store_;
+  ReadGate* gate = gate_;
+  std::vector<std::string_view>& keys = keys_;
+  const size_t prefetch_reads = gate->reads();
+
+  std::atomic<int> settled{0};
+  ReadOptions waiting{
+      .window = ReadWindow{}, .use_once = false, .count_access = true, .wait_for_promotion = [&] {
+        return std::function<void()>([&] { ++settled; });
+      }};
+  FlashReadCallbacks ignore{[](ValuePiece) {}, [](Status) {}};
+  ReadStart r = store.read(key_for(0), 0, UINT64_MAX, ignore, waiting);
+  EXPECT_EQ(r.where, ReadStart::Where::kPromoting);
+  std::atomic<bool> fetched{false};
+  store.fetch(keys, [&](Status st) {
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+    fetched = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(settled.load(), 0);
+  EXPECT_FALSE(fetched.load());
+  EXPECT_EQ(gate->reads(), prefetch_reads) << "a second read of the key went to flash";
+  EXPECT_EQ(counter(store, "tierkv_prefetch_reads_attached_total"), 1u);
+
+  gate->release_held();
+  ASSERT_TRUE(eventually([&] { return settled.load() == 1 && fetched.load(); }));
+  EXPECT_EQ(counter(store, "tierkv_prefetch_promoted_total"), 1u);
+  r = store.read(key_for(0), 0, UINT64_MAX, ignore, waiting);
+  ASSERT_EQ(r.where, ReadStart::Where::kMemory);
+  EXPECT_EQ(r.view.to_string(), value_for(0, kValue));
+  EXPECT_EQ(gate->reads(), prefetch_reads);
+  // Nothing in flight for obj:1: the same read goes to flash at once.
+  r = store.read(key_for(1), 0, UINT64_MAX, ignore, waiting);
+  EXPECT_EQ(r.where, ReadStart::Where::kFlash);
+  EXPECT_EQ(settled.load(), 1);
+  EXPECT_EQ(counter(store, "tierkv_prefetch_reads_attached_total"), 1u);
 }
 
 }  // namespace
