@@ -67,7 +67,7 @@ PREFETCH_FIELDS = (
     "prefetch_failed_saturated", "prefetch_failed_io", "prefetch_failed_gone",
     "prefetch_failed_busy", "prefetch_early_exits", "prefetch_refused_lease_cap",
     "prefetch_cooldowns", "prefetch_cooldown_ms", "demand_kicks",
-    "prefetch_leases_expired_unread", "prefetch_reads_served")
+    "prefetch_leases_expired_unread", "prefetch_reads_served", "prefetch_reads_attached")
 GAUGES = ("prefetch_cooldown_ms",)
 # Counters of INFO that exist today ("# Flash", "# Stats"), as deltas per cell.
 OTHER_COUNTERS = ("promotions_attempted", "promotions_done", "promotions_failed", "flash_hits",
@@ -700,7 +700,7 @@ def print_table(cells):
     head = (f"{'regime':<16} {'arm':<14} {'c':>2} {'n':>3} {'med ms':>7} {'mean ms':>7} "
             f"{'p99 ms':>7} {'dmed%':>6} {'dmean%':>6} {'dp99%':>6} {'dram%':>5} {'flash%':>6} "
             f"{'prom ok/fail':>12} {'pf prom':>7} {'pf fail':>7} {'early':>5} {'cool':>4} "
-            f"{'kicks':>5} {'acc':>5}")
+            f"{'kicks':>5} {'acc':>5} {'attach':>6}")
     print()
     print(head)
     print("-" * len(head))
@@ -715,11 +715,13 @@ def print_table(cells):
               f"{fmt(flash, '.0f'):>6} {prom:>12} {fmt(k.get('prefetch_promoted'), '.0f'):>7} "
               f"{fmt(failed_total(k), '.0f'):>7} {fmt(k.get('prefetch_early_exits'), '.0f'):>5} "
               f"{fmt(k.get('prefetch_cooldowns'), '.0f'):>4} "
-              f"{fmt(k.get('demand_kicks'), '.0f'):>5} {fmt(accuracy(k), '.2f'):>5}")
+              f"{fmt(k.get('demand_kicks'), '.0f'):>5} {fmt(accuracy(k), '.2f'):>5} "
+              f"{fmt(k.get('prefetch_reads_attached'), '.0f'):>6}")
     print("dX%: decrease of TTFT against baseline in the same regime and c (negative: slower); "
           "dram%: memory used when the clients start; flash%: GETs served from flash; "
           "prom: promotions of every trigger (INFO # Flash); pf: INFO # Prefetch; "
-          "acc: prefetch_reads_served / prefetch_promoted")
+          "acc: prefetch_reads_served / prefetch_promoted; attach: GETs that waited for their "
+          "key's promotion in flight (prefetch_reads_attached)")
 
 
 def print_split(cells):
