@@ -253,6 +253,7 @@ void Store::set_promotion(int64_t threshold, int64_t max_inflight, bool on_hit) 
 
 void Store::set_prefetch(const Config& config) {
   exists_prefetch_.store(config.exists_prefetch);
+  get_waits_for_promotion_.store(config.get_waits_for_promotion);
   {
     std::lock_guard lock(prefetch_map_mu_);
     prefetch_map_ = config.exists_prefetch_map;

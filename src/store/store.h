@@ -493,6 +493,7 @@ class Store {
   mutable std::mutex prefetch_map_mu_;
   std::vector<SuffixRewrite> prefetch_map_;  // under prefetch_map_mu_
   std::atomic<bool> has_prefetch_map_{false};
+  std::atomic<bool> get_waits_for_promotion_{false};
   bool durable_writes_ = false;
   bool write_through_ = false;
   double large_value_fraction_ = 0.5;  // large-value-memory-fraction

@@ -133,7 +133,9 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
 // than read them from flash twice (the second read would queue behind the
 // first on the device, and finish no sooner).
 bool Store::wait_for_promotion(std::string_view key, const ReadOptions& options) {
-  if (!options.wait_for_promotion || !promoter_ || !promoter_->registry().attachable(key))
+  if (!options.wait_for_promotion || !promoter_ ||
+      !get_waits_for_promotion_.load(std::memory_order_relaxed) ||
+      !promoter_->registry().attachable(key))
     return false;
   std::function<void()> settled = options.wait_for_promotion();
   if (!settled) return false;

@@ -123,11 +123,13 @@ def test_tier_exists_prefetch_then_get_is_served_from_memory(flash_servers):
 
 
 def test_a_get_during_its_prefetch_waits_for_it_instead_of_reading_flash_again(flash_servers):
-    """A GET that arrives while the key's prefetch is still reading it waits
-    for that promotion (one flash read of each chunk, not two) and is
-    answered from memory; GETs of other keys do not wait. A 1 s modelled
-    flash latency keeps the prefetch in flight while the GET comes."""
-    s = flash_servers(memory="64mb", extra=FLASH + ("--backing-latency-ns", "1000000000")).start()
+    """With get-waits-for-promotion, a GET that arrives while the key's
+    prefetch is still reading it waits for that promotion (one flash read of
+    each chunk, not two) and is answered from memory; GETs of other keys do
+    not wait. A 1 s modelled flash latency keeps the prefetch in flight
+    while the GET comes."""
+    s = flash_servers(memory="64mb", extra=FLASH + ("--backing-latency-ns", "1000000000",
+                                                    "--get-waits-for-promotion", "yes")).start()
     c = spill(s, 2)
     chunks = VALUE // MIB
     reads = num(s.flash_info(), "flash_reads")
@@ -151,6 +153,15 @@ def test_a_get_during_its_prefetch_waits_for_it_instead_of_reading_flash_again(f
     assert in_memory(c, "k0")
     # Once it is in memory, a GET no longer waits.
     assert c.get("k0") == value_of(0)
+    assert num(prefetch_info(s), "prefetch_reads_attached") == 2
+    # Switched off (the default) at run time: the GET during the prefetch
+    # reads flash itself, so each chunk is read twice.
+    c.config_set("get-waits-for-promotion", "no")
+    reads = num(s.flash_info(), "flash_reads")
+    assert c.execute_command("TIER.EXISTS", "k1", "PREFETCH") == 1
+    assert c.get("k1") == value_of(1)
+    assert wait_until(lambda: num(s.flash_info(), "flash_reads") - reads >= 2 * chunks, 10)
+    assert num(s.flash_info(), "flash_reads") - reads == 2 * chunks, s.flash_info()
     assert num(prefetch_info(s), "prefetch_reads_attached") == 2
 
 

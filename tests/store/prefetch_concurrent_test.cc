@@ -62,6 +62,7 @@ TEST(PrefetchConcurrentTest, ProbesKicksReadsAndWritesRace) {
   c.flash_preallocate = false;
   c.promotion_max_inflight = 6;
   c.demand_kick = true;
+  c.get_waits_for_promotion = true;
   c.prefetch_cooldown_ms = 20;
   c.prefetch_cooldown_max_ms = 80;
   c.prefetch_dedup_ttl_ms = 5;

@@ -390,7 +390,9 @@ std::unique_ptr<Store> open_gated(const Config& c, ReadGate*& gate) {
 class GatedPrefetchTest : public PrefetchTest {
  protected:
   void SetUp() override {
-    store_ = open_gated(config(), gate_);
+    Config c = config();
+    c.get_waits_for_promotion = true;
+    store_ = open_gated(c, gate_);
     ASSERT_TRUE(store_ && gate_);
     fill_to_flash(*store_, 2);
     free_memory(*store_, 2);
