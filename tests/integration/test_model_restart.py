@@ -37,7 +37,7 @@ import time
 import pytest
 import redis
 
-from flash_util import MIB, flash_servers, make_value, num  # noqa: F401
+from flash_util import MIB, flash_servers, make_value, num, tier_stat  # noqa: F401
 from model_util import (MARGIN_MS, Entry, describe_read, now_ms, pttl_ok, read_values_and_ttls,
                         scan_all, ttl_interval, value_id, value_size)
 
@@ -306,6 +306,17 @@ class RestartModel:
             self.lost += 1
         return gone
 
+    def clean_without_flash_copy(self, present):
+        """How many keys of `present` are in memory marked clean with no chunk
+        left on flash (their flash copy was reclaimed)."""
+        n = 0
+        for k in sorted(present):
+            st = tier_stat(self.c, k)
+            if st is not None and st.get("state") == b"clean" and all(
+                    ch["residency"] == b"memory" for ch in st["chunk_residency"]):
+                n += 1
+        return n
+
     def check_all(self, when):
         """Every key of the universe against the model; collects every wrong
         key before failing."""
@@ -344,6 +355,10 @@ class RestartModel:
         # DBSIZE may count a key twice while an offload is landing
         # (docs/tiering.md, "The key space"); it is exact once they landed, so
         # it is polled (bounded) until it fits.
+        # With reclaim (lost_ok), a key whose memory copy is clean but whose
+        # flash copy a reclaim dropped is counted by neither term of DBSIZE
+        # (memory + flash - clean): a known undercount (docs/tiering.md),
+        # taken off the lower bound key by key, never guessed.
         deadline = time.time() + 5
         while True:
             d0 = now_ms()
@@ -354,6 +369,10 @@ class RestartModel:
                 break
             if dbsize < sure and self.lost_ok:
                 self.forget_vanished(present)  # reclaim during the check
+                orphans = self.clean_without_flash_copy(present)
+                if sure - orphans <= dbsize <= len(present) and orphans > 0:
+                    sure -= orphans
+                    break
             time.sleep(0.05)
         if not sure <= dbsize <= len(present):
             bad.append(f"{when}: DBSIZE {dbsize}, expected between {sure} (surely live) and "
