@@ -11,6 +11,10 @@
 // outrun it, they reclaim without reinsertion.
 #include <absl/container/inlined_vector.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
@@ -19,6 +23,7 @@
 namespace tierkv::flash {
 
 Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
+Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset);
 
 namespace {
 
@@ -43,6 +48,7 @@ bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* 
     lose_staged_in_region_locked(region);
   }
   bool writable;
+  bool read_by_others;
   {
     // Under pin_mu: a read pins the region before this drops its chunks (and
     // is waited for), or finds them gone and does not pin it.
@@ -51,6 +57,7 @@ bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* 
     // Readers compare this epoch: a record that changed under a read after
     // a reclaim is a race, not corruption.
     im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
+    read_by_others = im.region_readers[region] > 0;
     if (self_pin) ++im.region_readers[region];
     writable = im.region_readers[region] == 0;
     if (!writable) {
@@ -58,6 +65,7 @@ bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* 
       im.metrics.regions_draining.set(static_cast<int64_t>(++im.regions_draining));
     }
   }
+  if (read_by_others) retire_region_header_locked(region);
   RegionState& st = im.regions[region];
   im.used_bytes -= st.fill;
   st.fill = 0;
@@ -65,6 +73,31 @@ bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* 
   im.metrics.reclaims.add();
   update_space_gauges_locked();
   return writable;
+}
+
+// A draining region keeps its records for the reads that pin it, but must
+// not keep its header: newer regions (tombstones, newer versions) are reused
+// meanwhile, and a crash would let recovery scan this one back in and revive
+// what they superseded. Regions are otherwise rewritten in the order they
+// were reclaimed, which is what kept that from happening. Rare (only a
+// reclaim that meets a read in progress), so written at once.
+void FlashTier::retire_region_header_locked(uint32_t region) {
+  Impl& im = *impl_;
+  Result<uint64_t> watermark = take_seq_locked();
+  Status st = watermark.status();
+  if (st.is_ok()) {
+    AlignedBuffer header(kBlockSize);
+    encode_region_header(header.data(), region, *watermark, options_.region_size, salt(),
+                         kRegionFree);
+    st = write_exact(im.fd.get(), header.data(), kBlockSize, region_start(region));
+  }
+  if (st.is_ok() && options_.fsync != FsyncPolicy::kNone && ::fdatasync(im.fd.get()) != 0)
+    st = Status::io_error(std::string("fdatasync: ") + std::strerror(errno));
+  if (!st.is_ok()) {
+    im.metrics.write_errors.add();
+    spdlog::error("flash: could not retire the header of draining region {}: {}", region,
+                  st.to_string());
+  }
 }
 
 void FlashTier::unpin_region_locked(uint32_t region) {

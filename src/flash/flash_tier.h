@@ -459,6 +459,8 @@ class FlashTier {
   // unpin frees it). With `self_pin`, the caller keeps a pin of its own.
   bool reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits, bool self_pin = false);
   void unpin_regions(std::span<const uint32_t> regions) const;
+  // Overwrites a draining region's header with a free one (see .cc).
+  void retire_region_header_locked(uint32_t region);
   // Drops one pin with write_mu held; a draining region left without pins
   // becomes free.
   void unpin_region_locked(uint32_t region);

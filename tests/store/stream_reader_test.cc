@@ -309,19 +309,25 @@ TEST_F(StreamTest, AutomaticDepthFollowsLatencyOverPace) {
   std::vector<std::string> keys = tiles(*store, 40, 1000);
   // Measure L first: the automatic depth reads the latency histogram at open.
   for (int i = 0; i < 8; ++i) read_range(*store, keys[i], 0, UINT64_MAX, true);
-  auto stream =
-      store->open_stream(keys, StreamOptions{.depth = -1, .channels = 8, .use_once = true});
-  EXPECT_EQ(stream->depth(), 2u);  // before any pace is known
-  for (int i = 0; i < 40; ++i) {
-    ASSERT_TRUE(stream->next());
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-    while (std::chrono::steady_clock::now() < until) {
-    }
-  }
   // L = 2 ms over C of about 50 us: D grows as the consumer's pace beats
-  // L / D, whatever the per-take overhead.
-  EXPECT_GE(stream->depth(), 3u);
-  EXPECT_LE(stream->depth(), 64u);
+  // L / D, whatever the per-take overhead. A consumer preempted for most of
+  // the pass (two test suites on two cores) may not beat it: up to three
+  // passes, one must grow D.
+  uint32_t depth = 0;
+  for (int attempt = 0; attempt < 3 && depth < 3; ++attempt) {
+    auto stream =
+        store->open_stream(keys, StreamOptions{.depth = -1, .channels = 8, .use_once = true});
+    EXPECT_EQ(stream->depth(), 2u);  // before any pace is known
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_TRUE(stream->next());
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+    depth = stream->depth();
+    EXPECT_LE(depth, 64u);
+  }
+  EXPECT_GE(depth, 3u);
 }
 
 }  // namespace
