@@ -69,6 +69,7 @@ class ChunkPin {
     if (chunk_) chunk_->release();
   }
 
+  bool empty() const { return chunk_ == nullptr; }
   std::string_view bytes() const { return {chunk_->data(), chunk_->size}; }
   uint32_t index() const { return chunk_->index; }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 
 #include "core/clock.h"
@@ -78,22 +79,30 @@ void MemoryTier::end_lease_locked(Chunk* c, bool read) {
   c->flags &= static_cast<uint8_t>(~(Chunk::kLeased | Chunk::kPrefetched));
 }
 
-bool MemoryTier::evictable(const Chunk* c, int64_t now_ms) {
+bool MemoryTier::chunk_evictable(Chunk* c, uint32_t refs, int64_t now_ms) {
+  if (c->refs.load(std::memory_order_acquire) > refs) return false;
+  if (c->flags & Chunk::kLeased) {
+    if (c->lease_until_ms > now_ms) return false;
+    end_lease_locked(c, false);
+  }
+  return true;
+}
+
+bool MemoryTier::evictable(Chunk* c, int64_t now_ms) {
   // A copy under way (kFlushing) holds one pin of its own: that object can
   // still be chosen, and leaves once the copy lands (evict_one).
   const uint32_t refs = c->owner->flash_state == FlashState::kFlushing ? 2 : 1;
+  // A clean object leaves chunk by chunk: only this one must be free.
+  if (lower_ && evicts_by_chunk(c->owner)) return chunk_evictable(c, refs, now_ms);
   for (Chunk* ch : c->owner->chunks) {
-    if (ch->refs.load(std::memory_order_acquire) > refs) return false;
-    if (ch->flags & Chunk::kLeased) {
-      if (ch->lease_until_ms > now_ms) return false;
-      end_lease_locked(ch, false);
-    }
+    if (ch && !chunk_evictable(ch, refs, now_ms)) return false;
   }
   return true;
 }
 
 void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
   for (Chunk* c : obj->chunks) {
+    if (!c) continue;
     if (c->hook.linked) {
       if (c->flags & Chunk::kUseOnce)
         s.use_once.unlink(&c->hook);
@@ -104,7 +113,7 @@ void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
     c->owner = nullptr;
     to_release.push_back(c);
   }
-  s.chunks -= obj->chunks.size();
+  s.chunks -= obj->resident;
   count_flash_state(obj, obj->flash_state, -1);  // it leaves the index
   set_expiry_locked(s, obj, 0);
   s.index.erase(obj);
@@ -181,6 +190,35 @@ Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
   return ObjectWriter(this, std::string(key), hash, size, std::move(chunks), meta);
 }
 
+Result<ObjectWriter> MemoryTier::prepare_partial(std::string_view key, uint64_t size,
+                                                 int64_t max_bytes) {
+  uint64_t hash = hash64(key);
+  size_t count = size == 0 ? 1 : (size + chunk_size_ - 1) / chunk_size_;
+  int64_t meta = Object::metadata_charge(key.size(), count);
+  TIERKV_RETURN_IF_ERROR(reserve(meta, hash));
+  size_t overhead = shards_[0].policy->overhead_per_entry();
+  ChunkList chunks(count, nullptr);
+  int64_t taken = meta;
+  // From the front: readers start there, and what they reach later has
+  // time to come from flash.
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t left = size - std::min<uint64_t>(size, i * uint64_t{chunk_size_});
+    uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_));
+    auto charge = static_cast<uint32_t>(Chunk::charge_for(len) + overhead);
+    if (taken + charge > max_bytes || !reserve(charge, hash).is_ok()) break;
+    taken += charge;
+    Chunk* c = Chunk::allocate(len, charge, &used_);
+    c->index = static_cast<uint32_t>(i);
+    c->hook.id = chunk_hash(hash, c->index);
+    chunks[i] = c;
+  }
+  if (chunks[0] == nullptr) {
+    unreserve(meta);
+    return Status::out_of_memory("no room in memory for any chunk of the object");
+  }
+  return ObjectWriter(this, std::string(key), hash, size, std::move(chunks), meta);
+}
+
 Result<WriteResult> MemoryTier::put(std::string_view key, std::string_view value,
                                     const WriteOptions& options) {
   Result<ObjectWriter> w = prepare(key, value.size());
@@ -210,6 +248,12 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
   if (writer.filled_ != writer.size_)
     return Status::invalid_argument(
         fmt::format("object incomplete: {} of {} bytes written", writer.filled_, writer.size_));
+  const auto resident = static_cast<uint32_t>(
+      std::count_if(writer.chunks_.begin(), writer.chunks_.end(), [](Chunk* c) { return c; }));
+  // Holes are read from the lower tier: only a copy of a version it holds
+  // may have them.
+  if (resident < writer.chunks_.size() && opts.install_version == 0)
+    return Status::invalid_argument("a partial object must be a copy of a lower-tier version");
   Shard& s = shard_for(writer.hash_);
   WriteResult result;
   ChunkList to_release;
@@ -220,14 +264,16 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
   {
     AdoptedLock lock(s.mu);
     Object* old = find_live_locked(s, writer.key_, writer.hash_, now, to_release);
-    if (old && opts.return_previous)
+    if (old && opts.return_previous && range_resident(old, 0, old->size))
       result.previous = view_locked(old, GetOptions{.touch = false}, now);
     bool ok = true;
     switch (opts.condition) {
       case WriteCondition::kAlways:
         break;
       case WriteCondition::kIfAbsent:
-        ok = old == nullptr;
+        // A partial copy of the version being installed is filled in.
+        ok = old == nullptr ||
+             (old->partial() && opts.install_version != 0 && old->version == opts.install_version);
         break;
       case WriteCondition::kIfPresent:
         ok = old != nullptr;
@@ -255,8 +301,9 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
         absent_watches_->note_created(writer.hash_);
       }
       for (Chunk* c : writer.chunks_) {
-        c->owner = obj;
         obj->chunks.push_back(c);
+        if (!c) continue;
+        c->owner = obj;
         if (opts.use_once) {
           c->flags |= Chunk::kUseOnce;
           s.use_once.push_front(&c->hook);
@@ -264,7 +311,8 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
           s.policy->insert(&c->hook);
         }
       }
-      s.chunks += obj->chunks.size();
+      obj->resident = resident;
+      s.chunks += resident;
       count_flash_state(obj, obj->flash_state, +1);  // it enters the index
       writer.chunks_.clear();
       s.index.insert(obj);
@@ -280,6 +328,35 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
   return result;
 }
 
+void MemoryTier::note_read_locked(Chunk* c, const GetOptions& o, int64_t& now_ms) {
+  // An offloading object's chunks have left the policy (hook unlinked).
+  if (o.touch && c->hook.linked) {
+    Shard& s = shard_for(c->owner->hash);
+    if (!(c->flags & Chunk::kUseOnce)) {
+      s.policy->touch(&c->hook);
+    } else if (!o.use_once) {
+      // Read by someone who is not streaming past: it is worth keeping.
+      s.use_once.unlink(&c->hook);
+      c->flags &= static_cast<uint8_t>(~Chunk::kUseOnce);
+      s.policy->insert(&c->hook);
+    }
+  }
+  if (o.end_lease && (c->flags & Chunk::kLeased)) {
+    if (now_ms == 0) now_ms = unix_time_ms();
+    end_lease_locked(c, c->lease_until_ms > now_ms);
+  }
+}
+
+bool MemoryTier::range_resident(const Object* obj, uint64_t offset, uint64_t length) const {
+  if (!obj->partial()) return true;
+  offset = std::min(offset, obj->size);
+  length = std::min(length, obj->size - offset);
+  if (length == 0) return true;
+  for (size_t i = offset / chunk_size_; i <= (offset + length - 1) / chunk_size_; ++i)
+    if (!obj->chunks[i]) return false;
+  return true;
+}
+
 ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now_ms) {
   uint64_t offset = std::min(o.offset, obj->size);
   uint64_t length = std::min(o.length, obj->size - offset);
@@ -290,22 +367,7 @@ ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now
     for (size_t i = first; i <= last; ++i) {
       Chunk* c = obj->chunks[i];
       pins.emplace_back(c);
-      // An offloading object's chunks have left the policy (hook unlinked).
-      if (o.touch && c->hook.linked) {
-        Shard& s = shard_for(obj->hash);
-        if (!(c->flags & Chunk::kUseOnce)) {
-          s.policy->touch(&c->hook);
-        } else if (!o.use_once) {
-          // Read by someone who is not streaming past: it is worth keeping.
-          s.use_once.unlink(&c->hook);
-          c->flags &= static_cast<uint8_t>(~Chunk::kUseOnce);
-          s.policy->insert(&c->hook);
-        }
-      }
-      if (o.end_lease && (c->flags & Chunk::kLeased)) {
-        if (now_ms == 0) now_ms = unix_time_ms();
-        end_lease_locked(c, c->lease_until_ms > now_ms);
-      }
+      note_read_locked(c, o, now_ms);
     }
   }
   return ObjectView(obj->version, obj->size, obj->expire_at_ms, offset, length, std::move(pins),
@@ -320,13 +382,40 @@ Result<ObjectView> MemoryTier::get(std::string_view key, const GetOptions& optio
   Result<ObjectView> out = Status::not_found();
   {
     std::lock_guard lock(s.mu);
-    if (Object* obj = find_live_locked(s, key, hash, now, to_release)) {
+    Object* obj = find_live_locked(s, key, hash, now, to_release);
+    // A range that crosses a hole is not memory's to answer (resident_chunks).
+    if (obj && range_resident(obj, options.offset, options.length)) {
       out = view_locked(obj, options, now);
       if (options.use_once) drop_use_once_locked(s, obj, to_release);
     }
   }
   release_all(to_release);
   return out;
+}
+
+std::vector<ChunkPin> MemoryTier::resident_chunks(std::string_view key, uint64_t version,
+                                                  uint32_t first, uint32_t last,
+                                                  const GetOptions& options) {
+  uint64_t hash = hash64(key);
+  Shard& s = shard_for(hash);
+  int64_t now = 0;
+  ChunkList to_release;
+  std::vector<ChunkPin> pins;
+  {
+    std::lock_guard lock(s.mu);
+    Object* obj = find_live_locked(s, key, hash, now, to_release);
+    if (obj && obj->version == version && last < obj->chunks.size()) {
+      pins.resize(last - first + 1);
+      for (uint32_t i = first; i <= last; ++i) {
+        Chunk* c = obj->chunks[i];
+        if (!c) continue;
+        pins[i - first] = ChunkPin(c);
+        note_read_locked(c, options, now);
+      }
+    }
+  }
+  release_all(to_release);
+  return pins;
 }
 
 }  // namespace tierkv::memory

@@ -19,8 +19,14 @@
 //   object that exists nowhere else is written there first; it stays
 //   readable, and charged, until the write lands (see lower_tier.h).
 //
-// Thread-safe. An object is resident whole or not at all: eviction takes
-// every chunk of the victim's object.
+// * Residency by chunk: a clean object (its version is on the lower tier)
+//   may be held in part. Eviction takes such an object's chunks one by one,
+//   and prepare_partial() copies in what fits of one larger than memory.
+//   get() answers only ranges held whole; resident_chunks() hands a reader
+//   the chunks held, and the reader takes the rest from the lower tier. A
+//   dirty object is held whole, and evicted (offloaded) whole.
+//
+// Thread-safe.
 #pragma once
 
 #include <absl/container/inlined_vector.h>
@@ -158,12 +164,27 @@ class MemoryTier {
   // then publish() makes them visible as one new version.
   Result<ObjectWriter> prepare(std::string_view key, uint64_t size);
   Result<WriteResult> publish(ObjectWriter&& writer, const WriteOptions& options = {});
+  // A writer for a copy of a lower-tier version that may be only partly
+  // held: chunks are reserved from the first on while they fit within
+  // `max_bytes` (metadata included) and reserve() finds room; the rest are
+  // holes (chunk_data() is null there), which readers take from the lower
+  // tier. Publish it with install_version. OutOfMemory if not even the
+  // first chunk fits.
+  Result<ObjectWriter> prepare_partial(std::string_view key, uint64_t size, int64_t max_bytes);
   // Convenience: prepare + copy + publish.
   Result<WriteResult> put(std::string_view key, std::string_view value,
                           const WriteOptions& options = {});
 
   Result<ObjectView> get(std::string_view key, const GetOptions& options = {});
-  // Presence without side effects on the policy (lazy expiry still applies).
+  // The chunks first..last of `version` of `key` that memory holds, pinned
+  // (entry i is chunk first + i; empty where memory lacks it), each counted
+  // as read as get() would. Empty if memory holds no object of that
+  // version: for reads of a partly resident object, which take the other
+  // chunks from the lower tier. (get() answers only a range it holds whole.)
+  std::vector<ChunkPin> resident_chunks(std::string_view key, uint64_t version, uint32_t first,
+                                        uint32_t last, const GetOptions& options = {});
+  // Presence of the whole object without side effects on the policy (lazy
+  // expiry still applies): false for one held only in part.
   bool contains(std::string_view key);
   std::optional<ObjectInfo> stat(std::string_view key);
   // True if `version` is the key's object in memory (expired or not): for
@@ -313,8 +334,8 @@ class MemoryTier {
   // After a use-once read of obj: drops it if it is all use-once, clean
   // below and pinned by nobody but that reader.
   void drop_use_once_locked(Shard& s, Object* obj, ChunkList& to_release);
-  // Picks and takes out of the policy one victim of the shard (locked).
-  Object* pick_victim_locked(Shard& s, int64_t now_ms);
+  // Picks and takes out of the policy one victim chunk of the shard (locked).
+  Chunk* pick_victim_locked(Shard& s, int64_t now_ms);
   // True if the object is clean and the lower tier still holds its version.
   bool clean_below(const Object* obj) const;
   // Starts offloading a dirty victim: fills `item`; the object stays indexed.
@@ -324,7 +345,18 @@ class MemoryTier {
   void abort_offload(const OffloadItem& item, OffloadAnswer answer);
   OffloadItem make_item_locked(Object* obj, bool evicted);
   void wait_for_offloads(int64_t deadline_ms);
-  bool evictable(const Chunk* c, int64_t now_ms);
+  bool evictable(Chunk* c, int64_t now_ms);
+  // Unpinned (beyond `refs`) and unleased; ends a lease that ran out.
+  bool chunk_evictable(Chunk* c, uint32_t refs, int64_t now_ms);
+  // A clean object of several chunks leaves memory one chunk at a time
+  // (the lower tier holds them all): the chunk is the unit of residency.
+  static bool evicts_by_chunk(const Object* obj);
+  void evict_chunk_locked(Shard& s, Chunk* c, ChunkList& to_release);
+  void evict_whole_locked(Shard& s, Object* obj, ChunkList& to_release);
+  // Every chunk of [offset, offset + length) is in memory.
+  bool range_resident(const Object* obj, uint64_t offset, uint64_t length) const;
+  // A read of c: the policy's touch, the end of a lease.
+  void note_read_locked(Chunk* c, const GetOptions& o, int64_t& now_ms);
   void detach_locked(Shard& s, Object* obj, ChunkList& to_release);
   void release_all(ChunkList& chunks);
   bool expired(const Object* obj, int64_t now_ms) const;
@@ -430,8 +462,9 @@ class ObjectWriter final : public ValueSink {
   const std::string& key() const { return key_; }
   uint64_t size() const override { return size_; }
   size_t chunk_count() const { return chunks_.size(); }
-  char* chunk_data(size_t i) { return chunks_[i]->data(); }
-  uint32_t chunk_length(size_t i) const { return chunks_[i]->size; }
+  // Null for a hole of a partial writer (prepare_partial).
+  char* chunk_data(size_t i) { return chunks_[i] ? chunks_[i]->data() : nullptr; }
+  uint32_t chunk_length(size_t i) const { return chunks_[i] ? chunks_[i]->size : 0; }
   uint64_t filled() const override { return filled_; }
   // Where the next append() writes, as a writable span (for in-place reads
   // from a socket). Empty when the object is full.

@@ -42,7 +42,7 @@ bool MemoryTier::contains(std::string_view key) {
   {
     std::lock_guard lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
-    found = obj != nullptr;
+    found = obj != nullptr && !obj->partial();
   }
   release_all(to_release);
   return found;
@@ -71,6 +71,7 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
       info->expire_at_ms = obj->expire_at_ms;
       info->flash_state = obj->flash_state;
       for (const Chunk* c : obj->chunks) {
+        if (!c) continue;  // a hole: on flash only
         info->chunks.push_back({c->index, c->size, c->refs.load() - 1,
                                 (c->flags & Chunk::kLeased) != 0,
                                 (c->flags & Chunk::kUseOnce) != 0});
@@ -155,7 +156,7 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefet
       // All or nothing: a half-leased object would still be evicted whole.
       int64_t needed = 0;
       for (const Chunk* c : obj->chunks) {
-        if (!(c->flags & Chunk::kLeased)) needed += c->size;
+        if (c && !(c->flags & Chunk::kLeased)) needed += c->size;
       }
       int64_t cur = leased_.load(std::memory_order_relaxed);
       // At the cap, first retire leases of this shard that ran out unread.
@@ -170,6 +171,7 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefet
       } while (!leased_.compare_exchange_weak(cur, cur + needed, std::memory_order_relaxed));
       if (st.is_ok()) {
         for (Chunk* c : obj->chunks) {
+          if (!c) continue;
           if (!(c->flags & Chunk::kLeased)) begin_lease_locked(s, c);
           if (prefetch) c->flags |= Chunk::kPrefetched;
           c->lease_until_ms = now + ttl_ms;
@@ -443,7 +445,8 @@ ObjectWriter::~ObjectWriter() {
 }
 
 void ObjectWriter::reset() {
-  for (Chunk* c : chunks_) c->release();
+  for (Chunk* c : chunks_)
+    if (c) c->release();
   chunks_.clear();
   if (tier_ && meta_charge_) tier_->unreserve(meta_charge_);
   meta_charge_ = 0;
@@ -457,6 +460,7 @@ std::pair<char*, size_t> ObjectWriter::next_writable() {
   size_t cs = tier_->chunk_size();
   size_t i = filled_ / cs;
   size_t off = filled_ % cs;
+  if (!chunks_[i]) return {nullptr, 0};  // a partial writer is filled by chunk
   return {chunks_[i]->data() + off, chunks_[i]->size - off};
 }
 

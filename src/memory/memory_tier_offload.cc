@@ -67,7 +67,8 @@ void MemoryTier::set_flash_state(Object* obj, FlashState state) {
 
 int64_t MemoryTier::chunk_charge(const Object* obj) {
   int64_t n = 0;
-  for (const Chunk* c : obj->chunks) n += c->charge;
+  for (const Chunk* c : obj->chunks)
+    if (c) n += c->charge;
   return n;
 }
 
@@ -153,7 +154,7 @@ bool MemoryTier::clean_below(const Object* obj) const {
                        static_cast<uint32_t>(obj->chunks.size()));
 }
 
-Object* MemoryTier::pick_victim_locked(Shard& s, int64_t now_ms) {
+Chunk* MemoryTier::pick_victim_locked(Shard& s, int64_t now_ms) {
   auto can_evict = [&](const PolicyHook* h) {
     Chunk* c = Chunk::from_hook(const_cast<PolicyHook*>(h));
     if (tls_clean_only && !clean_below(c->owner)) return false;
@@ -167,7 +168,7 @@ Object* MemoryTier::pick_victim_locked(Shard& s, int64_t now_ms) {
     s.use_once.unlink(victim);
   else if (!tls_use_once_only)
     victim = s.policy->evict(can_evict);
-  return victim ? Chunk::from_hook(victim)->owner : nullptr;
+  return victim ? Chunk::from_hook(victim) : nullptr;
 }
 
 OffloadItem MemoryTier::make_item_locked(Object* obj, bool evicted) {
@@ -187,7 +188,7 @@ void MemoryTier::begin_offload_locked(Shard& s, Object* obj, OffloadItem& item) 
   // Out of every policy list, so no one picks it again; still indexed, so
   // readers find it until it lands below.
   for (Chunk* c : obj->chunks) {
-    if (!c->hook.linked) continue;
+    if (!c || !c->hook.linked) continue;
     if (c->flags & Chunk::kUseOnce)
       s.use_once.unlink(&c->hook);
     else
@@ -206,12 +207,21 @@ MemoryTier::EvictResult MemoryTier::evict_one(size_t first_shard) {
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[(first_shard + i) % shard_count_];
     std::lock_guard lock(s.mu);
-    Object* obj = pick_victim_locked(s, now);
-    if (!obj) continue;
+    Chunk* victim = pick_victim_locked(s, now);
+    if (!victim) continue;
+    Object* obj = victim->owner;
     if (lower_ && obj->flash_state == FlashState::kClean &&
         !lower_->holds(obj->key, obj->hash, obj->version,
-                       static_cast<uint32_t>(obj->chunks.size())))
-      set_flash_state(obj, FlashState::kDirty);  // its copy below was reclaimed
+                       static_cast<uint32_t>(obj->chunks.size()))) {
+      // Its copy below was reclaimed. What memory holds of it is all there
+      // is: a whole object is written down again; a partial one is lost with
+      // its copy (as a flash-only object would be), so it goes now.
+      if (obj->partial()) {
+        evict_whole_locked(s, obj, to_release);
+        break;
+      }
+      set_flash_state(obj, FlashState::kDirty);
+    }
     if (lower_ && obj->flash_state == FlashState::kFlushing) {
       leave_when_copied_locked(s, obj);
       return EvictResult::kOffloadStarted;
@@ -219,10 +229,10 @@ MemoryTier::EvictResult MemoryTier::evict_one(size_t first_shard) {
     if (lower_ && obj->flash_state == FlashState::kDirty) {
       begin_offload_locked(s, obj, item);
       offload = true;
+    } else if (lower_ && evicts_by_chunk(obj)) {
+      evict_chunk_locked(s, victim, to_release);
     } else {
-      evicted_objects_.fetch_add(1, std::memory_order_relaxed);
-      evicted_chunks_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
-      detach_locked(s, obj, to_release);
+      evict_whole_locked(s, obj, to_release);
     }
     break;
   }
@@ -246,6 +256,29 @@ MemoryTier::EvictResult MemoryTier::evict_one(size_t first_shard) {
     return EvictResult::kBusy;
   }
   return EvictResult::kFreed;
+}
+
+bool MemoryTier::evicts_by_chunk(const Object* obj) {
+  return obj->flash_state == FlashState::kClean && obj->chunks.size() > 1;
+}
+
+void MemoryTier::evict_whole_locked(Shard& s, Object* obj, ChunkList& to_release) {
+  evicted_objects_.fetch_add(1, std::memory_order_relaxed);
+  evicted_chunks_.fetch_add(obj->resident, std::memory_order_relaxed);
+  detach_locked(s, obj, to_release);
+}
+
+// The policy (or the use-once lane) has already let go of c's hook.
+void MemoryTier::evict_chunk_locked(Shard& s, Chunk* c, ChunkList& to_release) {
+  Object* obj = c->owner;
+  if (obj->resident == 1) return evict_whole_locked(s, obj, to_release);
+  if (c->flags & Chunk::kLeased) end_lease_locked(c, false);
+  obj->chunks[c->index] = nullptr;
+  --obj->resident;
+  --s.chunks;
+  c->owner = nullptr;
+  to_release.push_back(c);
+  evicted_chunks_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void MemoryTier::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
@@ -274,7 +307,7 @@ void MemoryTier::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
 void MemoryTier::relink_victim_locked(Shard& s, Object* obj, Relink where) {
   bool coldest = where == Relink::kColdest;
   for (Chunk* c : obj->chunks) {
-    if (c->hook.linked) continue;
+    if (!c || c->hook.linked) continue;
     if (c->flags & Chunk::kUseOnce)
       coldest ? s.use_once.push_back(&c->hook) : s.use_once.push_front(&c->hook);
     else
@@ -380,6 +413,7 @@ void MemoryTier::uncharge_use_once(int64_t bytes) {
 }
 
 void MemoryTier::drop_use_once_locked(Shard& s, Object* obj, ChunkList& to_release) {
+  if (obj->partial()) return;
   for (const Chunk* c : obj->chunks) {
     if (!(c->flags & Chunk::kUseOnce) || !c->hook.linked) return;
     // The index's reference and the reader's pin: anyone else keeps it.

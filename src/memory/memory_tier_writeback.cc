@@ -48,7 +48,7 @@ void MemoryTier::leave_when_copied_locked(Shard& s, Object* obj) {
   // landing (finish_flash_write) then drops it. No new write, no offload
   // counted: the copy under way is the one that was going to be made.
   for (Chunk* c : obj->chunks) {
-    if (!c->hook.linked) continue;
+    if (!c || !c->hook.linked) continue;
     if (c->flags & Chunk::kUseOnce)
       s.use_once.unlink(&c->hook);
     else

@@ -23,7 +23,12 @@ struct Object {
   int64_t charge = 0;  // metadata bytes charged for this object
   uint32_t ttl_slot = kNoTtlSlot;
   FlashState flash_state = FlashState::kDirty;
+  // Slot i is chunk i. A slot is null (a hole) only in a clean object: the
+  // lower tier holds that chunk, and reads take it from there.
   absl::InlinedVector<Chunk*, 1> chunks;
+  uint32_t resident = 0;  // non-null slots
+
+  bool partial() const { return resident < chunks.size(); }
 
   // Metadata charge of an object with this key and chunk count.
   static int64_t metadata_charge(size_t key_size, size_t chunk_count);

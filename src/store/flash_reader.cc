@@ -16,7 +16,8 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
  public:
   Op(FlashReader& reader, std::string_view key, const flash::FlashObjectSummary& info,
      uint64_t offset, uint64_t length, ReadWindow window, FlashReadCallbacks callbacks,
-     std::optional<memory::ObjectWriter> copy, OnCopied on_copied);
+     std::optional<memory::ObjectWriter> copy, OnCopied on_copied,
+     std::vector<memory::ChunkPin> resident);
 
   void pump();
   void cancel() override;
@@ -31,20 +32,30 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
 
  private:
   // A chunk handed to the consumer: dropping the last reference to it gives
-  // its buffer back and lets the read go on.
+  // its buffer back (or its memory pin) and lets the read go on.
   struct Piece {
-    Piece(flash::FlashChunk c, int64_t bytes, std::shared_ptr<Op> owner)
-        : chunk(std::move(c)), charge(bytes), op(std::move(owner)) {}
+    Piece(std::optional<flash::FlashChunk> c, memory::ChunkPin pin, int64_t bytes,
+          std::shared_ptr<Op> owner)
+        : chunk(std::move(c)), in_memory(std::move(pin)), charge(bytes), op(std::move(owner)) {}
     Piece(const Piece&) = delete;
     Piece& operator=(const Piece&) = delete;
-    flash::FlashChunk chunk;
+    std::string_view data() const { return chunk ? chunk->data() : in_memory.bytes(); }
+    std::optional<flash::FlashChunk> chunk;
+    memory::ChunkPin in_memory;
     int64_t charge;
     std::shared_ptr<Op> op;
     ~Piece() { op->released(charge); }
   };
+  // A chunk waiting to be handed out: read from flash, or held in memory.
   struct Slot {
     int64_t charge = 0;
     std::optional<flash::FlashChunk> chunk;
+    memory::ChunkPin in_memory;
+    bool ready() const { return chunk.has_value() || !in_memory.empty(); }
+    void reset() {
+      chunk.reset();
+      in_memory = {};
+    }
   };
 
   Slot& slot(uint32_t index) { return ring_[(index - first_) % ring_.size()]; }
@@ -58,6 +69,12 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   // The part of chunk `index` inside the requested range.
   std::string_view slice(uint32_t index, std::string_view data) const;
   void on_chunk(uint32_t index, Result<flash::FlashChunk> chunk);
+  // Puts chunk `index` in its slot from resident_, if memory holds it.
+  bool take_resident(uint32_t index);
+  void copy_chunk(uint32_t index, std::string_view data) {
+    if (char* to = copy_->chunk_data(index)) std::memcpy(to, data.data(), data.size());
+    copy_->advance(data.size());
+  }
   void granted(int64_t charge);
   void released(int64_t charge);
   // Hands out the chunks that are next in order; may unlock while the
@@ -82,6 +99,9 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   std::optional<flash::FlashTier::VersionLocations> known_;
   std::optional<memory::ObjectWriter> copy_;
   OnCopied on_copied_;
+  // Chunks of the range memory holds (entry i: chunk first_ + i), for an
+  // object held in part: they are handed out without a device read.
+  std::vector<memory::ChunkPin> resident_;
 
   mutable std::mutex mu_;
   std::vector<Slot> ring_;
@@ -101,7 +121,8 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
 FlashReader::Op::Op(FlashReader& reader, std::string_view key,
                     const flash::FlashObjectSummary& info, uint64_t offset, uint64_t length,
                     ReadWindow window, FlashReadCallbacks callbacks,
-                    std::optional<memory::ObjectWriter> copy, OnCopied on_copied)
+                    std::optional<memory::ObjectWriter> copy, OnCopied on_copied,
+                    std::vector<memory::ChunkPin> resident)
     : reader_(reader),
       key_(key),
       version_(info.version),
@@ -116,6 +137,7 @@ FlashReader::Op::Op(FlashReader& reader, std::string_view key,
       callbacks_(std::move(callbacks)),
       copy_(std::move(copy)),
       on_copied_(std::move(on_copied)),
+      resident_(std::move(resident)),
       ring_(std::min<uint64_t>(depth_, uint64_t{last_} - first_ + 1)),
       next_issue_(first_),
       next_deliver_(first_) {
@@ -138,11 +160,24 @@ std::string_view FlashReader::Op::slice(uint32_t index, std::string_view data) c
   return from >= end ? std::string_view{} : data.substr(from, end - from);
 }
 
+bool FlashReader::Op::take_resident(uint32_t index) {
+  if (resident_.empty() || resident_[index - first_].empty()) return false;
+  slot(index).in_memory = std::move(resident_[index - first_]);
+  ++held_;
+  return true;
+}
+
 void FlashReader::Op::pump() {
   absl::InlinedVector<uint32_t, 8> batch;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    bool from_memory = false;
     while (!stopped_ && next_issue_ <= last_ && held_ < depth_ && inflight_ < parallel_) {
+      if (take_resident(next_issue_)) {
+        ++next_issue_;
+        from_memory = true;
+        continue;
+      }
       int64_t charge = prepaid_;
       if (charge == 0) {
         if (waiting_budget_) break;
@@ -159,6 +194,11 @@ void FlashReader::Op::pump() {
       ++inflight_;
       ++issued_;
       batch.push_back(next_issue_++);
+    }
+    if (from_memory) {
+      deliver(lock);
+      // With device reads in the batch, their completions end the read.
+      if (batch.empty()) return maybe_finish(lock);
     }
   }
   if (batch.empty()) return;
@@ -226,10 +266,7 @@ void FlashReader::Op::on_chunk(uint32_t index, Result<flash::FlashChunk> chunk) 
     lock.lock();
     return maybe_finish(lock);  // nothing more is issued
   }
-  if (copy_) {
-    std::memcpy(copy_->chunk_data(index), chunk->data().data(), chunk->data().size());
-    copy_->advance(chunk->data().size());
-  }
+  if (copy_) copy_chunk(index, chunk->data());
   s.chunk.emplace(std::move(*chunk));
   deliver(lock);
   maybe_finish(lock);
@@ -239,13 +276,14 @@ void FlashReader::Op::on_chunk(uint32_t index, Result<flash::FlashChunk> chunk) 
 void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
   if (delivering_) return;  // the thread delivering now takes this one too
   delivering_ = true;
-  while (!stopped_ && next_deliver_ <= last_ && slot(next_deliver_).chunk) {
+  while (!stopped_ && next_deliver_ <= last_ && slot(next_deliver_).ready()) {
     uint32_t index = next_deliver_++;
     Slot& s = slot(index);
-    auto piece = std::make_shared<Piece>(std::move(*s.chunk), std::exchange(s.charge, 0),
-                                         shared_from_this());
-    s.chunk.reset();
-    std::string_view bytes = slice(index, piece->chunk.data());
+    auto piece = std::make_shared<Piece>(std::move(s.chunk), std::move(s.in_memory),
+                                         std::exchange(s.charge, 0), shared_from_this());
+    s.reset();
+    if (copy_ && !piece->chunk) copy_chunk(index, piece->data());
+    std::string_view bytes = slice(index, piece->data());
     // Pieces go out in order, without the lock: the consumer may drop a
     // piece at once, and that reads the next chunk.
     lock.unlock();
@@ -264,11 +302,12 @@ void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
   // Chunks that arrived but will never be handed out.
   int64_t unused = std::exchange(prepaid_, 0);
   for (Slot& s : ring_) {
-    if (!s.chunk) continue;
+    if (!s.ready()) continue;
     unused += std::exchange(s.charge, 0);
-    s.chunk.reset();
+    s.reset();
     --held_;
   }
+  resident_.clear();
   // Nothing more is read from the device: reclaim may have those regions.
   flash::FlashTier::RegionPins pins;
   if (known_) pins = std::move(known_->pins);
@@ -319,7 +358,8 @@ std::shared_ptr<FlashRead> FlashReader::start(std::string_view key,
                                               uint64_t offset, uint64_t length,
                                               FlashReadCallbacks callbacks, ReadWindow window,
                                               std::optional<memory::ObjectWriter> copy,
-                                              OnCopied on_copied) {
+                                              OnCopied on_copied,
+                                              std::vector<memory::ChunkPin> resident) {
   if (length == 0 && !copy) {
     callbacks.on_done(Status::ok());
     return nullptr;
@@ -327,7 +367,7 @@ std::shared_ptr<FlashRead> FlashReader::start(std::string_view key,
   if (window.depth == 0) window.depth = default_depth_.load(std::memory_order_relaxed);
   if (window.parallel == 0) window.parallel = default_parallel_.load(std::memory_order_relaxed);
   auto op = std::make_shared<Op>(*this, key, info, offset, length, window, std::move(callbacks),
-                                 std::move(copy), std::move(on_copied));
+                                 std::move(copy), std::move(on_copied), std::move(resident));
   op->pump();
   return op;
 }

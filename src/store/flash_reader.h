@@ -12,6 +12,8 @@
 // for its next chunk, so stalled readers elsewhere cannot starve it.
 // Optionally the chunks are also copied into a
 // memory-tier writer as they arrive (promotion without a second read).
+// Chunks that memory holds of an object held in part are handed out from
+// there, in their turn, without a device read.
 #pragma once
 
 #include <deque>
@@ -46,13 +48,17 @@ class FlashReader {
   // Reads [offset, offset + length) of `info`'s version of `key` (range
   // already clipped to the object). With `copy`, the range must be the whole
   // object: every chunk is copied into it and it goes to `on_copied`.
-  // `window` fields left 0 take the defaults. The handle may be dropped: the
-  // read goes on as long as the consumer releases pieces.
+  // `window` fields left 0 take the defaults. `resident` (from
+  // MemoryTier::resident_chunks for this version, entry i for the range's
+  // i-th chunk) are chunks memory holds: they are handed out in their turn
+  // without a device read. The handle may be dropped: the read goes on as
+  // long as the consumer releases pieces.
   std::shared_ptr<FlashRead> start(std::string_view key, const flash::FlashObjectSummary& info,
                                    uint64_t offset, uint64_t length, FlashReadCallbacks callbacks,
                                    ReadWindow window = {},
                                    std::optional<memory::ObjectWriter> copy = std::nullopt,
-                                   OnCopied on_copied = {});
+                                   OnCopied on_copied = {},
+                                   std::vector<memory::ChunkPin> resident = {});
 
   // Chunks an object of `size` bytes has (one for an empty object).
   uint32_t chunk_count(uint64_t size) const {

@@ -109,6 +109,7 @@ struct Preheater::Job {
   std::stop_source stop;  // requested with cancel: ends a source read in flight
   bool failed = false;
   bool cached = false;
+  uint64_t cached_bytes = 0;  // of the object, in its memory copy
   std::string fail_error;
   int64_t started_ms = 0;
   int64_t finished_ms = 0;
@@ -237,6 +238,7 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
     job->source = std::move(*source);
     job->put = std::move(*put);
     job->cached = job->put->caching();
+    job->cached_bytes = job->put->cached_bytes();
     job->length = length;
     job->piece_size =
         job->request.piece_size ? job->request.piece_size : default_piece_size(length, chunk_size_);
@@ -368,7 +370,7 @@ void Preheater::lane_done(const std::shared_ptr<Job>& job) {
   if (!error.empty()) return finish(*job, PreheatState::kFailed, error);
   Result<memory::WriteResult> committed = job->put->commit(job->request.exclusive);
   if (!committed) return finish(*job, PreheatState::kFailed, committed.status().message());
-  if (job->cached) metrics_.bytes_memory.add(job->length);
+  if (job->cached) metrics_.bytes_memory.add(job->cached_bytes);
   finish(*job, PreheatState::kDone, "");
 }
 

@@ -41,8 +41,16 @@ StagedPut::StagedPut(flash::FlashTier::StagedObject object, memory::MemoryTier& 
   // Room only from what can go without waiting: a preheat must not stall
   // on offloads that themselves need the pool it runs on.
   memory::MemoryTier::NoWaitScope no_wait;
-  Result<memory::ObjectWriter> copy = memory_.prepare(key_, size_);
-  if (copy) copy_.emplace(std::move(*copy));
+  const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : INT64_MAX;
+  Result<memory::ObjectWriter> copy = Status::out_of_memory("over the cap");
+  if (static_cast<int64_t>(memory_.charge_for_object(key_.size(), size_)) <= cap)
+    copy = memory_.prepare(key_, size_);
+  // Too large, or no room for all of it: memory takes what fits, from the
+  // front, and readers take the rest from flash.
+  if (!copy) copy = memory_.prepare_partial(key_, size_, cap);
+  if (!copy) return;
+  copy_.emplace(std::move(*copy));
+  for (size_t i = 0; i < copy_->chunk_count(); ++i) cached_bytes_ += copy_->chunk_length(i);
 }
 
 StagedPut::~StagedPut() = default;
@@ -58,7 +66,8 @@ Status StagedPut::write(uint64_t offset, std::string_view bytes) {
   for (uint64_t done = 0; done < bytes.size(); done += chunk_size_) {
     const auto index = static_cast<uint32_t>((offset + done) / chunk_size_);
     const std::string_view data = bytes.substr(done, chunk_size_);
-    if (copy_) std::memcpy(copy_->chunk_data(index), data.data(), data.size());
+    if (char* to = copy_ ? copy_->chunk_data(index) : nullptr)
+      std::memcpy(to, data.data(), data.size());
     if (index + 1 == chunk_count_) {
       std::lock_guard lock(last_mu_);
       last_chunk_.assign(data);

@@ -36,6 +36,10 @@ namespace tierkv {
 struct StagedPutOptions {
   int64_t expire_at_ms = 0;      // unix ms; 0: none
   bool cache_in_memory = false;  // also fill a memory copy (best effort)
+  // The most the memory copy may take: past it (or past the room memory
+  // finds) the copy holds the object's first chunks and the rest is read
+  // from flash. 0: no cap.
+  int64_t memory_cap_bytes = 0;
 };
 
 class StagedPut {
@@ -52,6 +56,9 @@ class StagedPut {
   uint32_t chunk_size() const { return chunk_size_; }
   // True while a memory copy is being filled.
   bool caching() const { return copy_.has_value(); }
+  // Bytes of the object the memory copy holds (all of it, or its first
+  // chunks).
+  uint64_t cached_bytes() const { return cached_bytes_; }
 
   // Writes bytes [offset, offset + bytes.size()): offset on a chunk
   // boundary, the length whole chunks or up to the object's end. Busy if
@@ -97,6 +104,7 @@ class StagedPut {
   const uint32_t chunk_size_;
   const uint32_t chunk_count_;
   StagedPutOptions options_;
+  uint64_t cached_bytes_ = 0;
   std::optional<memory::ObjectWriter> copy_;
   std::shared_ptr<Landing> landing_;
   std::mutex last_mu_;

@@ -413,6 +413,9 @@ class Store {
   // counts now, and (unless use-once) toward promotion-on-hit.
   void count_streamed_read(std::string_view key, bool use_once);
   bool wait_for_promotion(std::string_view key, const ReadOptions& options);
+  std::vector<memory::ChunkPin> resident_part(std::string_view key, uint64_t version,
+                                              uint64_t offset, uint64_t length,
+                                              const GetOptions& options);
   Status check_key(std::string_view key) const;
   Status check_size(uint64_t size) const;
   // Opens the flash tier (recovering its index) and wires the tiers; then

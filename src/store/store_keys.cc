@@ -24,13 +24,23 @@ std::optional<ObjectResidency> Store::residency(std::string_view key) {
     r.expire_at_ms = mem->expire_at_ms;
     r.in_memory = true;
     r.state = memory::flash_state_name(mem->flash_state);
+    // Every chunk of the object: memory lists those it holds (all of them,
+    // unless the object is clean and held in part).
+    const uint64_t cs = memory_->chunk_size();
+    const uint32_t count = mem->size == 0 ? 1 : static_cast<uint32_t>((mem->size + cs - 1) / cs);
+    r.chunks.resize(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      r.chunks[i].index = i;
+      r.chunks[i].size = static_cast<uint32_t>(std::min<uint64_t>(cs, mem->size - std::min<uint64_t>(mem->size, i * cs)));
+    }
     for (const memory::ChunkInfo& c : mem->chunks) {
-      r.chunks.push_back(ChunkResidency{.index = c.index,
-                                        .size = c.size,
-                                        .in_memory = true,
-                                        .pins = c.pins,
-                                        .leased = c.leased,
-                                        .use_once = c.use_once});
+      r.chunks[c.index] = ChunkResidency{.index = c.index,
+                                         .size = c.size,
+                                         .in_memory = true,
+                                         .on_flash = false,
+                                         .pins = c.pins,
+                                         .leased = c.leased,
+                                         .use_once = c.use_once};
     }
     if (below && below->version == mem->version) {
       for (ChunkResidency& c : r.chunks)

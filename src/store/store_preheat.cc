@@ -51,8 +51,14 @@ Result<std::unique_ptr<StagedPut>> Store::begin_staged_put(std::string_view key,
                             .chunk_count = static_cast<uint32_t>(chunks),
                             .expire_at_ms = options.expire_at_ms});
   if (!staged) return staged.status();
+  StagedPutOptions opts = options;
+  // A memory copy never takes more than a large value may (the rest of the
+  // object is read from flash).
+  if (opts.cache_in_memory && opts.memory_cap_bytes == 0)
+    opts.memory_cap_bytes = static_cast<int64_t>(large_value_fraction_ *
+                                                 static_cast<double>(memory_->budget_bytes()));
   return std::make_unique<StagedPut>(std::move(*staged), *memory_, key_locks_, std::string(key),
-                                     size, version, options);
+                                     size, version, opts);
 }
 
 bool Store::writes_past_memory(uint64_t size) const {

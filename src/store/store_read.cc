@@ -124,9 +124,23 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   if (counted && !options.use_once)
     start_promotion_for_read(key, *info, out.offset == 0 && out.length == info->object_size, copy,
                              on_copied);
-  out.flash_read = reader_->start(key, *info, out.offset, out.length, std::move(callbacks),
-                                  options.window, std::move(copy), std::move(on_copied));
+  out.flash_read = reader_->start(
+      key, *info, out.offset, out.length, std::move(callbacks), options.window, std::move(copy),
+      std::move(on_copied),
+      resident_part(key, info->version, out.offset, out.length,
+                    GetOptions{.touch = counted, .end_lease = counted, .use_once = options.use_once}));
   return out;
+}
+
+// Memory may hold some chunks of the version (a clean object held in part):
+// the read takes those from there.
+std::vector<memory::ChunkPin> Store::resident_part(std::string_view key, uint64_t version,
+                                                   uint64_t offset, uint64_t length,
+                                                   const GetOptions& options) {
+  if (length == 0) return {};
+  const uint64_t cs = reader_->chunk_size();
+  return memory_->resident_chunks(key, version, static_cast<uint32_t>(offset / cs),
+                                  static_cast<uint32_t>((offset + length - 1) / cs), options);
 }
 
 // The chunks are on their way into memory already: wait for them rather

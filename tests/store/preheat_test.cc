@@ -1,6 +1,6 @@
 // Preheat jobs with file sources: the object appears whole when every piece
 // landed (and the digest matched), in memory and on flash, or larger than
-// memory on flash alone; every failure leaves the previous value and nothing
+// memory on flash with its first chunks in memory; every failure leaves the previous value and nothing
 // partial, also across a restart. HTTP sources are tested over the wire
 // (tests/integration/test_preheat.py) against nginx.
 #include <fmt/format.h>
@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include "store/preheat_source.h"
@@ -106,7 +107,31 @@ TEST_F(PreheatTest, FileIsLoadedWholeIntoMemoryAndFlash) {
   EXPECT_EQ(value_of(*s, "m"), content);
 }
 
-TEST_F(PreheatTest, LargerThanMemoryLivesOnFlashAndSurvivesRestart) {
+// Reads of ranges that start and end at, before and after chunk
+// boundaries, and across the memory / flash boundary of a partly resident
+// object, each against the bytes it must return.
+void expect_every_range(Store& s, std::string_view key, const std::string& content,
+                        uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges = {{0, content.size()}};
+  for (uint64_t b = 0; b <= content.size(); b += kChunk) {
+    for (int64_t d : {-1, 0, 1}) {
+      const int64_t at = static_cast<int64_t>(b) + d;
+      if (at < 0 || at >= static_cast<int64_t>(content.size())) continue;
+      ranges.push_back({static_cast<uint64_t>(at), 1 + rng() % (3 * kChunk)});
+    }
+  }
+  for (int i = 0; i < 40; ++i) ranges.push_back({rng() % content.size(), rng() % (8 * kChunk)});
+  for (auto [off, len] : ranges) {
+    auto got = s.get_range(key, off, len);
+    ASSERT_TRUE(got) << off << "+" << len << ": " << got.status().to_string();
+    std::string bytes;
+    got->append_to(bytes);
+    ASSERT_EQ(bytes, content.substr(off, len)) << off << "+" << len;
+  }
+}
+
+TEST_F(PreheatTest, LargerThanMemoryIsHeldInPartAndReadWholeAcrossRestart) {
   const Config c = config();
   const std::string content = value_for(2, 12 << 20);  // 12 MiB, memory is 8
   const std::string url = source_file("big.bin", content);
@@ -118,18 +143,36 @@ TEST_F(PreheatTest, LargerThanMemoryLivesOnFlashAndSurvivesRestart) {
     ASSERT_TRUE(id);
     const PreheatJobStatus j = wait_job(*s, *id);
     ASSERT_EQ(j.state, PreheatState::kDone) << j.error;
-    EXPECT_FALSE(j.cached);
+    EXPECT_TRUE(j.cached);
     EXPECT_EQ(j.piece_size, uint64_t{4} << 20);  // the default rule's floor
+    // Memory holds the object's first chunks, up to large-value-memory-
+    // fraction of its budget; flash holds every chunk.
+    std::optional<ObjectResidency> r = s->residency("big");
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->in_memory);
+    ASSERT_EQ(r->chunks.size(), content.size() / kChunk);
+    uint64_t in_memory = 0;
+    bool hole_seen = false;
+    for (const ChunkResidency& ch : r->chunks) {
+      EXPECT_TRUE(ch.on_flash) << ch.index;
+      if (ch.in_memory) {
+        EXPECT_FALSE(hole_seen) << "chunk " << ch.index << " in memory after a hole";
+        in_memory += ch.size;
+      }
+      hole_seen |= !ch.in_memory;
+    }
+    EXPECT_GT(in_memory, uint64_t{2} << 20);
+    EXPECT_LE(in_memory, uint64_t{4} << 20);
+    EXPECT_LE(s->stats().memory.used_bytes, s->stats().memory.budget_bytes);
+    const uint64_t flash_reads = s->stats().flash_hits;
     EXPECT_EQ(value_of(*s, "big"), content);
-    auto range = s->get_range("big", (7 << 20) + 5, 100'000);
-    ASSERT_TRUE(range);
-    std::string bytes;
-    range->append_to(bytes);
-    EXPECT_EQ(bytes, content.substr((7 << 20) + 5, 100'000));
+    EXPECT_EQ(s->stats().flash_hits, flash_reads + 1);  // one read, from both tiers
+    expect_every_range(*s, "big", content, 7);
     ASSERT_TRUE(s->close_cleanly().is_ok());
   }
   auto s = open(c);
   EXPECT_EQ(value_of(*s, "big"), content);
+  expect_every_range(*s, "big", content, 8);
 }
 
 TEST_F(PreheatTest, FailuresLeaveThePreviousValueAndNothingPartial) {
