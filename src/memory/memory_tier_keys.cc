@@ -18,6 +18,12 @@ Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t ha
   auto it = s.index.find(KeyRef{key, hash});
   if (it == s.index.end()) return nullptr;
   Object* obj = *it;
+  // A part without the rest (its copy below was reclaimed) is no object:
+  // dropped on sight, as an expired one is.
+  if (obj->partial() && !clean_below(obj)) {
+    evict_whole_locked(s, obj, to_release);
+    return nullptr;
+  }
   if (obj->expire_at_ms == 0) return obj;
   if (now == 0) now = unix_time_ms();  // read the clock only when it matters
   if (!expired(obj, now)) return obj;

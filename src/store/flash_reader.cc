@@ -353,13 +353,10 @@ ReadWindow FlashReader::defaults() const {
   return ReadWindow{.depth = default_depth_.load(), .parallel = default_parallel_.load()};
 }
 
-std::shared_ptr<FlashRead> FlashReader::start(std::string_view key,
-                                              const flash::FlashObjectSummary& info,
-                                              uint64_t offset, uint64_t length,
-                                              FlashReadCallbacks callbacks, ReadWindow window,
-                                              std::optional<memory::ObjectWriter> copy,
-                                              OnCopied on_copied,
-                                              std::vector<memory::ChunkPin> resident) {
+std::shared_ptr<FlashRead> FlashReader::start(
+    std::string_view key, const flash::FlashObjectSummary& info, uint64_t offset, uint64_t length,
+    FlashReadCallbacks callbacks, ReadWindow window, std::optional<memory::ObjectWriter> copy,
+    OnCopied on_copied, std::vector<memory::ChunkPin> resident) {
   if (length == 0 && !copy) {
     callbacks.on_done(Status::ok());
     return nullptr;

@@ -165,6 +165,11 @@ void Promoter::start(const std::shared_ptr<Job>& job) {
   if (!info || info->readable_chunks != reader_.chunk_count(info->object_size) ||
       (info->expire_at_ms != 0 && info->expire_at_ms <= unix_time_ms()))
     return finish(*job, PromotionOutcome::kGone);
+  // Chunks memory holds already (a clean object held in part) are copied
+  // from there, not read again; pinned first, so making room cannot take them.
+  std::vector<memory::ChunkPin> resident =
+      memory_.resident_chunks(key, info->version, 0, reader_.chunk_count(info->object_size) - 1,
+                              memory::GetOptions{.touch = false, .end_lease = false});
   Result<memory::ObjectWriter> writer = reserve(*job, info->object_size);
   if (!writer) {
     return finish(*job, writer.status().code() == StatusCode::kOutOfMemory
@@ -173,7 +178,7 @@ void Promoter::start(const std::shared_ptr<Job>& job) {
   }
   FlashReadCallbacks ignore{[](ValuePiece) {}, [](Status) {}};
   reader_.start(key, *info, 0, info->object_size, std::move(ignore), {}, std::move(*writer),
-                on_copied(job, info->version, info->expire_at_ms));
+                on_copied(job, info->version, info->expire_at_ms), std::move(resident));
 }
 
 std::optional<Promoter::Copy> Promoter::begin_copy(std::string_view key,

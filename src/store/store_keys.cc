@@ -31,7 +31,8 @@ std::optional<ObjectResidency> Store::residency(std::string_view key) {
     r.chunks.resize(count);
     for (uint32_t i = 0; i < count; ++i) {
       r.chunks[i].index = i;
-      r.chunks[i].size = static_cast<uint32_t>(std::min<uint64_t>(cs, mem->size - std::min<uint64_t>(mem->size, i * cs)));
+      r.chunks[i].size = static_cast<uint32_t>(
+          std::min<uint64_t>(cs, mem->size - std::min<uint64_t>(mem->size, i * cs)));
     }
     for (const memory::ChunkInfo& c : mem->chunks) {
       r.chunks[c.index] = ChunkResidency{.index = c.index,

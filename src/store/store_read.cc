@@ -127,8 +127,9 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   out.flash_read = reader_->start(
       key, *info, out.offset, out.length, std::move(callbacks), options.window, std::move(copy),
       std::move(on_copied),
-      resident_part(key, info->version, out.offset, out.length,
-                    GetOptions{.touch = counted, .end_lease = counted, .use_once = options.use_once}));
+      resident_part(
+          key, info->version, out.offset, out.length,
+          GetOptions{.touch = counted, .end_lease = counted, .use_once = options.use_once}));
   return out;
 }
 

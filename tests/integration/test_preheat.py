@@ -211,6 +211,50 @@ def test_http_preheat_gives_the_source_bytes_in_memory_and_on_flash(world):
     assert "Preheat" in titles and int(fields["preheat_jobs_done"]) == 0  # counters restart
 
 
+def chunk_tiers(c, key):
+    stat = c.execute_command("TIER.STAT", key)
+    stat = dict(zip(stat[::2], stat[1::2]))
+    tiers = []
+    for chunk in stat[b"chunk_residency"]:
+        chunk = dict(zip(chunk[::2], chunk[1::2]))
+        tiers.append(chunk[b"residency"].decode())
+    return stat, tiers
+
+
+def test_a_file_larger_than_memory_is_held_in_part_and_read_whole(world):
+    """Memory is 64 MiB: with CACHE yes an 80 MiB file keeps its first
+    chunks in memory (at most large-value-memory-fraction, 0.5, of it) and
+    the rest on flash; reads take each chunk from the tier that holds it."""
+    s, nginx, _, root = world
+    data = os.urandom(80 * MIB + 17)
+    write_source(root, "big.bin", data)
+    c = s.client()
+    job_id = c.execute_command("TIER.PREHEAT", "big", nginx.url("big.bin"), "CACHE", "yes")
+    j = wait_job(c, job_id)
+    assert j["state"] == "done" and j["cached"] == 1, j
+    stat, tiers = chunk_tiers(c, "big")
+    assert stat[b"state"] == b"clean", stat
+    assert len(tiers) == 81
+    held = tiers.count("both")
+    assert 16 <= held <= 32, tiers
+    assert tiers == ["both"] * held + ["flash"] * (81 - held), tiers  # the head is held
+    fields, _ = s.info("preheat")
+    assert int(fields["preheat_memory_bytes"]) == held * MIB, fields
+    assert sha256(c.get("big")) == sha256(data)
+    edge = held * MIB
+    for off, length in [(edge - 3, 7), (edge - MIB - 1, 2 * MIB + 2), (0, edge + 1),
+                        (edge, MIB), (80 * MIB - 5, 100)]:
+        assert c.getrange("big", off, off + length - 1) == data[off:off + length], (off, length)
+    # A plain SET of another key evicts by chunk, never a whole clean object
+    # at once while its chunks are still wanted; the value stays whole.
+    for i in range(40):
+        c.set(f"fill:{i}", os.urandom(MIB))
+    assert sha256(c.get("big")) == sha256(data)
+    s.restart()
+    c = s.client()
+    assert sha256(c.get("big")) == sha256(data)
+
+
 def test_every_failure_leaves_the_previous_value(world):
     s, nginx, faulty, root = world
     data = os.urandom(9 * MIB)

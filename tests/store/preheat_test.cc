@@ -1,7 +1,7 @@
 // Preheat jobs with file sources: the object appears whole when every piece
 // landed (and the digest matched), in memory and on flash, or larger than
-// memory on flash with its first chunks in memory; every failure leaves the previous value and nothing
-// partial, also across a restart. HTTP sources are tested over the wire
+// memory on flash with its first chunks in memory; every failure leaves the previous value and
+// nothing partial, also across a restart. HTTP sources are tested over the wire
 // (tests/integration/test_preheat.py) against nginx.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -110,8 +110,7 @@ TEST_F(PreheatTest, FileIsLoadedWholeIntoMemoryAndFlash) {
 // Reads of ranges that start and end at, before and after chunk
 // boundaries, and across the memory / flash boundary of a partly resident
 // object, each against the bytes it must return.
-void expect_every_range(Store& s, std::string_view key, const std::string& content,
-                        uint64_t seed) {
+void expect_every_range(Store& s, std::string_view key, const std::string& content, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<std::pair<uint64_t, uint64_t>> ranges = {{0, content.size()}};
   for (uint64_t b = 0; b <= content.size(); b += kChunk) {
