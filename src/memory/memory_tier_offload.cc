@@ -230,6 +230,11 @@ MemoryTier::EvictResult MemoryTier::evict_one(size_t first_shard) {
       begin_offload_locked(s, obj, item);
       offload = true;
     } else if (lower_ && evicts_by_chunk(obj)) {
+      // The next eviction starts here again: the object's other chunks are
+      // likely the shard's coldest too, and round-robin over shards would
+      // otherwise take one chunk of it per round, keeping a large cold
+      // object many times longer than a small one as cold.
+      if (obj->resident > 1) evict_cursor_.store((first_shard + i) % shard_count_);
       evict_chunk_locked(s, victim, to_release);
     } else {
       evict_whole_locked(s, obj, to_release);
