@@ -582,6 +582,44 @@ def fio(directory, size, rw):
     return job["write" if rw == "write" else "read"]["bw_bytes"] / 1e9
 
 
+def part_run(args, nginx, workdir, shard, r):
+    """A second server whose memory is 2/3 of the shard: CACHE yes keeps the
+    file's head in memory (up to large-value-memory-fraction, 0.5, of it)
+    and reads take each chunk from the tier that holds it."""
+    part_args = argparse.Namespace(**vars(args))
+    part_args.memory_bytes = round_up(args.size_bytes * 2 // 3, MIB)
+    part_dir = os.path.join(workdir, "part")
+    os.makedirs(part_dir, exist_ok=True)
+    server = Server(part_args, part_dir, nginx.url())
+    size = shard["size"]
+    try:
+        server.start()
+        conn = Conn(server.port, timeout=args.timeout, bufsize=parse_size(args.recv_buffer))
+        with Meter(server.proc.pid, nginx.workers) as m:
+            seconds, _ = preheat(conn, [(b"part", nginx.url("shard.bin"))], True, args.timeout)
+        r["phases"]["preheat_part"] = {"bytes": size, "seconds": m.wall,
+                                       "gbps": gbps(size, m.wall), "cpu": m.cpu,
+                                       "server_threads": m.threads, "disk": m.disk}
+        r["stat_part"] = stat(conn, b"part")
+        verify(conn, b"part", size, shard["sha256"])
+        for i in range(args.reads):
+            with Meter(server.proc.pid, nginx.workers) as m:
+                timed_gets(conn, b"part", size, 1)
+            r["phases"][f"read_part_{i}"] = {"bytes": size, "seconds": m.wall,
+                                             "gbps": gbps(size, m.wall), "cpu": m.cpu,
+                                             "server_threads": m.threads, "disk": m.disk}
+            print(f"  read_part_{i}    {m.wall:7.2f} s {gbps(size, m.wall):6.2f} GB/s", flush=True)
+        r["stat_part_after"] = stat(conn, b"part")
+        conn.close()
+        server.stop()
+    except Exception:
+        print(server.log_tail(), file=sys.stderr)
+        raise
+    finally:
+        server.kill()
+        shutil.rmtree(part_dir, ignore_errors=True)
+
+
 def one_run(args, nginx, workdir, files, block):
     """One fresh server; every phase. Returns the run's dict."""
     shard, shards = files["shard"], files["shards"]
@@ -669,6 +707,7 @@ def one_run(args, nginx, workdir, files, block):
             os.unlink(server.flash_path)
         except OSError:
             pass
+    part_run(args, nginx, workdir, shard, r)
     ph = r["phases"]
     med = lambda prefix: statistics.median(  # noqa: E731
         v["gbps"] for k, v in ph.items() if k.startswith(prefix))
@@ -683,7 +722,10 @@ def one_run(args, nginx, workdir, files, block):
         "get_1mib_gbps": r["get_1mib_gbps"],
         "folder_gbps": ph["preheat_folder"]["gbps"],
         "folder_curl_gbps": ph["curl_folder"]["gbps"],
+        "part_read_gbps": med("read_part_"),
+        "part_held": r["stat_part"]["residency"]["both"] / r["stat_part"]["chunks"],
     }
+    s["part_vs_flash"] = s["part_read_gbps"] / s["flash_read_gbps"]
     s["preheat_vs_curl"] = s["preheat_gbps"] / curl_gbps
     s["mem_vs_source"] = s["mem_read_gbps"] / s["source_read_gbps"]
     s["mem_vs_1mib_get"] = s["mem_read_gbps"] / s["get_1mib_gbps"]
@@ -710,7 +752,7 @@ def one_run(args, nginx, workdir, files, block):
 SUMMARY_KEYS = ("preheat_gbps", "curl_gbps", "preheat_vs_curl", "mem_read_gbps",
                 "flash_read_gbps", "source_read_gbps", "mem_vs_source", "get_1mib_gbps",
                 "mem_vs_1mib_get", "folder_gbps", "folder_curl_gbps", "folder_vs_curl",
-                "preheat_flash_gbps")
+                "preheat_flash_gbps", "part_read_gbps", "part_held", "part_vs_flash")
 
 
 def cpu_pct(p, who):
@@ -742,7 +784,10 @@ def print_table(run, size, folder_bytes):
             ("memory / 1 MiB GET", "mem_vs_1mib_get", ">= 0.8"),
             (f"folder preheat GB/s ({folder_bytes / GIB:.2f} GiB)", "folder_gbps", ""),
             ("folder curl GB/s (parallel)", "folder_curl_gbps", ""),
-            ("folder preheat / curl", "folder_vs_curl", ""))
+            ("folder preheat / curl", "folder_vs_curl", ""),
+            ("larger than memory: share held", "part_held", ""),
+            ("larger than memory: read GB/s", "part_read_gbps", ""),
+            ("larger than memory / flash read", "part_vs_flash", ""))
     for label, key, goal in rows:
         print(f"{label:<34} {s[key]:>8.3f}  {goal}")
     print("CPU s per GiB: " + ", ".join(f"{k} {v:.2f}" for k, v in s["cpu_s_per_gib"].items()))
@@ -751,7 +796,8 @@ def print_table(run, size, folder_bytes):
             f"{t['tid_offset']}: {t['cpu_s']:.2f}" for t in ph[name]["server_threads"]))
     print(f"TIER.STAT after CACHE yes: {run['stat_mem']['state']} {run['stat_mem']['residency']}; "
           f"after CACHE no: {run['stat_flash']['state']} {run['stat_flash']['residency']}, "
-          f"after its reads: {run['stat_flash_after']['state']}")
+          f"after its reads: {run['stat_flash_after']['state']}; larger than memory: "
+          f"{run['stat_part']['state']} {run['stat_part']['residency']}")
 
 
 def plot(png, summary):
@@ -766,11 +812,11 @@ def plot(png, summary):
     a.bar(names, vals, color=["grey", "tab:blue", "tab:cyan", "grey", "tab:blue"])
     a.set_ylabel("GB/s")
     a.set_title(f"load from nginx (preheat/curl {summary['preheat_vs_curl']:.2f})", fontsize=10)
-    names = ["memory\n(CACHE yes)", "flash\n(CACHE no)", "source\n(cache dropped)",
-             "1 MiB GET\nreference"]
-    vals = [summary[k] for k in ("mem_read_gbps", "flash_read_gbps", "source_read_gbps",
-                                 "get_1mib_gbps")]
-    b.bar(names, vals, color=["tab:green", "tab:orange", "grey", "tab:olive"])
+    names = ["memory\n(CACHE yes)", f"{summary['part_held']:.0%} memory\n+ flash",
+             "flash\n(CACHE no)", "source\n(cache dropped)", "1 MiB GET\nreference"]
+    vals = [summary[k] for k in ("mem_read_gbps", "part_read_gbps", "flash_read_gbps",
+                                 "source_read_gbps", "get_1mib_gbps")]
+    b.bar(names, vals, color=["tab:green", "tab:purple", "tab:orange", "grey", "tab:olive"])
     b.set_ylabel("GB/s")
     b.set_title(f"full-file read (mem/source {summary['mem_vs_source']:.1f}x, "
                 f"mem/1MiB GET {summary['mem_vs_1mib_get']:.2f})", fontsize=10)
@@ -913,6 +959,8 @@ def main():
           f"mem_read_gbps={s['mem_read_gbps']:.3f} flash_read_gbps={s['flash_read_gbps']:.3f} "
           f"source_read_gbps={s['source_read_gbps']:.3f} mem_vs_source={s['mem_vs_source']:.2f} "
           f"mem_vs_1mib_get={s['mem_vs_1mib_get']:.3f} folder_gbps={s['folder_gbps']:.3f} "
+          f"part_held={s['part_held']:.3f} part_read_gbps={s['part_read_gbps']:.3f} "
+          f"part_vs_flash={s['part_vs_flash']:.2f} "
           f"runs={len(runs)} size={args.size_bytes} seconds={seconds:.0f}")
     return 0
 
