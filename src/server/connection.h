@@ -126,6 +126,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   std::shared_ptr<void> inflight_token();
   void on_stream_piece(uint64_t gen, ValuePiece piece);
   void on_stream_done(uint64_t gen, const Status& status);
+  // A flash read's callbacks, queued in the order they were called (from
+  // any thread, this one included) and drained in that order here: Asio
+  // may run a handler posted from this thread after one posted later from
+  // another, and a read can hand out a memory chunk from here and the next
+  // chunk from a flash thread.
+  void stream_inbox_push(uint64_t gen, std::optional<ValuePiece> piece, Status done);
+  void drain_stream_inbox();
   void on_fetch_done(uint64_t gen, const Status& status);
   void on_persist_done(uint64_t gen, const Status& status);
   // The wait ended (its reply queued): go on with pipelined commands.
@@ -196,6 +203,14 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   size_t stream_queued_before_ = 0;
   std::shared_ptr<Connection> stream_keep_alive_;  // until the read's on_done
   std::shared_ptr<FlashRead> stream_read_;         // cancelled if the client goes
+  struct StreamEvent {
+    uint64_t gen;
+    std::optional<ValuePiece> piece;  // empty: the read's on_done
+    Status done;
+  };
+  std::mutex stream_inbox_mu_;
+  std::vector<StreamEvent> stream_inbox_;  // under stream_inbox_mu_
+  bool stream_drain_posted_ = false;       // under stream_inbox_mu_
   // kPersist: the reply of a write waits here until the write is durable.
   ReplyBuffer held_;
   bool holding_ = false;

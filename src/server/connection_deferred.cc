@@ -41,15 +41,40 @@ FlashReadCallbacks Connection::bulk_stream_callbacks() {
   Connection* c = this;
   FlashReadCallbacks cb;
   cb.on_piece = [c, gen](ValuePiece piece) {
-    asio::post(c->thread_.io, [c, gen, piece = std::move(piece)]() mutable {
-      c->on_stream_piece(gen, std::move(piece));
-    });
+    c->stream_inbox_push(gen, std::move(piece), Status::ok());
   };
   cb.on_done = [c, gen](Status status) {
-    asio::post(c->thread_.io,
-               [c, gen, status = std::move(status)] { c->on_stream_done(gen, status); });
+    c->stream_inbox_push(gen, std::nullopt, std::move(status));
   };
   return cb;
+}
+
+void Connection::stream_inbox_push(uint64_t gen, std::optional<ValuePiece> piece, Status done) {
+  bool post;
+  {
+    std::lock_guard lock(stream_inbox_mu_);
+    stream_inbox_.push_back(StreamEvent{gen, std::move(piece), std::move(done)});
+    post = !std::exchange(stream_drain_posted_, true);
+  }
+  // The read's keep-alive (stream_keep_alive_) holds the connection until
+  // its on_done is drained, which is the last event of the read.
+  if (post) asio::post(thread_.io, [c = this] { c->drain_stream_inbox(); });
+}
+
+void Connection::drain_stream_inbox() {
+  std::shared_ptr<Connection> self = shared_from_this();  // on_stream_done may drop the last
+  std::vector<StreamEvent> events;
+  {
+    std::lock_guard lock(stream_inbox_mu_);
+    events.swap(stream_inbox_);
+    stream_drain_posted_ = false;
+  }
+  for (StreamEvent& e : events) {
+    if (e.piece)
+      on_stream_piece(e.gen, std::move(*e.piece));
+    else
+      on_stream_done(e.gen, e.done);
+  }
 }
 
 void Connection::stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) {
