@@ -1,8 +1,9 @@
 // Connection: deferred replies. A command whose answer needs flash
 // suspends its connection (see connection.h): a GET streamed from a pulled
 // flash read, a fetch of flash-only values (retried with backoff), a write
-// held until durable. The Store's callbacks run on flash threads and only
-// post back to the connection's I/O thread.
+// held until durable. The Store's callbacks run on flash threads (or on
+// this one) and only post back to the connection's I/O thread; a read's
+// pieces go through an ordered inbox (drain_stream_inbox).
 //
 // connection.h comes first, as in connection.cc: Asio picks its allocator
 // (aligned_alloc or operator new) from what was included before it, and
