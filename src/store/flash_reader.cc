@@ -17,7 +17,8 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   Op(FlashReader& reader, std::string_view key, const flash::FlashObjectSummary& info,
      uint64_t offset, uint64_t length, ReadWindow window, FlashReadCallbacks callbacks,
      std::optional<memory::ObjectWriter> copy, OnCopied on_copied,
-     std::vector<memory::ChunkPin> resident);
+     std::vector<memory::ChunkPin> resident,
+     std::optional<flash::FlashTier::VersionLocations> where);
 
   void pump();
   void cancel() override;
@@ -122,7 +123,8 @@ FlashReader::Op::Op(FlashReader& reader, std::string_view key,
                     const flash::FlashObjectSummary& info, uint64_t offset, uint64_t length,
                     ReadWindow window, FlashReadCallbacks callbacks,
                     std::optional<memory::ObjectWriter> copy, OnCopied on_copied,
-                    std::vector<memory::ChunkPin> resident)
+                    std::vector<memory::ChunkPin> resident,
+                    std::optional<flash::FlashTier::VersionLocations> where)
     : reader_(reader),
       key_(key),
       version_(info.version),
@@ -143,7 +145,7 @@ FlashReader::Op::Op(FlashReader& reader, std::string_view key,
       next_deliver_(first_) {
   // An overwrite while the read runs must not cut it short: the chunks it
   // has not issued yet stay where they were (FlashTier::locate_version).
-  known_ = reader.flash_.locate_version(key_, version_);
+  known_ = where ? std::move(where) : reader.flash_.locate_version(key_, version_);
 }
 
 int64_t FlashReader::Op::charge_for(uint32_t index) const {
@@ -356,7 +358,8 @@ ReadWindow FlashReader::defaults() const {
 std::shared_ptr<FlashRead> FlashReader::start(
     std::string_view key, const flash::FlashObjectSummary& info, uint64_t offset, uint64_t length,
     FlashReadCallbacks callbacks, ReadWindow window, std::optional<memory::ObjectWriter> copy,
-    OnCopied on_copied, std::vector<memory::ChunkPin> resident) {
+    OnCopied on_copied, std::vector<memory::ChunkPin> resident,
+    std::optional<flash::FlashTier::VersionLocations> where) {
   if (length == 0 && !copy) {
     callbacks.on_done(Status::ok());
     return nullptr;
@@ -364,7 +367,8 @@ std::shared_ptr<FlashRead> FlashReader::start(
   if (window.depth == 0) window.depth = default_depth_.load(std::memory_order_relaxed);
   if (window.parallel == 0) window.parallel = default_parallel_.load(std::memory_order_relaxed);
   auto op = std::make_shared<Op>(*this, key, info, offset, length, window, std::move(callbacks),
-                                 std::move(copy), std::move(on_copied), std::move(resident));
+                                 std::move(copy), std::move(on_copied), std::move(resident),
+                                 std::move(where));
   op->pump();
   return op;
 }

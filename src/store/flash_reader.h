@@ -58,7 +58,8 @@ class FlashReader {
                                    ReadWindow window = {},
                                    std::optional<memory::ObjectWriter> copy = std::nullopt,
                                    OnCopied on_copied = {},
-                                   std::vector<memory::ChunkPin> resident = {});
+                                   std::vector<memory::ChunkPin> resident = {},
+                                   std::optional<flash::FlashTier::VersionLocations> where = {});
 
   // Chunks an object of `size` bytes has (one for an empty object).
   uint32_t chunk_count(uint64_t size) const {

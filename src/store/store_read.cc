@@ -87,22 +87,30 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
                       FlashReadCallbacks callbacks, const ReadOptions& options) {
   ReadStart out;
   const bool counted = options.count_access;
-  Result<ObjectView> mem = memory_->get(key, GetOptions{.offset = offset,
-                                                        .length = length,
-                                                        .touch = counted,
-                                                        .end_lease = counted,
-                                                        .use_once = options.use_once});
-  if (mem) {
-    if (counted) hits_.add();
-    out.where = ReadStart::Where::kMemory;
-    out.view = std::move(*mem);
-    return out;
-  }
   std::optional<flash::FlashObjectSummary> info;
-  if (flash_) info = live_flash_object(*flash_, *reader_, key);
-  if (!info) {
-    if (counted) misses_.add();
-    return out;
+  std::optional<flash::FlashTier::VersionLocations> where;
+  // A version found on flash can be superseded before its chunks are
+  // located (an overwrite drops the old version from the index at once):
+  // then the read starts again, and finds the new version.
+  for (int attempt = 0;; ++attempt) {
+    Result<ObjectView> mem = memory_->get(key, GetOptions{.offset = offset,
+                                                          .length = length,
+                                                          .touch = counted,
+                                                          .end_lease = counted,
+                                                          .use_once = options.use_once});
+    if (mem) {
+      if (counted) hits_.add();
+      out.where = ReadStart::Where::kMemory;
+      out.view = std::move(*mem);
+      return out;
+    }
+    info = flash_ ? live_flash_object(*flash_, *reader_, key) : std::nullopt;
+    if (!info) {
+      if (counted) misses_.add();
+      return out;
+    }
+    where = flash_->locate_version(key, info->version);
+    if (where || attempt >= 3) break;
   }
   if (counted && !options.use_once && wait_for_promotion(key, options)) {
     out.where = ReadStart::Where::kPromoting;
@@ -129,7 +137,8 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
       std::move(on_copied),
       resident_part(
           key, info->version, out.offset, out.length,
-          GetOptions{.touch = counted, .end_lease = counted, .use_once = options.use_once}));
+          GetOptions{.touch = counted, .end_lease = counted, .use_once = options.use_once}),
+      std::move(where));
   return out;
 }
 

@@ -98,6 +98,8 @@ TEST(PartialResidencyConcurrentTest, ReadsAreWholeVersionsWhileChunksComeAndGo) 
         auto v = store.get_range(key_name(k), off, len);
         reads.fetch_add(1);
         if (!v) {
+          ADD_FAILURE() << "read " << key_name(k) << " " << off << "+" << len << ": "
+                        << v.status().to_string();
           bad.fetch_add(1);
           continue;
         }
@@ -105,8 +107,13 @@ TEST(PartialResidencyConcurrentTest, ReadsAreWholeVersionsWhileChunksComeAndGo) 
         v->append_to(bytes);
         uint32_t got_key = k;
         if (off == 0 && bytes.size() >= 4) std::memcpy(&got_key, bytes.data(), 4);
-        if (bytes.size() != std::min(len, kSize - off) || got_key != k || !one_version(bytes, off))
+        if (bytes.size() != std::min(len, kSize - off) || got_key != k ||
+            !one_version(bytes, off)) {
+          ADD_FAILURE() << "read " << key_name(k) << " " << off << "+" << len << ": "
+                        << bytes.size() << " bytes, key " << got_key << ", one version "
+                        << one_version(bytes, off);
           bad.fetch_add(1);
+        }
       }
     });
   }
