@@ -582,6 +582,16 @@ def fio(directory, size, rw):
     return job["write" if rw == "write" else "read"]["bw_bytes"] / 1e9
 
 
+def record_phase(r, name, nbytes, m, extra=None):
+    """Stores one measured phase (a finished Meter) in the run's dict."""
+    r["phases"][name] = {"bytes": nbytes, "seconds": m.wall, "gbps": gbps(nbytes, m.wall),
+                         "cpu": m.cpu, "server_threads": m.threads, "disk": m.disk,
+                         **(extra or {})}
+    print(f"  {name:<14} {m.wall:7.2f} s {gbps(nbytes, m.wall):6.2f} GB/s   cpu s: "
+          + " ".join(f"{k[:-2]} {v:.2f}" for k, v in m.cpu.items()), flush=True)
+    return r["phases"][name]
+
+
 def part_run(args, nginx, workdir, shard, r):
     """A second server whose memory is 2/3 of the shard: CACHE yes keeps the
     file's head in memory (up to large-value-memory-fraction, 0.5, of it)
@@ -596,19 +606,14 @@ def part_run(args, nginx, workdir, shard, r):
         server.start()
         conn = Conn(server.port, timeout=args.timeout, bufsize=parse_size(args.recv_buffer))
         with Meter(server.proc.pid, nginx.workers) as m:
-            seconds, _ = preheat(conn, [(b"part", nginx.url("shard.bin"))], True, args.timeout)
-        r["phases"]["preheat_part"] = {"bytes": size, "seconds": m.wall,
-                                       "gbps": gbps(size, m.wall), "cpu": m.cpu,
-                                       "server_threads": m.threads, "disk": m.disk}
+            preheat(conn, [(b"part", nginx.url("shard.bin"))], True, args.timeout)
+        record_phase(r, "preheat_part", size, m)
         r["stat_part"] = stat(conn, b"part")
         verify(conn, b"part", size, shard["sha256"])
         for i in range(args.reads):
             with Meter(server.proc.pid, nginx.workers) as m:
                 timed_gets(conn, b"part", size, 1)
-            r["phases"][f"read_part_{i}"] = {"bytes": size, "seconds": m.wall,
-                                             "gbps": gbps(size, m.wall), "cpu": m.cpu,
-                                             "server_threads": m.threads, "disk": m.disk}
-            print(f"  read_part_{i}    {m.wall:7.2f} s {gbps(size, m.wall):6.2f} GB/s", flush=True)
+            record_phase(r, f"read_part_{i}", size, m)
         r["stat_part_after"] = stat(conn, b"part")
         conn.close()
         server.stop()
@@ -635,12 +640,7 @@ def one_run(args, nginx, workdir, files, block):
         def phase(name, nbytes, fn):
             with meter() as m:
                 extra = fn()
-            r["phases"][name] = {"bytes": nbytes, "seconds": m.wall, "gbps": gbps(nbytes, m.wall),
-                                 "cpu": m.cpu, "server_threads": m.threads, "disk": m.disk,
-                                 **(extra or {})}
-            print(f"  {name:<14} {m.wall:7.2f} s {gbps(nbytes, m.wall):6.2f} GB/s   cpu s: "
-                  + " ".join(f"{k[:-2]} {v:.2f}" for k, v in m.cpu.items()), flush=True)
-            return r["phases"][name]
+            return record_phase(r, name, nbytes, m, extra)
 
         phase("curl_before", size, lambda: {"curl_s": curl(nginx.url("shard.bin"), size,
                                                              args.timeout)})
