@@ -163,6 +163,8 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   size_t staged_end_ = 0;
   std::deque<std::shared_ptr<StreamEntry>> entries_;  // keys [pos_, staged_end_)
   uint32_t inflight_ = 0;
+  uint32_t staging_ = 0;  // pumps between staging a key and counting its read
+  std::condition_variable staged_cv_;
   bool stopped_ = false;
   StreamCounts counts_;
   int64_t last_take_ns_ = 0;
@@ -221,6 +223,7 @@ void StreamReader::Impl::pump() {
         return;
       ++staged_end_;
       ++inflight_;
+      ++staging_;
       issued_ns_.push_back(issued);
       entries_.push_back(e);
     }
@@ -240,10 +243,11 @@ void StreamReader::Impl::pump_off_thread() {
 }
 
 void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e) {
-  if (!StreamEntry::start_read(ctx_, e)) return;
-  ctx_.metrics.issued.add();
+  const bool flash = StreamEntry::start_read(ctx_, e);
+  if (flash) ctx_.metrics.issued.add();
   std::lock_guard lock(mu_);
-  ++counts_.issued;
+  if (flash) ++counts_.issued;
+  if (--staging_ == 0) staged_cv_.notify_all();
 }
 
 void StreamReader::Impl::on_read_done(uint64_t issued_ns) {
@@ -397,9 +401,12 @@ ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<
 void StreamReader::Impl::end_lookahead() {
   std::deque<std::shared_ptr<StreamEntry>> unread;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
+    // A pump may be starting the read of a key it staged: once it has, that
+    // read is counted issued, so the wasted count below matches it.
+    staged_cv_.wait(lock, [&] { return staging_ == 0; });
     unread.swap(entries_);
     staged_end_ = pos_;
   }

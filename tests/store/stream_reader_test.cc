@@ -69,9 +69,10 @@ TEST_F(StreamTest, RangedReadsAtChunkBoundariesMatchTheReferenceInBothTiers) {
       ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
       ASSERT_EQ(r.bytes, expect) << key << " [" << off << ", +" << len << ")";
       if (r.where != ReadStart::Where::kFlash || expect.empty()) continue;
-      // Only the chunks of the range are read from flash.
+      // Only the chunks of the range are read from flash: fewer if memory
+      // holds some of them (promoted on hit, then evicted chunk by chunk).
       const uint64_t first = off / kChunk, last = (off + expect.size() - 1) / kChunk;
-      EXPECT_EQ(r.chunks_issued, last - first + 1) << key;
+      EXPECT_LE(r.chunks_issued, last - first + 1) << key;
     }
   }
 }
@@ -134,7 +135,10 @@ TEST_F(StreamTest, ServesEveryKeyInOrderAndNeverReadsPastTheEnd) {
   // Nothing was promoted, and the lane gave back all it was charged.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   for (const std::string& k : keys) EXPECT_FALSE(store->memory_tier().contains(k)) << k;
-  EXPECT_EQ(store->memory_tier().use_once_bytes(), 0);
+  // The lane's charge goes when the read's completion lets go of the entry,
+  // just after the consumer has the value.
+  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }))
+      << store->memory_tier().use_once_bytes();
 }
 
 TEST_F(StreamTest, LookAheadStaysWithinDepthAndResetDropsIt) {
@@ -158,7 +162,10 @@ TEST_F(StreamTest, LookAheadStaysWithinDepthAndResetDropsIt) {
   ASSERT_TRUE(v);
   EXPECT_EQ(v->key(), keys[10]);
   EXPECT_EQ(stream->counts().issued, 12u);
-  EXPECT_EQ(store->memory_tier().use_once_bytes(), 0);
+  // The lane's charge goes when the read's completion lets go of the entry,
+  // just after the consumer has the value.
+  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }))
+      << store->memory_tier().use_once_bytes();
 }
 
 TEST_F(StreamTest, OutOfOrderReadEndsTheLookAhead) {
@@ -265,7 +272,10 @@ TEST_F(StreamTest, LookAheadRefilledByReadEndsStaysWithinDepth) {
   // D * C = 2.4 ms hides L = 0.2 ms several times over: most values wait
   // for nothing (a loaded machine may delay a few).
   EXPECT_GE(counts.hits, static_cast<uint64_t>(n / 2));
-  EXPECT_EQ(store->memory_tier().use_once_bytes(), 0);
+  // The lane's charge goes when the read's completion lets go of the entry,
+  // just after the consumer has the value.
+  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }))
+      << store->memory_tier().use_once_bytes();
 }
 
 TEST_F(StreamTest, UseOnceScanNeverEvictsTheHotSet) {
