@@ -171,6 +171,12 @@ void Promoter::start(const std::shared_ptr<Job>& job) {
       memory_.resident_chunks(key, info->version, 0, reader_.chunk_count(info->object_size) - 1,
                               memory::GetOptions{.touch = false, .end_lease = false});
   Result<memory::ObjectWriter> writer = reserve(*job, info->object_size);
+  if (!writer && writer.status().code() == StatusCode::kOutOfMemory && !resident.empty()) {
+    // The part's own chunks may be the room the whole copy needs (a part
+    // near half of memory): let them go and read them from flash instead.
+    resident.clear();
+    writer = reserve(*job, info->object_size);
+  }
   if (!writer) {
     return finish(*job, writer.status().code() == StatusCode::kOutOfMemory
                             ? PromotionOutcome::kSaturated

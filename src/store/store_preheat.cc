@@ -54,9 +54,13 @@ Result<std::unique_ptr<StagedPut>> Store::begin_staged_put(std::string_view key,
   StagedPutOptions opts = options;
   // A memory copy never takes more than a large value may (the rest of the
   // object is read from flash).
-  if (opts.cache_in_memory && opts.memory_cap_bytes == 0)
+  if (opts.cache_in_memory && opts.memory_cap_bytes == 0) {
     opts.memory_cap_bytes =
         static_cast<int64_t>(large_value_fraction_ * static_cast<double>(memory_->budget_bytes()));
+    // A fraction of 0 (or one that rounds to nothing) allows no memory copy;
+    // a cap of 0 would mean none.
+    if (opts.memory_cap_bytes <= 0) opts.cache_in_memory = false;
+  }
   return std::make_unique<StagedPut>(std::move(*staged), *memory_, key_locks_, std::string(key),
                                      size, version, opts);
 }

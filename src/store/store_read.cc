@@ -105,6 +105,9 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
       return out;
     }
     info = flash_ ? live_flash_object(*flash_, *reader_, key) : std::nullopt;
+    // Memory may have missed a part just as an overwrite replaced it (and
+    // dropped the flash copy): the new version is then in memory.
+    if (!info && flash_ && attempt < 3 && memory_->stat(key)) continue;
     if (!info) {
       if (counted) misses_.add();
       return out;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -172,6 +173,64 @@ TEST_F(PreheatTest, LargerThanMemoryIsHeldInPartAndReadWholeAcrossRestart) {
   auto s = open(c);
   EXPECT_EQ(value_of(*s, "big"), content);
   expect_every_range(*s, "big", content, 8);
+}
+
+// A part near half of memory: promoting the whole object needs the room its
+// own chunks hold. The promotion lets them go and reads them from flash
+// (before, it pinned them first and so never found room).
+TEST_F(PreheatTest, APartNearHalfOfMemoryIsPromotedWhole) {
+  auto s = open(config());
+  const std::string content = value_for(3, 6 << 20);  // 6 MiB, memory is 8
+  const std::string url = source_file("half.bin", content);
+  auto id = s->preheat(
+      {.key = "half", .source = url, .piece_size = 0, .cache = true, .sha256 = "", .ttl_s = 0});
+  ASSERT_TRUE(id);
+  ASSERT_EQ(wait_job(*s, *id).state, PreheatState::kDone);
+  auto held = [&] {
+    const std::optional<ObjectResidency> r = s->residency("half");
+    uint64_t n = 0;
+    if (r)
+      for (const ChunkResidency& ch : r->chunks) n += ch.in_memory ? 1 : 0;
+    return n;
+  };
+  const uint64_t chunks = content.size() / kChunk;
+  ASSERT_GT(held(), 0u);
+  ASSERT_LT(held(), chunks);  // held in part: over large-value-memory-fraction
+  auto fetched = std::make_shared<std::promise<Status>>();
+  const std::string_view keys[] = {"half"};
+  s->fetch(keys, [fetched](Status st) { fetched->set_value(std::move(st)); });
+  auto done = fetched->get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const Status st = done.get();
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(held(), chunks);
+  EXPECT_TRUE(s->memory_tier().contains("half"));
+  EXPECT_EQ(value_of(*s, "half"), content);
+  EXPECT_LE(s->stats().memory.used_bytes, s->stats().memory.budget_bytes);
+}
+
+// large-value-memory-fraction 0 allows no memory copy: CACHE yes then
+// leaves the object on flash only (a cap of 0 once meant "no cap").
+TEST_F(PreheatTest, AMemoryFractionOfZeroKeepsNothingInMemory) {
+  Config c = config();
+  c.large_value_memory_fraction = 0;
+  auto s = open(c);
+  const std::string content = value_for(4, 3 * kChunk + 5);
+  auto id = s->preheat({.key = "z",
+                        .source = source_file("z.bin", content),
+                        .piece_size = 0,
+                        .cache = true,
+                        .sha256 = "",
+                        .ttl_s = 0});
+  ASSERT_TRUE(id);
+  ASSERT_EQ(wait_job(*s, *id).state, PreheatState::kDone);
+  std::optional<ObjectResidency> r = s->residency("z");
+  ASSERT_TRUE(r);
+  for (const ChunkResidency& ch : r->chunks) {
+    EXPECT_FALSE(ch.in_memory) << ch.index;
+    EXPECT_TRUE(ch.on_flash) << ch.index;
+  }
+  EXPECT_EQ(value_of(*s, "z"), content);
 }
 
 TEST_F(PreheatTest, FailuresLeaveThePreviousValueAndNothingPartial) {
