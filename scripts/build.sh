@@ -8,5 +8,11 @@ shift
 cmake_args=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do cmake_args+=("$1"); shift; done
 [ $# -gt 0 ] && shift
-cmake -S . -B "$dir" -G Ninja "${cmake_args[@]}" >/dev/null
+launcher=()
+# ccache makes a rebuild of an unchanged file (another build directory, a
+# fresh clone on a machine that built before) a cache hit.
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B "$dir" -G Ninja "${launcher[@]}" "${cmake_args[@]}" >/dev/null
 ninja -C "$dir" -j"$(nproc)" "$@"

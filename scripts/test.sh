@@ -1,22 +1,102 @@
 #!/usr/bin/env bash
-# One command that installs what is needed, builds, and runs every test:
-#   0. clang-format: every C++ file is formatted.
-#   1. Release build: packaging/tierkv.toml checked against the key table,
-#      all unit tests (ctest) and the over-the-wire tests (pytest; they
-#      start their own redis-server and tierkv-server).
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer build: all unit tests.
-#   3. ThreadSanitizer build: the concurrency tests (label "concurrent").
-#   4. libFuzzer (clang): the RESP parser fuzzer for a fixed time.
-# Stages can be chosen with TIERKV_STAGES="release asan tsan fuzz".
+# Installs what is needed, builds, and runs the tests. Three tiers:
+#
+#   ./scripts/test.sh          every test, as CI runs it (.ci/run); goal 25 min
+#                              on a fresh 2-core clone:
+#     format   clang-format: every C++ file is formatted.
+#     release  server, tools and benchmarks; packaging/tierkv.toml checked
+#              against the key table; the unit tests that measure time
+#              (ctest label "timing"); the over-the-wire tests (pytest, side
+#              by side with redis-server) at CI sizes: the "timing" ones
+#              alone, the rest on 2 workers.
+#     asan     AddressSanitizer + UndefinedBehaviorSanitizer: every unit test
+#              (the release stage does not build them again).
+#     tsan     ThreadSanitizer: the concurrency tests (label "concurrent").
+#     fuzz     libFuzzer (clang): the RESP parser for TIERKV_FUZZ_SECONDS.
+#   ./scripts/test.sh quick    for iteration, at most 5 min on a warm tree: an
+#                              incremental release build, every unit test,
+#                              the over-the-wire tests not marked "slow".
+#   ./scripts/test.sh torture  the "slow" over-the-wire tests at full size
+#                              (1 GiB fills, 10 kill rounds, a 300 MiB
+#                              value); not in CI. docs/testing.md says when.
+#
+# TIERKV_STAGES="release asan" picks stages of the full run.
+# Extra arguments after the tier go to pytest (e.g. -k loading).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-stages=${TIERKV_STAGES:-"format release asan tsan fuzz"}
+tier=full
+if [[ $# -gt 0 && $1 != -* ]]; then
+  tier=$1
+  shift
+fi
+pytest_args=("$@")
+case $tier in
+  full) stages=${TIERKV_STAGES:-"format release asan tsan fuzz"} ;;
+  quick) stages="quick" ;;
+  torture) stages="torture" ;;
+  *) echo "usage: $0 [quick|torture] [pytest args...]" >&2; exit 2 ;;
+esac
 fuzz_seconds=${TIERKV_FUZZ_SECONDS:-60}
+
+timings=()
+stage_name=""
+stage_start=0
+stage() {
+  end_stage
+  stage_name=$*
+  stage_start=$(date +%s)
+  printf '\n==== %s ====\n' "$*"
+}
+end_stage() {
+  if [[ -n $stage_name ]]; then
+    timings+=("$(printf '%5ds  %s' $(($(date +%s) - stage_start)) "$stage_name")")
+  fi
+  stage_name=""
+}
+report() {
+  local code=$?
+  end_stage
+  printf '\n==== stage times (%s tier) ====\n' "$tier"
+  printf '%s\n' "${timings[@]}"
+  printf '%5ds  total\n' $(($(date +%s) - started))
+  [[ $code -eq 0 ]] || printf 'FAILED in: %s\n' "${failed_in:-$stage_name}"
+}
+started=$(date +%s)
+trap 'failed_in=$stage_name' ERR
+trap report EXIT
+has() { [[ " $stages " == *" $1 "* ]]; }
+
+stage "install packages"
 ./scripts/install-deps.sh
 
-stage() { printf '\n==== %s ====\n' "$*"; }
-has() { [[ " $stages " == *" $1 "* ]]; }
+# pytest over the wire against build/: the "timing" tests alone, the rest on
+# 2 workers (most of their time is spent waiting on servers).
+# $1: what to run (all, "not slow", slow); env comes from the caller.
+integration() {
+  local what=$1 select=""
+  [[ $what == all ]] || select="($what) and "
+  local env=(TIERKV_SERVER="$root/build/src/server/tierkv-server"
+    TIERKV_TRACE="$root/build/src/cli/tierkv-trace")
+  local pytest=(/usr/bin/python3 -m pytest -q tests/integration "${pytest_args[@]}")
+  stage "integration tests ($what), 2 workers"
+  no_tests_ok env "${env[@]}" "${pytest[@]}" -n 2 -m "${select}not timing"
+  stage "integration tests ($what), the timing ones alone"
+  no_tests_ok env "${env[@]}" "${pytest[@]}" -m "${select}timing"
+}
+
+# Runs a pytest command; "no tests collected" (exit 5) is not a failure,
+# since a selection by -k may leave one group empty.
+no_tests_ok() {
+  local code=0
+  "$@" || code=$?
+  [[ $code -eq 0 || $code -eq 5 ]] || return "$code"
+}
+
+release_build() {
+  stage "release build${*:+ ($*)}"
+  ./scripts/build.sh build -DCMAKE_BUILD_TYPE=Release -DTIERKV_BENCH=ON -- "$@"
+}
 
 if has format; then
   stage "clang-format check"
@@ -24,33 +104,41 @@ if has format; then
 fi
 
 if has release; then
-  stage "release build"
-  ./scripts/build.sh build -DCMAKE_BUILD_TYPE=Release -DTIERKV_BENCH=ON
+  # The unit tests are built and run under the sanitizers; here only the one
+  # binary whose timing test needs an unsanitized build.
+  release_build src/all bench/all flash_tier_test
   stage "packaging: example config in sync with the key table, systemd unit"
   ./scripts/check-packaging.sh build/src/server/tierkv-server
+  stage "unit tests that measure time (release)"
+  ctest --test-dir build --output-on-failure -L timing
+  integration all
+fi
+
+if has quick; then
+  release_build
   stage "unit tests (release)"
   ctest --test-dir build --output-on-failure -j2
-  stage "integration tests (side by side with redis-server)"
-  TIERKV_SERVER="$root/build/src/server/tierkv-server" \
-  TIERKV_TRACE="$root/build/src/cli/tierkv-trace" \
-    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration
+  integration "not slow"
+fi
+
+if has torture; then
+  release_build src/all
+  TIERKV_TORTURE=1 integration slow
 fi
 
 if has asan; then
-  stage "address+undefined sanitizer build"
+  stage "address+undefined sanitizer build (unit tests)"
   ./scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTIERKV_SANITIZE=address,undefined -DTIERKV_BENCH=OFF
+    -DTIERKV_SANITIZE=address,undefined -DTIERKV_BENCH=OFF -- tests/all
   stage "unit tests (asan+ubsan)"
-  # The backing-latency precision test (ctest entry flash_backing_latency)
-  # measures microseconds; sanitizers stretch them, so it runs in the release
-  # stage only.
+  # Tests that measure time (label "timing") ran in the release stage:
+  # sanitizers stretch microseconds.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  GTEST_FILTER='-*BackingLatency*' \
-    ctest --test-dir build-asan --output-on-failure -j2 -L unit -E flash_backing_latency
+    ctest --test-dir build-asan --output-on-failure -j2 -L unit -LE timing
 fi
 
 if has tsan; then
-  stage "thread sanitizer build"
+  stage "thread sanitizer build (concurrency tests)"
   # Only the concurrency tests run under TSan, so only they are built.
   concurrent_targets=$(ls tests/*/*concurrent*_test.cc | xargs -n1 basename | sed 's/\.cc$//')
   # shellcheck disable=SC2086
@@ -62,12 +150,15 @@ if has tsan; then
 fi
 
 if has fuzz; then
-  stage "fuzzing the RESP parser for ${fuzz_seconds}s"
+  stage "fuzz build (RESP parser)"
   CC=clang CXX=clang++ ./scripts/build.sh build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTIERKV_FUZZ=ON -DTIERKV_BENCH=OFF -- resp_parser_fuzz
+  stage "fuzzing the RESP parser for ${fuzz_seconds}s"
   mkdir -p build-fuzz/corpus
   build-fuzz/tests/server/resp_parser_fuzz -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 \
     build-fuzz/corpus
 fi
 
-stage "all tests passed"
+end_stage
+echo
+echo "all tests passed"

@@ -22,6 +22,18 @@ TIERKV_SERVER = os.environ.get(
     "TIERKV_SERVER", os.path.join(ROOT, "build", "src", "server", "tierkv-server"))
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
+# ./scripts/test.sh torture sets TIERKV_TORTURE=1: the big tests then run at
+# full size (1 GiB fills, 10 kill rounds, a 300 MiB value). Their CI sizes
+# still cross every boundary the tests exist for: memory smaller than the
+# data, more than one flash region wrap, a value larger than memory, and at
+# least 2 kill rounds.
+TORTURE = os.environ.get("TIERKV_TORTURE") == "1"
+
+
+def by_tier(ci, torture):
+    """`torture` under ./scripts/test.sh torture, `ci` otherwise."""
+    return torture if TORTURE else ci
+
 
 def free_port():
     with socket.socket() as s:

@@ -126,6 +126,7 @@ def two_each(redis_server, tierkv_server):
         b.close()
 
 
+@pytest.mark.timing
 def test_pause_all_holds_every_command(two_each):
     for a, b in two_each:
         assert a.call("CLIENT", "PAUSE", "600", "ALL") == b"+OK\r\n"
@@ -138,6 +139,7 @@ def test_pause_all_holds_every_command(two_each):
         assert time.monotonic() - t >= 0.5
 
 
+@pytest.mark.timing
 def test_pause_write_holds_only_writes(two_each):
     for a, b in two_each:
         a.call("DEL", "pk")
@@ -154,6 +156,7 @@ def test_pause_write_holds_only_writes(two_each):
         assert b.call("EXEC") == b"*1\r\n:2\r\n"
 
 
+@pytest.mark.timing
 def test_unpause_releases_held_writes_at_once(two_each):
     for a, b in two_each:
         assert a.call("CLIENT", "PAUSE", "5000", "WRITE") == b"+OK\r\n"
@@ -166,6 +169,7 @@ def test_unpause_releases_held_writes_at_once(two_each):
         assert time.monotonic() - t < 2
 
 
+@pytest.mark.timing
 def test_pause_end_is_the_later_one(two_each):
     for a, b in two_each:
         assert a.call("CLIENT", "PAUSE", "700", "WRITE") == b"+OK\r\n"
@@ -174,6 +178,7 @@ def test_pause_end_is_the_later_one(two_each):
         assert reply == b"+OK\r\n" and took >= 0.5, took
 
 
+@pytest.mark.timing
 def test_paused_clients_do_not_block_the_io_thread(make_tierkv):
     """One I/O thread: a client held by PAUSE WRITE waits, others' reads run."""
     s = make_tierkv("--flash-size", "0", "--io-threads", "1")

@@ -1,6 +1,6 @@
 """The acceptance test of the flash tier issue:
 
-  With memory 64 MiB and flash 2 GiB, write 1 GiB of mixed values (4 KiB to
+  With memory 64 MiB and flash 2 GiB, write 1 GiB (CI: 256 MiB in 512 MiB) of mixed values (4 KiB to
   8 MiB). Read everything back and verify a content hash for every key.
   Restart the server and verify again.
 
@@ -12,14 +12,18 @@ import os
 import random
 import time
 
+import pytest
+
+from conftest import by_tier
 from flash_util import (MIB, flash_servers, log_uniform_sizes, make_value, num,  # noqa: F401
                         read_values, write_values)
 
-TOTAL = 1 << 30
+# CI writes 256 MiB (4x memory); ./scripts/test.sh torture writes the issue's 1 GiB.
+TOTAL = by_tier(256 * MIB, 1 << 30)
 # TIERKV_ACCEPT_MEMORY / TIERKV_ACCEPT_FLASH_SIZE exist to check the harness
 # itself against a memory-only server (e.g. 2gb and 0); CI uses the defaults.
 MEMORY = os.environ.get("TIERKV_ACCEPT_MEMORY", "64mb")
-FLASH_SIZE = os.environ.get("TIERKV_ACCEPT_FLASH_SIZE", "2gb")
+FLASH_SIZE = os.environ.get("TIERKV_ACCEPT_FLASH_SIZE", by_tier("512mb", "2gb"))
 
 
 def digest(value):
@@ -36,7 +40,8 @@ def verify(s, items, hashes, label):
     assert not wrong, f"{label}: {len(wrong)} of {len(keys)} keys wrong, first: {wrong[:5]}"
 
 
-def test_one_gib_mixed_values_survive_reads_and_a_restart(flash_servers):
+@pytest.mark.slow
+def test_mixed_values_four_times_memory_survive_reads_and_a_restart(flash_servers):
     t0 = time.time()
     s = flash_servers(memory=MEMORY, flash_size=FLASH_SIZE).start()
     sizes = log_uniform_sizes(random.Random(2026), TOTAL, 4 * 1024, 8 * MIB)
@@ -58,5 +63,5 @@ def test_one_gib_mixed_values_survive_reads_and_a_restart(flash_servers):
     verify(s, items, hashes, "after restart")
     assert s.client().dbsize() == len(items)
     t_end = time.time()
-    print(f"\n{len(items)} keys, 1 GiB: write {t_write - t0:.1f}s, read {t_read - t_write:.1f}s, "
+    print(f"\n{len(items)} keys, {TOTAL // MIB} MiB: write {t_write - t0:.1f}s, read {t_read - t_write:.1f}s, "
           f"restart {t_restart - t_read:.1f}s, read {t_end - t_restart:.1f}s")

@@ -9,7 +9,8 @@ DEL only once its tombstone is (DEL waits for it), so the key must hold
 exactly its last acknowledged state: the last value, or absent after a DEL
 (or the state the write in flight would leave).
 
-TIERKV_TORTURE_ROUNDS sets the number of kill/restart rounds (default 10).
+TIERKV_TORTURE_ROUNDS sets the number of kill/restart rounds (3, or 10 under
+./scripts/test.sh torture).
 """
 import os
 import random
@@ -17,11 +18,17 @@ import re
 import threading
 import time
 
+import pytest
 import redis
 
+from conftest import by_tier
 from flash_util import MIB, flash_servers, make_value, read_values  # noqa: F401
 
-ROUNDS = int(os.environ.get("TIERKV_TORTURE_ROUNDS", "10"))
+# Kill rounds, fills and restarts: seconds each; not in the quick tier.
+pytestmark = pytest.mark.slow
+
+# CI: 3 kill rounds; ./scripts/test.sh torture: 10.
+ROUNDS = int(os.environ.get("TIERKV_TORTURE_ROUNDS", by_tier(3, 10)))
 WRITERS = 2
 KEYS_PER_WRITER = 40
 WRITE_CAP_PER_ROUND = 24 * MIB  # per writer: keeps the whole run inside the flash file

@@ -12,6 +12,8 @@ import subprocess
 import time
 import urllib.request
 
+import pytest
+
 from conftest import (TIERKV_SERVER, RawClient, ServerProcess, encode_command, free_ports,
                       reply_of)
 
@@ -187,6 +189,7 @@ def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+@pytest.mark.timing
 def test_accept_backs_off_when_out_of_fds(make_tierkv):
     s = make_tierkv("--flash-size", "0", "--io-threads", "1")
     pid = s.proc.pid
@@ -264,6 +267,7 @@ def seconds_until_closed(port, send=b""):
     return time.time() - t, data
 
 
+@pytest.mark.timing
 def test_metrics_idle_connection_is_closed_after_the_timeout(make_tierkv):
     s = make_tierkv("--flash-size", "0", "--metrics-timeout-ms", "500")
     port = metrics_port(s)
@@ -280,6 +284,7 @@ def test_metrics_idle_connection_is_closed_after_the_timeout(make_tierkv):
     assert metric(body, "tierkv_metrics_timeouts_total") >= 3
 
 
+@pytest.mark.timing
 def test_metrics_connections_over_the_cap_are_closed_at_once(make_tierkv):
     s = make_tierkv("--flash-size", "0", "--metrics-max-clients", "2",
                     "--metrics-timeout-ms", "30000")

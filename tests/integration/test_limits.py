@@ -207,6 +207,7 @@ def test_pipelining_client_that_never_reads_keeps_memory_bounded(make_tierkv):
     lazy.close()
 
 
+@pytest.mark.timing
 def test_idle_timeout(make_tierkv):
     s = make_tierkv("--timeout", "1")
     idle = RawClient(s.port)
@@ -217,6 +218,7 @@ def test_idle_timeout(make_tierkv):
     idle.close()
 
 
+@pytest.mark.timing
 def test_idle_timeout_set_at_run_time(make_tierkv):
     s = make_tierkv()
     admin = s.client()

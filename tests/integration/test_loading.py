@@ -26,6 +26,9 @@ from redis.retry import Retry
 from conftest import REDIS_SERVER, RawClient, free_port, is_loading, wait_for_port, wait_loaded
 from flash_util import MIB, FlashServer, check_values, log_uniform_sizes, parse_info, write_values
 
+# A 1 GiB image, scanned on every start: not in the quick tier.
+pytestmark = pytest.mark.slow
+
 FLAGS = ("--region-size", "16mb", "--flash-preallocate", "no")
 FILL_MIB = 1024
 LOADING = b"-LOADING tierkv is loading the dataset in memory\r\n"

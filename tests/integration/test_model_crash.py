@@ -27,7 +27,8 @@ PTTL) and checked; then DBSIZE. A TTL read back must be one the value had:
 under none/everysec any of them (a TTL change may be lost with the crash),
 under always the last acknowledged one or the one in flight.
 
-TIERKV_MODEL_CRASH_ROUNDS sets the kill/restart rounds (default 10);
+TIERKV_MODEL_CRASH_ROUNDS sets the kill/restart rounds (3, or 10 under
+./scripts/test.sh torture);
 scripts/model-torture.py --only crash --rounds N runs more.
 """
 import os
@@ -38,11 +39,16 @@ import time
 import pytest
 import redis
 
+from conftest import by_tier
 from flash_util import MIB, flash_servers, make_value  # noqa: F401
 from model_util import (Entry, describe_read, now_ms, pttl_ok, read_values_and_ttls,
                         ttl_interval, value_id, value_size)
 
-ROUNDS = int(os.environ.get("TIERKV_MODEL_CRASH_ROUNDS", "10"))
+# Kill rounds, fills and restarts: seconds each; not in the quick tier.
+pytestmark = pytest.mark.slow
+
+# CI: 3 kill rounds; ./scripts/test.sh torture: 10.
+ROUNDS = int(os.environ.get("TIERKV_MODEL_CRASH_ROUNDS", by_tier(3, 10)))
 SEED = os.environ.get("TIERKV_MODEL_SEED")
 WRITERS = 2
 KEYS_PER_WRITER = 50

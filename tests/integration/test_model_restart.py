@@ -37,12 +37,14 @@ import time
 import pytest
 import redis
 
+from conftest import by_tier
 from flash_util import MIB, flash_servers, make_value, num, tier_stat  # noqa: F401
 from model_util import (MARGIN_MS, Entry, describe_read, now_ms, pttl_ok, read_values_and_ttls,
                         scan_all, ttl_interval, value_id, value_size)
 
-OPS = int(os.environ.get("TIERKV_MODEL_OPS", "4000"))
-ROUNDS = int(os.environ.get("TIERKV_MODEL_ROUNDS", "5"))
+# CI: 2000 ops over 3 restarts; ./scripts/test.sh torture: 4000 over 5.
+OPS = int(os.environ.get("TIERKV_MODEL_OPS", by_tier(2000, 4000)))
+ROUNDS = int(os.environ.get("TIERKV_MODEL_ROUNDS", by_tier(3, 5)))
 SEED = os.environ.get("TIERKV_MODEL_SEED")
 KEYS = int(os.environ.get("TIERKV_MODEL_KEYS", "240"))
 SHORT_TTL_MS = (100, 3000)
@@ -454,6 +456,7 @@ def flash_for(ops):
     return f"{max(1024, ops // 2)}mb"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["on_evict", "write_through"])
 def test_model_clean_restart_keeps_the_key_space(flash_servers, policy):
     m, presents, reclaims = run_restart_model(flash_servers, f"restart-{policy}", policy,
@@ -463,6 +466,7 @@ def test_model_clean_restart_keeps_the_key_space(flash_servers, policy):
     assert min(presents) > 0, presents
 
 
+@pytest.mark.slow
 def test_model_clean_restart_with_reclaim(flash_servers):
     # 128 MiB of flash in 8 MiB regions: the run writes several times that,
     # so FIFO reclaim drops keys; what is left must still be right.
@@ -591,6 +595,7 @@ def test_ttl_change_survives_restart(flash_servers, where, change):
     c.close()
 
 
+@pytest.mark.slow
 def test_expired_flash_key_is_absent_to_every_command(flash_servers):
     """A key whose TTL passed while its value was on flash, and that nothing
     touched since, is absent to the first command that names it, as in Redis

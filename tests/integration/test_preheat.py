@@ -221,6 +221,7 @@ def chunk_tiers(c, key):
     return stat, tiers
 
 
+@pytest.mark.slow
 def test_a_file_larger_than_memory_is_held_in_part_and_read_whole(world):
     """Memory is 64 MiB: with CACHE yes an 80 MiB file keeps its first
     chunks in memory (at most large-value-memory-fraction, 0.5, of it) and

@@ -4,6 +4,8 @@ past `timeout`."""
 import socket
 import time
 
+import pytest
+
 from conftest import RawClient, encode_command
 
 MIB = 1 << 20
@@ -103,6 +105,8 @@ def test_half_sent_set_releases_memory_on_disconnect(make_tierkv):
     assert wait_until(lambda: used_memory(s.port) == base), (base, used_memory(s.port))
 
 
+@pytest.mark.timing
+@pytest.mark.slow
 def test_half_sent_set_releases_memory_after_idle_timeout(make_tierkv, make_redis):
     s = make_tierkv("--timeout", "1")
     base = used_memory(s.port)
@@ -140,6 +144,8 @@ def slow_get(port, key, size, seconds):
     return bytes(got)
 
 
+@pytest.mark.timing
+@pytest.mark.slow
 def test_slow_reader_is_not_idle(make_tierkv, make_redis):
     """A client reading a large reply slowly is active (Redis counts writes
     as interaction): `timeout` does not cut it off."""

@@ -6,6 +6,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from conftest import encode_command
 from flash_util import MIB, flash_servers, make_value, residencies  # noqa: F401
 from test_bounded_reads import push_to_flash
@@ -71,6 +73,7 @@ def test_rename_and_copy_flash_only_source(flash_servers):
         assert 590_000 < c.pttl(key) <= 600_000
 
 
+@pytest.mark.timing
 def test_exec_waiting_for_flash_does_not_hold_the_network_thread(flash_servers):
     """One I/O thread and 300 ms per flash read: while an EXEC waits for its
     fetch, another client on the same thread is answered at once."""
@@ -95,6 +98,7 @@ def test_exec_waiting_for_flash_does_not_hold_the_network_thread(flash_servers):
     assert ping_s < 0.2 < elapsed + 0.05, (ping_s, elapsed)
 
 
+@pytest.mark.timing
 def test_a_pipeline_that_waits_for_flash_gives_the_gate_back(flash_servers):
     """Exclusive commands in a pipelined batch keep the exec gate until the
     batch ends; a command of the batch that waits for flash (300 ms per
