@@ -8,7 +8,7 @@ PACKAGES=(
   liburing-dev libasio-dev libabsl-dev libxxhash-dev libcli11-dev libtomlplusplus-dev
   libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev libhiredis-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-redis python3-pytest python3-matplotlib
+  python3 python3-redis python3-pytest python3-pytest-xdist python3-matplotlib ccache
   redis-server redis-tools memcached fio nginx-light
   zstd xz-utils gzip procps libzstd-dev liblzma-dev zlib1g-dev linux-perf valgrind
 )
