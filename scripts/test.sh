@@ -22,7 +22,7 @@
 #
 # TIERKV_STAGES="release asan" picks stages of the full run.
 # Extra arguments after the tier go to pytest (e.g. -k loading).
-set -euo pipefail
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 tier=full
@@ -106,7 +106,7 @@ fi
 if has release; then
   # The unit tests are built and run under the sanitizers; here only the one
   # binary whose timing test needs an unsanitized build.
-  release_build src/all bench/all flash_tier_test
+  release_build src/server/all src/cli/all bench/all flash_tier_test
   stage "packaging: example config in sync with the key table, systemd unit"
   ./scripts/check-packaging.sh build/src/server/tierkv-server
   stage "unit tests that measure time (release)"
@@ -122,7 +122,7 @@ if has quick; then
 fi
 
 if has torture; then
-  release_build src/all
+  release_build src/server/all src/cli/all
   TIERKV_TORTURE=1 integration slow
 fi
 
