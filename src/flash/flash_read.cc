@@ -46,17 +46,20 @@ void FlashTier::read_chunks(std::string_view key, std::span<const uint32_t> chun
 }
 
 std::optional<FlashTier::VersionLocations> FlashTier::locate_version(std::string_view key,
-                                                                     uint64_t version) const {
+                                                                     uint64_t version,
+                                                                     Pinning pinning) const {
   Impl& im = *impl_;
   const uint64_t key_hash = hash64(key);
   VersionLocations out;
   // See reclaim_locked(): the lookup and the pins are one step for it.
-  std::lock_guard pins(im.pin_mu);
+  std::unique_lock pins(im.pin_mu, std::defer_lock);
+  if (pinning == Pinning::kPin) pins.lock();
   // Taken before the lookup, as for a read (see reclaim_locked()).
   out.reclaim_epoch = im.reclaim_epoch.load(std::memory_order_acquire);
   if (!im.index.version_locations(key, key_hash, version, &out.locations, &out.expire_at_ms))
     return std::nullopt;
   out.version = version;
+  if (pinning == Pinning::kNone) return out;
   std::vector<uint32_t>& regions = out.pins.regions_;
   for (uint64_t where : out.locations) {
     if (where == 0) continue;

@@ -248,7 +248,12 @@ class FlashTier {
     std::vector<uint64_t> locations;  // per chunk; 0: not readable then
     RegionPins pins;                  // the regions of `locations`
   };
-  std::optional<VersionLocations> locate_version(std::string_view key, uint64_t version) const;
+  // kNone takes no pins: for a read of one chunk, which sends nothing before
+  // that chunk is read and checked, so a reclaim under it is a plain miss.
+  // Pins cost a global lock on every read (twice: pin and unpin).
+  enum class Pinning { kPin, kNone };
+  std::optional<VersionLocations> locate_version(std::string_view key, uint64_t version,
+                                                 Pinning pinning = Pinning::kPin) const;
   // Reads several chunks of one object, issued together. `done` runs once per
   // chunk, in completion order; for chunks not on flash, before this returns.
   // With `known` (of `version`), a chunk no longer indexed is read from where

@@ -145,7 +145,11 @@ FlashReader::Op::Op(FlashReader& reader, std::string_view key,
       next_deliver_(first_) {
   // An overwrite while the read runs must not cut it short: the chunks it
   // has not issued yet stay where they were (FlashTier::locate_version).
-  known_ = where ? std::move(where) : reader.flash_.locate_version(key_, version_);
+  // One chunk needs no region pins: nothing is sent before it is read.
+  known_ = where ? std::move(where)
+                 : reader.flash_.locate_version(key_, version_,
+                                                last_ > first_ ? flash::FlashTier::Pinning::kPin
+                                                               : flash::FlashTier::Pinning::kNone);
 }
 
 int64_t FlashReader::Op::charge_for(uint32_t index) const {

@@ -33,6 +33,13 @@ Status fetch_status(PromotionOutcome outcome) {
   }
 }
 
+// Whether [offset, offset + length), clamped to the object, lies in one chunk.
+bool within_one_chunk(uint64_t offset, uint64_t length, uint64_t object_size, uint64_t chunk) {
+  const uint64_t first = std::min(offset, object_size);
+  const uint64_t last = first + std::min(length, object_size - first);
+  return last <= first || (last - 1) / chunk == first / chunk;
+}
+
 }  // namespace
 
 // The flash copy of a key that memory does not hold, if it is whole and
@@ -112,7 +119,12 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
       if (counted) misses_.add();
       return out;
     }
-    where = flash_->locate_version(key, info->version);
+    // A range within one chunk needs no region pins (see Pinning::kNone).
+    where = flash_->locate_version(
+        key, info->version,
+        within_one_chunk(offset, length, info->object_size, reader_->chunk_size())
+            ? flash::FlashTier::Pinning::kNone
+            : flash::FlashTier::Pinning::kPin);
     if (where || attempt >= 3) break;
   }
   if (counted && !options.use_once && wait_for_promotion(key, options)) {
