@@ -26,6 +26,7 @@
 #include "core/metrics.h"
 #include "server/client_pause.h"
 #include "server/exec_gate.h"
+#include "server/number_text.h"
 #include "server/reply.h"
 #include "server/slowlog.h"
 #include "server/txn_state.h"
@@ -252,14 +253,8 @@ void help_reply(CommandContext& ctx, std::initializer_list<std::string_view> lin
 bool valid_client_name(std::string_view name);
 
 // Argument parsing helpers with Redis's semantics.
-std::optional<int64_t> parse_int64(std::string_view s);  // strict, like string2ll
-std::optional<double> parse_double(std::string_view s);  // like strtold, rejects nan
+// (Numbers: server/number_text.h.)
 bool iequals(std::string_view a, std::string_view b);
-std::string format_double(double v);  // like Redis's %.17Lg formatting
-// Long-double forms, for INCRBYFLOAT's exact Redis results ("10.6", not
-// "10.59999999999999964"): strtold parsing and %.17Lf minus trailing zeros.
-std::optional<long double> parse_long_double(std::string_view s);
-std::string format_long_double(long double v);
 
 // CLIENT KILL's filters; an unset one matches every client.
 struct ClientKillFilter {

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <cstring>
 
-#include "server/command.h"
+#include "server/number_text.h"
 
 namespace tierkv::server {
 namespace {
