@@ -152,11 +152,13 @@ TEST(ConfigTest, EveryEnumValueRoundTrips) {
                                     {"info", LogLevel::kInfo},
                                     {"warn", LogLevel::kWarn},
                                     {"error", LogLevel::kError}});
-  for (const char* key : {"flash-reinsertion", "flash-preallocate", "protected-mode"}) {
+  const std::pair<const char*, bool Config::*> booleans[] = {
+      {"flash-reinsertion", &Config::flash_reinsertion},
+      {"flash-preallocate", &Config::flash_preallocate},
+      {"flash-direct-io", &Config::flash_direct_io},
+      {"protected-mode", &Config::protected_mode}};
+  for (const auto& [key, field] : booleans) {
     SCOPED_TRACE(key);
-    auto field = std::string(key) == "flash-reinsertion"   ? &Config::flash_reinsertion
-                 : std::string(key) == "flash-preallocate" ? &Config::flash_preallocate
-                                                           : &Config::protected_mode;
     expect_enum_round_trip<bool>(key, field, {{"yes", true}, {"no", false}});
   }
 }

@@ -3,6 +3,8 @@ flash on eviction and stays readable; INFO, /metrics and TIER.STAT show it."""
 import random
 import re
 
+import pytest
+
 from flash_util import (FLASH_INFO_FIELDS, MIB, check_values, flash_servers, num,  # noqa: F401
                         residencies, tier_stat, wait_until, write_values)
 
@@ -20,11 +22,16 @@ def spill_items(total_mib, prefix="k", seed=1):
     return items
 
 
-def test_evicted_values_are_offloaded_and_read_back_exactly(flash_servers):
-    s = flash_servers(memory="32mb", extra=SMALL_FLASH).start()
+# flash-direct-io no reads and writes through the page cache (as memcached's
+# extstore does): the same values must come back.
+@pytest.mark.parametrize("direct_io", ["yes", "no"])
+def test_evicted_values_are_offloaded_and_read_back_exactly(flash_servers, direct_io):
+    s = flash_servers(memory="32mb", extra=SMALL_FLASH + ("--flash-direct-io", direct_io)).start()
     items = spill_items(128)  # four times the memory
     write_values(s, items)
     assert num(s.flash_info(), "flash_enabled") == 1
+    if direct_io == "no":
+        assert num(s.flash_info(), "flash_direct_io") == 0
     # Offloads are queued at eviction and land a little later.
     assert wait_until(lambda: num(s.flash_info(), "flash_write_bytes") >= 64 * MIB, 10), \
         s.flash_info()
