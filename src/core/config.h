@@ -85,7 +85,7 @@ struct Config {
   int64_t flash_queue_depth = 64;
   bool flash_reinsertion = false;
   bool flash_preallocate = true;
-  bool flash_direct_io = true;  // no: buffered, e.g. to compare like with like
+  bool flash_direct_io = true;                    // no: buffered, e.g. to compare like with like
   int64_t flash_write_queue = int64_t{64} << 20;  // accepted, unwritten bytes
   int64_t backing_latency_ns = 0;
 
