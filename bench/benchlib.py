@@ -1,12 +1,25 @@
 """Helpers the benchmark drivers share: loopback ports, waiting for a peer
-to listen, size parsing, and INFO over a plain socket (no client library).
+to listen, size parsing, INFO over a plain socket (no client library), and
+the run record every benchmark writes into its JSON and onto its RESULT line.
 
 Drivers import it with bench/ on sys.path:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import benchlib
 """
+import json
+import os
 import socket
+import subprocess
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A run that started with a 1-minute load average above this (on 2 cores)
+# shared the machine with something heavy: its RESULT line says so, and
+# bench/run-all marks its row. Only the load before counts: the load after
+# includes the benchmark's own (up to 2 on 2 cores), so it is recorded, not
+# judged.
+LOADED_ABOVE = 1.5
 
 
 def free_port():
@@ -97,3 +110,93 @@ def pyplot():
         print("matplotlib missing: no plot")
         return None
     return plt
+
+
+def load_average():
+    """The 1-minute load average."""
+    return round(os.getloadavg()[0], 2)
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return "unknown"
+    return out or "unknown"
+
+
+class RunRecord:
+    """When a benchmark ran, at which commit, for how long, and how loaded the
+    machine was before and after. Make one first thing in main(); finish()
+    gives the JSON's "run" object, result_line() the last line to print."""
+
+    def __init__(self, name):
+        self.name = name
+        self.started = time.time()
+        self.load_before = load_average()
+        self.load_after = None
+
+    def finish(self):
+        self.load_after = load_average()
+        return {"name": self.name,
+                "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+                "commit": git_commit(), "seconds": round(time.time() - self.started, 1),
+                "load_before": self.load_before, "load_after": self.load_after,
+                "loaded": self.loaded()}
+
+    def loaded(self):
+        return self.load_before > LOADED_ABOVE
+
+    def result_line(self, figures):
+        """`RESULT name=... k=v ... load_before=.. load_after=..`, with
+        `loaded=yes` when the machine was busy (the figures are noise)."""
+        if self.load_after is None:
+            self.finish()
+        parts = [f"name={self.name}"] + [f"{k}={v}" for k, v in figures.items()]
+        parts += [f"load_before={self.load_before}", f"load_after={self.load_after}"]
+        if self.loaded():
+            parts.append(f"loaded=yes(load average over {LOADED_ABOVE} at the start: noisy)")
+        return "RESULT " + " ".join(parts)
+
+
+def write_json(path, data, run):
+    """Writes `data` with the run record under "run" to `path`."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({**data, "run": run.finish()}, f, indent=2, default=str)
+        f.write("\n")
+    print(f"wrote {path}")
+
+
+def parse_args_with_quick(ap, quick):
+    """ap.parse_args() with a --quick flag: a smoke run of at most 90 s that
+    sets the options in `quick` (option dest -> value) the command line left
+    at their defaults."""
+    ap.add_argument("--quick", action="store_true",
+                    help="a short run (at most 90 s): " +
+                    ", ".join(f"{k.replace('_', '-')} {v}" for k, v in quick.items()))
+    args = ap.parse_args()
+    if args.quick:
+        for name, value in quick.items():
+            if getattr(args, name) == ap.get_default(name):
+                setattr(args, name, value)
+    return args
+
+
+def plot_bars(path, title, bars, ylabel):
+    """A bar chart of {label: value} to `path` (PNG), for benchmarks whose
+    figures are a handful of numbers. Returns the path, or None without
+    matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(1.2 * len(bars) + 3, 3.5))
+    ax.bar(range(len(bars)), list(bars.values()))
+    ax.set_xticks(range(len(bars)), list(bars), rotation=20, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

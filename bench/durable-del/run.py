@@ -32,7 +32,6 @@ Prints a table, writes bench/results/durable-del.json and ends with
 docs/tiering.md ("Versions across tiers") and docs/benchmarks.md.
 """
 import argparse
-import json
 import os
 import shutil
 import socket
@@ -44,7 +43,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, server_info, wait_for_port, wait_loaded  # noqa: E402
+from benchlib import (RunRecord, free_port, parse_args_with_quick, plot_bars, server_info, wait_for_port, wait_loaded,  # noqa: E402
+                      write_json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = os.path.join(ROOT, "bench", "results")
@@ -248,7 +248,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keys", type=int, default=1000, help="keys per group")
     ap.add_argument("--dir", default=None, help="where the flash files go (default: /tmp)")
-    args = ap.parse_args()
+    args = parse_args_with_quick(ap, {"runs": 1, "keys": 200})
+    run = RunRecord("durable-del")
     runs = {"always": [], "none": []}
     for i in range(args.runs):
         order = GROUPS[i % len(GROUPS):] + GROUPS[:i % len(GROUPS)]
@@ -274,15 +275,20 @@ def main():
             print(f"{g:<12} {fsync:<7} {p50:>20} {p99:>20} {cell(entry['ops_s'], '{:.0f}'):>22}")
     shares = [r["flash_only_share"] for rs in runs.values() for r in rs]
     print(f"keys only on flash before the removals: {min(shares):.0%}-{max(shares):.0%}")
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "durable-del.json"), "w") as f:
-        json.dump({"runs": runs, "table": table, "keys_per_row": args.keys,
-                   "value_bytes": VALUE}, f, indent=1)
+    write_json(os.path.join(RESULTS, "durable-del.json"),
+               {"runs": runs, "table": table, "keys_per_row": args.keys, "value_bytes": VALUE},
+               run)
     ratio = (table["DEL seq"]["always"]["ops_s"]["median"] /
              table["DEL seq"]["none"]["ops_s"]["median"])
-    print(f"RESULT name=durable-del ratio={ratio:.3f} "
-          f"del_always_p50_us={table['DEL seq']['always']['p50_us']['median']:.0f} "
-          f"del_none_p50_us={table['DEL seq']['none']['p50_us']['median']:.0f}")
+    plot_bars(os.path.join(RESULTS, "durable-del.png"), "durable removals: median ops/s",
+              {f"{g} {fsync}": table[g][fsync]["ops_s"]["median"]
+               for g in table for fsync in table[g]}, "ops/s")
+    print(run.result_line({
+        "ratio": f"{ratio:.3f}",
+        "del_always_ops_s": f"{table['DEL seq']['always']['ops_s']['median']:.0f}",
+        "del_none_ops_s": f"{table['DEL seq']['none']['ops_s']['median']:.0f}",
+        "del_always_p50_us": f"{table['DEL seq']['always']['p50_us']['median']:.0f}",
+        "del_none_p50_us": f"{table['DEL seq']['none']['p50_us']['median']:.0f}"}))
 
 
 if __name__ == "__main__":

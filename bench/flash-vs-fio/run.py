@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, wait_for_port, wait_loaded, server_info, parse_size  # noqa: E402,E501
+from benchlib import RunRecord, parse_args_with_quick, load_average, write_json, free_port, wait_for_port, wait_loaded, server_info, parse_size  # noqa: E402,E501
 
 REPO = Path(__file__).resolve().parents[2]
 GOALS = {4096: 0.6}  # ours/fio at QD16; 0.8 for every larger block size
@@ -65,11 +65,6 @@ def record_read_size(key_length, data_length):
     return (raw + READ_ALIGN - 1) // READ_ALIGN * READ_ALIGN
 
 
-def load_average():
-    with open("/proc/loadavg") as f:
-        return [float(x) for x in f.read().split()[:3]]
-
-
 def command_output(args):
     try:
         return subprocess.run(args, capture_output=True, text=True, check=False).stdout.strip()
@@ -84,7 +79,6 @@ def environment(directory):
         "host": platform.node(),
         "kernel": platform.release(),
         "cpus": os.cpu_count(),
-        "load_average_start": load_average(),
         "directory": str(directory),
         "file_system": command_output(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "-T", str(directory)]),
         "fio_version": command_output(["fio", "--version"]),
@@ -379,7 +373,7 @@ def print_index(fills):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--bin", default=str(REPO / "build-fbench/bench/flash-vs-fio/tierkv-flash-bench"))
+    p.add_argument("--bin", default=str(REPO / "build/bench/flash-vs-fio/tierkv-flash-bench"))
     p.add_argument("--dir", default=str(REPO / "bench/results/tmp-flash"),
                    help="directory on the disk under test (not a tmpfs)")
     p.add_argument("--size-mib", type=int, default=1024)
@@ -396,20 +390,21 @@ def main():
     p.add_argument("--no-tier", action="store_true",
                    help="skip the direct FlashTier::read_chunk turns")
     p.add_argument("--no-wire", action="store_true", help="skip the tierkv-server part")
-    p.add_argument("--server", default=str(REPO / "build-fbench/src/server/tierkv-server"))
-    p.add_argument("--wire-bin", default=str(REPO / "build-fbench/bench/flash-vs-fio/tierkv-wire-bench"))
+    p.add_argument("--server", default=str(REPO / "build/src/server/tierkv-server"))
+    p.add_argument("--wire-bin", default=str(REPO / "build/bench/flash-vs-fio/tierkv-wire-bench"))
     p.add_argument("--wire-mib", type=int, default=1024, help="1 MiB objects loaded into the server")
     p.add_argument("--wire-flash-mib", type=int, default=2048, help="server's --flash-size")
     p.add_argument("--wire-connections", type=int, default=4)
     p.add_argument("--wire-pipeline", type=int, default=4, help="GETs in flight per connection")
     p.add_argument("--wire-rounds", type=int, default=4)
-    args = p.parse_args()
+    args = parse_args_with_quick(p, {"size_mib": 256, "seconds": 1.0, "rounds": 2,
+                                     "wire_mib": 256, "wire_flash_mib": 512, "wire_rounds": 1})
+    run = RunRecord("flash-vs-fio")
 
     binary = Path(args.bin)
     if not binary.exists():
         sys.exit(f"{binary} not found; build it with:\n"
-                 f"  cmake -S {REPO} -B {REPO}/build-fbench -G Ninja -DTIERKV_BENCH=ON && "
-                 f"ninja -C {REPO}/build-fbench tierkv-flash-bench tierkv-wire-bench tierkv-server")
+                 f"  {REPO}/scripts/build.sh build -DCMAKE_BUILD_TYPE=Release -DTIERKV_BENCH=ON")
     if not args.no_wire and not (Path(args.server).exists() and Path(args.wire_bin).exists()):
         sys.exit(f"{args.server} or {args.wire_bin} not found (or give --no-wire)")
     if shutil.which("fio") is None:
@@ -425,7 +420,7 @@ def main():
 
     env = environment(directory)
     print(f"flash-vs-fio: {env['time_utc']}, {env['cpus']} CPUs, load average "
-          f"{env['load_average_start']}, {env['file_system']} at {directory}, {env['fio_version']}")
+          f"{run.load_before}, {env['file_system']} at {directory}, {env['fio_version']}")
     if env["src_flash_uncommitted_changes"]:
         print(f"note: src/flash has uncommitted changes on top of {env['git_commit']}")
     started = time.monotonic()
@@ -471,7 +466,6 @@ def main():
             except OSError:
                 pass
 
-    env["load_average_end"] = load_average()
     env["wall_seconds"] = round(time.monotonic() - started, 1)
     print()
     print_table(cases)
@@ -482,7 +476,7 @@ def main():
               f"p50 {wire['lat_p50_us']:.0f} us; fio 1M QD16 on the server's file: "
               f"{wire['fio_1m_qd16_gb_s']:.3f} GB/s (ratio {wire['ratio']:.2f}); "
               f"{wire['flash_hits']}/{wire['keyspace_hits']} hits from flash")
-    print(f"\nload average at start {env['load_average_start']}, at end {env['load_average_end']} "
+    print(f"\nload average at start {run.load_before}, at end {load_average()} "
           f"on {env['cpus']} CPUs (shared machine: absolute figures are noisy, ratios less so); "
           f"run took {env['wall_seconds']} s")
 
@@ -498,7 +492,17 @@ def main():
                 return round(f[f"index_bytes_per_{what}"], 1)
         return None
 
-    result = {"ratio_4k_qd16": ratio(4096), "ratio_64k_qd16": ratio(65536),
+    def mb_s(side, bs=4096, qd=16):
+        for c in cases:
+            if c["block_size"] == bs and c["queue_depth"] == qd:
+                key = "payload_mb_s" if side == "ours" else "mb_s"
+                return round(c[side][key], 1)
+        return None
+
+    # The headline: 4 KiB random reads at QD16 through Store, against fio.
+    result = {"ratio": ratio(4096), "store_4k_qd16_mb_s": mb_s("ours"),
+              "fio_4k_qd16_mb_s": mb_s("fio"),
+              "ratio_4k_qd16": ratio(4096), "ratio_64k_qd16": ratio(65536),
               "ratio_1m_qd16": ratio(1 << 20), "ratio_4k_qd1": ratio(4096, 1),
               "ratio_64k_qd1": ratio(65536, 1), "ratio_1m_qd1": ratio(1 << 20, 1),
               "wire_1m_gb_s": round(wire["gb_s"], 3) if wire else None,
@@ -506,12 +510,9 @@ def main():
               "index_b_per_object_4k": index_per(4096, "object"),
               "index_b_per_chunk_8m": index_per(8 << 20, "chunk"),
               "index_b_per_object_8m": index_per(8 << 20, "object")}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"environment": env, "cases": cases, "fills": fills,
-                               "wire": wire, "result": result}, indent=2) + "\n")
-    print(f"wrote {out}")
-    print("RESULT name=flash-vs-fio " + " ".join(f"{k}={v}" for k, v in result.items()))
+    write_json(args.out, {"environment": env, "cases": cases, "fills": fills, "wire": wire,
+                          "result": result}, run)
+    print(run.result_line(result))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ Prints a table and `RESULT name=large-values ...`; writes
 bench/results/large-values.json.
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -33,7 +32,8 @@ import time
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, parse_size, wait_for_port, wait_loaded  # noqa: E402
+from benchlib import (RunRecord, free_port, parse_args_with_quick, plot_bars, parse_size, wait_for_port, wait_loaded,  # noqa: E402
+                      write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -135,7 +135,8 @@ def main():
     ap.add_argument("--memory", default="64mb")
     ap.add_argument("--flash-size", default="2gb")
     ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    args = parse_args_with_quick(ap, {"value": "128mb", "rounds": 1})
+    run = RunRecord("large-values")
     size = parse_size(args.value)
     value = os.urandom(size)
     work = tempfile.mkdtemp(prefix="large-values-", dir=os.environ.get("TMPDIR_DISK", "/var/tmp"))
@@ -174,15 +175,21 @@ def main():
               f" {1e3 * rs['median']:8.1f} ({1e3 * rs['min']:.1f}..{1e3 * rs['max']:.1f})")
     out = {"value_bytes": size, "memory": args.memory, "rounds": rounds, "summary": res,
            "ratio_redis_over_tierkv": ratios}
-    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench/results/large-values.json"), "w") as f:
-        json.dump(out, f, indent=2)
-    print(f"RESULT name=large-values set_ratio={ratios['set_s']['median']:.2f} "
-          f"get_ratio={ratios['get_s']['median']:.2f} "
-          f"tierkv_rss_growth_mib={res['tierkv']['rss_growth_mib']['median']:.0f} "
-          f"tierkv_rename_mb_s={mib / res['tierkv']['rename_s']['median']:.0f} "
-          f"tierkv_ping_ms_in_set={1e3 * res['tierkv']['set_ping_stall_s']['median']:.1f} "
-          f"tierkv_ping_ms_in_rename={1e3 * res['tierkv']['rename_ping_stall_s']['median']:.1f}")
+    write_json(os.path.join(ROOT, "bench/results/large-values.json"), out, run)
+    plot_bars(os.path.join(ROOT, "bench/results/large-values.png"),
+              f"one {mib:.0f} MiB value: MB/s (median)",
+              {f"{name} {op}": mib / res[name][f"{op}_s"]["median"]
+               for name in ("tierkv", "redis") for op in ("set", "get")}, "MB/s")
+    print(run.result_line({
+        "ratio": f"{ratios['set_s']['median']:.2f}",
+        "set_mb_s": f"{mib / res['tierkv']['set_s']['median']:.0f}",
+        "redis_set_mb_s": f"{mib / res['redis']['set_s']['median']:.0f}",
+        "set_ratio": f"{ratios['set_s']['median']:.2f}",
+        "get_ratio": f"{ratios['get_s']['median']:.2f}",
+        "tierkv_rss_growth_mib": f"{res['tierkv']['rss_growth_mib']['median']:.0f}",
+        "tierkv_rename_mb_s": f"{mib / res['tierkv']['rename_s']['median']:.0f}",
+        "tierkv_ping_ms_in_set": f"{1e3 * res['tierkv']['set_ping_stall_s']['median']:.1f}",
+        "tierkv_ping_ms_in_rename": f"{1e3 * res['tierkv']['rename_ping_stall_s']['median']:.1f}"}))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ probed with CONFIG GET and left out, with a warning. See
 docs/benchmarks-prefetch.md.
 """
 import argparse
-import json
 import math
 import os
 import queue
@@ -54,7 +53,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, parse_size, server_info, wait_for_port, wait_loaded  # noqa: E402
+from benchlib import (RunRecord, free_port, parse_size, server_info, wait_for_port,  # noqa: E402
+                      wait_loaded, write_json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = os.path.join(ROOT, "bench", "results")
@@ -873,6 +873,7 @@ def make_regimes(args, ws_bytes):
 
 def main():
     args = parse_args()
+    run = RunRecord("prefetch-ab")
     started = time.monotonic()
     deadline = started + args.budget_s
     os.makedirs(args.dir, exist_ok=True)
@@ -990,10 +991,10 @@ def main():
     }
     seconds = time.monotonic() - started
     config = {k: v for k, v in vars(args).items() if k not in ("filler_value",)}
-    with open(args.out, "w") as f:
-        json.dump({"config": config, "regimes": regimes, "known_config_keys": sorted(known or []),
-                   "warnings": warnings, "summary": summary, "probe_latency": probe,
-                   "cells": cells, "skipped": skipped, "seconds": seconds}, f, indent=1)
+    write_json(args.out, {"config": config, "regimes": regimes,
+                          "known_config_keys": sorted(known or []), "warnings": warnings,
+                          "summary": summary, "probe_latency": probe, "cells": cells,
+                          "skipped": skipped}, run)
     png = args.out.removesuffix(".json") + ".png"
     out = os.path.relpath(args.out, ROOT)
     try:
@@ -1005,15 +1006,15 @@ def main():
     for w in warnings:
         print(w)
     pr = probe or {}
-    print(f"RESULT name=prefetch-ab "
-          f"c4_constrained_median_decrease={fmt(summary['c4_constrained_median_decrease'])} "
-          f"c4_constrained_p99_decrease={fmt(summary['c4_constrained_p99_decrease'])} "
-          f"large_ws_worst_slowdown={fmt(summary['large_ws_worst_slowdown'])} "
-          f"probe_latency_ratio={fmt(probe_ratio, '.3f')} "
-          f"probe_ratio_memory={fmt(pr.get('memory', {}).get('ratio'), '.3f')} "
-          f"probe_ratio_flash={fmt(pr.get('flash', {}).get('ratio'), '.3f')} "
-          f"arm={args.headline_arm} flags_missing={len(needed - (known or set()))} "
-          f"seconds={seconds:.0f}")
+    print(run.result_line({
+        "c4_constrained_median_decrease": fmt(summary["c4_constrained_median_decrease"]),
+        "c4_constrained_p99_decrease": fmt(summary["c4_constrained_p99_decrease"]),
+        "large_ws_worst_slowdown": fmt(summary["large_ws_worst_slowdown"]),
+        "probe_latency_ratio": fmt(probe_ratio, ".3f"),
+        "probe_ratio_memory": fmt(pr.get("memory", {}).get("ratio"), ".3f"),
+        "probe_ratio_flash": fmt(pr.get("flash", {}).get("ratio"), ".3f"),
+        "arm": args.headline_arm, "flags_missing": len(needed - (known or set())),
+        "seconds": f"{seconds:.0f}"}))
     return 0
 
 

@@ -22,6 +22,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run as pipeline  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import benchlib  # noqa: E402
+
 
 def info_stream(c):
     text = c.call("INFO", "stream").decode()
@@ -84,7 +87,11 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--model-dir", default="/dev/shm")
     ap.add_argument("--device-dir", default="/tmp")
-    args = ap.parse_args()
+    ap.add_argument("--out", default=os.path.join(pipeline.ROOT, "bench", "results",
+                                                  "readahead.json"))
+    args = benchlib.parse_args_with_quick(ap, {"runs": 1, "size_mb": 8})
+    run = benchlib.RunRecord("readahead")
+    rows = []
     print(f"{'L(us)':>6} {'C(us)':>6} {'us/read no':>20} {'us/read yes':>20} {'ratio no/yes':>22}")
     for L in [int(x) for x in args.latencies.split(",")]:
         times, counters = bench(args, L)
@@ -93,11 +100,29 @@ def main():
               f"{fmt(times['yes']):>20} {statistics.median(ratios):.2f} "
               f"({min(ratios):.2f}-{max(ratios):.2f})")
         print(f"       counters of the last run: {counters}")
-        print(f"RESULT name=readahead L_ns={L} C_ns={args.compute_ns} chunk={args.chunk} "
-              f"us_per_read_no={statistics.median(times['no']) / 1000:.1f} "
-              f"us_per_read_yes={statistics.median(times['yes']) / 1000:.1f} "
-              f"ratio={statistics.median(ratios):.3f} ratio_min={min(ratios):.3f} "
-              f"ratio_max={max(ratios):.3f}")
+        # At best every read is hidden behind the compute (enough reads
+        # ahead, in parallel): (L + C) / C. On the device (L = 0) the latency
+        # is not known here.
+        ideal = (L + args.compute_ns) / args.compute_ns if L else None
+        rows.append({"L_ns": L, "C_ns": args.compute_ns, "chunk": args.chunk,
+                     "ns_per_read": times, "speedups": ratios,
+                     "speedup": statistics.median(ratios), "ideal": ideal,
+                     "counters": counters})
+    benchlib.write_json(args.out, {"args": {k: v for k, v in vars(args).items() if k != "out"},
+                                   "rows": rows}, run)
+    benchlib.plot_bars(os.path.splitext(args.out)[0] + ".png", "readahead speedup (no / yes)",
+                       {f"L {r['L_ns'] // 1000} us": r["speedup"] for r in rows}, "speedup")
+    head = rows[0]
+    figures = {"speedup": f"{head['speedup']:.3f}", "L_ns": head["L_ns"],
+               "C_ns": head["C_ns"],
+               "speedup_min": f"{min(head['speedups']):.3f}",
+               "speedup_max": f"{max(head['speedups']):.3f}"}
+    if head["ideal"]:
+        figures = {"ratio": f"{head['speedup'] / head['ideal']:.3f}",
+                   "ideal": f"{head['ideal']:.3f}", **figures}
+    for r in rows[1:]:
+        figures[f"speedup_L{r['L_ns']}"] = f"{r['speedup']:.3f}"
+    print(run.result_line(figures))
 
 
 if __name__ == "__main__":

@@ -223,13 +223,44 @@ def annotate(rows, inproc_rows, device_ns):
         r["speedup"] = base["ns_per_tile"] / r["ns_per_tile"]
         # The overlap model at this depth: D reads started ahead hide up to
         # D tile times, P channels deliver one tile per L / P.
+        # On the real device (L = 0 rows) P channels deliver one tile per
+        # fio's time per read at queue depth P, measured on the same disk in
+        # the same run: this virtual disk does not scale with depth as L / P
+        # assumes.
         overlap = min(r["D"], r["P"])
-        r["ideal"] = (L + C) / max(C, L / r["P"], serve, dev)
-        dev_overlap = device_ns.get(overlap, 0.0) if r["L_ns"] == 0 else 0.0
-        r["model"] = 1.0 if r["D"] == 0 else (L + C) / max(C, L / overlap, serve, dev_overlap)
+        if r["L_ns"] == 0 and dev:
+            per_tile, per_tile_overlap = dev, device_ns.get(overlap, dev)
+        else:
+            per_tile, per_tile_overlap = L / r["P"], L / max(overlap, 1)
+        r["ideal"] = (L + C) / max(C, per_tile, serve)
+        r["model"] = 1.0 if r["D"] == 0 else (L + C) / max(C, per_tile_overlap, serve)
         r["ratio"] = r["speedup"] / r["ideal"]
         r["saturation_D"] = math.ceil(L / C)
         r["saturated"] = r["D"] >= r["saturation_D"] or r["model"] >= r["ideal"] * 0.999
+
+
+def headline(rows):
+    """The RESULT figures: the deepest in-process row at the first modelled
+    latency and the most channels (speedup against its ideal), and the same
+    row on the device."""
+
+    def pick(mode, device):
+        mine = [r for r in rows if r["mode"] == mode and (r["L_ns"] == 0) == device]
+        if not mine:
+            return None
+        latency = mine[0]["L_ns"]
+        mine = [r for r in mine if r["L_ns"] == latency]
+        return max(mine, key=lambda r: (r["P"], r["D"]))
+
+    head, device, wire = pick("inproc", False), pick("inproc", True), pick("wire", False)
+    figures = {"ratio": f"{head['ratio']:.3f}", "L_ns": head["L_ns"], "P": head["P"],
+               "D": head["D"], "speedup": f"{head['speedup']:.2f}",
+               "ideal": f"{head['ideal']:.2f}"}
+    if device:
+        figures["device_ratio"] = f"{device['ratio']:.3f}"
+    if wire:
+        figures["wire_ratio"] = f"{wire['ratio']:.3f}"
+    return figures
 
 
 def plot(rows, path):
@@ -266,7 +297,9 @@ def main():
     ap.add_argument("--device-dir", default="/tmp", help="flash files for L = 0 (a real disk)")
     ap.add_argument("--fio-ms", type=int, default=3000, help="fio time per P on the device")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
-    args = ap.parse_args()
+    args = benchlib.parse_args_with_quick(ap, {"tiles": 1024, "depths": "0,2,4",
+                                               "fio_ms": 1000})
+    run = benchlib.RunRecord("stream-pipeline")
 
     latencies = [int(x) for x in args.latencies.split(",")]
     device_ns = device_times(args) if 0 in latencies else {}
@@ -288,18 +321,11 @@ def main():
               f"{r['D']:2} {r['ns_per_tile'] / 1000:8.1f} {r['speedup']:8.2f} {r['model']:6.2f} "
               f"{r['ideal']:6.2f} {r['ratio']:6.2f} {'yes' if r['saturated'] else 'no':>3} "
               f"{r.get('hits', '-'):>5} {r.get('late', '-'):>5}")
-    for r in rows:
-        print(f"RESULT name=stream_pipeline mode={r['mode']} L_ns={r['L_ns']} P={r['P']} D={r['D']} "
-              f"us_per_tile={r['ns_per_tile'] / 1000:.2f} speedup={r['speedup']:.3f} "
-              f"model={r['model']:.3f} ideal={r['ideal']:.3f} ratio={r['ratio']:.3f} "
-              f"saturation_D={r['saturation_D']}")
-    os.makedirs(args.out, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(args.out, f"stream-pipeline-{stamp}")
-    with open(base + ".json", "w") as f:
-        json.dump({"args": vars(args), "device_ns": device_ns, "rows": rows}, f, indent=1)
+    base = os.path.join(args.out, "stream-pipeline")
+    benchlib.write_json(base + ".json", {"args": vars(args), "device_ns": device_ns,
+                                         "rows": rows}, run)
     plot(rows, base + ".png")
-    print(f"wrote {base}.json and .png")
+    print(run.result_line(headline(rows)))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, wait_for_port, wait_loaded, parse_size  # noqa: E402
+from benchlib import (RunRecord, free_port, parse_args_with_quick, parse_size, wait_for_port, wait_loaded,  # noqa: E402
+                      write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RESULTS = os.path.join(ROOT, "bench", "results")
@@ -207,6 +208,12 @@ def tierkv_peer(args, workdir):
             "--memory", str(args.memory), "--flash-path", os.path.join(workdir, "flash.dat"),
             "--flash-size", str(args.flash), "--io-threads", str(args.threads),
             "--metrics-port", "0", "--log-level", "warn"]
+    # Like with like: by default tierkv reads through the page cache too, and
+    # its file is dropped as often as extstore's.
+    flash_file = os.path.join(workdir, "flash.dat")
+    if args.tierkv_io == "buffered":
+        argv += ["--flash-direct-io", "no"]
+        return Peer("tierkv", argv, port, workdir, tierkv_info, buffered_file=flash_file), "resp"
     return Peer("tierkv", argv, port, workdir, tierkv_info), "resp"
 
 
@@ -285,10 +292,15 @@ def main():
     ap.add_argument("--ext-threads", type=int, default=1, help="memcached ext_threads")
     ap.add_argument("--drop-interval-ms", type=float, default=100,
                     help="how often extstore's file is dropped from the page cache")
+    ap.add_argument("--tierkv-io", choices=("buffered", "direct"), default="buffered",
+                    help="tierkv's flash I/O: buffered and dropped like extstore's file "
+                    "(like with like), or O_DIRECT (memcached has no such mode)")
     ap.add_argument("--keep-page-cache", action="store_true",
                     help="let extstore read from the page cache (extra DRAM for memcached)")
     ap.add_argument("--out", default=os.path.join(RESULTS, "vs-extstore.json"))
-    args = ap.parse_args()
+    args = parse_args_with_quick(ap, {"rounds": 1, "ops": 40000, "seconds": 8,
+                                      "warm_ops": 4000})
+    run = RunRecord("vs-extstore")
     args.tierkv = find_binary(args.tierkv, "TIERKV_SERVER", "src/server/tierkv-server")
     args.loadgen = find_binary(args.loadgen, "TIERKV_LOADGEN",
                                "bench/vs-extstore/tierkv-loadgen")
@@ -328,9 +340,10 @@ def main():
           f"{working_set >> 20} MiB ({keys} keys, values {args.min_value >> 10}-"
           f"{args.max_value >> 10} KiB), zipf {args.zipf}, {args.get_fraction:.0%} GET, "
           f"{args.connections} connections, {args.rounds} round(s), medians")
-    print("extstore's file: " + ("page cache kept (memcached gets extra DRAM)"
-                                 if args.keep_page_cache else
-                                 f"dropped from the page cache every {args.drop_interval_ms:g} ms"))
+    files = "extstore's and tierkv's files" if args.tierkv_io == "buffered" else \
+        "extstore's file (tierkv: O_DIRECT)"
+    print(f"{files}: " + ("page cache kept (extra DRAM)" if args.keep_page_cache else
+                          f"dropped from the page cache every {args.drop_interval_ms:g} ms"))
     header = (f"{'system':<10} {'hit ratio':>9} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
               f"{'GET p99':>8} {'MB/s':>8} {'cpu ms/op':>9} {'verify err':>10} {'set err':>7}")
     print(header)
@@ -344,23 +357,30 @@ def main():
           f"p99 {p99_ratio:.3f} (below 1 is better for p99)")
 
     seconds = time.time() - started
-    with open(args.out, "w") as f:
-        json.dump({
+    write_json(args.out, {
             "memory": args.memory, "flash": args.flash, "working_set": working_set, "keys": keys,
             "min_value": args.min_value, "max_value": args.max_value, "zipf": args.zipf,
             "get_fraction": args.get_fraction, "connections": args.connections,
             "threads": args.threads, "rounds": args.rounds, "seconds": round(seconds, 1),
+            "tierkv_io": args.tierkv_io,
             "extstore_page_cache": "kept" if args.keep_page_cache else
             f"dropped every {args.drop_interval_ms:g} ms",
             "summary": rows, "ratio_ops": ratio, "ratio_p99": p99_ratio,
             "ratio_hit": hit_ratio_ratio, "runs": runs,
-        }, f, indent=2)
+        }, run)
     print(f"wrote {os.path.relpath(args.out, ROOT)}; no plot: python3-matplotlib is not installed"
           if not have_matplotlib() else plot(args.out, runs))
     verify_errors = ours["verify_errors"] + theirs["verify_errors"]
-    print(f"RESULT name=vs-extstore ratio={ratio:.3f} hit_ratio_ours={ours['hit_ratio']:.3f} "
-          f"hit_ratio_theirs={theirs['hit_ratio']:.3f} p99_ratio={p99_ratio:.3f} "
-          f"verify_errors={verify_errors} seconds={seconds:.0f}")
+    cpu_ratio = (ours["cpu_ms_per_op"] / theirs["cpu_ms_per_op"]
+                 if theirs["cpu_ms_per_op"] else 0.0)
+    print(run.result_line({
+        "ratio": f"{ratio:.3f}", "ops_s": f"{ours['ops_per_s']:.0f}",
+        "memcached_ops_s": f"{theirs['ops_per_s']:.0f}",
+        "cpu_ms_per_op": f"{ours['cpu_ms_per_op']:.3f}",
+        "memcached_cpu_ms_per_op": f"{theirs['cpu_ms_per_op']:.3f}",
+        "cpu_ratio": f"{cpu_ratio:.3f}", "hit_ratio_ours": f"{ours['hit_ratio']:.3f}",
+        "hit_ratio_theirs": f"{theirs['hit_ratio']:.3f}", "p99_ratio": f"{p99_ratio:.3f}",
+        "verify_errors": verify_errors, "seconds": f"{seconds:.0f}"}))
     return 1 if verify_errors else 0
 
 

@@ -19,7 +19,6 @@ and vs-redis.png; the last line is `RESULT name=vs-redis ratio=<min ratio>
 import argparse
 import csv
 import io
-import json
 import os
 import shutil
 import subprocess
@@ -30,7 +29,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, pyplot, wait_for_port, wait_loaded  # noqa: E402
+from benchlib import RunRecord, free_port, pyplot, wait_for_port, wait_loaded, write_json  # noqa: E402,E501
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
@@ -228,7 +227,9 @@ def plot(results, settings, path):
 
 
 def summary(results, settings):
-    parts = []
+    """The RESULT figures: the worst row's ratio overall and per setting, and
+    the geometric mean per setting."""
+    figures = {"ratio": f"{min(r['ratio'] for r in results):.3f}"}
     for threads in settings:
         mine = [r for r in results if r["io_threads"] == threads]
         worst = min(mine, key=lambda r: r["ratio"])
@@ -236,10 +237,10 @@ def summary(results, settings):
         for r in mine:
             geo *= r["ratio"]
         geo **= 1.0 / len(mine)
-        parts.append(f"ratio_io{threads}={worst['ratio']:.3f} worst_row_io{threads}="
-                     f"\"{worst['row']}\" geomean_io{threads}={geo:.3f}")
-    worst = min(results, key=lambda r: r["ratio"])
-    return f"ratio={worst['ratio']:.3f} " + " ".join(parts)
+        figures[f"ratio_io{threads}"] = f"{worst['ratio']:.3f}"
+        figures[f"worst_row_io{threads}"] = f"\"{worst['row']}\""
+        figures[f"geomean_io{threads}"] = f"{geo:.3f}"
+    return figures
 
 
 def main():
@@ -255,6 +256,7 @@ def main():
     ap.add_argument("--txn-only", action="store_true", help="only the MULTI/EXEC rows")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "vs-redis.json"))
     args = ap.parse_args()
+    run = RunRecord("vs-redis")
     args.server = os.path.abspath(args.server)
     if args.quick:
         args.rounds = 1
@@ -286,13 +288,11 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     print_table(results)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump({"memory": args.memory, "io_threads": settings, "rounds": args.rounds,
-                   "seconds": round(time.time() - started, 1), "rows": results}, f, indent=2)
+    write_json(args.out, {"memory": args.memory, "io_threads": settings,
+                          "rounds": args.rounds, "rows": results}, run)
     plot(results, settings, os.path.splitext(args.out)[0] + ".png")
-    print(f"RESULT name=vs-redis {summary(results, settings)} rows={len(results)} "
-          f"seconds={time.time() - started:.0f}")
+    print(run.result_line({**summary(results, settings), "rows": len(results),
+                           "seconds": f"{time.time() - started:.0f}"}))
     return 0
 
 

@@ -18,7 +18,6 @@ bench/results/writeback-cost.json.
 import argparse
 import csv
 import io
-import json
 import os
 import shutil
 import statistics
@@ -27,7 +26,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import free_port, parse_size, server_info, wait_for_port, wait_loaded  # noqa: E402
+from benchlib import (RunRecord, free_port, parse_args_with_quick, plot_bars, parse_size, server_info, wait_for_port,  # noqa: E402
+                      wait_loaded, write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
@@ -94,7 +94,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results",
                                                   "writeback-cost.json"))
-    args = ap.parse_args()
+    args = parse_args_with_quick(ap, {"runs": 1, "volume": 2})
+    run = RunRecord("writeback-cost")
     args.server = os.path.abspath(args.server)
 
     results = {arm: [] for arm in ARMS}
@@ -119,17 +120,21 @@ def main():
               f"{cpu[0]:>8.1f} ({cpu[1]:.1f}..{cpu[2]:.1f}) {written:>10,.0f} "
               f"{summary(runs, 'offloads')[0]:>9,.0f} "
               f"{summary(runs, 'writeback_objects')[0]:>10,.0f}")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump({"args": {k: v for k, v in vars(args).items() if k != "out"},
-                   "runs": results}, f, indent=2)
+    write_json(args.out, {"args": {k: v for k, v in vars(args).items() if k != "out"},
+                          "runs": results}, run)
     on, off = results["0.5"], results["1"]
     ratio = summary(on, "ops")[0] / summary(off, "ops")[0]
     p99_ratio = summary(on, "p99_ms")[0] / summary(off, "p99_ms")[0]
     cpu_ratio = summary(on, "cpu_ms_per_1k")[0] / summary(off, "cpu_ms_per_1k")[0]
-    print(f"RESULT name=writeback-cost ops_ratio={ratio:.3f} p99_ratio={p99_ratio:.3f} "
-          f"cpu_ratio={cpu_ratio:.3f} "
-          f"runs={args.runs} value={args.value} memory={args.memory}")
+    plot_bars(os.path.splitext(args.out)[0] + ".png", "SET ops/s by dirty-max-fraction",
+              {arm: summary(results[arm], "ops")[0] for arm in ARMS}, "SET ops/s")
+    # The bound: the same SETs with dirty-max-fraction 1 (no background
+    # writeback).
+    print(run.result_line({
+        "ratio": f"{ratio:.3f}", "ops_s": f"{summary(on, 'ops')[0]:.0f}",
+        "no_writeback_ops_s": f"{summary(off, 'ops')[0]:.0f}", "ops_ratio": f"{ratio:.3f}",
+        "p99_ratio": f"{p99_ratio:.3f}", "cpu_ratio": f"{cpu_ratio:.3f}", "runs": args.runs,
+        "value": args.value, "memory": args.memory}))
     return 0
 
 
