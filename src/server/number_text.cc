@@ -35,9 +35,12 @@ std::optional<int64_t> parse_int64(std::string_view s) {
   return static_cast<int64_t>(v);
 }
 
-std::optional<long double> parse_long_double(std::string_view s) {
-  // Redis's string2ld: strtold on a bounded copy, no leading space, whole
-  // string consumed, no overflow, no NaN.
+namespace {
+
+// Redis's string2ld (and string2d): the conversion on a bounded copy, no
+// leading space, the whole string consumed, no overflow, no NaN.
+template <typename T, T (*Convert)(const char*, char**)>
+std::optional<T> parse_floating(std::string_view s) {
   char buf[5 * 1024];
   if (s.empty() || s.size() >= sizeof(buf)) return std::nullopt;
   if (std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
@@ -45,28 +48,21 @@ std::optional<long double> parse_long_double(std::string_view s) {
   buf[s.size()] = '\0';
   char* end = nullptr;
   errno = 0;
-  long double v = std::strtold(buf, &end);
+  T v = Convert(buf, &end);
   if (end != buf + s.size()) return std::nullopt;
-  if (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || std::fpclassify(v) == FP_ZERO))
-    return std::nullopt;
+  if (errno == ERANGE && (std::isinf(v) || std::fpclassify(v) == FP_ZERO)) return std::nullopt;
   if (std::isnan(v)) return std::nullopt;
   return v;
 }
 
+}  // namespace
+
+std::optional<long double> parse_long_double(std::string_view s) {
+  return parse_floating<long double, std::strtold>(s);
+}
+
 std::optional<double> parse_double(std::string_view s) {
-  char buf[5 * 1024];
-  if (s.empty() || s.size() >= sizeof(buf)) return std::nullopt;
-  if (std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
-  std::memcpy(buf, s.data(), s.size());
-  buf[s.size()] = '\0';
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(buf, &end);
-  if (end != buf + s.size()) return std::nullopt;
-  if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL || std::fpclassify(v) == FP_ZERO))
-    return std::nullopt;
-  if (std::isnan(v)) return std::nullopt;
-  return v;
+  return parse_floating<double, std::strtod>(s);
 }
 
 std::string format_double(double v) {
