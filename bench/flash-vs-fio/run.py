@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import RunRecord, parse_args_with_quick, load_average, write_json, free_port, wait_for_port, wait_loaded, server_info, parse_size  # noqa: E402,E501
+from benchlib import (RunRecord, free_port, load_average, parse_args_with_quick,  # noqa: E402
+                      parse_size, server_info, wait_for_port, wait_loaded, write_json)
 
 REPO = Path(__file__).resolve().parents[2]
 GOALS = {4096: 0.6}  # ours/fio at QD16; 0.8 for every larger block size

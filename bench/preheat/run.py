@@ -964,7 +964,7 @@ def main():
     against = bounds(summary, disk)
     for k, v in against.items():
         print(f"  {k:<20} {v:.3f}")
-    config = {k: str(v) for k, v in vars(args).items()}
+    config = dict(vars(args))  # write_json prints what JSON has no type for
     write_json(args.out, {"config": config, "disk": disk, "summary": summary, "spread": spread,
                           "bounds": against, "runs": runs}, run)
     out = os.path.relpath(args.out, ROOT)
