@@ -81,7 +81,7 @@ uint64_t chunk_tag(uint64_t id, uint32_t chunk) {
 uint64_t objects_that_fit(const flash::FlashTier& tier, const FillSpec& spec, uint64_t regions) {
   const uint64_t record = flash::record_size(spec.key_length, spec.chunk_size);
   const uint64_t region_size = tier.capacity() / tier.stats().regions;
-  const uint64_t per_region = (region_size - flash::kBlockSize) / record;
+  const uint64_t per_region = (region_size - kBlockSize) / record;
   return regions * per_region / spec.chunks_per_object;
 }
 

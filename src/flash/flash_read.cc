@@ -129,7 +129,9 @@ FlashTier::ReadOp* FlashTier::make_read_op_at(std::string_view key, uint64_t key
   op->expire_at_ms = found.expire_at_ms;
   op->start_ns = mono_ns();
   const uint64_t size = read_length(found.location);
-  op->buffer = AlignedBuffer(size, AlignedBuffer::Uninitialized{});
+  op->buffer = options_.buffer_pool != nullptr
+                   ? options_.buffer_pool->take(size)
+                   : AlignedBuffer(size, AlignedBuffer::Uninitialized{});
   op->op = IoRequest::Op::kRead;
   op->buf = op->buffer.data();
   op->length = size;

@@ -47,9 +47,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/aligned_buffer.h"
+#include "core/buffer_pool.h"
 #include "core/metrics.h"
 #include "core/status.h"
-#include "flash/aligned_buffer.h"
 #include "flash/flash_index.h"
 #include "flash/record.h"
 
@@ -90,6 +91,9 @@ struct FlashOptions {
   uint32_t max_write_inflight = 4;  // buffer writes in flight
   // Accepted-but-unwritten bytes beyond which writes answer Busy.
   uint64_t max_pending_write_bytes = uint64_t{64} << 20;
+  // Where chunk reads take their buffers (kept mapped for reuse); null: a
+  // fresh allocation each. Must outlive the tier and every chunk it reads.
+  BufferPool* buffer_pool = nullptr;
   // Updated while open() recovers, if given; must outlive open().
   RecoveryProgress* progress = nullptr;
   // Fault injection for tests: given the engine open() chose, returns the
@@ -136,6 +140,10 @@ class FlashChunk {
         expire_at_ms_(expire_at_ms) {}
 
   std::string_view data() const { return {buffer_.data() + data_offset_, data_length_}; }
+  // The buffer data() lies in, at data_offset(): a reader may keep it (a
+  // promotion makes it the memory chunk) instead of copying the bytes.
+  AlignedBuffer& buffer() { return buffer_; }
+  uint32_t data_offset() const { return data_offset_; }
   uint32_t chunk_index() const { return chunk_index_; }
   uint64_t version() const { return version_; }
   uint64_t object_size() const { return object_size_; }

@@ -13,8 +13,8 @@
 
 #include <absl/container/flat_hash_set.h>
 
+#include "core/aligned_buffer.h"
 #include "core/metrics.h"
-#include "flash/aligned_buffer.h"
 #include "flash/flash_index.h"
 #include "flash/flash_tier.h"
 #include "flash/io_engine.h"

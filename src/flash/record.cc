@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "flash/aligned_buffer.h"
+#include "core/aligned_buffer.h"
 
 namespace tierkv::flash {
 namespace {

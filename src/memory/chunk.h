@@ -1,5 +1,8 @@
-// Chunks: the unit of residency, eviction and I/O. A chunk is one allocation:
-// this header followed by its bytes. It is reference counted: the index holds
+// Chunks: the unit of residency, eviction and I/O. A chunk is this header
+// followed by its bytes in one allocation, or the header and an aligned
+// buffer: a full chunk's buffer from the BufferPool, or the buffer a flash
+// read filled (adopted by a promotion, so its bytes are never copied). It is
+// reference counted: the index holds
 // one reference, and every ChunkPin one more. The bytes are freed, and their
 // charge returned to the budget, when the last reference goes.
 #pragma once
@@ -10,6 +13,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/aligned_buffer.h"
 #include "memory/eviction_policy.h"
 
 namespace tierkv::memory {
@@ -31,17 +35,28 @@ struct Chunk {
   std::atomic<int64_t>* used = nullptr;  // budget counter to credit on free
   uint32_t charge = 0;                   // bytes credited back on free
   uint32_t lease_slot = UINT32_MAX;      // position in the shard's lease list
+  char* bytes = nullptr;                 // inline after the header, or in buffer
+  AlignedBuffer buffer;                  // the bytes, when not inline
 
-  char* data() { return reinterpret_cast<char*>(this + 1); }
-  const char* data() const { return reinterpret_cast<const char*>(this + 1); }
+  char* data() { return bytes; }
+  const char* data() const { return bytes; }
   bool pinned() const { return refs.load(std::memory_order_acquire) > 1; }
 
   static Chunk* from_hook(PolicyHook* h) { return reinterpret_cast<Chunk*>(h); }
   // Allocates header + bytes. The caller has already reserved `charge` in
   // *used (MemoryTier::reserve); the last release() credits it back.
   static Chunk* allocate(uint32_t size, uint32_t charge, std::atomic<int64_t>* used);
+  // The same, with the bytes at `offset` in `buffer` (which holds them).
+  static Chunk* allocate_in(AlignedBuffer buffer, uint32_t offset, uint32_t size, uint32_t charge,
+                            std::atomic<int64_t>* used);
+  // Takes `from` (bytes at `offset`, this chunk's size of them) as the bytes
+  // of a chunk nobody else sees yet (held by an unpublished writer), if it
+  // costs no more than the chunk is charged; the old bytes are freed.
+  bool adopt(AlignedBuffer& from, uint32_t offset);
   // Bytes this chunk costs the budget, allocator rounding included.
   static size_t charge_for(uint32_t size);
+  // The same for a chunk whose bytes are in a buffer of `buffer_size`.
+  static size_t charge_in_buffer(size_t buffer_size);
   void add_ref() { refs.fetch_add(1, std::memory_order_relaxed); }
   void release();
 };

@@ -13,6 +13,13 @@ namespace tierkv::memory {
 
 MemoryTier::MemoryTier(const MemoryTierOptions& o)
     : chunk_size_(o.chunk_size),
+      buffer_pool_(o.chunk_size + kBlockSize,
+                   [this] {
+                     int64_t unused = budget_.load(std::memory_order_relaxed) -
+                                      used_.load(std::memory_order_relaxed);
+                     return std::max<int64_t>(unused, 0) +
+                            buffer_pool_headroom_.load(std::memory_order_relaxed);
+                   }),
       shard_bits_(static_cast<uint32_t>(std::countr_zero(std::bit_ceil(std::max(o.shards, 1u))))),
       lease_max_fraction_(o.lease_max_fraction),
       shards_(new Shard[size_t{1} << shard_bits_]),
@@ -47,8 +54,7 @@ size_t MemoryTier::charge_for_object(size_t key_size, uint64_t value_size) const
   size_t total = static_cast<size_t>(Object::metadata_charge(key_size, chunks));
   for (size_t i = 0; i < chunks; ++i) {
     uint64_t left = value_size - std::min<uint64_t>(value_size, i * uint64_t{chunk_size_});
-    total +=
-        Chunk::charge_for(static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_))) + overhead;
+    total += chunk_charge(static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_))) + overhead;
   }
   return total;
 }
@@ -169,6 +175,17 @@ void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
     unreserve(reserved - delta);
 }
 
+size_t MemoryTier::chunk_charge(uint32_t len) const {
+  return len == chunk_size_ ? Chunk::charge_in_buffer(buffer_pool_.buffer_size())
+                            : Chunk::charge_for(len);
+}
+
+Chunk* MemoryTier::new_chunk(uint32_t len, uint32_t charge) {
+  // Only a full chunk is charged what a pooled buffer holds.
+  if (len != chunk_size_) return Chunk::allocate(len, charge, &used_);
+  return Chunk::allocate_in(buffer_pool_.take(len), 0, len, charge, &used_);
+}
+
 Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
   uint64_t hash = hash64(key);
   size_t count = size == 0 ? 1 : (size + chunk_size_ - 1) / chunk_size_;
@@ -181,12 +198,14 @@ Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
   for (size_t i = 0; i < count; ++i) {
     uint64_t left = size - std::min<uint64_t>(size, i * uint64_t{chunk_size_});
     uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_));
-    Chunk* c =
-        Chunk::allocate(len, static_cast<uint32_t>(Chunk::charge_for(len) + overhead), &used_);
+    Chunk* c = new_chunk(len, static_cast<uint32_t>(chunk_charge(len) + overhead));
     c->index = static_cast<uint32_t>(i);
     c->hook.id = chunk_hash(hash, c->index);
     chunks.push_back(c);
   }
+  // The bytes not taken from the pool (metadata, a short last chunk) may
+  // leave less room than the idle buffers hold.
+  buffer_pool_.trim();
   return ObjectWriter(this, std::string(key), hash, size, std::move(chunks), meta);
 }
 
@@ -204,10 +223,10 @@ Result<ObjectWriter> MemoryTier::prepare_partial(std::string_view key, uint64_t 
   for (size_t i = 0; i < count; ++i) {
     uint64_t left = size - std::min<uint64_t>(size, i * uint64_t{chunk_size_});
     uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_));
-    auto charge = static_cast<uint32_t>(Chunk::charge_for(len) + overhead);
+    auto charge = static_cast<uint32_t>(chunk_charge(len) + overhead);
     if (taken + charge > max_bytes || !reserve(charge, hash).is_ok()) break;
     taken += charge;
-    Chunk* c = Chunk::allocate(len, charge, &used_);
+    Chunk* c = new_chunk(len, charge);
     c->index = static_cast<uint32_t>(i);
     c->hook.id = chunk_hash(hash, c->index);
     chunks[i] = c;
@@ -216,6 +235,7 @@ Result<ObjectWriter> MemoryTier::prepare_partial(std::string_view key, uint64_t 
     unreserve(meta);
     return Status::out_of_memory("no room in memory for any chunk of the object");
   }
+  buffer_pool_.trim();
   return ObjectWriter(this, std::string(key), hash, size, std::move(chunks), meta);
 }
 

@@ -43,6 +43,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/buffer_pool.h"
 #include "core/status.h"
 #include "memory/absent_watches.h"
 #include "memory/chunk.h"
@@ -138,6 +139,7 @@ struct MemoryTierStats {
   uint64_t offload_waits = 0;      // writes that waited for offloads to land
   uint64_t clean_objects = 0;      // objects in memory whose version the lower tier holds
   int64_t use_once_bytes = 0;      // look-ahead data charged to the use-once lane
+  BufferPoolStats buffer_pool;     // full chunk buffers kept mapped for reuse
   uint64_t use_once_dropped = 0;   // use-once chunks dropped once served
   int64_t dirty_bytes = 0;         // chunk charge of objects that exist only here (kDirty)
 };
@@ -293,6 +295,13 @@ class MemoryTier {
   MemoryTierStats stats() const;
   uint64_t object_count() const;
   uint32_t chunk_size() const { return chunk_size_; }
+  // Full chunks' buffers, kept for the next chunk or flash read. The idle
+  // buffers stay within the unused budget plus `headroom` (the store: the
+  // flash read buffers' budget, whose buffers come from here too).
+  BufferPool& buffer_pool() { return buffer_pool_; }
+  void set_buffer_pool_headroom(int64_t bytes) {
+    buffer_pool_headroom_.store(bytes, std::memory_order_relaxed);
+  }
   int64_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
   int64_t budget_bytes() const { return budget_.load(std::memory_order_relaxed); }
   int64_t leased_bytes() const { return leased_.load(std::memory_order_relaxed); }
@@ -390,6 +399,13 @@ class MemoryTier {
   void return_free_memory();
 
   const uint32_t chunk_size_;
+  std::atomic<int64_t> buffer_pool_headroom_{0};
+  // Before shards_, so that it outlives every chunk the index holds.
+  BufferPool buffer_pool_;
+  // A chunk of `len` bytes (full ones in a pooled buffer), charge reserved.
+  Chunk* new_chunk(uint32_t len, uint32_t charge);
+  // What a chunk of `len` bytes costs the budget (policy overhead aside).
+  size_t chunk_charge(uint32_t len) const;
   const uint32_t shard_bits_;
   std::atomic<double> lease_max_fraction_;
   std::unique_ptr<Shard[]> shards_;
@@ -465,6 +481,16 @@ class ObjectWriter final : public ValueSink {
   // Null for a hole of a partial writer (prepare_partial).
   char* chunk_data(size_t i) { return chunks_[i] ? chunks_[i]->data() : nullptr; }
   uint32_t chunk_length(size_t i) const { return chunks_[i] ? chunks_[i]->size : 0; }
+  // Makes `from` (the chunk's bytes at `offset`, a flash read's buffer)
+  // chunk i's buffer instead of copying them, if it costs no more than the
+  // chunk is charged (Chunk::adopt); `from` is then empty. Counts as filled.
+  bool adopt(size_t i, AlignedBuffer& from, uint32_t offset) {
+    if (chunks_[i] == nullptr || !chunks_[i]->adopt(from, offset)) return false;
+    filled_ += chunks_[i]->size;
+    return true;
+  }
+  // A reference to chunk i's bytes that outlives the writer (empty at a hole).
+  ChunkPin pin(size_t i) const { return chunks_[i] ? ChunkPin(chunks_[i]) : ChunkPin(); }
   uint64_t filled() const override { return filled_; }
   // Where the next append() writes, as a writable span (for in-place reads
   // from a socket). Empty when the object is full.

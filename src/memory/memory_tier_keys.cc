@@ -317,7 +317,7 @@ void MemoryTier::start_active_expiry(int hz) {
   if (expiry_thread_.joinable()) return;
   expiry_thread_ = std::thread([this] {
     std::unique_lock lock(expiry_mu_);
-    int64_t last_check_ms = 0;
+    int64_t last_check_ms = 0, last_pool_release_ms = 0;
     while (!expiry_stop_) {
       bool trim_only = std::exchange(trim_requested_, false);
       int hz = expire_hz_;
@@ -330,6 +330,12 @@ void MemoryTier::start_active_expiry(int hz) {
       if (trim_only || now - last_check_ms >= 1000) {
         last_check_ms = now;
         return_free_memory();
+      }
+      // On its own clock, not at evictions' request: the pool's low-water
+      // mark must span a whole interval for "not needed" to mean anything.
+      if (now - last_pool_release_ms >= 1000) {
+        last_pool_release_ms = now;
+        buffer_pool_.release_idle();
       }
       lock.lock();
       // A new rate (CONFIG SET active-expire-hz) applies at once.
@@ -349,6 +355,7 @@ void MemoryTier::return_free_memory() {
   // writer threads, 256 MiB budget, RSS 300-360 MiB). Hand them back to the
   // kernel once they pass 1/16 of the budget; mallinfo2() is cheap next to
   // that and the trim runs only when it is needed.
+  buffer_pool_.trim();
   struct mallinfo2 info = mallinfo2();
   size_t threshold = static_cast<size_t>(budget_bytes()) / 16 + (size_t{16} << 20);
   if (info.fordblks > threshold) malloc_trim(0);
@@ -365,6 +372,7 @@ void MemoryTier::stop_active_expiry() {
 
 Status MemoryTier::set_budget(int64_t bytes) {
   budget_.store(bytes, std::memory_order_relaxed);
+  buffer_pool_.trim();
   if (!trim_to_budget()) return Status::out_of_memory("cannot shrink below pinned and leased data");
   return Status::ok();
 }
@@ -394,6 +402,7 @@ MemoryTierStats MemoryTier::stats() const {
   st.expired_objects = expired_objects_.load();
   st.lease_refused = lease_refused_.load();
   st.lease_expired_unread = lease_expired_unread_.load();
+  st.buffer_pool = buffer_pool_.stats();
   st.prefetch_reads = prefetch_reads_.load();
   st.prefetch_wasted = prefetch_wasted_.load();
   st.offloading_bytes = offloading_bytes_.load();

@@ -185,6 +185,14 @@ std::string HttpMetricsServer::render() const {
         static_cast<int64_t>(m.evicted_objects));
   gauge(out, "tierkv_memory_evicted_chunks_total", "chunks evicted", "counter",
         static_cast<int64_t>(m.evicted_chunks));
+  gauge(out, "tierkv_memory_buffer_pool_idle_bytes", "full chunk buffers kept mapped for reuse",
+        "gauge", m.buffer_pool_idle_bytes);
+  gauge(out, "tierkv_memory_buffer_pool_reused_total",
+        "chunk and flash read buffers served by a kept buffer", "counter",
+        static_cast<int64_t>(m.buffer_pool_reused));
+  gauge(out, "tierkv_memory_buffer_pool_fresh_total",
+        "chunk and flash read buffers the allocator provided", "counter",
+        static_cast<int64_t>(m.buffer_pool_fresh));
   gauge(out, "tierkv_memory_expired_objects_total", "objects expired", "counter",
         static_cast<int64_t>(m.expired_objects));
   gauge(out, "tierkv_connected_clients", "connected clients", "gauge",

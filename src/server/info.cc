@@ -86,6 +86,9 @@ void section_memory(Server& s, std::string& out) {
   out += fmt::format("memory_objects:{}\r\n", m.objects);
   out += fmt::format("memory_chunks:{}\r\n", m.chunks);
   out += fmt::format("chunk_size:{}\r\n", c.chunk_size);
+  out += fmt::format("buffer_pool_idle_bytes:{}\r\n", m.buffer_pool_idle_bytes);
+  out += fmt::format("buffer_pool_reused:{}\r\n", m.buffer_pool_reused);
+  out += fmt::format("buffer_pool_fresh:{}\r\n", m.buffer_pool_fresh);
 }
 
 void section_stats(Server& s, std::string& out) {
@@ -255,7 +258,8 @@ void registry_fields(MetricsRegistry& metrics, std::initializer_list<std::string
 
 void section_prefetch(Server& s, std::string& out) {
   out += "# Prefetch\r\n";
-  registry_fields(s.context().metrics(), {"tierkv_prefetch_", "tierkv_demand_kicks"}, out);
+  registry_fields(s.context().metrics(),
+                  {"tierkv_prefetch_", "tierkv_demand_kicks", "tierkv_promotion_bytes_"}, out);
 }
 
 void section_preheat(Server& s, std::string& out) {
@@ -305,6 +309,9 @@ MemoryFigures memory_figures(Server& server) {
   m.evicted_objects = st.memory.evicted_objects;
   m.evicted_chunks = st.memory.evicted_chunks;
   m.expired_objects = st.memory.expired_objects;
+  m.buffer_pool_idle_bytes = st.memory.buffer_pool.idle_bytes;
+  m.buffer_pool_reused = st.memory.buffer_pool.reused;
+  m.buffer_pool_fresh = st.memory.buffer_pool.fresh;
   m.hits = st.hits;
   m.misses = st.misses;
   m.rss_bytes = read_rss_bytes();

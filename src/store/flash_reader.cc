@@ -52,10 +52,12 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
     int64_t charge = 0;
     std::optional<flash::FlashChunk> chunk;
     memory::ChunkPin in_memory;
+    bool in_copy = false;  // the promotion's writer holds these bytes already
     bool ready() const { return chunk.has_value() || !in_memory.empty(); }
     void reset() {
       chunk.reset();
       in_memory = {};
+      in_copy = false;
     }
   };
 
@@ -73,9 +75,16 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   // Puts chunk `index` in its slot from resident_, if memory holds it.
   bool take_resident(uint32_t index);
   void copy_chunk(uint32_t index, std::string_view data) {
-    if (char* to = copy_->chunk_data(index)) std::memcpy(to, data.data(), data.size());
+    if (char* to = copy_->chunk_data(index)) {
+      std::memcpy(to, data.data(), data.size());
+      reader_.bytes_copied_.add(static_cast<int64_t>(data.size()));
+    }
     copy_->advance(data.size());
   }
+  // Puts a chunk read from flash into the promotion's writer: its buffer
+  // becomes the memory chunk where it can (no copy), and the slot then hands
+  // out the memory chunk.
+  void fill_copy(uint32_t index, Slot& s, flash::FlashChunk& chunk);
   void granted(int64_t charge);
   void released(int64_t charge);
   // Hands out the chunks that are next in order; may unlock while the
@@ -272,11 +281,25 @@ void FlashReader::Op::on_chunk(uint32_t index, Result<flash::FlashChunk> chunk) 
     lock.lock();
     return maybe_finish(lock);  // nothing more is issued
   }
-  if (copy_) copy_chunk(index, chunk->data());
-  s.chunk.emplace(std::move(*chunk));
+  if (copy_)
+    fill_copy(index, s, *chunk);
+  else
+    s.chunk.emplace(std::move(*chunk));
   deliver(lock);
   maybe_finish(lock);
   pump();  // a read slot is free
+}
+
+void FlashReader::Op::fill_copy(uint32_t index, Slot& s, flash::FlashChunk& chunk) {
+  s.in_copy = true;
+  const auto size = static_cast<int64_t>(chunk.data().size());
+  if (copy_->adopt(index, chunk.buffer(), chunk.data_offset())) {
+    s.in_memory = copy_->pin(index);
+    reader_.bytes_adopted_.add(size);
+    return;
+  }
+  copy_chunk(index, chunk.data());
+  s.chunk.emplace(std::move(chunk));
 }
 
 void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
@@ -285,10 +308,11 @@ void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
   while (!stopped_ && next_deliver_ <= last_ && slot(next_deliver_).ready()) {
     uint32_t index = next_deliver_++;
     Slot& s = slot(index);
+    const bool in_copy = s.in_copy;
     auto piece = std::make_shared<Piece>(std::move(s.chunk), std::move(s.in_memory),
                                          std::exchange(s.charge, 0), shared_from_this());
     s.reset();
-    if (copy_ && !piece->chunk) copy_chunk(index, piece->data());
+    if (copy_ && !in_copy) copy_chunk(index, piece->data());  // held in memory already
     std::string_view bytes = slice(index, piece->data());
     // Pieces go out in order, without the lock: the consumer may drop a
     // piece at once, and that reads the next chunk.
@@ -348,7 +372,12 @@ FlashReader::FlashReader(flash::FlashTier& flash, const FlashReaderOptions& opti
                   .limit = metrics.gauge("tierkv_flash_read_buffer_limit_bytes",
                                          "cap on flash read buffers (flash-read-buffer)"),
                   .waits = metrics.counter("tierkv_flash_read_buffer_waits_total",
-                                           "chunk reads that waited for read-buffer space")}) {}
+                                           "chunk reads that waited for read-buffer space")}),
+      bytes_copied_(metrics.counter("tierkv_promotion_bytes_copied_total",
+                                    "value bytes promotions copied into memory chunks")),
+      bytes_adopted_(metrics.counter(
+          "tierkv_promotion_bytes_adopted_total",
+          "value bytes promotions installed by keeping the flash read's buffer (no copy)")) {}
 
 void FlashReader::set_defaults(ReadWindow window) {
   if (window.depth > 0) default_depth_.store(window.depth);

@@ -81,6 +81,8 @@ class FlashReader {
   std::atomic<uint32_t> default_depth_;
   std::atomic<uint32_t> default_parallel_;
   BufferBudget budget_;
+  Counter& bytes_copied_;
+  Counter& bytes_adopted_;
 };
 
 }  // namespace tierkv

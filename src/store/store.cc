@@ -177,6 +177,7 @@ void Store::open_flash(const Config& config) {
     flash::FlashOptions fo = flash_options(config);
     fo.progress = progress_.get();
     fo.wrap_engine = hooks_.wrap_flash_engine;
+    fo.buffer_pool = &memory_->buffer_pool();
     Result<std::unique_ptr<flash::FlashTier>> f = flash::FlashTier::open(fo, metrics_);
     if (f) {
       flash_ = std::move(*f);
@@ -196,6 +197,8 @@ void Store::open_flash(const Config& config) {
   write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
   reader_ = std::make_unique<FlashReader>(*flash_, flash_reader_options(config), *metrics_);
+  // Read buffers come from the memory tier's pool and go back to it.
+  memory_->set_buffer_pool_headroom(reader_->budget().limit());
   // The same histogram the flash tier records into (the registry finds it by name once).
   streams_->read_latency.store(
       &metrics_->latency("tierkv_flash_read_latency", "Chunk read latency"),

@@ -218,7 +218,10 @@ void Store::set_flash_read(int64_t window, int64_t inflight, int64_t buffer_byte
   if (!reader_) return;
   reader_->set_defaults(ReadWindow{.depth = static_cast<uint32_t>(window),
                                    .parallel = static_cast<uint32_t>(inflight)});
-  if (buffer_bytes > 0) reader_->budget().set_limit(buffer_bytes);
+  if (buffer_bytes > 0) {
+    reader_->budget().set_limit(buffer_bytes);
+    memory_->set_buffer_pool_headroom(buffer_bytes);
+  }
 }
 
 void Store::set_flash_write_buffer(int64_t bytes) {

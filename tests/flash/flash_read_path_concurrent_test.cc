@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "flash/aligned_buffer.h"
+#include "core/aligned_buffer.h"
 #include "flash/flash_tier.h"
 #include "flash_test_util.h"
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "flash/aligned_buffer.h"
+#include "core/aligned_buffer.h"
 
 namespace tierkv::flash {
 namespace {

@@ -176,6 +176,28 @@ TEST_F(PrefetchTest, ProbeAnswersLikeExistsAndPromotesFlashOnlyKeys) {
   EXPECT_GE(counter(*store, "tierkv_prefetch_in_memory_total"), 3u);
 }
 
+// Zero-copy install: each chunk a promotion reads becomes the memory chunk
+// (its buffer is kept), so no value byte is copied; the bytes still match.
+TEST_F(PrefetchTest, APromotionKeepsItsReadBuffersAsTheMemoryChunks) {
+  auto store = open(config());
+  fill_to_flash(*store, 3);
+  free_memory(*store, 3);
+  std::vector<std::string_view> keys = {"obj:0", "obj:1", "obj:2"};
+  store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  ASSERT_TRUE(eventually([&] { return counter(*store, "tierkv_prefetch_promoted_total") == 3; }));
+  EXPECT_EQ(counter(*store, "tierkv_promotion_bytes_adopted_total"), 3 * kValue);
+  EXPECT_EQ(counter(*store, "tierkv_promotion_bytes_copied_total"), 0u);
+  const uint64_t flash_hits = store->stats().flash_hits;
+  for (int i = 0; i < 3; ++i) {
+    auto v = store->get(key_for(i));
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->to_string(), value_for(i, kValue)) << key_for(i);
+  }
+  EXPECT_EQ(store->stats().flash_hits, flash_hits) << "served from memory";
+  // The reads took pooled buffers that earlier evictions gave back.
+  EXPECT_GT(store->stats().memory.buffer_pool.reused, 0u);
+}
+
 TEST_F(PrefetchTest, PlainProbesNeverPromote) {
   auto store = open(config());
   fill_to_flash(*store, 4);
