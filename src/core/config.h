@@ -103,9 +103,6 @@ struct Config {
   bool exists_prefetch = false;  // plain EXISTS is a prefetch signal
   std::vector<SuffixRewrite> exists_prefetch_map;
   bool demand_kick = false;  // a GET served from flash fires one promotion
-  // A whole GET of a key whose promotion is in flight waits for it instead
-  // of reading flash too (docs/prefetch.md).
-  bool get_waits_for_promotion = false;
   int64_t demand_kick_max_failures = 3;
   int64_t prefetch_dedup_ttl_ms = 30000;
   int64_t prefetch_dedup_max_entries = 65536;

@@ -323,11 +323,6 @@ const std::vector<KeySpec>& specs() {
       bool_key(
           {"demand-kick", "a GET served from flash fires one promotion of its key", A::kPrefetch},
           &C::demand_kick),
-      bool_key({"get-waits-for-promotion",
-                "a GET of a key being promoted (prefetch, kick) waits for it instead of also "
-                "reading flash",
-                A::kPrefetch},
-               &C::get_waits_for_promotion),
       int_key(
           {"demand-kick-max-failures",
            "kicks that failed for room in a row before kicks obey the cooldown too", A::kPrefetch},

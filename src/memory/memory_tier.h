@@ -326,6 +326,9 @@ class MemoryTier {
   }
 
   uint64_t prefetch_reads() const { return prefetch_reads_.load(std::memory_order_relaxed); }
+  // A read that took a prefetched object before its lease began (it read
+  // along with the prefetch) counts as a prefetch read all the same.
+  void count_prefetch_read() { prefetch_reads_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t prefetch_wasted() const { return prefetch_wasted_.load(std::memory_order_relaxed); }
   // What one object of this key and value length costs the budget.
   size_t charge_for_object(size_t key_size, uint64_t value_size) const;

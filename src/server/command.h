@@ -83,11 +83,6 @@ class ReplyDeferral {
   // fetch): the handler replied nothing; the connection fetches again and
   // reruns the command, with backoff, or answers -BUSY / -OOM.
   virtual void fetch_again() = 0;
-  // For ReadOptions::wait_for_promotion: a waiter that reruns the command
-  // once the key's promotion in flight ends (the handler then replies
-  // nothing), or empty if this command may not wait (it waited once, or
-  // runs inside EXEC).
-  virtual std::function<void()> wait_for_promotion() = 0;
   // A SET's value larger than memory went to flash as it arrived
   // (Invocation::flash_value): commits it off the network thread and
   // replies OK, nil (the condition failed) or the error. The handler

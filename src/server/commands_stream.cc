@@ -125,16 +125,9 @@ ReadStart client_read(CommandContext& ctx, std::string_view key, uint64_t offset
   // A connection's declared stream serves its next key from the look-ahead.
   if (ctx.client.stream)
     return ctx.client.stream->read(key, offset, length, std::move(callbacks), use_once);
-  ReadOptions options{.window = ReadWindow{},
-                      .use_once = use_once,
-                      .count_access = touches(ctx),
-                      .wait_for_promotion = {}};
-  if (offset == 0 && length == UINT64_MAX) {
-    // A whole GET waits for the key's prefetch or promotion in flight.
-    if (ctx.defer != nullptr)
-      options.wait_for_promotion = [&ctx] { return ctx.defer->wait_for_promotion(); };
+  ReadOptions options{.window = ReadWindow{}, .use_once = use_once, .count_access = touches(ctx)};
+  if (offset == 0 && length == UINT64_MAX)
     return ctx.store.read(key, offset, length, std::move(callbacks), options);
-  }
   if (!ctx.client.readahead) ctx.client.readahead = ctx.store.open_readahead();
   return ctx.client.readahead->read(key, offset, length, std::move(callbacks), options);
 }

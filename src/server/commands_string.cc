@@ -43,8 +43,6 @@ void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uin
       return ctx.reply.bulk(r.view);
     case ReadStart::Where::kFlash:
       return ctx.defer->stream_bulk(r.length, std::move(r.flash_read));
-    case ReadStart::Where::kPromoting:
-      return;  // the connection reruns the command when it is in memory
   }
 }
 

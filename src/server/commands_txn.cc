@@ -85,7 +85,6 @@ class TxnDeferral final : public ReplyDeferral {
   }
   // The command replied nothing: run_queued() puts an error in its slot.
   void fetch_again() override {}
-  std::function<void()> wait_for_promotion() override { return {}; }
   // Queued values are buffered whole (never streamed to flash).
   void commit_flash_value(const FlashValueSink::Commit&) override {}
   // EXEC fetched the sources into memory before it ran.

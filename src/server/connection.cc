@@ -310,7 +310,6 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
     inv_.flash_value = flash_value_.get();
     if (value_writer_ || flash_value_) inv_.value_arg = static_cast<size_t>(spec->value_arg);
     fetch_attempts_ = 0;
-    promotion_waited_ = false;
     fetch_error_ = Status::ok();
     flash_copy_declined_ = false;
     run_command(*spec, clock);
@@ -413,15 +412,6 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
       }
     }
     spec.handler(ctx);
-  }
-  if (promotion_wait_) {
-    // The handler replied nothing; the waiter reruns it (on_fetch_done).
-    promotion_wait_ = false;
-    waiting_ = Wait::kFetch;
-    deferred_spec_ = &spec;
-    deferred_clock_ = clock;
-    holding_ = false;
-    return;
   }
   if (fetch_again_ && retry_fetch(spec, clock)) {
     holding_ = false;

@@ -98,7 +98,6 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void persist(std::string_view key, uint64_t version) override;
   Store::DurableCallback hold_until_durable() override;
   void fetch_again() override { fetch_again_ = true; }
-  std::function<void()> wait_for_promotion() override;
   void commit_flash_value(const FlashValueSink::Commit& commit) override;
   void on_flash_value_committed(uint64_t gen, const Status& status, bool written);
   bool copy_on_flash(FlashCopyRequest request, CopyReply reply) override;
@@ -185,10 +184,6 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   bool deferred_failed_ = false;  // its handler replied an error
   int fetch_attempts_ = 0;
   bool fetch_again_ = false;
-  // The running command waits for a promotion in flight (kFetch, rerun by
-  // the waiter); once per command.
-  bool promotion_wait_ = false;
-  bool promotion_waited_ = false;
   // The running RENAME/COPY found memory holding its source after all: it
   // copies there, fetching first as any kReadsValue command does.
   bool flash_copy_declined_ = false;

@@ -184,16 +184,6 @@ void Connection::fetch_keys(std::span<const std::string_view> keys, uint64_t gen
   });
 }
 
-std::function<void()> Connection::wait_for_promotion() {
-  if (promotion_waited_) return {};
-  promotion_waited_ = true;
-  promotion_wait_ = true;
-  uint64_t gen = ++wait_gen_;
-  return [self = shared_from_this(), token = inflight_token(), gen] {
-    self->post_back(token, [gen](Connection& c) { c.on_fetch_done(gen, Status::ok()); });
-  };
-}
-
 bool Connection::retry_fetch(const CommandSpec& spec, uint64_t clock) {
   if (fetch_attempts_ >= kMaxFetchAttempts) {
     // An EXEC that gives up ends its transaction, as any EXEC does.

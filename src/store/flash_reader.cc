@@ -22,6 +22,9 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
 
   void pump();
   void cancel() override;
+  // See FlashReader::follow.
+  std::shared_ptr<FlashRead> follow(uint64_t offset, uint64_t length,
+                                    FlashReadCallbacks& callbacks);
   uint32_t chunks_held() const override {
     std::lock_guard lock(mu_);
     return held_;
@@ -61,6 +64,25 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
     }
   };
 
+  // A second consumer of this read's copy: a read of the key that came
+  // while the promotion was under way. It gets the writer's chunks of its
+  // range in order, each once this read has handed it out (then the writer
+  // holds its bytes), and holds no read budget: its pieces pin memory chunks.
+  struct Follower {
+    uint64_t offset;
+    uint64_t length;
+    uint32_t next;  // the next chunk to hand out
+    uint32_t last;
+    FlashReadCallbacks callbacks;
+    bool cancelled = false;
+    bool ended = false;
+  };
+  class FollowerHandle;
+  void unfollow(const std::shared_ptr<Follower>& follower);
+  // Hands followers the chunks delivered so far, and ends those served in
+  // full or cancelled. Runs as part of deliver(); may unlock.
+  void serve_followers(std::unique_lock<std::mutex>& lock);
+
   Slot& slot(uint32_t index) { return ring_[(index - first_) % ring_.size()]; }
   uint64_t expected_length(uint32_t index) const {
     uint64_t start = uint64_t{index} * chunk_size_;
@@ -90,6 +112,7 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   // Hands out the chunks that are next in order; may unlock while the
   // consumer runs. One thread delivers at a time.
   void deliver(std::unique_lock<std::mutex>& lock);
+  void deliver_in_order(std::unique_lock<std::mutex>& lock);
   // Ends the read (on_done) once it is complete or stopped with nothing in
   // flight. Returns unlocked.
   void maybe_finish(std::unique_lock<std::mutex>& lock);
@@ -123,6 +146,8 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   int64_t prepaid_ = 0;  // budget held for the next chunk (granted, or kept)
   bool waiting_budget_ = false;
   bool delivering_ = false;
+  bool redeliver_ = false;  // more to hand out came while delivering_
+  std::vector<std::shared_ptr<Follower>> followers_;
   bool stopped_ = false;  // error or cancel: nothing more is issued
   bool finished_ = false;
   Status error_;
@@ -303,8 +328,20 @@ void FlashReader::Op::fill_copy(uint32_t index, Slot& s, flash::FlashChunk& chun
 }
 
 void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
-  if (delivering_) return;  // the thread delivering now takes this one too
+  if (delivering_) {  // the thread delivering now takes this one too
+    redeliver_ = true;
+    return;
+  }
   delivering_ = true;
+  do {
+    redeliver_ = false;
+    deliver_in_order(lock);
+    serve_followers(lock);
+  } while (redeliver_);
+  delivering_ = false;
+}
+
+void FlashReader::Op::deliver_in_order(std::unique_lock<std::mutex>& lock) {
   while (!stopped_ && next_deliver_ <= last_ && slot(next_deliver_).ready()) {
     uint32_t index = next_deliver_++;
     Slot& s = slot(index);
@@ -321,7 +358,70 @@ void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
     piece.reset();
     lock.lock();
   }
-  delivering_ = false;
+}
+
+void FlashReader::Op::serve_followers(std::unique_lock<std::mutex>& lock) {
+  for (size_t k = 0; k < followers_.size(); ++k) {
+    std::shared_ptr<Follower> f = followers_[k];
+    while (!f->cancelled && f->next <= f->last && f->next < next_deliver_) {
+      const uint32_t index = f->next++;
+      auto pin = std::make_shared<memory::ChunkPin>(copy_->pin(index));
+      const uint64_t start = uint64_t{index} * chunk_size_;
+      const uint64_t from = f->offset > start ? f->offset - start : 0;
+      const uint64_t end = std::min<uint64_t>(f->offset + f->length - start, pin->bytes().size());
+      std::string_view bytes = from < end ? pin->bytes().substr(from, end - from) : "";
+      lock.unlock();
+      if (!bytes.empty()) f->callbacks.on_piece(ValuePiece{bytes, std::move(pin)});
+      lock.lock();
+    }
+    if (f->ended || !(f->cancelled || f->next > f->last)) continue;
+    f->ended = true;
+    lock.unlock();
+    f->callbacks.on_done(f->cancelled ? Status::unavailable("flash read cancelled") : Status::ok());
+    lock.lock();
+  }
+  std::erase_if(followers_, [](const std::shared_ptr<Follower>& f) { return f->ended; });
+}
+
+class FlashReader::Op::FollowerHandle final : public FlashRead {
+ public:
+  FollowerHandle(std::weak_ptr<Op> op, std::shared_ptr<Follower> follower)
+      : op_(std::move(op)), follower_(std::move(follower)) {}
+  void cancel() override {
+    if (std::shared_ptr<Op> op = op_.lock()) op->unfollow(follower_);
+  }
+  // It reads nothing itself: the promotion's read holds the buffers.
+  uint32_t chunks_held() const override { return 0; }
+  uint64_t chunks_issued() const override { return 0; }
+
+ private:
+  std::weak_ptr<Op> op_;
+  std::shared_ptr<Follower> follower_;
+};
+
+std::shared_ptr<FlashRead> FlashReader::Op::follow(uint64_t offset, uint64_t length,
+                                                   FlashReadCallbacks& callbacks) {
+  std::unique_lock lock(mu_);
+  if (!copy_ || finished_ || stopped_ || length == 0 || offset + length > object_size_)
+    return nullptr;
+  auto f = std::make_shared<Follower>(Follower{
+      .offset = offset,
+      .length = length,
+      .next = static_cast<uint32_t>(offset / chunk_size_),
+      .last = static_cast<uint32_t>((offset + length - 1) / chunk_size_),
+      .callbacks = std::move(callbacks),
+  });
+  followers_.push_back(f);
+  deliver(lock);  // what was read already, at once
+  lock.unlock();
+  return std::make_shared<FollowerHandle>(weak_from_this(), std::move(f));
+}
+
+void FlashReader::Op::unfollow(const std::shared_ptr<Follower>& follower) {
+  std::unique_lock lock(mu_);
+  if (follower->ended || follower->cancelled) return;
+  follower->cancelled = true;
+  deliver(lock);  // ends it here, or on the thread delivering now
 }
 
 void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
@@ -338,6 +438,14 @@ void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
     --held_;
   }
   resident_.clear();
+  // Followers not served in full end with the read's error.
+  std::vector<std::shared_ptr<Follower>> unserved;
+  for (auto& f : followers_) {
+    if (f->ended) continue;
+    f->ended = true;
+    unserved.push_back(f);
+  }
+  followers_.clear();
   // Nothing more is read from the device: reclaim may have those regions.
   flash::FlashTier::RegionPins pins;
   if (known_) pins = std::move(known_->pins);
@@ -345,10 +453,19 @@ void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
   pins.reset();
   reader_.budget_.release(unused);
   callbacks_.on_done(result);
+  for (auto& f : unserved)
+    f->callbacks.on_done(result.is_ok() ? Status::unavailable("promotion ended early") : result);
   if (copy_) on_copied_(std::move(*copy_), result);
 }
 
 // --- FlashReader ---
+
+std::shared_ptr<FlashRead> FlashReader::follow(const std::shared_ptr<FlashRead>& read,
+                                               uint64_t offset, uint64_t length,
+                                               FlashReadCallbacks& callbacks) {
+  // Every FlashRead that start() hands out is an Op.
+  return read ? static_cast<Op&>(*read).follow(offset, length, callbacks) : nullptr;
+}
 
 FlashReaderOptions flash_reader_options(const Config& config) {
   return FlashReaderOptions{

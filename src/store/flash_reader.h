@@ -61,6 +61,15 @@ class FlashReader {
                                    std::vector<memory::ChunkPin> resident = {},
                                    std::optional<flash::FlashTier::VersionLocations> where = {});
 
+  // A second consumer of `read` (from start(), with a copy): it is handed
+  // [offset, offset + length) of the object from the chunks the read copies
+  // into memory, those read already at once and the rest as they arrive, in
+  // order, with no device read of its own. Its pieces pin memory chunks.
+  // Null, and `callbacks` untouched, if the read fills no copy or has ended
+  // (read it from flash then). Cancelling the handle ends only the follower.
+  std::shared_ptr<FlashRead> follow(const std::shared_ptr<FlashRead>& read, uint64_t offset,
+                                    uint64_t length, FlashReadCallbacks& callbacks);
+
   // Chunks an object of `size` bytes has (one for an empty object).
   uint32_t chunk_count(uint64_t size) const {
     return size == 0 ? 1 : static_cast<uint32_t>((size + chunk_size_ - 1) / chunk_size_);

@@ -34,7 +34,10 @@ std::optional<InflightRegistry::Slot> InflightRegistry::acquire(std::string_view
                                                                 bool attachable) {
   std::lock_guard lock(mu_);
   if (static_cast<int64_t>(keys_.size()) >= cap_.load()) return std::nullopt;
-  if (!keys_.try_emplace(absl_view(key), InFlight{.attachable = attachable, .waiters = {}}).second)
+  if (!keys_
+           .try_emplace(absl_view(key),
+                        InFlight{.attachable = attachable, .waiters = {}, .job = {}})
+           .second)
     return std::nullopt;
   gauge_.add(1);
   return Slot(this, std::string(key));
@@ -59,6 +62,18 @@ bool InflightRegistry::when_settled(std::string_view key, std::function<void()> 
   return true;
 }
 
+void InflightRegistry::set_job(std::string_view key, std::weak_ptr<PromotionJob> job) {
+  std::lock_guard lock(mu_);
+  auto it = keys_.find(absl_view(key));
+  if (it != keys_.end()) it->second.job = std::move(job);
+}
+
+std::shared_ptr<PromotionJob> InflightRegistry::job(std::string_view key) const {
+  std::lock_guard lock(mu_);
+  auto it = keys_.find(absl_view(key));
+  return it == keys_.end() ? nullptr : it->second.job.lock();
+}
+
 size_t InflightRegistry::size() const {
   std::lock_guard lock(mu_);
   return keys_.size();
@@ -79,12 +94,18 @@ void InflightRegistry::release(const std::string& key) {
 
 // --- Promoter ---
 
-struct Promoter::Job {
+struct PromotionJob {
   InflightRegistry::Slot slot;
   PromotionRequest request;
   PromotionDone done;
   uint64_t bytes = 0;
   bool finished = false;
+  // What reads that attach need; under mu.
+  std::mutex mu;
+  bool started = false;             // by a pool worker, or taken over by a read
+  std::shared_ptr<FlashRead> read;  // the flash read filling the copy
+  uint64_t version = 0;             // the version it reads
+  uint32_t followers = 0;           // reads attached (or attaching)
 };
 
 Promoter::Promoter(memory::MemoryTier& memory, flash::FlashTier& flash, FlashReader& reader,
@@ -128,6 +149,7 @@ std::shared_ptr<Promoter::Job> Promoter::make_job(std::string_view key, Promotio
   job->slot = std::move(*slot);
   job->request = std::move(request);
   job->done = std::move(done);
+  if (attachable) registry_.set_job(key, job);
   attempted_.add();
   return job;
 }
@@ -156,6 +178,10 @@ Result<memory::ObjectWriter> Promoter::reserve(const Job& job, uint64_t size) {
 }
 
 void Promoter::start(const std::shared_ptr<Job>& job) {
+  {
+    std::lock_guard lock(job->mu);
+    if (std::exchange(job->started, true)) return;  // a read took it over
+  }
   const std::string& key = job->slot.key();
   if (job->request.still_wanted && !job->request.still_wanted())
     return finish(*job, PromotionOutcome::kDropped);
@@ -183,8 +209,35 @@ void Promoter::start(const std::shared_ptr<Job>& job) {
                             : PromotionOutcome::kBusy);
   }
   FlashReadCallbacks ignore{[](ValuePiece) {}, [](Status) {}};
-  reader_.start(key, *info, 0, info->object_size, std::move(ignore), {}, std::move(*writer),
-                on_copied(job, info->version, info->expire_at_ms), std::move(resident));
+  std::shared_ptr<FlashRead> read =
+      reader_.start(key, *info, 0, info->object_size, std::move(ignore), {}, std::move(*writer),
+                    on_copied(job, info->version, info->expire_at_ms), std::move(resident));
+  std::lock_guard lock(job->mu);
+  job->read = std::move(read);
+  job->version = info->version;
+}
+
+std::shared_ptr<FlashRead> Promoter::attach(std::string_view key, uint64_t version, uint64_t offset,
+                                            uint64_t length, FlashReadCallbacks& callbacks) {
+  std::shared_ptr<Job> job = registry_.job(key);
+  if (!job) return nullptr;
+  {
+    std::lock_guard lock(job->mu);
+    // Counted first: the install may run before follow() returns.
+    ++job->followers;
+  }
+  start(job);  // a job still queued starts now; a started one is left alone
+  std::shared_ptr<FlashRead> read;
+  {
+    std::lock_guard lock(job->mu);
+    if (job->version == version) read = job->read;
+  }
+  std::shared_ptr<FlashRead> follower = reader_.follow(read, offset, length, callbacks);
+  if (!follower) {
+    std::lock_guard lock(job->mu);
+    --job->followers;
+  }
+  return follower;
 }
 
 std::optional<Promoter::Copy> Promoter::begin_copy(std::string_view key,
@@ -221,7 +274,7 @@ FlashReader::OnCopied Promoter::on_copied(std::shared_ptr<Job> job, uint64_t ver
       };
 }
 
-PromotionOutcome Promoter::install(const Job& job, memory::ObjectWriter&& writer, uint64_t version,
+PromotionOutcome Promoter::install(Job& job, memory::ObjectWriter&& writer, uint64_t version,
                                    int64_t expire_at_ms) {
   const std::string& key = job.slot.key();
   memory::MemoryTier::NoWaitScope no_wait;
@@ -236,9 +289,17 @@ PromotionOutcome Promoter::install(const Job& job, memory::ObjectWriter&& writer
     if (!r) return PromotionOutcome::kSaturated;
     if (!r->written) return PromotionOutcome::kInMemory;
   }
-  if (job.request.lease)
-    (void)memory_.grant_lease(key, lease_ttl_ms_.load(std::memory_order_relaxed),
-                              job.request.trigger == PromotionTrigger::kPrefetch);
+  if (!job.request.lease) return PromotionOutcome::kPromoted;
+  const bool prefetch = job.request.trigger == PromotionTrigger::kPrefetch;
+  {
+    std::lock_guard lock(job.mu);
+    // The read that attached was the lease's first read: it ends it.
+    if (job.followers > 0) {
+      if (prefetch) memory_.count_prefetch_read();
+      return PromotionOutcome::kPromoted;
+    }
+  }
+  (void)memory_.grant_lease(key, lease_ttl_ms_.load(std::memory_order_relaxed), prefetch);
   return PromotionOutcome::kPromoted;
 }
 

@@ -66,6 +66,9 @@ struct PromotionRequest {
 // `bytes` is the object's size when promoted.
 using PromotionDone = std::function<void(PromotionOutcome, uint64_t bytes)>;
 
+// One promotion in flight (promoter.cc).
+struct PromotionJob;
+
 // Per-key deduplication and the shared cap of promotions in flight.
 class InflightRegistry {
  public:
@@ -97,12 +100,16 @@ class InflightRegistry {
   // installed or not. False, and `settled` is dropped, if no attachable
   // promotion of the key is in flight.
   bool when_settled(std::string_view key, std::function<void()> settled);
+  // The job that holds the key's slot, for reads that attach to it.
+  void set_job(std::string_view key, std::weak_ptr<PromotionJob> job);
+  std::shared_ptr<PromotionJob> job(std::string_view key) const;
   size_t size() const;
 
  private:
   struct InFlight {
     bool attachable = true;
     std::vector<std::function<void()>> waiters;
+    std::weak_ptr<PromotionJob> job;
   };
   void release(const std::string& key);
 
@@ -145,6 +152,18 @@ class Promoter {
   std::optional<Copy> begin_copy(std::string_view key, const flash::FlashObjectSummary& info,
                                  PromotionRequest request, PromotionDone done = {});
 
+  // One read, two consumers: a read of [offset, offset + length) of
+  // `version` of a key whose promotion is in flight is served from the
+  // promotion's read (FlashReader::follow) instead of reading flash again:
+  // the chunks read already at once, the rest as they arrive. A promotion
+  // still queued is taken over and started now, on the caller's thread. A
+  // prefetch that a read attached to is installed without a lease (that
+  // read was its first) and counts as served. Null, and `callbacks`
+  // untouched, if there is no such promotion (or it reads another version,
+  // or it ended): the caller reads flash itself.
+  std::shared_ptr<FlashRead> attach(std::string_view key, uint64_t version, uint64_t offset,
+                                    uint64_t length, FlashReadCallbacks& callbacks);
+
   // See InflightRegistry::when_settled. A copy that rides a client's GET
   // (begin_copy) goes at that client's pace: nobody waits for it.
   bool when_settled(std::string_view key, std::function<void()> settled) {
@@ -153,14 +172,14 @@ class Promoter {
   const InflightRegistry& registry() const { return registry_; }
 
  private:
-  struct Job;
+  using Job = PromotionJob;
   std::shared_ptr<Job> make_job(std::string_view key, PromotionRequest request, PromotionDone done,
                                 bool attachable = true);
   void start(const std::shared_ptr<Job>& job);
   // Reserves memory for the copy under the request's scope.
   Result<memory::ObjectWriter> reserve(const Job& job, uint64_t size);
   FlashReader::OnCopied on_copied(std::shared_ptr<Job> job, uint64_t version, int64_t expire_at_ms);
-  PromotionOutcome install(const Job& job, memory::ObjectWriter&& writer, uint64_t version,
+  PromotionOutcome install(Job& job, memory::ObjectWriter&& writer, uint64_t version,
                            int64_t expire_at_ms);
   void finish(Job& job, PromotionOutcome outcome);
 

@@ -166,7 +166,7 @@ Store::Store(const Config& config, MetricsRegistry* metrics)
       flash_hits_(metrics_->counter("tierkv_flash_hits_total", "reads answered from flash")),
       reads_attached_(metrics_->counter(
           "tierkv_prefetch_reads_attached_total",
-          "whole reads that waited for the key's promotion in flight instead of reading flash")) {
+          "reads served by the key's promotion in flight instead of reading flash again")) {
   progress_ = std::make_unique<flash::RecoveryProgress>();
 }
 
@@ -257,7 +257,6 @@ void Store::set_promotion(int64_t threshold, int64_t max_inflight, bool on_hit) 
 
 void Store::set_prefetch(const Config& config) {
   exists_prefetch_.store(config.exists_prefetch);
-  get_waits_for_promotion_.store(config.get_waits_for_promotion);
   {
     std::lock_guard lock(prefetch_map_mu_);
     prefetch_map_ = config.exists_prefetch_map;

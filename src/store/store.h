@@ -127,11 +127,6 @@ struct ReadOptions {
   // False for a look-ahead read: no hit or miss is counted and memory's
   // policy is not touched (the consumer's read counts later, if it comes).
   bool count_access = true;
-  // A whole-object read that can wait: if a promotion of the key (a
-  // prefetch, a kick, promotion-on-hit, a fetch) is reading it into memory
-  // now, read() calls this for a waiter and answers kPromoting instead of
-  // reading the same chunks from flash a second time. Empty: never waits.
-  std::function<std::function<void()>()> wait_for_promotion;
 };
 
 // A flash read in progress: the pull side of read(). The read advances as
@@ -151,9 +146,7 @@ class FlashRead {
 
 // What read() found.
 struct ReadStart {
-  // kPromoting: a promotion of the key was in flight, and the caller's
-  // ReadOptions::wait_for_promotion waiter runs once it ends; read again then.
-  enum class Where : uint8_t { kAbsent, kMemory, kFlash, kPromoting };
+  enum class Where : uint8_t { kAbsent, kMemory, kFlash };
   Where where = Where::kAbsent;
   ObjectView view;  // kMemory: the whole answer, pinned
   // kFlash: the range the pieces will make up (length may be 0: then
@@ -412,7 +405,6 @@ class Store {
   // A stream handed its consumer a value it had read ahead: the access
   // counts now, and (unless use-once) toward promotion-on-hit.
   void count_streamed_read(std::string_view key, bool use_once);
-  bool wait_for_promotion(std::string_view key, const ReadOptions& options);
   std::vector<memory::ChunkPin> resident_part(std::string_view key, uint64_t version,
                                               uint64_t offset, uint64_t length,
                                               const GetOptions& options);
@@ -496,7 +488,6 @@ class Store {
   mutable std::mutex prefetch_map_mu_;
   std::vector<SuffixRewrite> prefetch_map_;  // under prefetch_map_mu_
   std::atomic<bool> has_prefetch_map_{false};
-  std::atomic<bool> get_waits_for_promotion_{false};
   bool durable_writes_ = false;
   bool write_through_ = false;
   double large_value_fraction_ = 0.5;  // large-value-memory-fraction
@@ -507,7 +498,7 @@ class Store {
   Counter& hits_;
   Counter& misses_;
   Counter& flash_hits_;
-  Counter& reads_attached_;  // reads that waited for an in-flight promotion
+  Counter& reads_attached_;  // reads served by a promotion in flight (no read of their own)
 };
 
 }  // namespace tierkv

@@ -84,10 +84,8 @@ std::optional<ObjectInfo> Store::flash_info(std::string_view key) {
 
 ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
                       FlashReadCallbacks callbacks, ReadWindow window) {
-  return read(
-      key, offset, length, std::move(callbacks),
-      ReadOptions{
-          .window = window, .use_once = false, .count_access = true, .wait_for_promotion = {}});
+  return read(key, offset, length, std::move(callbacks),
+              ReadOptions{.window = window, .use_once = false, .count_access = true});
 }
 
 ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
@@ -127,20 +125,26 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
             : flash::FlashTier::Pinning::kPin);
     if (where || attempt >= 3) break;
   }
-  if (counted && !options.use_once && wait_for_promotion(key, options)) {
-    out.where = ReadStart::Where::kPromoting;
-    return out;  // counted when read again
-  }
-  if (counted) {
-    hits_.add();
-    flash_hits_.add();
-  }
   out.where = ReadStart::Where::kFlash;
   out.version = info->version;
   out.object_size = info->object_size;
   out.expire_at_ms = info->expire_at_ms;
   out.offset = std::min(offset, info->object_size);
   out.length = std::min(length, info->object_size - out.offset);
+  // One read, two consumers: a promotion of this version in flight serves
+  // this read too, with no second device read.
+  if (promoter_ && out.length > 0) {
+    out.flash_read = promoter_->attach(key, info->version, out.offset, out.length, callbacks);
+    if (out.flash_read) {
+      if (counted) hits_.add();
+      reads_attached_.add();
+      return out;
+    }
+  }
+  if (counted) {
+    hits_.add();
+    flash_hits_.add();
+  }
   std::optional<ObjectWriter> copy;
   FlashReader::OnCopied on_copied;
   // Use-once and look-ahead reads never count toward promotion.
@@ -166,22 +170,6 @@ std::vector<memory::ChunkPin> Store::resident_part(std::string_view key, uint64_
   const uint64_t cs = reader_->chunk_size();
   return memory_->resident_chunks(key, version, static_cast<uint32_t>(offset / cs),
                                   static_cast<uint32_t>((offset + length - 1) / cs), options);
-}
-
-// The chunks are on their way into memory already: wait for them rather
-// than read them from flash twice (the second read would queue behind the
-// first on the device, and finish no sooner).
-bool Store::wait_for_promotion(std::string_view key, const ReadOptions& options) {
-  if (!options.wait_for_promotion || !promoter_ ||
-      !get_waits_for_promotion_.load(std::memory_order_relaxed) ||
-      !promoter_->registry().attachable(key))
-    return false;
-  std::function<void()> settled = options.wait_for_promotion();
-  if (!settled) return false;
-  // Settled between the two looks: the waiter reruns the read at once.
-  if (!promoter_->when_settled(key, settled)) settled();
-  reads_attached_.add();
-  return true;
 }
 
 void Store::count_streamed_read(std::string_view key, bool use_once) {

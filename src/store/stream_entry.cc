@@ -56,8 +56,7 @@ bool StreamEntry::start_read(StreamContext& ctx, const std::shared_ptr<StreamEnt
   ReadStart r = ctx.store.read(e->key(), e->offset_, e->length_, staging_callbacks(e),
                                ReadOptions{.window = ReadWindow{.depth = chunks, .parallel = 1},
                                            .use_once = true,
-                                           .count_access = false,
-                                           .wait_for_promotion = {}});
+                                           .count_access = false});
   const bool flash = r.where == ReadStart::Where::kFlash;
   e->started(std::move(r));
   return flash;

@@ -298,11 +298,9 @@ void StreamReader::Impl::note_pace_locked(uint64_t now_ns) {
 
 ReadStart StreamReader::Impl::plain(std::string_view key, uint64_t offset, uint64_t length,
                                     FlashReadCallbacks cb, bool use_once) {
-  return ctx_.store.read(key, offset, length, std::move(cb),
-                         ReadOptions{.window = ReadWindow{},
-                                     .use_once = use_once,
-                                     .count_access = true,
-                                     .wait_for_promotion = {}});
+  return ctx_.store.read(
+      key, offset, length, std::move(cb),
+      ReadOptions{.window = ReadWindow{}, .use_once = use_once, .count_access = true});
 }
 
 ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64_t length,
@@ -460,8 +458,6 @@ Result<StreamValue> StreamReader::Impl::next() {
       return v;
     case ReadStart::Where::kFlash:
       break;
-    case ReadStart::Where::kPromoting:  // its reads never ask to wait
-      return Status::internal("stream read waits for a promotion");
   }
   // A late value is often only microseconds away: a short spin saves the
   // scheduler wake-up of the condition variable. (Not a yield: on a busy

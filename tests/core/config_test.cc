@@ -223,7 +223,6 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "exists-prefetch",
                                              "exists-prefetch-map",
                                              "demand-kick",
-                                             "get-waits-for-promotion",
                                              "demand-kick-max-failures",
                                              "prefetch-dedup-ttl-ms",
                                              "prefetch-dedup-max-entries",

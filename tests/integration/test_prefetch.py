@@ -28,7 +28,8 @@ PREFETCH_FIELDS = (
     "demand_kicks_promoted", "demand_kicks_failed", "demand_kicks_refused",
     "prefetch_cooldowns", "prefetch_cooldown_ms", "prefetch_cooldown_remaining_ms",
     "prefetch_reads_served", "prefetch_leases_expired_unread", "prefetch_accuracy",
-    "prefetch_dedup_entries", "prefetch_reads_attached")
+    "prefetch_dedup_entries", "prefetch_reads_attached", "promotion_bytes_adopted",
+    "promotion_bytes_copied")
 
 
 def value_of(i, size=VALUE):
@@ -122,46 +123,40 @@ def test_tier_exists_prefetch_then_get_is_served_from_memory(flash_servers):
     assert "tierkv_prefetch_reads_served 4" in metrics
 
 
-def test_a_get_during_its_prefetch_waits_for_it_instead_of_reading_flash_again(flash_servers):
-    """With get-waits-for-promotion, a GET that arrives while the key's
-    prefetch is still reading it waits for that promotion (one flash read of
-    each chunk, not two) and is answered from memory; GETs of other keys do
-    not wait. A 1 s modelled flash latency keeps the prefetch in flight
-    while the GET comes."""
-    s = flash_servers(memory="64mb", extra=FLASH + ("--backing-latency-ns", "1000000000",
-                                                    "--get-waits-for-promotion", "yes")).start()
+def test_a_get_during_its_prefetch_takes_its_chunks_instead_of_reading_flash_again(flash_servers):
+    """A GET that arrives while the key's prefetch is still reading it is
+    served from that read (one flash read of each chunk, not two), byte-exact;
+    GETs of other keys read flash. A 1 s modelled flash latency keeps the
+    prefetch in flight while the GETs come."""
+    s = flash_servers(memory="64mb", extra=FLASH + ("--backing-latency-ns", "1000000000")).start()
     c = spill(s, 2)
     chunks = VALUE // MIB
     reads = num(s.flash_info(), "flash_reads")
     assert c.execute_command("TIER.EXISTS", "k0", "PREFETCH") == 1
     results = {}
 
-    def get(key):
-        results[key] = s.client().get(key)
+    def get(name, key):
+        results[name] = s.client().get(key)
 
-    threads = [threading.Thread(target=get, args=(k,)) for k in ("k0", "k0", "k1")]
+    threads = [threading.Thread(target=get, args=(n, k))
+               for n, k in (("a", "k0"), ("b", "k0"), ("c", "k1"))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
-    assert results == {"k0": value_of(0), "k1": value_of(1)}
+    assert results == {"a": value_of(0), "b": value_of(0), "c": value_of(1)}
     p = prefetch_info(s)
     assert num(p, "prefetch_reads_attached") == 2, p
-    assert num(p, "prefetch_promoted") == 1, p
+    assert wait_until(lambda: num(prefetch_info(s), "prefetch_promoted") == 1, 10), prefetch_info(s)
     # k0: the prefetch's read only; k1 (nothing in flight): its GET's own.
     assert num(s.flash_info(), "flash_reads") - reads == 2 * chunks, s.flash_info()
     assert in_memory(c, "k0")
-    # Once it is in memory, a GET no longer waits.
+    p = prefetch_info(s)
+    assert num(p, "prefetch_reads_served") == 1, p  # the attached GET was its first read
+    assert num(p, "promotion_bytes_adopted") == VALUE, p
+    assert num(p, "promotion_bytes_copied") == 0, p
+    # In memory now: a GET reads nothing and attaches to nothing.
     assert c.get("k0") == value_of(0)
-    assert num(prefetch_info(s), "prefetch_reads_attached") == 2
-    # Switched off (the default) at run time: the GET during the prefetch
-    # reads flash itself, so each chunk is read twice.
-    c.config_set("get-waits-for-promotion", "no")
-    reads = num(s.flash_info(), "flash_reads")
-    assert c.execute_command("TIER.EXISTS", "k1", "PREFETCH") == 1
-    assert c.get("k1") == value_of(1)
-    assert wait_until(lambda: num(s.flash_info(), "flash_reads") - reads >= 2 * chunks, 10)
-    assert num(s.flash_info(), "flash_reads") - reads == 2 * chunks, s.flash_info()
     assert num(prefetch_info(s), "prefetch_reads_attached") == 2
 
 

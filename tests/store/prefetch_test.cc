@@ -72,6 +72,17 @@ class ReadGate final : public flash::IoEngine {
     }
     if (!go.empty()) inner_->submit(go);
   }
+  // Sends the first n held reads to the device; the gate stays armed.
+  void release_first(size_t n) {
+    std::vector<flash::IoRequest*> go;
+    {
+      std::lock_guard lock(mu_);
+      n = std::min(n, held_.size());
+      go.assign(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(n));
+      held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    if (!go.empty()) inner_->submit(go);
+  }
   // Disarms; the held reads fail as a device error would (EIO).
   void fail_held() {
     std::vector<flash::IoRequest*> fail;
@@ -451,7 +462,6 @@ class GatedPrefetchTest : public PrefetchTest {
  protected:
   void SetUp() override {
     Config c = config();
-    c.get_waits_for_promotion = true;
     store_ = open_gated(c, gate_);
     ASSERT_TRUE(store_ && gate_);
     fill_to_flash(*store_, 2);
@@ -479,46 +489,111 @@ TEST_F(GatedPrefetchTest, AFailedPrefetchReadIsCountedAndLeavesTheFlashCopy) {
   EXPECT_EQ(v->to_string(), value_for(0, kValue));
 }
 
-// A whole read (GET) and a fetch that come while the key's prefetch is
-// reading it wait for that promotion: no second flash read, and the value
-// is then served from memory. A read that may not wait reads flash.
-TEST_F(GatedPrefetchTest, ReadsDuringThePrefetchWaitForItInsteadOfReadingFlashAgain) {
-  Store& store = *store_;
-  ReadGate* gate = gate_;
-  std::vector<std::string_view>& keys = keys_;
-  const size_t prefetch_reads = gate->reads();
+// What a read that attached to a promotion received.
+struct Received {
+  std::mutex mu;
+  std::string bytes;
+  std::vector<std::shared_ptr<const void>> held;  // pieces kept, as a slow client would
+  int done = 0;
+  Status status;
+  FlashReadCallbacks callbacks() {
+    return FlashReadCallbacks{[this](ValuePiece p) {
+                                std::lock_guard lock(mu);
+                                bytes.append(p.bytes);
+                                held.push_back(std::move(p.owner));
+                              },
+                              [this](Status st) {
+                                std::lock_guard lock(mu);
+                                ++done;
+                                status = st;
+                              }};
+  }
+  size_t size() {
+    std::lock_guard lock(mu);
+    return bytes.size();
+  }
+};
 
-  std::atomic<int> settled{0};
-  ReadOptions waiting{
-      .window = ReadWindow{}, .use_once = false, .count_access = true, .wait_for_promotion = [&] {
-        return std::function<void()>([&] { ++settled; });
-      }};
-  FlashReadCallbacks ignore{[](ValuePiece) {}, [](Status) {}};
-  ReadStart r = store.read(key_for(0), 0, UINT64_MAX, ignore, waiting);
-  EXPECT_EQ(r.where, ReadStart::Where::kPromoting);
+// One read, two consumers: a GET and a GETRANGE that come while the key's
+// prefetch reads it are served from that read (no device read of their
+// own), in order and byte-exact, as its chunks land; a fetch waits for the
+// install. The prefetch then needs no lease: the GET was its first read.
+TEST_F(GatedPrefetchTest, ReadsDuringThePrefetchTakeItsChunksInsteadOfReadingFlashAgain) {
+  Store& store = *store_;
+  const size_t device_reads = gate_->reads();
+  const std::string value = value_for(0, kValue);
+  Received whole, range;
+  ReadStart r = store.read(key_for(0), 0, UINT64_MAX, whole.callbacks());
+  ASSERT_EQ(r.where, ReadStart::Where::kFlash);
+  ASSERT_TRUE(r.flash_read);
+  EXPECT_EQ(r.length, kValue);
+  const uint64_t from = 64 * 1024 - 10, length = 2 * 64 * 1024;
+  ReadStart rr = store.read(key_for(0), from, length, range.callbacks());
+  ASSERT_EQ(rr.where, ReadStart::Where::kFlash);
   std::atomic<bool> fetched{false};
-  store.fetch(keys, [&](Status st) {
+  store.fetch(keys_, [&](Status st) {
     EXPECT_TRUE(st.is_ok()) << st.to_string();
     fetched = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(settled.load(), 0);
-  EXPECT_FALSE(fetched.load());
-  EXPECT_EQ(gate->reads(), prefetch_reads) << "a second read of the key went to flash";
-  EXPECT_EQ(counter(store, "tierkv_prefetch_reads_attached_total"), 1u);
+  EXPECT_EQ(whole.size(), 0u) << "nothing is read yet";
+  EXPECT_EQ(gate_->reads(), device_reads) << "a second read of the key went to flash";
+  EXPECT_EQ(counter(store, "tierkv_prefetch_reads_attached_total"), 2u);
 
-  gate->release_held();
-  ASSERT_TRUE(eventually([&] { return settled.load() == 1 && fetched.load(); }));
-  EXPECT_EQ(counter(store, "tierkv_prefetch_promoted_total"), 1u);
-  r = store.read(key_for(0), 0, UINT64_MAX, ignore, waiting);
-  ASSERT_EQ(r.where, ReadStart::Where::kMemory);
-  EXPECT_EQ(r.view.to_string(), value_for(0, kValue));
-  EXPECT_EQ(gate->reads(), prefetch_reads);
-  // Nothing in flight for obj:1: the same read goes to flash at once.
-  r = store.read(key_for(1), 0, UINT64_MAX, ignore, waiting);
-  EXPECT_EQ(r.where, ReadStart::Where::kFlash);
-  EXPECT_EQ(settled.load(), 1);
-  EXPECT_EQ(counter(store, "tierkv_prefetch_reads_attached_total"), 1u);
+  gate_->release_held();
+  ASSERT_TRUE(eventually([&] { return whole.done == 1 && range.done == 1 && fetched.load(); }));
+  EXPECT_TRUE(whole.status.is_ok()) << whole.status.to_string();
+  EXPECT_EQ(whole.bytes, value);
+  EXPECT_EQ(range.bytes, value.substr(from, length));
+  EXPECT_EQ(gate_->reads(), device_reads) << "one device read per chunk";
+  ASSERT_TRUE(eventually([&] { return counter(store, "tierkv_prefetch_promoted_total") == 1; }));
+  EXPECT_EQ(store.stats().memory.prefetch_reads, 1u) << "the attached GET was its first read";
+  auto res = store.residency(key_for(0));
+  ASSERT_TRUE(res && res->in_memory);
+  for (const ChunkResidency& c : res->chunks) EXPECT_FALSE(c.leased);
+  ReadStart again = store.read(key_for(0), 0, UINT64_MAX, whole.callbacks());
+  ASSERT_EQ(again.where, ReadStart::Where::kMemory);
+  EXPECT_EQ(again.view.to_string(), value);
+  // Nothing in flight for obj:1: its read goes to flash.
+  const size_t before = gate_->reads();
+  Received other;
+  ReadStart o = store.read(key_for(1), 0, UINT64_MAX, other.callbacks());
+  EXPECT_EQ(o.where, ReadStart::Where::kFlash);
+  ASSERT_TRUE(eventually([&] { return other.done == 1; }));
+  EXPECT_EQ(other.bytes, value_for(1, kValue));
+  EXPECT_GT(gate_->reads(), before);
+  EXPECT_EQ(counter(store, "tierkv_prefetch_reads_attached_total"), 2u);
+}
+
+// A read that attaches once some chunks have landed gets those at once,
+// then the rest as they arrive; a cancelled follower ends alone and the
+// promotion goes on.
+TEST_F(GatedPrefetchTest, ALateReadGetsTheLandedChunksAtOnceAndCancelEndsOnlyIt) {
+  Store& store = *store_;
+  const std::string value = value_for(0, kValue);
+  gate_->release_first(2);  // chunks 0 and 1 (issued in order)
+  ASSERT_TRUE(eventually([&] {
+    return store.metrics().counter("tierkv_promotion_bytes_adopted_total", "").value() >=
+           2 * 64 * 1024;
+  }));
+  Received late, quitter;
+  ReadStart r = store.read(key_for(0), 0, UINT64_MAX, late.callbacks());
+  ASSERT_EQ(r.where, ReadStart::Where::kFlash);
+  // With the other reads still held, only the landed chunks can come.
+  ASSERT_TRUE(eventually([&] { return late.size() == 2u * 64 * 1024; }));
+  {
+    std::lock_guard lock(late.mu);
+    EXPECT_EQ(late.bytes, value.substr(0, 2 * 64 * 1024));
+  }
+  ReadStart q = store.read(key_for(0), 0, UINT64_MAX, quitter.callbacks());
+  ASSERT_TRUE(q.flash_read);
+  q.flash_read->cancel();
+  EXPECT_EQ(quitter.done, 1);
+  EXPECT_EQ(quitter.status.code(), StatusCode::kUnavailable);
+  gate_->release_held();
+  ASSERT_TRUE(eventually([&] { return late.done == 1; }));
+  EXPECT_EQ(late.bytes, value);
+  EXPECT_EQ(quitter.done, 1) << "on_done comes once";
+  ASSERT_TRUE(eventually([&] { return counter(store, "tierkv_prefetch_promoted_total") == 1; }));
 }
 
 }  // namespace

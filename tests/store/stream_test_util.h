@@ -127,11 +127,9 @@ inline RangeRead read_blocking(const std::function<ReadStart(FlashReadCallbacks)
 inline RangeRead read_range(Store& store, const std::string& key, uint64_t offset, uint64_t length,
                             bool use_once) {
   return read_blocking([&](FlashReadCallbacks cb) {
-    return store.read(key, offset, length, std::move(cb),
-                      ReadOptions{.window = ReadWindow{},
-                                  .use_once = use_once,
-                                  .count_access = true,
-                                  .wait_for_promotion = {}});
+    return store.read(
+        key, offset, length, std::move(cb),
+        ReadOptions{.window = ReadWindow{}, .use_once = use_once, .count_access = true});
   });
 }
 
@@ -146,11 +144,9 @@ inline RangeRead readahead_read(Readahead& ra, const std::string& key, uint64_t 
                                 uint64_t length) {
   return read_blocking(
       [&](FlashReadCallbacks cb) {
-        return ra.read(key, offset, length, std::move(cb),
-                       ReadOptions{.window = ReadWindow{},
-                                   .use_once = false,
-                                   .count_access = true,
-                                   .wait_for_promotion = {}});
+        return ra.read(
+            key, offset, length, std::move(cb),
+            ReadOptions{.window = ReadWindow{}, .use_once = false, .count_access = true});
       },
       /*posted=*/true);
 }
