@@ -88,6 +88,7 @@ struct Config {
   bool flash_direct_io = true;                    // no: buffered, e.g. to compare like with like
   int64_t flash_write_queue = int64_t{64} << 20;  // accepted, unwritten bytes
   int64_t backing_latency_ns = 0;
+  int64_t backing_bandwidth = 0;  // bytes per second; 0: no limit
 
   // tiering (store)
   OffloadPolicy offload_policy = OffloadPolicy::kOnEvict;

@@ -253,6 +253,7 @@ Status FlashTier::start_engine() {
   eo.fd = im.fd.get();
   eo.queue_depth = options_.queue_depth + options_.max_write_inflight;
   eo.read_latency_ns = options_.backing_latency_ns;
+  eo.read_bandwidth = options_.backing_bandwidth;
   if (options_.io_backend != IoBackend::kThreadPool) {
     Result<std::unique_ptr<IoEngine>> uring = make_uring_engine(eo);
     if (uring.is_ok()) {

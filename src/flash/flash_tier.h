@@ -84,6 +84,7 @@ struct FlashOptions {
   uint32_t queue_depth = 64;  // device reads in flight
   bool reinsertion = false;   // hit-based reinsertion on reclaim
   uint64_t backing_latency_ns = 0;
+  uint64_t backing_bandwidth = 0;           // bytes/s shared by reads (model); 0: none
   IoBackend io_backend = IoBackend::kAuto;  // kAuto: io_uring, else threads
   bool direct_io = true;                    // O_DIRECT when supported
   bool preallocate = true;                  // fallocate the file at open

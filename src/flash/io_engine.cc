@@ -45,6 +45,31 @@ void spin_until(uint64_t deadline_ns) {
   while (mono_ns() < deadline_ns) cpu_relax();
 }
 
+// When a modelled read completes: after its transfer over the shared link
+// (FIFO, at the modelled bandwidth) and the fixed latency.
+class ReadModel {
+ public:
+  explicit ReadModel(const IoEngineOptions& o)
+      : latency_ns_(o.read_latency_ns),
+        ns_per_byte_(o.read_bandwidth == 0 ? 0.0 : 1e9 / static_cast<double>(o.read_bandwidth)) {}
+  bool active() const { return latency_ns_ > 0 || ns_per_byte_ > 0; }
+  // For a read of `bytes` the device finished at `now_ns`. Deadlines of
+  // successive calls ascend.
+  uint64_t due(uint64_t now_ns, uint64_t bytes) {
+    if (ns_per_byte_ == 0) return now_ns + latency_ns_;
+    std::lock_guard lock(mu_);
+    const auto transfer = static_cast<uint64_t>(ns_per_byte_ * static_cast<double>(bytes));
+    link_free_ns_ = std::max(link_free_ns_, now_ns) + transfer;
+    return link_free_ns_ + latency_ns_;
+  }
+
+ private:
+  const uint64_t latency_ns_;
+  const double ns_per_byte_;
+  std::mutex mu_;
+  uint64_t link_free_ns_ = 0;  // under mu_
+};
+
 // Runs one request synchronously; returns bytes or -errno.
 int64_t run_blocking(int fd, IoRequest& r) {
   if (r.op == IoRequest::Op::kFsync) return ::fdatasync(fd) == 0 ? 0 : -errno;
@@ -66,8 +91,7 @@ int64_t run_blocking(int fd, IoRequest& r) {
 
 class UringEngine final : public IoEngine {
  public:
-  explicit UringEngine(const IoEngineOptions& options)
-      : fd_(options.fd), latency_ns_(options.read_latency_ns) {}
+  explicit UringEngine(const IoEngineOptions& options) : fd_(options.fd), model_(options) {}
 
   // Sets up the ring and starts the reaper; on failure nothing is left open.
   Status init(unsigned entries) {
@@ -156,8 +180,8 @@ class UringEngine final : public IoEngine {
     int64_t result = res;
     if (res > 0) result = static_cast<int64_t>(r->length);
     if (res == 0 && r->op != IoRequest::Op::kFsync && r->length > 0) result = -ENODATA;
-    if (r->op == IoRequest::Op::kRead && latency_ns_ > 0) {
-      delayed.push_back({r, result, mono_ns() + latency_ns_});
+    if (r->op == IoRequest::Op::kRead && model_.active()) {
+      delayed.push_back({r, result, model_.due(mono_ns(), r->length)});
     } else {
       r->on_complete(result);
     }
@@ -171,7 +195,7 @@ class UringEngine final : public IoEngine {
   // wait for the one before: serialized, not parallel).
   void reap_loop() {
     tighten_timer_slack();
-    std::deque<Delayed> delayed;  // deadlines ascend: the latency is fixed
+    std::deque<Delayed> delayed;  // deadlines ascend (ReadModel::due)
     bool stopping = false;
     while (!stopping || !delayed.empty()) {
       wait_for_completion(delayed, stopping);
@@ -230,7 +254,7 @@ class UringEngine final : public IoEngine {
   }
 
   const int fd_;
-  const uint64_t latency_ns_;
+  ReadModel model_;
   io_uring ring_{};
   bool initialized_ = false;
   std::mutex submit_mu_;
@@ -239,8 +263,7 @@ class UringEngine final : public IoEngine {
 
 class ThreadPoolEngine final : public IoEngine {
  public:
-  explicit ThreadPoolEngine(const IoEngineOptions& options)
-      : fd_(options.fd), latency_ns_(options.read_latency_ns) {
+  explicit ThreadPoolEngine(const IoEngineOptions& options) : fd_(options.fd), model_(options) {
     const uint32_t n = std::clamp<uint32_t>(options.queue_depth, 1, 64);
     for (uint32_t i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
   }
@@ -282,13 +305,14 @@ class ThreadPoolEngine final : public IoEngine {
         queue_.pop_front();
       }
       const int64_t result = run_blocking(fd_, *r);
-      if (r->op == IoRequest::Op::kRead && latency_ns_ > 0) wait_until_ns(mono_ns() + latency_ns_);
+      if (r->op == IoRequest::Op::kRead && model_.active())
+        wait_until_ns(model_.due(mono_ns(), r->length));
       r->on_complete(result);
     }
   }
 
   const int fd_;
-  const uint64_t latency_ns_;
+  ReadModel model_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<IoRequest*> queue_;

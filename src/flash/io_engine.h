@@ -6,10 +6,13 @@
 // * thread pool: workers run pread/pwrite/fdatasync. Used where io_uring is
 //   unavailable (old kernel, seccomp) or when asked for.
 //
-// Both add `read_latency_ns` to every read (the backing-latency model): a
-// read completes no earlier than that long after the device finished it. The
-// wait is a timed sleep that stops short of the deadline and then spins, so
-// it does not overshoot the way sleep_for does.
+// Both can model a slower device for reads (the backing model): with
+// `read_bandwidth` set, the reads share one link of that many bytes per
+// second, in the order the device finished them (two reads in flight take
+// twice as long as one); then `read_latency_ns` is added. A read completes no
+// earlier than that after the device finished it. The wait is a timed sleep
+// that stops short of the deadline and then spins, so it does not overshoot
+// the way sleep_for does.
 //
 // Completions run on the engine's threads. The owner keeps every request
 // alive until its completion has run, and destroys the engine only when
@@ -48,6 +51,7 @@ struct IoEngineOptions {
   int fd = -1;
   uint32_t queue_depth = 64;  // most requests in flight at once
   uint64_t read_latency_ns = 0;
+  uint64_t read_bandwidth = 0;  // bytes per second; 0: no limit
 };
 
 class IoEngine {

@@ -166,14 +166,29 @@ void Promoter::promote(std::string_view key, PromotionRequest request, Promotion
   if (!queued) finish(*job, PromotionOutcome::kBusy);
 }
 
-Result<memory::ObjectWriter> Promoter::reserve(const Job& job, uint64_t size) {
-  // A promotion is optional: it never waits for offloads to make room, and
-  // a speculative one only drops clean data.
-  if (job.request.clean_only) {
-    memory::MemoryTier::CleanOnlyScope clean_only;
-    return memory_.prepare(job.slot.key(), size);
+namespace {
+
+// The room a promotion's reservations may take. A promotion is optional: it
+// never waits for offloads to make room, and a speculative one (prefetch,
+// kick) only drops clean data, for its chunks and its index room alike.
+class RoomScope {
+ public:
+  explicit RoomScope(bool clean_only) {
+    if (clean_only)
+      clean_only_.emplace();
+    else
+      no_wait_.emplace();
   }
-  memory::MemoryTier::NoWaitScope no_wait;
+
+ private:
+  std::optional<memory::MemoryTier::CleanOnlyScope> clean_only_;
+  std::optional<memory::MemoryTier::NoWaitScope> no_wait_;
+};
+
+}  // namespace
+
+Result<memory::ObjectWriter> Promoter::reserve(const Job& job, uint64_t size) {
+  RoomScope room(job.request.clean_only);
   return memory_.prepare(job.slot.key(), size);
 }
 
@@ -277,7 +292,7 @@ FlashReader::OnCopied Promoter::on_copied(std::shared_ptr<Job> job, uint64_t ver
 PromotionOutcome Promoter::install(Job& job, memory::ObjectWriter&& writer, uint64_t version,
                                    int64_t expire_at_ms) {
   const std::string& key = job.slot.key();
-  memory::MemoryTier::NoWaitScope no_wait;
+  RoomScope room(job.request.clean_only);
   uint32_t chunks = static_cast<uint32_t>(writer.chunk_count());
   {
     std::lock_guard lock(locks_.for_hash(hash64(key)));

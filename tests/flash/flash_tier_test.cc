@@ -513,6 +513,42 @@ LatencySample read_latency_us(IoBackend backend, uint64_t model_ns) {
   return out;
 }
 
+// The bandwidth model: reads in flight share the modelled link, so one read
+// costs at least its bytes / bandwidth, and four submitted together end no
+// sooner than four transfers after they start (checked by lower bounds only,
+// which load cannot break: the model only ever waits longer).
+TEST(FlashTierTest, BackingBandwidthIsSharedByReadsInFlight) {
+  constexpr uint64_t kBytes = 8000;
+  constexpr uint64_t kBandwidth = 400'000;  // bytes/s: one read >= 20 ms
+  constexpr uint64_t kTransferNs = kBytes * 1'000'000'000 / kBandwidth;
+  for (IoBackend backend : {IoBackend::kUring, IoBackend::kThreadPool}) {
+    TempDir dir;
+    FlashOptions o = small_options(dir.file("f"));
+    o.backing_bandwidth = kBandwidth;
+    o.io_backend = backend;
+    o.direct_io = false;
+    auto tier = FlashTier::open(o);
+    ASSERT_TRUE(tier.is_ok());
+    ASSERT_TRUE(write_sync(**tier, {.key = "k", .version = 1, .data = pattern(kBytes, 1)}).is_ok());
+    auto timed_reads = [&](int n) {
+      std::atomic<int> left{n};
+      std::promise<void> all_done;
+      const uint64_t start = mono_ns();
+      for (int i = 0; i < n; ++i) {
+        Status st = (*tier)->read_chunk("k", 0, std::nullopt, [&](Result<FlashChunk> r) {
+          EXPECT_TRUE(r.is_ok());
+          if (left.fetch_sub(1) == 1) all_done.set_value();
+        });
+        EXPECT_TRUE(st.is_ok());
+      }
+      all_done.get_future().wait();
+      return mono_ns() - start;
+    };
+    EXPECT_GE(timed_reads(1), kTransferNs) << "one read beat its transfer time";
+    EXPECT_GE(timed_reads(4), 4 * kTransferNs) << "reads in flight did not share the link";
+  }
+}
+
 TEST(FlashTierTest, BackingLatencyIsPrecise) {
   constexpr double kModelUs = 200.0;
   // Besides the unmodelled read, a modelled one pays one more wake-up of a

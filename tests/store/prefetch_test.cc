@@ -353,6 +353,7 @@ TEST_F(PrefetchTest, DirtyMemoryStopsTheBatchAndCoolsDown) {
   std::vector<std::string> names;
   for (int i = 0; i < 20; ++i) names.push_back(key_for(i));
   std::vector<std::string_view> keys(names.begin(), names.end());
+  const uint64_t offloads = store->stats().memory.offloads;
   store->exist(keys, ExistOptions{.prefetch_to_memory = true});
   ASSERT_TRUE(
       eventually([&] { return counter(*store, "tierkv_prefetch_failed_saturated_total") > 0; }));
@@ -370,6 +371,9 @@ TEST_F(PrefetchTest, DirtyMemoryStopsTheBatchAndCoolsDown) {
   store->metrics().collect();
   EXPECT_GE(store->metrics().gauge("tierkv_prefetch_cooldowns", "").value(), 1);
   EXPECT_GT(store->metrics().gauge("tierkv_prefetch_cooldown_remaining_ms", "").value(), 0);
+  // Strictly clean: no byte a prefetch took (chunks or index room) came
+  // from writing dirty data back.
+  EXPECT_EQ(store->stats().memory.offloads, offloads) << "a prefetch started an offload";
   // Dirty data was never evicted for a prefetch: every value is intact.
   for (int i = 200; i < 260; ++i) {
     auto v = store->get(key_for(i));
