@@ -11,18 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "common/splitmix64.h"
 #include "core/clock.h"
 #include "flash/record.h"
 
 namespace tierkv::bench {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 double cpu_seconds_now() {
   rusage ru{};

@@ -1,46 +1,47 @@
 #!/usr/bin/python3
-"""Prefetch on exist, A/B: time to first token of a simulated inference engine.
+"""Prefetch on exist, A/B against an all-in-memory oracle: time to first token
+(TTFT) of a simulated inference engine (docs/benchmarks-prefetch.md).
 
-N "prefixes" (each C chunk keys p<i>:c<j>:kv_bytes of kv-bytes, plus a small
-companion key p<i>:c<j>:metadata) are written to a tierkv-server on loopback,
-overflow memory to flash and settle. Then, per cell (regime x arm x
-concurrency), the server is restarted on the same flash file (memory empty,
-every prefix flash-only), filled with cold filler keys up to --fill-fraction
-of its memory (not in the comfortable regime), settled, and c client threads
-(one connection each) loop:
+A working set of P prefixes (each C data keys p<i>:c<j>:kv_bytes of V bytes,
+and small companion keys p<i>:c<j>:metadata) lives on one flash file. Each
+cell restarts a tierkv-server on it (memory empty: the working set is
+flash-only), fills memory with filler as its regime says, and runs the native
+driver (prefetch-ab-driver, built next to the server): c client threads probe
+a prefix when its request arrives, and one engine thread GETs its chunks in
+FIFO order, then computes. TTFT = arrival -> last GET byte.
 
-    arrival -> probe all chunk keys of a random prefix (EXISTS, or
-    TIER.EXISTS ... PREFETCH) -> wait in one FIFO queue served by an engine
-    thread -> the engine GETs every chunk key (pipelined), then computes for
-    --compute-ms; the client's next request arrives when its request is done.
+Arms (all with promotion-on-hit no, demand-kick no):
+  baseline    EXISTS of the data keys
+  prefetch    TIER.EXISTS ... PREFETCH
+  exists-map  EXISTS of the metadata keys, exists-prefetch-map metadata=kv_bytes
+  oracle      the working set made resident first (checked with TIER.STAT) in a
+              memory that holds it besides the filler, then EXISTS: the best
+              TTFT any prefetch could reach
+Regimes:
+  comfortable        memory 1.5 x the working set, no filler
+  constrained        memory 0.9 x, clean filler to 97 % (dirty-max-fraction 0
+                     writes it back before the cell starts)
+  constrained-dirty  the same, filler left dirty (a stress case)
+  large-ws           memory 0.25 x, clean filler to 97 %
+  seed               as constrained, with a modelled SSD (backing-latency-ns and
+                     backing-bandwidth), compute per request >= the device time
+                     per request, and open-loop Poisson arrivals at --seed-load
+                     of the baseline's capacity (measured first)
+  (comfortable, constrained and large-ws run on the raw device.)
+Figures per (regime, c): median, p95, p99 TTFT per arm (median of the
+repetitions), gap closed = (baseline - arm) / (baseline - oracle), the ceiling
+(baseline - oracle) / baseline, the server CPU per request, and flash GETs,
+promotions and attached reads. Arms are interleaved and rotated per repetition.
+A probe-latency phase then times EXISTS against TIER.EXISTS ... PREFETCH.
 
-TTFT = arrival -> last GET done (the request's own compute is not in it).
+    /usr/bin/python3 bench/prefetch-ab/run.py [--quick] [--reps N] [--build DIR]
 
-Arms:      baseline       EXISTS,                      promotion-on-hit no, demand-kick no
-           prefetch       TIER.EXISTS ... PREFETCH,    promotion-on-hit no, demand-kick no
-           prefetch+kick  TIER.EXISTS ... PREFETCH,    promotion-on-hit no, demand-kick yes
-           exists-map     EXISTS on the metadata keys, exists-prefetch yes and
-                          exists-prefetch-map metadata=kv_bytes (not run by default)
-Regimes:   comfortable    memory = 1.5 x the working set, no filler
-           constrained    memory = 0.9 x the working set, filler to 97 % of memory
-           large-ws       memory = 0.25 x the working set, filler to 97 % of memory
-           <regime>/slow  the same with --backing-latency-ns (a slower SSD model)
-
-A probe-latency phase then times EXISTS against TIER.EXISTS ... PREFETCH on
-keys all in memory and on flash-only keys (median of each, ratio).
-
-    /usr/bin/python3 bench/prefetch-ab/run.py [--quick] [--server PATH] [--dir DIR]
-
-Prints a table, writes bench/results/prefetch-ab.json (and prefetch-ab.png
-with python3-matplotlib) and ends with a RESULT line. Server config keys the
-build does not know yet (promotion-on-hit, demand-kick, exists-prefetch) are
-probed with CONFIG GET and left out, with a warning. See
-docs/benchmarks-prefetch.md.
+Writes bench/results/prefetch-ab.json and .png; the last line is RESULT.
 """
 import argparse
 import math
+import json
 import os
-import queue
 import random
 import shutil
 import signal
@@ -53,48 +54,28 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (RunRecord, free_port, parse_size, server_info, wait_for_port,  # noqa: E402
-                      wait_loaded, write_json)
+from benchlib import (RunRecord, free_port, parse_args_with_quick, parse_size,  # noqa: E402
+                      pyplot, server_info, wait_for_port, wait_loaded, write_json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = os.path.join(ROOT, "bench", "results")
 MIB = 1 << 20
 
-# The fields of INFO "# Prefetch"; read defensively (a missing one prints "-").
-PREFETCH_FIELDS = (
-    "prefetch_requested", "prefetch_deduplicated", "prefetch_in_memory", "prefetch_absent",
-    "prefetch_queued", "prefetch_promoted", "prefetch_promoted_bytes",
-    "prefetch_failed_saturated", "prefetch_failed_io", "prefetch_failed_gone",
-    "prefetch_failed_busy", "prefetch_early_exits", "prefetch_refused_lease_cap",
-    "prefetch_cooldowns", "prefetch_cooldown_ms", "demand_kicks",
-    "prefetch_leases_expired_unread", "prefetch_reads_served", "prefetch_reads_attached")
-GAUGES = ("prefetch_cooldown_ms",)
-# Counters of INFO that exist today ("# Flash", "# Stats"), as deltas per cell.
-OTHER_COUNTERS = ("promotions_attempted", "promotions_done", "promotions_failed", "flash_hits",
-                  "flash_reads", "flash_read_bytes", "flash_reclaims", "flash_user_write_bytes",
-                  "evicted_keys", "offloads")
-
+BASE_FLAGS = ("--promotion-on-hit", "no", "--demand-kick", "no")
 ARMS = {
-    "baseline": ("exists", {"promotion-on-hit": "no", "demand-kick": "no"}),
-    "prefetch": ("tier-prefetch", {"promotion-on-hit": "no", "demand-kick": "no"}),
-    "prefetch+kick": ("tier-prefetch", {"promotion-on-hit": "no", "demand-kick": "yes"}),
-    "exists-map": ("exists-metadata", {"promotion-on-hit": "no", "demand-kick": "no",
-                                       "exists-prefetch": "yes", "exists-prefetch-map": None}),
+    "baseline": ("exists", ()),
+    "prefetch": ("prefetch", ()),
+    "exists-map": ("metadata", ("--exists-prefetch-map", "metadata=kv_bytes")),
+    # Re-probed until resident: no dedup window, no lease cap in the way.
+    "oracle": ("exists", ("--prefetch-dedup-ttl-ms", "0", "--lease-max-fraction", "1")),
 }
-# The keys the arms need that are probed with CONFIG GET at start.
-PROBED_KEYS = ("promotion-on-hit", "demand-kick", "exists-prefetch", "exists-prefetch-map")
-# Without promotion-on-hit, the server promotes an object at its second flash
-# hit (promotion-threshold 2): that would let the baseline promote. 255 (the
-# largest) keeps it out of every cell of this size.
-THRESHOLD_FALLBACK = "255"
-
-DEFAULTS = {"prefixes": 24, "chunks": 4, "kv_bytes": "4mb", "concurrency": "1,2,4,8",
-            "requests": 60, "probe_pairs_flash": 100, "probe_pairs_memory": 1000,
-            "budget_s": 540.0}
-QUICK = {"prefixes": 12, "chunks": 4, "kv_bytes": "2mb", "concurrency": "1,4",
-         "requests": 20, "probe_pairs_flash": 30, "probe_pairs_memory": 300,
-         "budget_s": 150.0}
-
+COUNTERS = ("flash_hits", "flash_reads", "promotions_done", "prefetch_promoted",
+            "prefetch_reads_attached", "prefetch_reads_served", "prefetch_failed_saturated",
+            "prefetch_failed_busy", "prefetch_refused_lease_cap", "prefetch_cooldowns",
+            "prefetch_leases_expired_unread", "offloads", "promotion_bytes_copied",
+            "promotion_bytes_adopted", "evicted_keys")
+QUICK = {"reps": 1, "requests": 150, "regimes": "constrained,seed", "probe_pairs_flash": 20,
+         "probe_pairs_memory": 200}
 
 # --- a small RESP2 client over a plain socket --------------------------------
 # redis-py would turn every 4 MiB value into a bytes object (and copy it);
@@ -247,7 +228,6 @@ def delete_many(port, keys, batch=256):
         c.close()
 
 
-# --- the server ----------------------------------------------------------------
 
 class Server:
     """One tierkv-server on a flash file that outlives it (one per regime)."""
@@ -305,35 +285,6 @@ class Server:
             return ""
 
 
-def known_config_keys(args, workdir):
-    """The PROBED_KEYS this server build knows (CONFIG GET answers an empty
-    list for an unknown key), asked of a memory-only server."""
-    server = Server(args, workdir, "", 0)
-    try:
-        server.start(16 * MIB)
-        c = Resp(server.port)
-        try:
-            return {k for k in PROBED_KEYS if c.call("CONFIG", "GET", k)}
-        finally:
-            c.close()
-    finally:
-        server.stop()
-        server.kill()
-
-
-def arm_flags(arm, known, map_rule):
-    """The server flags of an arm that this build knows, and what was left out."""
-    flags, missing = [], []
-    for key, value in ARMS[arm][1].items():
-        value = map_rule if value is None else value
-        if key in known:
-            flags += [f"--{key}", value]
-        else:
-            missing.append(f"{key}={value}")
-            if key == "promotion-on-hit" and value == "no":
-                flags += ["--promotion-threshold", THRESHOLD_FALLBACK]
-    return flags, missing
-
 
 def settle(port, timeout):
     """Waits until the offloads are done: none in flight, nothing queued, and
@@ -362,7 +313,6 @@ def num(fields, name, default=None):
         return default
 
 
-# --- one cell ------------------------------------------------------------------
 
 def percentile(values, q):
     """Linear interpolation between closest ranks (numpy's default)."""
@@ -375,169 +325,6 @@ def percentile(values, q):
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def drive(port, args, probe, c, seed, deadline):
-    """c clients and one engine; returns one record per request."""
-    conns = [Resp(port) for _ in range(c)]
-    fifo = queue.Queue()
-    records, lock = [], threading.Lock()
-    issued = [0]
-    errors = []
-    compute = args.compute_ms / 1000.0
-    chunks = args.chunks
-
-    def probe_prefix(conn, p):
-        if probe == "exists":
-            return conn.call("EXISTS", *[data_key(p, j) for j in range(chunks)])
-        if probe == "tier-prefetch":
-            return conn.call("TIER.EXISTS", *[data_key(p, j) for j in range(chunks)], "PREFETCH")
-        return conn.call("EXISTS", *[meta_key(p, j) for j in range(chunks)])
-
-    def client(i):
-        rng = random.Random(f"{seed}/{c}/{i}")  # the same sequence in every arm
-        conn = conns[i]
-        try:
-            while True:
-                with lock:
-                    if issued[0] >= args.requests or time.monotonic() >= deadline:
-                        break
-                    issued[0] += 1
-                p = rng.randrange(args.prefixes)
-                done = threading.Event()
-                t0 = time.perf_counter()
-                present = probe_prefix(conn, p)
-                t_probe = time.perf_counter()
-                fifo.put((p, t0, t_probe, present, conn, done))
-                done.wait()
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    def engine():
-        try:
-            while True:
-                item = fifo.get()
-                if item is None:
-                    return
-                p, t0, t_probe, present, conn, done = item
-                t_start = time.perf_counter()
-                conn.send(*[("GET", data_key(p, j)) for j in range(chunks)])
-                sizes = [conn.read(keep=False) for _ in range(chunks)]
-                t_end = time.perf_counter()
-                bad = sum(1 for s in sizes if not isinstance(s, int) or s != args.kv)
-                records.append({"prefix": p, "ttft_ms": (t_end - t0) * 1e3,
-                                "probe_ms": (t_probe - t0) * 1e3,
-                                "wait_ms": (t_start - t_probe) * 1e3,
-                                "load_ms": (t_end - t_start) * 1e3,
-                                "present": present, "probe_short": present != chunks,
-                                "bad_gets": bad})
-                time.sleep(compute)
-                done.set()
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-            # Release the waiting clients so the cell ends.
-            while True:
-                try:
-                    item = fifo.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    item[-1].set()
-
-    eng = threading.Thread(target=engine)
-    eng.start()
-    clients = [threading.Thread(target=client, args=(i,)) for i in range(c)]
-    for t in clients:
-        t.start()
-    for t in clients:
-        t.join()
-    fifo.put(None)
-    eng.join()
-    for conn in conns:
-        conn.close()
-    if errors:
-        raise errors[0]
-    return records
-
-
-def summarize(records):
-    ttft = [r["ttft_ms"] for r in records]
-    if not ttft:
-        return {"n": 0, "median_ms": None, "mean_ms": None, "p99_ms": None}
-    return {"n": len(ttft), "median_ms": statistics.median(ttft), "mean_ms": statistics.fmean(ttft),
-            "p99_ms": percentile(ttft, 0.99),
-            "probe_median_ms": statistics.median(r["probe_ms"] for r in records),
-            "wait_median_ms": statistics.median(r["wait_ms"] for r in records),
-            "load_median_ms": statistics.median(r["load_ms"] for r in records),
-            "bad_gets": sum(r["bad_gets"] for r in records),
-            "probe_short": sum(1 for r in records if r["probe_short"])}
-
-
-def counters(before, after):
-    out = {}
-    for name in PREFETCH_FIELDS + OTHER_COUNTERS:
-        a, b = num(after, name), num(before, name)
-        if a is None:
-            out[name] = None
-        elif name in GAUGES or b is None:
-            out[name] = a
-        else:
-            out[name] = a - b
-    return out
-
-
-def run_cell(server, args, regime, arm, c, known, ws_keys, seed, deadline, warned):
-    flags, missing = arm_flags(arm, known, args.map_rule)
-    if regime["latency_ns"]:
-        flags += ["--backing-latency-ns", str(regime["latency_ns"])]
-    server.stop()
-    server.start(regime["memory"], flags)
-    conn = Resp(server.port)
-    try:
-        present = conn.call("EXISTS", *ws_keys)
-    finally:
-        conn.close()
-    if present != len(ws_keys):
-        raise RuntimeError(f"only {present} of {len(ws_keys)} working-set keys are on the "
-                           "server (flash too small?)")
-    start_info = server.info()
-    fillers = [filler_key(i) for i in range(regime["filler_objects"])]
-    settled = True
-    if fillers:
-        set_many(server.port, [(k, args.filler_value) for k in fillers])
-        settled = settle(server.port, args.settle_timeout)
-        if not settled:
-            print(f"  warning: offloads not settled within {args.settle_timeout} s", flush=True)
-    before = server.info()
-    t = time.monotonic()
-    records = drive(server.port, args, ARMS[arm][0], c, seed, min(deadline, t + args.cell_seconds))
-    seconds = time.monotonic() - t
-    after = server.info()
-    if fillers:
-        delete_many(server.port, fillers)
-    if not any(k.startswith("prefetch_") for k in after) and not warned.get("info"):
-        warned["info"] = True
-        print("  warning: INFO has no '# Prefetch' fields yet: those columns print '-'",
-              flush=True)
-    budget = num(before, "maxmemory", 0) or 1
-    cell = {"regime": regime["name"], "arm": arm, "c": c, "chunks": args.chunks, "flags": flags,
-            "flags_missing": missing, "memory": regime["memory"],
-            "backing_latency_ns": regime["latency_ns"], "filler_objects": len(fillers),
-            "settled": settled, "seconds": seconds,
-            "dram_start_pct": 100.0 * num(before, "used_memory", 0) / budget,
-            "memory_objects_at_restart": num(start_info, "memory_objects"),
-            "counters": counters(before, after), "requests": records}
-    cell.update(summarize(records))
-    if cell.get("bad_gets"):
-        print(f"  warning: {cell['bad_gets']} GETs returned a missing or short value",
-              flush=True)
-    if cell.get("probe_short"):
-        print(f"  warning: {cell['probe_short']} probes counted fewer keys than the prefix has",
-              flush=True)
-    if cell["counters"].get("flash_reclaims"):
-        print("  warning: flash reclaimed regions during the cell (flash too small?)", flush=True)
-    return cell
-
-
-# --- the probe-latency phase ---------------------------------------------------
 
 def time_probe(conn, command, keys):
     t = time.perf_counter_ns()
@@ -559,7 +346,7 @@ def states(conn, keys):
     return out
 
 
-def probe_latency(args, workdir, known):
+def probe_latency(args, workdir):
     """Median probe latency (us) of EXISTS and TIER.EXISTS ... PREFETCH over
     one prefix's chunk keys (--kv-bytes each), on keys all in memory and on
     flash-only keys, with the prefetch arm's flags and an otherwise idle server.
@@ -572,13 +359,14 @@ def probe_latency(args, workdir, known):
     started to end. In memory: after another restart, a few groups are
     written (well under the memory budget) and checked in memory."""
     chunks, size = args.chunks, args.kv
+    value = random.Random(9).randbytes(size)
     group_bytes = chunks * size
     memory = max(16 * MIB, round_up(6 * group_bytes, MIB))
     pool = max(8, 4 * memory // group_bytes)
     flash_size = round_up(int(1.5 * (pool + 8) * group_bytes) + 8 * parse_size(args.region_size),
                           parse_size(args.region_size))
     server = Server(args, workdir, os.path.join(workdir, "probe.dat"), flash_size)
-    flags, _ = arm_flags("prefetch", known, args.map_rule)
+    flags = list(BASE_FLAGS)
 
     def group(name, g):
         return [b"%s%d:c%d" % (name, g, j) for j in range(chunks)]
@@ -588,7 +376,7 @@ def probe_latency(args, workdir, known):
     rng = random.Random(args.seed)
     try:
         server.start(memory, flags)
-        set_many(server.port, [(k, args.filler_value) for g in range(pool) for k in group(b"q", g)])
+        set_many(server.port, [(k, value) for g in range(pool) for k in group(b"q", g)])
         server.stop()
         server.start(memory, flags)  # memory empty: every q key flash-only
         conn = Resp(server.port)
@@ -622,7 +410,7 @@ def probe_latency(args, workdir, known):
         conn = Resp(server.port)
         try:
             resident = 3
-            set_many(server.port, [(k, args.filler_value)
+            set_many(server.port, [(k, value)
                                    for g in range(resident) for k in group(b"r", g)])
             in_memory = [st != "flash" for g in range(resident)
                          for st in states(conn, group(b"r", g))]
@@ -655,129 +443,6 @@ def probe_latency(args, workdir, known):
     return result
 
 
-# --- the report ------------------------------------------------------------------
-
-def fmt(v, spec=".1f", none="-"):
-    return none if v is None else format(v, spec)
-
-
-def decrease(base, value):
-    """Percent decrease of value against base (negative: slower)."""
-    if base is None or value is None or base == 0:
-        return None
-    return 100.0 * (base - value) / base
-
-
-def add_decreases(cells):
-    base = {(x["regime"], x["c"]): x for x in cells if x["arm"] == "baseline"}
-    for x in cells:
-        b = base.get((x["regime"], x["c"]))
-        for stat in ("median", "mean", "p99"):
-            x[f"{stat}_decrease_pct"] = (decrease(b[f"{stat}_ms"], x[f"{stat}_ms"])
-                                         if b and x["arm"] != "baseline" else None)
-
-
-def failed_total(k):
-    parts = [k.get(n) for n in ("prefetch_failed_saturated", "prefetch_failed_io",
-                                "prefetch_failed_gone", "prefetch_failed_busy")]
-    parts = [p for p in parts if p is not None]
-    return sum(parts) if parts else None
-
-
-def accuracy(k):
-    served, promoted = k.get("prefetch_reads_served"), k.get("prefetch_promoted")
-    if served is None or not promoted:
-        return None
-    return served / promoted
-
-
-def flash_pct(x):
-    hits, gets = x["counters"].get("flash_hits"), x["n"] * x["chunks"]
-    return None if hits is None or not gets else 100.0 * hits / gets
-
-
-def print_table(cells):
-    head = (f"{'regime':<16} {'arm':<14} {'c':>2} {'n':>3} {'med ms':>7} {'mean ms':>7} "
-            f"{'p99 ms':>7} {'dmed%':>6} {'dmean%':>6} {'dp99%':>6} {'dram%':>5} {'flash%':>6} "
-            f"{'prom ok/fail':>12} {'pf prom':>7} {'pf fail':>7} {'early':>5} {'cool':>4} "
-            f"{'kicks':>5} {'acc':>5} {'attach':>6}")
-    print()
-    print(head)
-    print("-" * len(head))
-    for x in cells:
-        k = x["counters"]
-        flash = flash_pct(x)
-        prom = f"{fmt(k.get('promotions_done'), '.0f')}/{fmt(k.get('promotions_failed'), '.0f')}"
-        print(f"{x['regime']:<16} {x['arm']:<14} {x['c']:>2} {x['n']:>3} "
-              f"{fmt(x['median_ms']):>7} {fmt(x['mean_ms']):>7} {fmt(x['p99_ms']):>7} "
-              f"{fmt(x['median_decrease_pct']):>6} {fmt(x['mean_decrease_pct']):>6} "
-              f"{fmt(x['p99_decrease_pct']):>6} {fmt(x['dram_start_pct'], '.0f'):>5} "
-              f"{fmt(flash, '.0f'):>6} {prom:>12} {fmt(k.get('prefetch_promoted'), '.0f'):>7} "
-              f"{fmt(failed_total(k), '.0f'):>7} {fmt(k.get('prefetch_early_exits'), '.0f'):>5} "
-              f"{fmt(k.get('prefetch_cooldowns'), '.0f'):>4} "
-              f"{fmt(k.get('demand_kicks'), '.0f'):>5} {fmt(accuracy(k), '.2f'):>5} "
-              f"{fmt(k.get('prefetch_reads_attached'), '.0f'):>6}")
-    print("dX%: decrease of TTFT against baseline in the same regime and c (negative: slower); "
-          "dram%: memory used when the clients start; flash%: GETs served from flash; "
-          "prom: promotions of every trigger (INFO # Flash); pf: INFO # Prefetch; "
-          "acc: prefetch_reads_served / prefetch_promoted; attach: GETs that waited for their "
-          "key's promotion in flight (prefetch_reads_attached)")
-
-
-def print_split(cells):
-    head = (f"{'regime':<16} {'arm':<14} {'c':>2} {'probe ms':>8} {'wait ms':>8} {'load ms':>8} "
-            f"{'evicted':>7} {'offloads':>8}")
-    print("\nwhere the time goes (medians per request; evictions and offloads in the cell)")
-    print(head)
-    print("-" * len(head))
-    for x in cells:
-        k = x["counters"]
-        print(f"{x['regime']:<16} {x['arm']:<14} {x['c']:>2} "
-              f"{fmt(x.get('probe_median_ms'), '.2f'):>8} {fmt(x.get('wait_median_ms')):>8} "
-              f"{fmt(x.get('load_median_ms')):>8} "
-              f"{fmt(k.get('evicted_keys'), '.0f'):>7} {fmt(k.get('offloads'), '.0f'):>8}")
-
-
-def print_probe(p):
-    print(f"\nprobe latency, idle server, {p['keys_per_probe']} keys of "
-          f"{p['value_bytes'] >> 10} KiB ({p['pairs_flash']} flash-only pairs, "
-          f"{p['pairs_memory']} in memory):")
-    print(f"{'where':<8} {'EXISTS us':>10} {'PREFETCH us':>12} {'ratio':>6}   "
-          f"{'EXISTS p99':>10} {'PREFETCH p99':>12}")
-    for where in ("memory", "flash"):
-        r = p[where]
-        print(f"{where:<8} {fmt(r['exists_median_us']):>10} {fmt(r['prefetch_median_us']):>12} "
-              f"{fmt(r['ratio'], '.3f'):>6}   {fmt(r['exists_p99_us']):>10} "
-              f"{fmt(r['prefetch_p99_us']):>12}")
-
-
-def plot(png, cells, regimes, arms):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    names = [r["name"] for r in regimes]
-    fig, axes = plt.subplots(2, len(names), figsize=(4 * len(names), 6.5), squeeze=False)
-    for col, regime in enumerate(names):
-        for row, stat in enumerate(("median_ms", "p99_ms")):
-            ax = axes[row][col]
-            for arm in arms:
-                pts = sorted((x["c"], x[stat]) for x in cells
-                             if x["regime"] == regime and x["arm"] == arm and x[stat] is not None)
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=arm)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(sorted({x["c"] for x in cells}))
-            ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-            ax.set_ylim(bottom=0)
-            ax.set_title(f"{regime}: TTFT {stat.removesuffix('_ms')}", fontsize=10)
-            ax.set_xlabel("clients (c)")
-            ax.set_ylabel("ms")
-            ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png)
-    return png
-
 
 def round_up(n, unit):
     return (n + unit - 1) // unit * unit
@@ -785,238 +450,370 @@ def round_up(n, unit):
 
 # --- main ----------------------------------------------------------------------------
 
+
+
+# --- regimes and cells -----------------------------------------------------------
+
+def make_regimes(args, ws):
+    mem = lambda f: round_up(int(f * ws), MIB)  # noqa: E731
+    clean = ("--dirty-max-fraction", "0")
+    seed_model = ("--backing-latency-ns", str(args.seed_latency_ns),
+                  "--backing-bandwidth", str(args.seed_bandwidth))
+    all_regimes = [
+        {"name": "comfortable", "memory": mem(1.5), "fill": 0.0, "flags": (), "c": [1, 4]},
+        {"name": "constrained", "memory": mem(0.9), "fill": 0.97, "flags": clean, "c": [1, 4]},
+        {"name": "constrained-dirty", "memory": mem(0.9), "fill": 0.97, "flags": (), "c": [4]},
+        {"name": "large-ws", "memory": mem(0.25), "fill": 0.97, "flags": clean, "c": [1, 4]},
+        {"name": "seed", "memory": mem(0.9), "fill": 0.97, "flags": clean + seed_model,
+         "c": [4], "open": True},
+    ]
+    wanted = args.regimes.split(",")
+    unknown = set(wanted) - {r["name"] for r in all_regimes}
+    if unknown:
+        raise SystemExit(f"unknown regime(s): {', '.join(sorted(unknown))}")
+    return [r for r in all_regimes if r["name"] in wanted]
+
+
+def fill(server, args, regime):
+    """Filler up to the regime's share of memory; waits until it is settled
+    (and written back, where the regime cleans it)."""
+    n = int(regime["fill"] * regime["memory"] / (args.filler_bytes + 8192))
+    if n:
+        set_many(server.port, [(filler_key(i), args.filler_value) for i in range(n)])
+        if not settle(server.port, args.settle_timeout):
+            print("  warning: offloads did not settle after the filler", flush=True)
+    return n
+
+
+def make_resident(server, keys, timeout=60.0):
+    """The oracle's preparation: prefetches every working-set key until
+    TIER.STAT finds all of them in memory. False on timeout."""
+    conn = Resp(server.port)
+    try:
+        deadline = time.monotonic() + timeout
+        left = list(keys)
+        while left and time.monotonic() < deadline:
+            for i in range(0, len(left), 32):
+                conn.call("TIER.EXISTS", *left[i:i + 32], "PREFETCH")
+            time.sleep(0.05)
+            left = [k for k, st in zip(left, states(conn, left)) if st == "flash"]
+        return not left
+    finally:
+        conn.close()
+
+
+def run_driver(args, port, pid, probe, c, requests, open_rate=None, compute_us=None):
+    argv = [args.driver, "--port", str(port), "--probe", probe, "--clients", str(c),
+            "--requests", str(requests), "--warmup", str(4 * c), "--prefixes", str(args.prefixes),
+            "--chunks", str(args.chunks), "--value-bytes", str(args.kv),
+            "--compute-us", str(compute_us if compute_us is not None else args.compute_us),
+            "--seed", str(args.seed), "--server-pid", str(pid)]
+    if open_rate:
+        argv += ["--open", "--rate", f"{open_rate:.3f}"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"driver failed ({out.returncode}): {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def counters(before, after):
+    return {n: (num(after, n) - num(before, n, 0.0)) if num(after, n) is not None else None
+            for n in COUNTERS}
+
+
+def run_cell(server, args, regime, arm, c, ws_keys):
+    probe, arm_flags = ARMS[arm]
+    memory = regime["memory"]
+    if arm == "oracle":  # room for the working set besides the filler
+        memory += round_up(int(1.3 * len(ws_keys) * args.kv), MIB)
+    server.stop()
+    server.start(memory, BASE_FLAGS + tuple(regime["flags"]) + arm_flags)
+    fillers = fill(server, args, regime)
+    resident = make_resident(server, ws_keys) if arm == "oracle" else None
+    if resident is False:
+        print("  warning: the oracle's working set did not all become resident", flush=True)
+    before = server.info()
+    compute = regime.get("compute_us")
+    rate = regime.get("rate")
+    d = run_driver(args, server.port, server.proc.pid, probe, c, args.requests, rate, compute)
+    after = server.info()
+    ttft = d["ttft_ms"]
+    n = len(ttft)
+    cell = {"regime": regime["name"], "arm": arm, "c": c, "n": n, "fillers": fillers,
+            "memory": memory, "oracle_resident": resident,
+            "median_ms": statistics.median(ttft) if ttft else None,
+            "p95_ms": percentile(ttft, 0.95), "p99_ms": percentile(ttft, 0.99),
+            "wait_median_ms": statistics.median(d["wait_ms"]) if n else None,
+            "load_median_ms": statistics.median(d["load_ms"]) if n else None,
+            "cpu_ms_per_request": 1e3 * d["server_cpu_s"] / max(d["requests"], 1),
+            "bad_gets": d["bad_gets"], "probe_short": d["probe_short"],
+            "seconds": d["seconds"], "counters": counters(before, after)}
+    if d["bad_gets"] or d["probe_short"]:
+        print(f"  warning: {d['bad_gets']} bad GETs, {d['probe_short']} short probes", flush=True)
+    return cell
+
+
+def calibrate_seed(server, args, regime, ws_keys):
+    """The baseline's service time in the seed regime (closed loop, c = 1):
+    the compute is set to at least the device time per request, and the
+    open-loop rate to --seed-load of the resulting capacity."""
+    server.stop()
+    server.start(regime["memory"], BASE_FLAGS + tuple(regime["flags"]))
+    fill(server, args, regime)
+    d = run_driver(args, server.port, server.proc.pid, "exists", 1, 60, compute_us=0)
+    load_ms = statistics.median(d["load_ms"])
+    device_ms = args.chunks * args.kv / args.seed_bandwidth * 1e3 + args.seed_latency_ns / 1e6
+    compute_ms = max(args.seed_compute_ms, device_ms, load_ms)
+    service_ms = load_ms + compute_ms
+    regime["compute_us"] = int(compute_ms * 1e3)
+    regime["rate"] = args.seed_load * 1e3 / service_ms
+    regime["calibration"] = {"load_median_ms": load_ms, "device_ms_model": device_ms,
+                             "compute_ms": compute_ms, "service_ms": service_ms,
+                             "rate_per_s": regime["rate"]}
+    print(f"  seed: baseline load {load_ms:.2f} ms (model {device_ms:.2f} ms), compute "
+          f"{compute_ms:.2f} ms, open loop at {regime['rate']:.1f}/s "
+          f"({args.seed_load:.0%} of capacity)", flush=True)
+
+
+# --- summary ---------------------------------------------------------------------
+
+def median_of(cells, field):
+    vals = [x[field] for x in cells if x.get(field) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def summarize(cells, arms):
+    """Per (regime, c, arm): the median over repetitions of each figure, and
+    the gap closed against that (regime, c)'s baseline and oracle."""
+    groups = {}
+    for x in cells:
+        groups.setdefault((x["regime"], x["c"], x["arm"]), []).append(x)
+    rows = []
+    for (regime, c, arm), xs in groups.items():
+        row = {"regime": regime, "c": c, "arm": arm, "reps": len(xs)}
+        for f in ("median_ms", "p95_ms", "p99_ms", "cpu_ms_per_request", "wait_median_ms",
+                  "load_median_ms"):
+            row[f] = median_of(xs, f)
+        row["spread_median_ms"] = (max(x["median_ms"] for x in xs) - min(x["median_ms"] for x in xs)
+                                   if all(x["median_ms"] is not None for x in xs) else None)
+        for k in COUNTERS:
+            vals = [x["counters"][k] for x in xs if x["counters"].get(k) is not None]
+            row[k] = statistics.median(vals) if vals else None
+        rows.append(row)
+    index = {(r["regime"], r["c"], r["arm"]): r for r in rows}
+    for r in rows:
+        base = index.get((r["regime"], r["c"], "baseline"))
+        oracle = index.get((r["regime"], r["c"], "oracle"))
+        for stat in ("median", "p99"):
+            b = base and base[f"{stat}_ms"]
+            o = oracle and oracle[f"{stat}_ms"]
+            a = r[f"{stat}_ms"]
+            r[f"decrease_{stat}"] = (b - a) / b if b and a is not None else None
+            r[f"ceiling_{stat}"] = (b - o) / b if b and o is not None else None
+            r[f"gap_closed_{stat}"] = ((b - a) / (b - o) if b and o is not None and a is not None
+                                       and abs(b - o) > 1e-9 else None)
+    order = {a: i for i, a in enumerate(arms)}
+    rows.sort(key=lambda r: (r["regime"], r["c"], order.get(r["arm"], 99)))
+    return rows
+
+
+def fmt(v, spec=".2f", none="-"):
+    return none if v is None else format(v, spec)
+
+
+def print_table(rows):
+    print()
+    print(f"{'regime':<18} {'c':>4} {'arm':<11} {'med ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+          f"{'spread':>7} {'gap med':>7} {'gap p99':>7} {'ceil':>5} {'decr':>6} {'cpu ms':>6} "
+          f"{'flashGET':>8} {'attach':>6} {'promo':>5}")
+    for r in rows:
+        c = "open" if r["regime"] == "seed" else str(r["c"])
+        print(f"{r['regime']:<18} {c:>4} {r['arm']:<11} {fmt(r['median_ms']):>8} "
+              f"{fmt(r['p95_ms']):>8} {fmt(r['p99_ms']):>8} {fmt(r['spread_median_ms']):>7} "
+              f"{fmt(r['gap_closed_median']):>7} {fmt(r['gap_closed_p99']):>7} "
+              f"{fmt(r['ceiling_median']):>5} {fmt(r['decrease_median'], '.1%'):>6} "
+              f"{fmt(r['cpu_ms_per_request']):>6} {fmt(r['flash_hits'], '.0f'):>8} "
+              f"{fmt(r['prefetch_reads_attached'], '.0f'):>6} "
+              f"{fmt(r['promotions_done'], '.0f'):>5}")
+    print("gap = (baseline - arm) / (baseline - oracle); ceil = (baseline - oracle) / baseline; "
+          "decr = decrease against the baseline; spread = max - min of the repetitions' "
+          "medians; cpu = server CPU per request; flashGET = GETs the server read from flash; "
+          "attach = GETs served by a prefetch in flight")
+
+
+def print_probe(p):
+    print()
+    for where in ("memory", "flash"):
+        x = p[where]
+        print(f"probe {where:<6}: EXISTS {fmt(x['exists_median_us'], '.1f')} us, TIER.EXISTS "
+              f"PREFETCH {fmt(x['prefetch_median_us'], '.1f')} us, ratio {fmt(x['ratio'], '.3f')}")
+
+
+def plot(png, rows, regimes, arms):
+    plt = pyplot()
+    if plt is None:
+        return None
+    combos = [(r["name"], c) for r in regimes for c in r["c"]]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(combos)), 4))
+    width = 0.8 / len(arms)
+    for k, arm in enumerate(arms):
+        vals = []
+        for regime, c in combos:
+            row = next((r for r in rows if (r["regime"], r["c"], r["arm"]) == (regime, c, arm)),
+                       None)
+            vals.append(row["median_ms"] if row and row["median_ms"] else 0)
+        ax.bar([i + k * width for i in range(len(combos))], vals, width, label=arm)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(combos))],
+                  [f"{r}\nc={c}" if r != "seed" else "seed\nopen" for r, c in combos],
+                  fontsize=8)
+    ax.set_ylabel("median TTFT (ms)")
+    ax.set_yscale("log")
+    ax.set_title("prefetch-ab: median TTFT per regime and arm")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
+
+
+# --- main ------------------------------------------------------------------------
+
 def parse_args():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--server", default=os.environ.get(
-        "TIERKV_SERVER", os.path.join(ROOT, "build", "src", "server", "tierkv-server")))
-    ap.add_argument("--quick", action="store_true",
-                    help="a 1-2 minute smoke run: 12 prefixes x 4 x 2 MiB, c 1,4, 20 requests")
-    ap.add_argument("--dir", default=RESULTS, help="where the flash files go (a real disk)")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--server", default=None, help="default: BUILD/src/server/tierkv-server")
+    ap.add_argument("--driver", default=None,
+                    help="default: BUILD/bench/prefetch-ab/prefetch-ab-driver")
+    ap.add_argument("--dir", default=RESULTS, help="where the flash file goes (a real disk)")
     ap.add_argument("--out", default=os.path.join(RESULTS, "prefetch-ab.json"))
-    ap.add_argument("--prefixes", type=int, help="prefix objects (default 24)")
-    ap.add_argument("--chunks", type=int, help="chunk keys per prefix (default 4)")
-    ap.add_argument("--kv-bytes", help="bytes of one chunk key's value (default 4mb)")
-    ap.add_argument("--meta-bytes", type=int, default=64, help="bytes of a metadata key")
-    ap.add_argument("--concurrency", help="client counts (default 1,2,4,8)")
-    ap.add_argument("--requests", type=int, help="requests per cell (default 60)")
-    ap.add_argument("--compute-ms", type=float, default=20.0,
-                    help="the engine's compute time per request")
-    ap.add_argument("--arms", default="baseline,prefetch,prefetch+kick",
-                    help=f"of {','.join(ARMS)}")
-    ap.add_argument("--regimes", default="comfortable,constrained,large-ws")
-    ap.add_argument("--comfortable-ratio", type=float, default=1.5,
-                    help="memory / working set in the comfortable regime")
-    ap.add_argument("--constrained-ratio", type=float, default=0.9,
-                    help="memory / working set in the constrained regime")
-    ap.add_argument("--large-ws-ratio", type=float, default=0.25,
-                    help="memory / working set in the large-ws regime (<= 0.25: >= 4x)")
-    ap.add_argument("--fill-fraction", type=float, default=0.97,
-                    help="share of memory cold filler keys take at the start of a "
-                         "constrained or large-ws cell")
-    ap.add_argument("--backing-latency-ns", type=int, default=0,
-                    help="backing-latency-ns of every regime")
-    ap.add_argument("--slow-regimes", default="constrained",
-                    help="regimes run again as <regime>/slow with --slow-latency-ns "
-                         "('' for none)")
-    ap.add_argument("--slow-latency-ns", type=int, default=500_000,
-                    help="backing-latency-ns of the /slow regimes (a slower SSD model)")
-    ap.add_argument("--map-rule", default="metadata=kv_bytes",
-                    help="exists-prefetch-map of the exists-map arm")
-    ap.add_argument("--headline-arm", default="prefetch",
-                    help="the arm whose decreases the RESULT line reports")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--io-threads", type=int, default=2)
+    ap.add_argument("--regimes", default="comfortable,constrained,constrained-dirty,large-ws,seed")
+    ap.add_argument("--arms", default="baseline,prefetch,exists-map,oracle")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=600, help="per cell (a warm-up of 4c is cut)")
+    ap.add_argument("--prefixes", type=int, default=64)
+    ap.add_argument("--chunks", type=int, default=4)
+    ap.add_argument("--kv-bytes", default="256kb")
+    ap.add_argument("--filler-bytes", default="1mb")
+    ap.add_argument("--compute-us", type=int, default=2000, help="closed-loop engine compute")
+    ap.add_argument("--seed-latency-ns", type=int, default=200_000)
+    ap.add_argument("--seed-bandwidth", type=parse_size, default=parse_size("300mb"),
+                    help="bytes/s of the seed regime's modelled SSD")
+    ap.add_argument("--seed-compute-ms", type=float, default=6.0)
+    ap.add_argument("--seed-load", type=float, default=0.85,
+                    help="open-loop arrival rate as a share of the baseline's capacity")
+    ap.add_argument("--seed", type=int, default=20261204)
     ap.add_argument("--region-size", default="16mb")
+    ap.add_argument("--io-threads", type=int, default=1)
     ap.add_argument("--settle-timeout", type=float, default=60.0)
-    ap.add_argument("--cell-seconds", type=float, default=60.0, help="cap of one cell's clients")
-    ap.add_argument("--budget-s", type=float,
-                    help="cells not started by then are skipped (default 540; quick 150)")
-    ap.add_argument("--probe-pairs-flash", type=int)
-    ap.add_argument("--probe-pairs-memory", type=int)
-    ap.add_argument("--server-arg", action="append", default=[],
-                    help="extra server flag, e.g. --server-arg=--lease-ttl-ms=5000 (repeatable)")
-    args = ap.parse_args()
-    for name, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    args.server = os.path.abspath(args.server)
+    ap.add_argument("--probe-pairs-flash", type=int, default=60)
+    ap.add_argument("--probe-pairs-memory", type=int, default=600)
+    ap.add_argument("--server-arg", action="append", default=[])
+    args = parse_args_with_quick(ap, QUICK)
+    args.server = args.server or os.path.join(args.build, "src", "server", "tierkv-server")
+    args.driver = args.driver or os.path.join(args.build, "bench", "prefetch-ab",
+                                              "prefetch-ab-driver")
     args.kv = parse_size(args.kv_bytes)
-    args.concurrency = [int(c) for c in args.concurrency.split(",")]
-    args.arms = [a for a in args.arms.split(",") if a]
-    for a in args.arms:
-        if a not in ARMS:
-            ap.error(f"unknown arm {a!r}; arms: {', '.join(ARMS)}")
-    if "baseline" not in args.arms:
-        ap.error("the arms must include baseline")
+    args.filler_bytes = parse_size(args.filler_bytes)
+    args.arms = args.arms.split(",")
+    for path in (args.server, args.driver):
+        if not os.access(path, os.X_OK):
+            raise SystemExit(f"{path} is not built: run ./scripts/build.sh first")
     return args
-
-
-def make_regimes(args, ws_bytes):
-    ratio = {"comfortable": args.comfortable_ratio, "constrained": args.constrained_ratio,
-             "large-ws": args.large_ws_ratio}
-    chosen = [r for r in args.regimes.split(",") if r]
-    slow = [r for r in args.slow_regimes.split(",") if r]
-    regimes = []
-    for name in chosen + [s + "/slow" for s in slow]:
-        base = name.removesuffix("/slow")
-        if base not in ratio:
-            raise SystemExit(f"unknown regime {base!r}; regimes: {', '.join(ratio)}")
-        memory = max(16 * MIB, round_up(int(ws_bytes * ratio[base]), MIB))
-        filler = 0 if base == "comfortable" else int(args.fill_fraction * memory) // args.kv
-        regimes.append({"name": name, "memory": memory, "memory_ratio": ratio[base],
-                        "filler_objects": filler,
-                        "latency_ns": args.slow_latency_ns if name.endswith("/slow")
-                        else args.backing_latency_ns})
-    return regimes
 
 
 def main():
     args = parse_args()
     run = RunRecord("prefetch-ab")
-    started = time.monotonic()
-    deadline = started + args.budget_s
-    os.makedirs(args.dir, exist_ok=True)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    ws_bytes = args.prefixes * args.chunks * args.kv
-    regimes = make_regimes(args, ws_bytes)
-    value = random.Random(7).randbytes(args.kv)
-    args.filler_value = value
-    meta = random.Random(8).randbytes(args.meta_bytes)
+    ws = args.prefixes * args.chunks * args.kv
+    regimes = make_regimes(args, ws)
+    args.filler_value = random.Random(7).randbytes(args.filler_bytes)
+    value = random.Random(8).randbytes(args.kv)
     ws_keys = [data_key(p, j) for p in range(args.prefixes) for j in range(args.chunks)]
     ws_items = [(k, value) for k in ws_keys] + [
-        (meta_key(p, j), meta) for p in range(args.prefixes) for j in range(args.chunks)]
+        (meta_key(p, j), b"m") for p in range(args.prefixes) for j in range(args.chunks)]
+    n_cells = sum(len(r["c"]) for r in regimes) * len(args.arms) * args.reps + 2
     region = parse_size(args.region_size)
+    max_memory = max(r["memory"] for r in regimes) + 2 * ws
+    flash_size = round_up(2 * ws + n_cells * max_memory + 8 * region, region)
+    os.makedirs(args.dir, exist_ok=True)
+    if flash_size > shutil.disk_usage(args.dir).free // 2:
+        raise SystemExit(f"not enough disk in {args.dir} for {flash_size >> 20} MiB of flash")
     workdir = tempfile.mkdtemp(prefix="tmp-prefetch-ab-", dir=args.dir)
-    print(f"working set {args.prefixes} prefixes x {args.chunks} chunks x "
-          f"{args.kv >> 10} KiB = {ws_bytes / MIB:.0f} MiB; c {args.concurrency}; "
-          f"{args.requests} requests per cell; compute {args.compute_ms:g} ms", flush=True)
-    cells, skipped, warnings, known, probe = [], [], [], None, None
-    needed = {k for a in args.arms for k in ARMS[a][1]}
-    warned = {}
+    print(f"working set {args.prefixes} prefixes x {args.chunks} x {args.kv >> 10} KiB = "
+          f"{ws / MIB:.0f} MiB; {args.requests} requests per cell; {args.reps} repetitions",
+          flush=True)
+    cells, probe = [], None
     try:
-        known = known_config_keys(args, workdir)
-        for key in PROBED_KEYS:
-            if key not in known and key in needed:
-                fallback = (f"; every arm runs with --promotion-threshold {THRESHOLD_FALLBACK} "
-                            "instead" if key == "promotion-on-hit" else "")
-                warnings.append(f"WARNING: this tierkv-server has no config key '{key}': "
-                                f"the arms run without it{fallback}")
-                print(warnings[-1], flush=True)
-        if "demand-kick" not in known and "prefetch+kick" in args.arms:
-            warnings.append("WARNING: without demand-kick the prefetch+kick arm runs as the "
-                            "prefetch arm")
-            print(warnings[-1], flush=True)
-        for regime in regimes:
-            n_cells = len(args.arms) * len(args.concurrency)
-            filler_bytes = regime["filler_objects"] * args.kv
-            flash_size = round_up(int(1.25 * (ws_bytes + n_cells * filler_bytes))
-                                  + 8 * region + 64 * MIB, region)
-            if 2 * flash_size > shutil.disk_usage(args.dir).free:
-                raise SystemExit(f"not enough disk in {args.dir} for a {flash_size >> 20} MiB "
-                                 "flash file (twice over)")
-            path = os.path.join(workdir, "flash.dat")
-            server = Server(args, workdir, path, flash_size)
-            try:
-                server.start(regime["memory"])
-                print(f"{regime['name']}: memory {regime['memory'] / MIB:.0f} MiB, filler "
-                      f"{regime['filler_objects']} x {args.kv >> 10} KiB, flash "
-                      f"{flash_size / MIB:.0f} MiB, backing latency {regime['latency_ns']} ns: "
-                      "filling...", flush=True)
-                t = time.monotonic()
-                set_many(server.port, ws_items)
-                if not settle(server.port, args.settle_timeout):
-                    print("  warning: offloads did not settle after the fill", flush=True)
-                print(f"  filled in {time.monotonic() - t:.1f} s", flush=True)
-                for c in args.concurrency:
-                    for arm in args.arms:
-                        if time.monotonic() >= deadline:
-                            skipped.append(f"{regime['name']}/{arm}/c{c}")
-                            continue
-                        cell = run_cell(server, args, regime, arm, c, known, ws_keys,
-                                        args.seed, deadline, warned)
-                        cells.append(cell)
-                        print(f"  {arm:<14} c={c}: n={cell['n']} median "
-                              f"{fmt(cell['median_ms'])} ms, p99 {fmt(cell['p99_ms'])} ms, "
-                              f"dram {cell['dram_start_pct']:.0f}% at start, GETs from flash "
-                              f"{fmt(flash_pct(cell), '.0f')}% ({cell['seconds']:.1f} s)",
-                              flush=True)
-                server.stop()
-            finally:
-                server.kill()
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-        if time.monotonic() < deadline + 60:
-            print("probe latency...", flush=True)
-            probe = probe_latency(args, workdir, known)
-        else:
-            skipped.append("probe-latency")
+        server = Server(args, workdir, os.path.join(workdir, "flash.dat"), flash_size)
+        try:
+            server.start(16 * MIB, BASE_FLAGS)  # the working set goes to flash
+            set_many(server.port, ws_items)
+            for regime in regimes:
+                if regime.get("open"):
+                    calibrate_seed(server, args, regime, ws_keys)
+            for rep in range(args.reps):
+                for regime in regimes:
+                    for c in regime["c"]:
+                        arms = args.arms[rep % len(args.arms):] + args.arms[:rep % len(args.arms)]
+                        for arm in arms:
+                            cell = run_cell(server, args, regime, arm, c, ws_keys)
+                            cell["rep"] = rep
+                            cells.append(cell)
+                            print(f"  rep {rep} {regime['name']:<17} c={c} {arm:<10} median "
+                                  f"{fmt(cell['median_ms'])} ms p99 {fmt(cell['p99_ms'])} ms, "
+                                  f"flash GETs {fmt(cell['counters']['flash_hits'], '.0f')}, "
+                                  f"attached {fmt(cell['counters']['prefetch_reads_attached'], '.0f')}"
+                                  f" ({cell['seconds']:.1f} s)", flush=True)
+            server.stop()
+        finally:
+            server.kill()
+        print("probe latency...", flush=True)
+        probe = probe_latency(args, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    if skipped:
-        warnings.append(f"WARNING: over the time budget ({args.budget_s:.0f} s), skipped: "
-                        f"{', '.join(skipped)}")
-
-    add_decreases(cells)
-    if cells:
-        print_table(cells)
-        print_split(cells)
+    rows = summarize(cells, args.arms)
+    print_table(rows)
     if probe:
         print_probe(probe)
+    result = result_figures(rows, probe)
+    config = {k: v for k, v in vars(args).items() if k != "filler_value"}
+    write_json(args.out, {"config": config, "regimes": regimes, "summary": result, "rows": rows,
+                          "probe_latency": probe, "cells": cells}, run)
+    png = plot(args.out.removesuffix(".json") + ".png", rows, regimes, args.arms)
+    if png:
+        print(f"wrote {os.path.relpath(png, ROOT)}")
+    print(run.result_line({k: fmt(v, ".3f") for k, v in result.items()}))
 
-    def cell_of(regime, arm, c):
-        for x in cells:
-            if x["regime"] == regime and x["arm"] == arm and x["c"] == c:
-                return x
-        return None
 
-    head = cell_of("constrained", args.headline_arm, 4)
-    slowdowns = []
-    for x in cells:
-        if x["regime"] == "large-ws" and x["arm"] != "baseline":
-            worst = [-d for d in (x["median_decrease_pct"], x["mean_decrease_pct"])
-                     if d is not None]
-            if worst:
-                slowdowns.append(max(worst))
+def result_figures(rows, probe):
+    def row(regime, arm, c=4):
+        return next((r for r in rows if (r["regime"], r["c"], r["arm"]) == (regime, c, arm)), None)
+
+    seed = row("seed", "prefetch")
+    slowdowns, cpu, maps = [], [], []
+    for r in rows:
+        if r["arm"] != "prefetch":
+            continue
+        base = row(r["regime"], "baseline", r["c"])
+        if base and base["median_ms"] and r["median_ms"]:
+            slowdowns.append(r["median_ms"] / base["median_ms"] - 1)
+        if base and base["cpu_ms_per_request"] and r["cpu_ms_per_request"] is not None:
+            cpu.append(r["cpu_ms_per_request"] / base["cpu_ms_per_request"])
+        m = row(r["regime"], "exists-map", r["c"])
+        if m and m["median_ms"] and r["median_ms"]:
+            maps.append(m["median_ms"] / r["median_ms"])
     probe_ratio = max((probe[w]["ratio"] for w in ("memory", "flash")
                        if probe and probe[w]["ratio"] is not None), default=None)
-    summary = {
-        "c4_constrained_median_decrease": head and head["median_decrease_pct"],
-        "c4_constrained_p99_decrease": head and head["p99_decrease_pct"],
-        "large_ws_worst_slowdown": max(slowdowns) if slowdowns else None,
-        "probe_latency_ratio": probe_ratio,
-        "headline_arm": args.headline_arm,
-    }
-    seconds = time.monotonic() - started
-    config = {k: v for k, v in vars(args).items() if k not in ("filler_value",)}
-    write_json(args.out, {"config": config, "regimes": regimes,
-                          "known_config_keys": sorted(known or []), "warnings": warnings,
-                          "summary": summary, "probe_latency": probe, "cells": cells,
-                          "skipped": skipped}, run)
-    png = args.out.removesuffix(".json") + ".png"
-    out = os.path.relpath(args.out, ROOT)
-    try:
-        note = (f"wrote {out} and {os.path.relpath(plot(png, cells, regimes, args.arms), ROOT)}"
-                if cells else f"wrote {out}; no plot: no cells ran")
-    except ImportError:
-        note = f"wrote {out}; no plot: python3-matplotlib is not installed"
-    print(note)
-    for w in warnings:
-        print(w)
-    pr = probe or {}
-    print(run.result_line({
-        "c4_constrained_median_decrease": fmt(summary["c4_constrained_median_decrease"]),
-        "c4_constrained_p99_decrease": fmt(summary["c4_constrained_p99_decrease"]),
-        "large_ws_worst_slowdown": fmt(summary["large_ws_worst_slowdown"]),
-        "probe_latency_ratio": fmt(probe_ratio, ".3f"),
-        "probe_ratio_memory": fmt(pr.get("memory", {}).get("ratio"), ".3f"),
-        "probe_ratio_flash": fmt(pr.get("flash", {}).get("ratio"), ".3f"),
-        "arm": args.headline_arm, "flags_missing": len(needed - (known or set())),
-        "seconds": f"{seconds:.0f}"}))
-    return 0
+    return {"seed_gap_closed_median": seed and seed["gap_closed_median"],
+            "seed_gap_closed_p99": seed and seed["gap_closed_p99"],
+            "seed_decrease_median": seed and seed["decrease_median"],
+            "seed_ceiling_median": seed and seed["ceiling_median"],
+            "worst_cell_slowdown": max(slowdowns) if slowdowns else None,
+            "cpu_ratio": statistics.median(cpu) if cpu else None,
+            "probe_ratio": probe_ratio,
+            "map_vs_prefetch": statistics.median(maps) if maps else None,
+            "ratio": seed and seed["gap_closed_median"]}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
