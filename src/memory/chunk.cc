@@ -9,10 +9,6 @@ namespace {
 
 constexpr size_t kMallocHeader = 16;
 constexpr size_t kPage = 4096;
-// glibc serves requests from its mmap threshold up (128 KiB at first; it
-// adapts upward) with their own pages; below it, from the heap in 16-byte
-// steps. Charging 64 KiB values in whole pages wasted ~6% of the budget.
-constexpr size_t kLargeAllocation = 128 * 1024;
 
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;

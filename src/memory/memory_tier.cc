@@ -181,9 +181,14 @@ size_t MemoryTier::chunk_charge(uint32_t len) const {
 }
 
 Chunk* MemoryTier::new_chunk(uint32_t len, uint32_t charge) {
-  // Only a full chunk is charged what a pooled buffer holds.
-  if (len != chunk_size_) return Chunk::allocate(len, charge, &used_);
-  return Chunk::allocate_in(buffer_pool_.take(len), 0, len, charge, &used_);
+  // Only a full chunk is charged what a pooled buffer holds. A short one of
+  // whole pages gets a buffer of its own, so that a promotion can still
+  // swap in the flash read's buffer (Chunk::adopt); a small one is inline.
+  if (len == chunk_size_) return Chunk::allocate_in(buffer_pool_.take(len), 0, len, charge, &used_);
+  if (len >= Chunk::kLargeAllocation)
+    return Chunk::allocate_in(AlignedBuffer(len, AlignedBuffer::Uninitialized{}), 0, len, charge,
+                              &used_);
+  return Chunk::allocate(len, charge, &used_);
 }
 
 Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {

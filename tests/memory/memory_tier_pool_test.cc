@@ -95,5 +95,28 @@ TEST(MemoryTierPoolTest, AWriterAdoptsAReadBufferInsteadOfCopying) {
   EXPECT_EQ(kept.bytes(), std::string_view(value).substr(kChunk));
 }
 
+// A value shorter than a chunk but of at least kLargeAllocation bytes (a
+// 256 KiB KV-cache block in 1 MiB chunks) has a buffer of its own, so a
+// promotion keeps the read's buffer for it too; a small one is inline and
+// is copied.
+TEST(MemoryTierPoolTest, AShortChunkOfWholePagesAdoptsTooAndASmallOneDoesNot) {
+  MemoryTierOptions o = small_tier(8 << 20);
+  o.chunk_size = 1 << 20;
+  MemoryTier t(o);
+  const std::string value = make_value("short", 3, 256 << 10);
+  Result<ObjectWriter> w = t.prepare("short", value.size());
+  ASSERT_TRUE(w);
+  AlignedBuffer read(value.size() + kBlockSize, AlignedBuffer::Uninitialized{});
+  std::memcpy(read.data() + 200, value.data(), value.size());
+  ASSERT_TRUE(w->adopt(0, read, 200));
+  ASSERT_TRUE(t.publish(std::move(*w)));
+  EXPECT_EQ(t.get("short")->to_string(), value);
+
+  Result<ObjectWriter> small = t.prepare("small", 4096);
+  ASSERT_TRUE(small);
+  AlignedBuffer page(2 * kBlockSize);
+  EXPECT_FALSE(small->adopt(0, page, 0)) << "an inline chunk keeps its bytes";
+}
+
 }  // namespace
 }  // namespace tierkv::memory

@@ -39,11 +39,14 @@ TEST(PrefetchThrottleTest, DeduplicatesWithinTheTtl) {
   PrefetchThrottle t(options());
   EXPECT_EQ(admit(t, "a", 0), ThrottleVerdict::kGo);
   EXPECT_EQ(admit(t, "a", 10), ThrottleVerdict::kDuplicate) << "in flight";
-  finish(t, "a", ThrottleOutcome::kPromoted, 20);
-  EXPECT_EQ(admit(t, "a", 500), ThrottleVerdict::kDuplicate) << "within the TTL";
+  finish(t, "a", ThrottleOutcome::kSaturated, 20);
+  EXPECT_EQ(admit(t, "a", 500), ThrottleVerdict::kDuplicate) << "failed within the TTL";
   EXPECT_EQ(admit(t, "a", 1019), ThrottleVerdict::kDuplicate);
   EXPECT_EQ(admit(t, "a", 1020), ThrottleVerdict::kGo) << "TTL over: prefetch again";
   EXPECT_EQ(admit(t, "b", 1020), ThrottleVerdict::kGo) << "another key is independent";
+  // A promoted key leaves the table at once: evicted later, it may come back.
+  finish(t, "b", ThrottleOutcome::kPromoted, 1030);
+  EXPECT_EQ(admit(t, "b", 1031), ThrottleVerdict::kGo);
 }
 
 TEST(PrefetchThrottleTest, InFlightEntriesNeverExpire) {
