@@ -80,9 +80,12 @@ void PrefetchThrottle::finish(std::string_view key, uint64_t hash, ThrottleOutco
     auto it = s.map.find(absl_view(key));
     if (it != s.map.end()) {
       const int64_t ttl = dedup_ttl_ms_.load();
-      // A key now in memory needs no entry: probes find it there, and once
-      // it is evicted (read, then pushed out) prefetching it again is right.
-      if (ttl <= 0 || outcome == ThrottleOutcome::kPromoted) {
+      // Only a failure is remembered. A key now in memory needs no entry:
+      // probes find it there, and once it is evicted (read, then pushed
+      // out) prefetching it again is right; one refused by a cap, found in
+      // memory or gone may be asked for again at the next probe.
+      if (ttl <= 0 ||
+          (outcome != ThrottleOutcome::kSaturated && outcome != ThrottleOutcome::kFailed)) {
         s.map.erase(it);
         entries_.fetch_sub(1);
       } else {

@@ -3,8 +3,9 @@
 //
 // * Deduplication: a sharded table of recently prefetched keys. A key whose
 //   prefetch is in flight, or failed less than dedup_ttl_ms ago, is not
-//   prefetched again. A key promoted leaves the table: it is in memory, and
-//   once evicted a probe may prefetch it again. In-flight entries never expire; the table has a
+//   prefetched again. Any other key leaves the table when its job ends: a
+//   promoted one is in memory, and once evicted a probe may prefetch it
+//   again. In-flight entries never expire; the table has a
 //   hard cap (max_entries), and with a TTL of 0 nothing is inserted at all (the promotion registry
 //   still refuses a second promotion of a key in flight).
 // * Saturation cooldown: the first prefetch that finds no room (memory holds
@@ -70,8 +71,8 @@ class PrefetchThrottle {
 
   // A probe's request to prefetch `key`. kGo records it in flight.
   ThrottleVerdict admit(std::string_view key, uint64_t hash, int64_t now_ms);
-  // The job admitted for `key` ended: a failed one's entry stays for the
-  // dedup TTL, a promoted one's goes.
+  // The job admitted for `key` ended: a failed one's entry (kSaturated,
+  // kFailed) stays for the dedup TTL, any other one's goes.
   void finish(std::string_view key, uint64_t hash, ThrottleOutcome outcome, int64_t now_ms);
   // A demand kick's request; it skips the dedup table (kicks are one per
   // read, and the promotion registry deduplicates them).

@@ -105,7 +105,10 @@ struct PromotionJob {
   bool started = false;             // by a pool worker, or taken over by a read
   std::shared_ptr<FlashRead> read;  // the flash read filling the copy
   uint64_t version = 0;             // the version it reads
-  uint32_t followers = 0;           // reads attached (or attaching)
+  // Reads of the key that came while the job ran: the first read a lease
+  // would wait for has come, so the install grants none.
+  uint32_t reads = 0;
+  uint32_t attached = 0;  // of those, the ones served by this job's read
 };
 
 Promoter::Promoter(memory::MemoryTier& memory, flash::FlashTier& flash, FlashReader& reader,
@@ -239,7 +242,8 @@ std::shared_ptr<FlashRead> Promoter::attach(std::string_view key, uint64_t versi
   {
     std::lock_guard lock(job->mu);
     // Counted first: the install may run before follow() returns.
-    ++job->followers;
+    ++job->reads;
+    ++job->attached;
   }
   start(job);  // a job still queued starts now; a started one is left alone
   std::shared_ptr<FlashRead> read;
@@ -249,8 +253,9 @@ std::shared_ptr<FlashRead> Promoter::attach(std::string_view key, uint64_t versi
   }
   std::shared_ptr<FlashRead> follower = reader_.follow(read, offset, length, callbacks);
   if (!follower) {
+    // It reads flash itself, but it came: the copy needs no lease.
     std::lock_guard lock(job->mu);
-    --job->followers;
+    --job->attached;
   }
   return follower;
 }
@@ -308,9 +313,10 @@ PromotionOutcome Promoter::install(Job& job, memory::ObjectWriter&& writer, uint
   const bool prefetch = job.request.trigger == PromotionTrigger::kPrefetch;
   {
     std::lock_guard lock(job.mu);
-    // The read that attached was the lease's first read: it ends it.
-    if (job.followers > 0) {
-      if (prefetch) memory_.count_prefetch_read();
+    // The read a lease waits for came while the job ran: no lease (it
+    // would only hold memory until its TTL). Served by it, it counts.
+    if (job.reads > 0) {
+      if (prefetch && job.attached > 0) memory_.count_prefetch_read();
       return PromotionOutcome::kPromoted;
     }
   }

@@ -157,8 +157,9 @@ class Promoter {
   // promotion's read (FlashReader::follow) instead of reading flash again:
   // the chunks read already at once, the rest as they arrive. A promotion
   // still queued is taken over and started now, on the caller's thread. A
-  // prefetch that a read attached to is installed without a lease (that
-  // read was its first) and counts as served. Null, and `callbacks`
+  // prefetch that a read came for while it ran is installed without a lease
+  // (that read was its first), and counts as served if the read attached.
+  // Null, and `callbacks`
   // untouched, if there is no such promotion (or it reads another version,
   // or it ended): the caller reads flash itself.
   std::shared_ptr<FlashRead> attach(std::string_view key, uint64_t version, uint64_t offset,

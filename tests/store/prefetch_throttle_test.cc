@@ -67,7 +67,7 @@ TEST(PrefetchThrottleTest, TableHasAHardCap) {
   EXPECT_LE(t.entries(), static_cast<size_t>(o.max_entries));
   EXPECT_GT(full, 0) << "5000 in-flight keys cannot fit a table of " << o.max_entries;
   // Settled entries past their TTL make room again.
-  for (int i = 0; i < 5000; ++i) finish(t, "k" + std::to_string(i), ThrottleOutcome::kNeutral, 0);
+  for (int i = 0; i < 5000; ++i) finish(t, "k" + std::to_string(i), ThrottleOutcome::kFailed, 0);
   EXPECT_EQ(admit(t, "fresh", 5000), ThrottleVerdict::kGo);
 }
 
@@ -207,9 +207,14 @@ TEST(PrefetchThrottleTest, RandomEventsKeepTheInvariants) {
     now += static_cast<int64_t>(rng() % 20);
     std::string k = "k" + std::to_string(rng() % 400);
     if (rng() % 2 == 0 && in_flight.count(k)) {
-      finish(t, k, ThrottleOutcome::kNeutral, now);
+      // Only a failure is remembered for the TTL.
+      const bool failed = rng() % 2 == 0;
+      finish(t, k, failed ? ThrottleOutcome::kFailed : ThrottleOutcome::kNeutral, now);
       in_flight.erase(k);
-      settled_until[k] = now + o.dedup_ttl_ms;
+      if (failed)
+        settled_until[k] = now + o.dedup_ttl_ms;
+      else
+        settled_until.erase(k);
       continue;
     }
     ThrottleVerdict v = admit(t, k, now);
