@@ -790,7 +790,7 @@ def result_figures(rows, probe):
         return next((r for r in rows if (r["regime"], r["c"], r["arm"]) == (regime, c, arm)), None)
 
     seed = row("seed", "prefetch")
-    slowdowns, cpu, maps = [], [], []
+    slowdowns, cpu, maps, gaps = [], [], [], []
     for r in rows:
         if r["arm"] != "prefetch":
             continue
@@ -799,6 +799,8 @@ def result_figures(rows, probe):
             slowdowns.append(r["median_ms"] / base["median_ms"] - 1)
         if base and base["cpu_ms_per_request"] and r["cpu_ms_per_request"] is not None:
             cpu.append(r["cpu_ms_per_request"] / base["cpu_ms_per_request"])
+        if (r["ceiling_median"] or 0) >= 0.2 and r["gap_closed_median"] is not None:
+            gaps.append(r["gap_closed_median"])
         m = row(r["regime"], "exists-map", r["c"])
         if m and m["median_ms"] and r["median_ms"]:
             maps.append(m["median_ms"] / r["median_ms"])
@@ -809,7 +811,9 @@ def result_figures(rows, probe):
             "seed_decrease_median": seed and seed["decrease_median"],
             "seed_ceiling_median": seed and seed["ceiling_median"],
             "worst_cell_slowdown": max(slowdowns) if slowdowns else None,
+            "worst_gap_closed": min(gaps) if gaps else None,
             "cpu_ratio": statistics.median(cpu) if cpu else None,
+            "cpu_ratio_worst": max(cpu) if cpu else None,
             "probe_ratio": probe_ratio,
             "map_vs_prefetch": statistics.median(maps) if maps else None,
             "ratio": seed and seed["gap_closed_median"]}
