@@ -98,6 +98,7 @@ struct Config {
   double dirty_max_fraction = 0.5;
   int64_t promotion_threshold = 2;
   int64_t promotion_max_inflight = 64;
+  int64_t promotion_max_inflight_bytes = int64_t{16} << 20;
   bool promotion_on_hit = true;
   int64_t promotion_workers = 4;  // the store's background pool
   // prefetch (see docs/prefetch.md)

@@ -189,7 +189,7 @@ Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
       return Status::ok();
     case ConfigApply::kPromotion:
       store_.set_promotion(next.promotion_threshold, next.promotion_max_inflight,
-                           next.promotion_on_hit);
+                           next.promotion_max_inflight_bytes, next.promotion_on_hit);
       return Status::ok();
     case ConfigApply::kPrefetch:
       store_.set_prefetch(next);

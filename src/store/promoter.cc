@@ -100,6 +100,7 @@ struct PromotionJob {
   PromotionDone done;
   uint64_t bytes = 0;
   bool finished = false;
+  int64_t charged = 0;  // bytes counted in Promoter::inflight_bytes_
   // What reads that attach need; under mu.
   std::mutex mu;
   bool started = false;             // by a pool worker, or taken over by a read
@@ -123,17 +124,32 @@ Promoter::Promoter(memory::MemoryTier& memory, flash::FlashTier& flash, FlashRea
       threshold_(options.threshold),
       on_hit_(options.on_hit),
       lease_ttl_ms_(options.lease_ttl_ms),
+      max_inflight_bytes_(options.max_inflight_bytes),
       registry_(options.max_inflight,
                 metrics.gauge("tierkv_promotions_inflight", "promotions in flight")),
+      inflight_bytes_gauge_(
+          metrics.gauge("tierkv_promotions_inflight_bytes", "bytes of the objects being promoted")),
       attempted_(metrics.counter("tierkv_promotions_attempted_total",
                                  "flash-to-memory promotions started")),
       done_(metrics.counter("tierkv_promotions_done_total", "promotions installed in memory")),
       failed_(metrics.counter("tierkv_promotions_failed_total",
                               "promotions that failed (read error, no room, superseded)")) {}
 
-void Promoter::set_limits(int64_t threshold, int64_t max_inflight) {
+void Promoter::set_limits(int64_t threshold, int64_t max_inflight, int64_t max_inflight_bytes) {
   threshold_.store(threshold);
   registry_.set_cap(max_inflight);
+  max_inflight_bytes_.store(max_inflight_bytes);
+}
+
+bool Promoter::charge_bytes(Job& job, uint64_t size) {
+  const auto bytes = static_cast<int64_t>(size);
+  int64_t now = inflight_bytes_.load();
+  do {
+    if (now > 0 && now + bytes > max_inflight_bytes_.load(std::memory_order_relaxed)) return false;
+  } while (!inflight_bytes_.compare_exchange_weak(now, now + bytes));
+  job.charged = bytes;
+  inflight_bytes_gauge_.add(bytes);
+  return true;
 }
 
 bool Promoter::admit(uint64_t key_hash) {
@@ -209,6 +225,7 @@ void Promoter::start(const std::shared_ptr<Job>& job) {
   if (!info || info->readable_chunks != reader_.chunk_count(info->object_size) ||
       (info->expire_at_ms != 0 && info->expire_at_ms <= unix_time_ms()))
     return finish(*job, PromotionOutcome::kGone);
+  if (!charge_bytes(*job, info->object_size)) return finish(*job, PromotionOutcome::kBusy);
   // Chunks memory holds already (a clean object held in part) are copied
   // from there, not read again; pinned first, so making room cannot take them.
   std::vector<memory::ChunkPin> resident =
@@ -266,6 +283,10 @@ std::optional<Promoter::Copy> Promoter::begin_copy(std::string_view key,
   std::shared_ptr<Job> job =
       make_job(key, std::move(request), std::move(done), /*attachable=*/false);
   if (!job) return std::nullopt;
+  if (!charge_bytes(*job, info.object_size)) {
+    finish(*job, PromotionOutcome::kBusy);
+    return std::nullopt;
+  }
   Result<memory::ObjectWriter> writer = reserve(*job, info.object_size);
   if (!writer) {
     finish(*job, writer.status().code() == StatusCode::kOutOfMemory ? PromotionOutcome::kSaturated
@@ -327,6 +348,10 @@ PromotionOutcome Promoter::install(Job& job, memory::ObjectWriter&& writer, uint
 void Promoter::finish(Job& job, PromotionOutcome outcome) {
   if (job.finished) return;
   job.finished = true;
+  if (job.charged > 0) {
+    inflight_bytes_.fetch_sub(job.charged);
+    inflight_bytes_gauge_.add(-std::exchange(job.charged, 0));
+  }
   (outcome == PromotionOutcome::kPromoted ? done_ : failed_).add();
   // The slot frees before `done` runs, so a caller that reacts by promoting
   // again is not refused as a duplicate of itself.

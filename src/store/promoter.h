@@ -123,6 +123,10 @@ struct PromoterOptions {
   int64_t threshold = 2;
   bool on_hit = true;  // promotion-on-hit
   int64_t max_inflight = 64;
+  // Bytes of the objects being promoted at once: promotions share the
+  // device and the pool with demand reads. One object larger than this may
+  // still go when nothing else is in flight.
+  int64_t max_inflight_bytes = int64_t{16} << 20;
   int64_t lease_ttl_ms = 10000;
   size_t sketch_width = 1 << 16;
 };
@@ -133,7 +137,7 @@ class Promoter {
            KeyLocks& locks, PromotionPool& pool, MetricsRegistry& metrics,
            const PromoterOptions& options);
 
-  void set_limits(int64_t threshold, int64_t max_inflight);
+  void set_limits(int64_t threshold, int64_t max_inflight, int64_t max_inflight_bytes);
   void set_on_hit(bool on) { on_hit_.store(on); }
   void set_lease_ttl_ms(int64_t ms) { lease_ttl_ms_.store(ms, std::memory_order_relaxed); }
   // Counts a flash hit of the key; true if promotion-on-hit admits it now.
@@ -183,6 +187,9 @@ class Promoter {
   PromotionOutcome install(Job& job, memory::ObjectWriter&& writer, uint64_t version,
                            int64_t expire_at_ms);
   void finish(Job& job, PromotionOutcome outcome);
+  // Charges `size` to the bytes in flight for the job; false (nothing
+  // charged) if that would pass max_inflight_bytes with others in flight.
+  bool charge_bytes(Job& job, uint64_t size);
 
   memory::MemoryTier& memory_;
   flash::FlashTier& flash_;
@@ -193,7 +200,10 @@ class Promoter {
   std::atomic<int64_t> threshold_;
   std::atomic<bool> on_hit_;
   std::atomic<int64_t> lease_ttl_ms_;
+  std::atomic<int64_t> max_inflight_bytes_;
+  std::atomic<int64_t> inflight_bytes_{0};
   InflightRegistry registry_;
+  Gauge& inflight_bytes_gauge_;
   Counter& attempted_;
   Counter& done_;
   Counter& failed_;

@@ -209,12 +209,13 @@ void Store::open_flash(const Config& config) {
   pool_ = std::make_unique<PromotionPool>(static_cast<size_t>(config.promotion_workers),
                                           static_cast<size_t>(config.promotion_max_inflight) * 2);
   streams_->pool.store(pool_.get(), std::memory_order_release);
-  promoter_ =
-      std::make_unique<Promoter>(*memory_, *flash_, *reader_, key_locks_, *pool_, *metrics_,
-                                 PromoterOptions{.threshold = config.promotion_threshold,
-                                                 .on_hit = config.promotion_on_hit,
-                                                 .max_inflight = config.promotion_max_inflight,
-                                                 .lease_ttl_ms = config.lease_ttl_ms});
+  promoter_ = std::make_unique<Promoter>(
+      *memory_, *flash_, *reader_, key_locks_, *pool_, *metrics_,
+      PromoterOptions{.threshold = config.promotion_threshold,
+                      .on_hit = config.promotion_on_hit,
+                      .max_inflight = config.promotion_max_inflight,
+                      .max_inflight_bytes = config.promotion_max_inflight_bytes,
+                      .lease_ttl_ms = config.lease_ttl_ms});
   prefetcher_ =
       std::make_unique<Prefetcher>(*promoter_, *memory_, *metrics_, prefetch_options(config));
   set_prefetch(config);
@@ -250,9 +251,10 @@ void Store::set_limits(int64_t max_key_size, int64_t max_object_size) {
   max_object_size_.store(max_object_size);
 }
 
-void Store::set_promotion(int64_t threshold, int64_t max_inflight, bool on_hit) {
+void Store::set_promotion(int64_t threshold, int64_t max_inflight, int64_t max_inflight_bytes,
+                          bool on_hit) {
   if (!promoter_) return;
-  promoter_->set_limits(threshold, max_inflight);
+  promoter_->set_limits(threshold, max_inflight, max_inflight_bytes);
   promoter_->set_on_hit(on_hit);
 }
 

@@ -375,7 +375,8 @@ class Store {
   Status set_memory_budget(int64_t bytes) { return memory_->set_budget(bytes); }
   void set_limits(int64_t max_key_size, int64_t max_object_size);
   // Runtime-settable tiering knobs (CONFIG SET).
-  void set_promotion(int64_t threshold, int64_t max_inflight, bool on_hit = true);
+  void set_promotion(int64_t threshold, int64_t max_inflight, int64_t max_inflight_bytes,
+                     bool on_hit = true);
   // exists-prefetch, exists-prefetch-map, demand-kick*, prefetch-* (kPrefetch).
   void set_prefetch(const Config& config);
   void set_offload_wait_ms(int64_t ms) { memory_->set_offload_wait_ms(ms); }

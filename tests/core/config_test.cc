@@ -219,6 +219,7 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "dirty-max-fraction",
                                              "promotion-threshold",
                                              "promotion-max-inflight",
+                                             "promotion-max-inflight-bytes",
                                              "promotion-on-hit",
                                              "exists-prefetch",
                                              "exists-prefetch-map",

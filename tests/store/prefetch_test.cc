@@ -411,7 +411,8 @@ TEST_F(PrefetchTest, PromotionOnHitCanBeTurnedOnAtRunTime) {
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(store->get(key_for(0)));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_TRUE(store->needs_flash(key_for(0))) << "promotion-on-hit is off";
-  store->set_promotion(c.promotion_threshold, c.promotion_max_inflight, true);
+  store->set_promotion(c.promotion_threshold, c.promotion_max_inflight,
+                       c.promotion_max_inflight_bytes, true);
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(store->get(key_for(0)));
   EXPECT_TRUE(eventually([&] { return !store->needs_flash(key_for(0)); }));
 }
@@ -458,6 +459,36 @@ std::unique_ptr<Store> open_gated(const Config& c, ReadGate*& gate) {
   auto opened = Store::open(c, nullptr, OpenMode::kWait, std::move(hooks));
   EXPECT_TRUE(opened) << opened.status().to_string();
   return opened ? std::move(*opened) : nullptr;
+}
+
+// promotion-max-inflight-bytes: with every promotion read held, only as
+// many objects start as fit the cap; the rest are refused as busy, and once
+// the reads go on the bytes in flight fall back to 0.
+TEST_F(PrefetchTest, PromotionBytesInFlightStayUnderTheCap) {
+  Config c = config();
+  c.promotion_max_inflight_bytes = 1 << 20;  // 4 objects of kValue
+  c.lease_max_fraction = 1;                  // the lease cap is not what stops them
+  ReadGate* gate = nullptr;
+  auto store = open_gated(c, gate);
+  ASSERT_TRUE(store && gate);
+  fill_to_flash(*store, 8);
+  free_memory(*store, 8);
+  gate->arm();
+  std::vector<std::string> names;
+  for (int i = 0; i < 8; ++i) names.push_back(key_for(i));
+  std::vector<std::string_view> keys(names.begin(), names.end());
+  store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  auto in_flight = [&] {
+    store->metrics().collect();
+    return store->metrics().gauge("tierkv_promotions_inflight_bytes", "").value();
+  };
+  ASSERT_TRUE(eventually([&] {
+    return counter(*store, "tierkv_prefetch_failed_busy_total") == 4 && in_flight() == 1 << 20;
+  })) << "busy "
+      << counter(*store, "tierkv_prefetch_failed_busy_total") << ", in flight " << in_flight();
+  gate->release_held();
+  ASSERT_TRUE(eventually([&] { return counter(*store, "tierkv_prefetch_promoted_total") == 4; }));
+  EXPECT_TRUE(eventually([&] { return in_flight() == 0; }));
 }
 
 // A store whose flash reads go through a ReadGate, with obj:0 and obj:1 on
