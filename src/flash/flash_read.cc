@@ -31,7 +31,7 @@ Status FlashTier::read_chunk(std::string_view key, uint32_t chunk_index,
 
 void FlashTier::read_chunks(std::string_view key, std::span<const uint32_t> chunk_indexes,
                             std::optional<uint64_t> version, ChunkReadCallback done,
-                            const VersionLocations* known) {
+                            const VersionLocations* known, ReadPriority priority) {
   std::vector<ReadOp*> ops;
   for (uint32_t index : chunk_indexes) {
     ReadOp* op = make_read_op(key, index, version, known);
@@ -40,6 +40,7 @@ void FlashTier::read_chunks(std::string_view key, std::span<const uint32_t> chun
       continue;
     }
     op->done = [done, index](Result<FlashChunk> r) { done(index, std::move(r)); };
+    op->priority = priority;
     ops.push_back(op);
   }
   if (!ops.empty()) submit_reads(ops);
@@ -147,15 +148,31 @@ void FlashTier::submit_reads(std::span<ReadOp* const> ops) {
     std::lock_guard lock(im.read_mu);
     im.reads_outstanding += ops.size();
     for (ReadOp* op : ops) {
-      if (im.reads_in_flight < options_.queue_depth) {
-        ++im.reads_in_flight;
-        now.push_back(op);
-      } else {
-        im.read_queue.push_back(op);
-      }
+      (op->priority == ReadPriority::kDemand ? im.read_queue : im.background_queue).push_back(op);
     }
+    take_queued_reads_locked(now);
   }
   if (!now.empty()) im.engine->submit(now);
+}
+
+void FlashTier::take_queued_reads_locked(std::vector<IoRequest*>& out) {
+  Impl& im = *impl_;
+  const uint32_t background_cap = std::max<uint32_t>(options_.queue_depth / 2, 1);
+  while (im.reads_in_flight < options_.queue_depth) {
+    ReadOp* op = nullptr;
+    if (!im.read_queue.empty()) {
+      op = im.read_queue.front();
+      im.read_queue.pop_front();
+    } else if (!im.background_queue.empty() && im.background_in_flight < background_cap) {
+      op = im.background_queue.front();
+      im.background_queue.pop_front();
+      ++im.background_in_flight;
+    } else {
+      break;
+    }
+    ++im.reads_in_flight;
+    out.push_back(op);
+  }
 }
 
 void FlashTier::on_read_done(ReadOp* raw, int64_t result) {
@@ -166,11 +183,8 @@ void FlashTier::on_read_done(ReadOp* raw, int64_t result) {
   {
     std::lock_guard lock(im.read_mu);
     --im.reads_in_flight;
-    while (im.reads_in_flight < options_.queue_depth && !im.read_queue.empty()) {
-      next.push_back(im.read_queue.front());
-      im.read_queue.pop_front();
-      ++im.reads_in_flight;
-    }
+    if (op->priority == ReadPriority::kBackground) --im.background_in_flight;
+    take_queued_reads_locked(next);
     others_in_flight = im.reads_in_flight > 0;
   }
   if (!next.empty()) im.engine->submit(next);

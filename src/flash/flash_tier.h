@@ -128,6 +128,8 @@ struct ChunkWrite {
 };
 
 // One chunk read back from flash. Owns its (aligned) buffer.
+enum class ReadPriority : uint8_t { kDemand, kBackground };
+
 class FlashChunk {
  public:
   FlashChunk(AlignedBuffer buffer, uint32_t data_offset, uint32_t data_length, uint32_t chunk_index,
@@ -266,10 +268,13 @@ class FlashTier {
   // Reads several chunks of one object, issued together. `done` runs once per
   // chunk, in completion order; for chunks not on flash, before this returns.
   // With `known` (of `version`), a chunk no longer indexed is read from where
-  // `known` saw it.
+  // `known` saw it. Background reads (promotions no reader waits for) yield
+  // the device queue: a demand read waiting for a slot goes first, and they
+  // hold at most half of queue_depth.
   void read_chunks(std::string_view key, std::span<const uint32_t> chunk_indexes,
                    std::optional<uint64_t> version, ChunkReadCallback done,
-                   const VersionLocations* known = nullptr);
+                   const VersionLocations* known = nullptr,
+                   ReadPriority priority = ReadPriority::kDemand);
 
   // Index-only questions: no I/O. lookup() takes one shard lock.
   std::optional<FlashObjectInfo> lookup(std::string_view key) const;
@@ -493,6 +498,9 @@ class FlashTier {
   ReadOp* make_read_op_at(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                           const IndexedChunk& found, uint64_t reclaim_epoch);
   void submit_reads(std::span<ReadOp* const> ops);
+  // Moves queued reads into free device slots, demand reads first (under
+  // read_mu).
+  void take_queued_reads_locked(std::vector<IoRequest*>& out);
   void on_read_done(ReadOp* op, int64_t result);
   // Verifies, runs the callback, frees the op: on the engine's thread or a verifier.
   void complete_read(ReadOp* op, int64_t result);

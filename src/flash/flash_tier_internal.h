@@ -141,6 +141,7 @@ struct FlashTier::ReadOp final : IoRequest {
   uint64_t reclaim_epoch = 0;  // at lookup: a reclaim since explains a mismatch
   int64_t expire_at_ms = 0;    // indexed at lookup
   uint64_t start_ns = 0;
+  ReadPriority priority = ReadPriority::kDemand;
   AlignedBuffer buffer;
   ReadCallback done;
 };
@@ -224,9 +225,11 @@ struct FlashTier::Impl {
   // Read side, guarded by read_mu.
   std::mutex read_mu;
   std::condition_variable reads_idle;
-  std::deque<ReadOp*> read_queue;
+  std::deque<ReadOp*> read_queue;        // demand reads waiting for a slot
+  std::deque<ReadOp*> background_queue;  // background reads waiting
   uint32_t reads_in_flight = 0;
-  uint64_t reads_outstanding = 0;  // queued + in flight + callback running
+  uint32_t background_in_flight = 0;  // of reads_in_flight
+  uint64_t reads_outstanding = 0;     // queued + in flight + callback running
 
   // Large completed reads wait here for a verifier thread: checksumming a
   // 1 MiB record on the single ring reaper serialises every read behind it.

@@ -5,6 +5,7 @@
 #include <absl/container/inlined_vector.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -18,7 +19,7 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
      uint64_t offset, uint64_t length, ReadWindow window, FlashReadCallbacks callbacks,
      std::optional<memory::ObjectWriter> copy, OnCopied on_copied,
      std::vector<memory::ChunkPin> resident,
-     std::optional<flash::FlashTier::VersionLocations> where);
+     std::optional<flash::FlashTier::VersionLocations> where, bool background);
 
   void pump();
   void cancel() override;
@@ -149,6 +150,8 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   bool redeliver_ = false;  // more to hand out came while delivering_
   std::vector<std::shared_ptr<Follower>> followers_;
   bool stopped_ = false;  // error or cancel: nothing more is issued
+  // Issued as background reads until a reader follows (then it waits).
+  std::atomic<bool> background_;
   bool finished_ = false;
   Status error_;
 };
@@ -158,7 +161,7 @@ FlashReader::Op::Op(FlashReader& reader, std::string_view key,
                     ReadWindow window, FlashReadCallbacks callbacks,
                     std::optional<memory::ObjectWriter> copy, OnCopied on_copied,
                     std::vector<memory::ChunkPin> resident,
-                    std::optional<flash::FlashTier::VersionLocations> where)
+                    std::optional<flash::FlashTier::VersionLocations> where, bool background)
     : reader_(reader),
       key_(key),
       version_(info.version),
@@ -176,7 +179,8 @@ FlashReader::Op::Op(FlashReader& reader, std::string_view key,
       resident_(std::move(resident)),
       ring_(std::min<uint64_t>(depth_, uint64_t{last_} - first_ + 1)),
       next_issue_(first_),
-      next_deliver_(first_) {
+      next_deliver_(first_),
+      background_(background) {
   // An overwrite while the read runs must not cut it short: the chunks it
   // has not issued yet stay where they were (FlashTier::locate_version).
   // One chunk needs no region pins: nothing is sent before it is read.
@@ -248,7 +252,9 @@ void FlashReader::Op::pump() {
       [self](uint32_t index, Result<flash::FlashChunk> chunk) {
         self->on_chunk(index, std::move(chunk));
       },
-      known_ ? &*known_ : nullptr);
+      known_ ? &*known_ : nullptr,
+      background_.load(std::memory_order_relaxed) ? flash::ReadPriority::kBackground
+                                                  : flash::ReadPriority::kDemand);
 }
 
 void FlashReader::Op::granted(int64_t charge) {
@@ -412,7 +418,8 @@ std::shared_ptr<FlashRead> FlashReader::Op::follow(uint64_t offset, uint64_t len
       .callbacks = std::move(callbacks),
   });
   followers_.push_back(f);
-  deliver(lock);  // what was read already, at once
+  background_.store(false, std::memory_order_relaxed);  // a reader waits now
+  deliver(lock);                                        // what was read already, at once
   lock.unlock();
   return std::make_shared<FollowerHandle>(weak_from_this(), std::move(f));
 }
@@ -509,7 +516,7 @@ std::shared_ptr<FlashRead> FlashReader::start(
     std::string_view key, const flash::FlashObjectSummary& info, uint64_t offset, uint64_t length,
     FlashReadCallbacks callbacks, ReadWindow window, std::optional<memory::ObjectWriter> copy,
     OnCopied on_copied, std::vector<memory::ChunkPin> resident,
-    std::optional<flash::FlashTier::VersionLocations> where) {
+    std::optional<flash::FlashTier::VersionLocations> where, bool background) {
   if (length == 0 && !copy) {
     callbacks.on_done(Status::ok());
     return nullptr;
@@ -518,7 +525,7 @@ std::shared_ptr<FlashRead> FlashReader::start(
   if (window.parallel == 0) window.parallel = default_parallel_.load(std::memory_order_relaxed);
   auto op = std::make_shared<Op>(*this, key, info, offset, length, window, std::move(callbacks),
                                  std::move(copy), std::move(on_copied), std::move(resident),
-                                 std::move(where));
+                                 std::move(where), background);
   op->pump();
   return op;
 }

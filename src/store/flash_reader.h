@@ -52,14 +52,17 @@ class FlashReader {
   // MemoryTier::resident_chunks for this version, entry i for the range's
   // i-th chunk) are chunks memory holds: they are handed out in their turn
   // without a device read. The handle may be dropped: the read goes on as
-  // long as the consumer releases pieces.
+  // long as the consumer releases pieces. A `background` read (a promotion
+  // no reader waits for) yields the device queue to demand reads until a
+  // reader follows it.
   std::shared_ptr<FlashRead> start(std::string_view key, const flash::FlashObjectSummary& info,
                                    uint64_t offset, uint64_t length, FlashReadCallbacks callbacks,
                                    ReadWindow window = {},
                                    std::optional<memory::ObjectWriter> copy = std::nullopt,
                                    OnCopied on_copied = {},
                                    std::vector<memory::ChunkPin> resident = {},
-                                   std::optional<flash::FlashTier::VersionLocations> where = {});
+                                   std::optional<flash::FlashTier::VersionLocations> where = {},
+                                   bool background = false);
 
   // A second consumer of `read` (from start(), with a copy): it is handed
   // [offset, offset + length) of the object from the chunks the read copies

@@ -246,7 +246,8 @@ void Promoter::start(const std::shared_ptr<Job>& job) {
   FlashReadCallbacks ignore{[](ValuePiece) {}, [](Status) {}};
   std::shared_ptr<FlashRead> read =
       reader_.start(key, *info, 0, info->object_size, std::move(ignore), {}, std::move(*writer),
-                    on_copied(job, info->version, info->expire_at_ms), std::move(resident));
+                    on_copied(job, info->version, info->expire_at_ms), std::move(resident),
+                    std::nullopt, /*background=*/true);
   std::lock_guard lock(job->mu);
   job->read = std::move(read);
   job->version = info->version;

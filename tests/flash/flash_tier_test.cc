@@ -1,4 +1,5 @@
 #include "flash/flash_tier.h"
+#include "flash/io_engine.h"
 #include "flash/record.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <future>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -638,6 +640,119 @@ TEST(FlashTierTest, BackingLatencyStaysParallelForStaggeredReads) {
     }
     EXPECT_TRUE(held) << "staggered modelled reads queued behind each other";
   }
+}
+
+}  // namespace
+}  // namespace tierkv::flash
+
+namespace tierkv::flash {
+namespace {
+
+// Holds every read until released, and remembers the order in which reads
+// reached it (their offsets).
+class HoldingEngine final : public IoEngine {
+ public:
+  explicit HoldingEngine(std::unique_ptr<IoEngine> inner) : inner_(std::move(inner)) {}
+  void submit(std::span<IoRequest* const> requests) override {
+    std::vector<IoRequest*> now;
+    {
+      std::lock_guard lock(mu_);
+      for (IoRequest* r : requests) {
+        if (r->op == IoRequest::Op::kRead && holding_) {
+          held_.push_back(r);
+          order_.push_back(r->offset);
+        } else {
+          now.push_back(r);
+        }
+      }
+    }
+    if (!now.empty()) inner_->submit(now);
+  }
+  std::string_view name() const override { return inner_->name(); }
+  void hold() {
+    std::lock_guard lock(mu_);
+    holding_ = true;
+  }
+  // Sends the oldest held read to the device; false if none is held.
+  bool release_one() {
+    IoRequest* r = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      if (held_.empty()) return false;
+      r = held_.front();
+      held_.erase(held_.begin());
+    }
+    inner_->submit(std::span<IoRequest* const>(&r, 1));
+    return true;
+  }
+  std::vector<uint64_t> order() {
+    std::lock_guard lock(mu_);
+    return order_;
+  }
+  size_t held() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+
+ private:
+  std::unique_ptr<IoEngine> inner_;
+  std::mutex mu_;
+  bool holding_ = false;
+  std::vector<IoRequest*> held_;
+  std::vector<uint64_t> order_;
+};
+
+// Demand reads go ahead of background (promotion) reads in the device
+// queue, and background reads hold at most half of it: with a queue of 2,
+// 4 background reads then 4 demand reads reach the device as 1 background,
+// then every demand read, then the other background ones.
+TEST(FlashTierTest, DemandReadsGoAheadOfBackgroundReads) {
+  TempDir dir;
+  FlashOptions o = small_options(dir.file("f"));
+  o.queue_depth = 2;
+  HoldingEngine* engine = nullptr;
+  o.wrap_engine = [&engine](std::unique_ptr<IoEngine> inner) {
+    auto e = std::make_unique<HoldingEngine>(std::move(inner));
+    engine = e.get();
+    return std::unique_ptr<IoEngine>(std::move(e));
+  };
+  auto tier = testing::open_or_die(o);
+  for (const char* key : {"bg", "demand"})
+    for (uint32_t i = 0; i < 4; ++i)
+      ASSERT_TRUE(write_sync(*tier, {.key = key,
+                                     .chunk_index = i,
+                                     .version = 1,
+                                     .object_size = 4 * 4096,
+                                     .chunk_count = 4,
+                                     .data = pattern(4096, i)})
+                      .is_ok());
+  engine->hold();
+  std::atomic<int> done{0};
+  const std::vector<uint32_t> chunks = {0, 1, 2, 3};
+  auto count = [&](uint32_t, Result<FlashChunk> r) {
+    EXPECT_TRUE(r.is_ok());
+    ++done;
+  };
+  tier->read_chunks("bg", chunks, 1, count, nullptr, ReadPriority::kBackground);
+  EXPECT_EQ(engine->held(), 1u) << "background reads take at most half the queue";
+  tier->read_chunks("demand", chunks, 1, count, nullptr, ReadPriority::kDemand);
+  EXPECT_EQ(engine->held(), 2u);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(engine->release_one());
+    for (int k = 0; k < 500 && done.load() < i + 1; ++k)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(done.load(), 8);
+  std::vector<uint64_t> order = engine->order();
+  ASSERT_EQ(order.size(), 8u);
+  // The log is appended in write order: bg's records lie below demand's.
+  std::vector<uint64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  const std::set<uint64_t> bg(sorted.begin(), sorted.begin() + 4);
+  const std::set<uint64_t> demand(sorted.begin() + 4, sorted.end());
+  EXPECT_TRUE(bg.count(order[0]));
+  for (int i = 1; i <= 4; ++i) EXPECT_TRUE(demand.count(order[i])) << "read " << i;
+  for (int i = 5; i < 8; ++i) EXPECT_TRUE(bg.count(order[i])) << "read " << i;
 }
 
 }  // namespace
