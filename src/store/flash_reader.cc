@@ -462,7 +462,8 @@ void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
   callbacks_.on_done(result);
   for (auto& f : unserved)
     f->callbacks.on_done(result.is_ok() ? Status::unavailable("promotion ended early") : result);
-  if (copy_) on_copied_(std::move(*copy_), result);
+  // Dropped once called: it holds the promotion job.
+  if (copy_) std::exchange(on_copied_, {})(std::move(*copy_), result);
 }
 
 // --- FlashReader ---

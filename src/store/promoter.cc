@@ -103,9 +103,11 @@ struct PromotionJob {
   int64_t charged = 0;  // bytes counted in Promoter::inflight_bytes_
   // What reads that attach need; under mu.
   std::mutex mu;
-  bool started = false;             // by a pool worker, or taken over by a read
-  std::shared_ptr<FlashRead> read;  // the flash read filling the copy
-  uint64_t version = 0;             // the version it reads
+  bool started = false;  // by a pool worker, or taken over by a read
+  // The flash read filling the copy. Weak: the read holds the job (its
+  // on_copied), and a strong pointer back would keep both alive for good.
+  std::weak_ptr<FlashRead> read;
+  uint64_t version = 0;  // the version it reads
   // Reads of the key that came while the job ran: the first read a lease
   // would wait for has come, so the install grants none.
   uint32_t reads = 0;
@@ -267,7 +269,7 @@ std::shared_ptr<FlashRead> Promoter::attach(std::string_view key, uint64_t versi
   std::shared_ptr<FlashRead> read;
   {
     std::lock_guard lock(job->mu);
-    if (job->version == version) read = job->read;
+    if (job->version == version) read = job->read.lock();
   }
   std::shared_ptr<FlashRead> follower = reader_.follow(read, offset, length, callbacks);
   if (!follower) {
