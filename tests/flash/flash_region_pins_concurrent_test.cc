@@ -103,9 +103,12 @@ TEST(FlashRegionPinsConcurrentTest, PinnedReadsAreWholeWhileTheLogWraps) {
   EXPECT_EQ(lost.load(), 0u);
   EXPECT_GT(pinned_reads.load(), 20u);
   EXPECT_GT(stats.reclaims, 2 * stats.regions) << "the log did not wrap: nothing raced";
-  EXPECT_EQ(stats.regions_draining, 0u);
   // Every region is back in the rotation: one more lap of writes succeeds.
+  // (Only once the reclaimer is idle: with reinsertion it pins the region it
+  // copies from itself, so a region may still drain right after the writers
+  // stop; seen once in CI under ASan.)
   ASSERT_TRUE(tier.wait_for_reclaimer(std::chrono::seconds(10)));
+  EXPECT_EQ(tier.stats().regions_draining, 0u);
   for (uint32_t n = 0; n < 2 * stats.regions * 2; ++n) {
     const std::string key = "lap" + std::to_string(n);
     ASSERT_TRUE(
