@@ -62,6 +62,8 @@ void BufferPool::give_back(char* data) {
 }
 
 void BufferPool::trim() {
+  // On every prepare(): nothing idle, nothing to ask.
+  if (idle_bytes_.load(std::memory_order_relaxed) == 0) return;
   const auto size = static_cast<int64_t>(buffer_size_);
   const int64_t room = idle_room_ ? idle_room_() : 0;
   if (idle_bytes_.load(std::memory_order_relaxed) <= room) return;

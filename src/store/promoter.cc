@@ -43,17 +43,6 @@ std::optional<InflightRegistry::Slot> InflightRegistry::acquire(std::string_view
   return Slot(this, std::string(key));
 }
 
-bool InflightRegistry::in_flight(std::string_view key) const {
-  std::lock_guard lock(mu_);
-  return keys_.contains(absl_view(key));
-}
-
-bool InflightRegistry::attachable(std::string_view key) const {
-  std::lock_guard lock(mu_);
-  auto it = keys_.find(absl_view(key));
-  return it != keys_.end() && it->second.attachable;
-}
-
 bool InflightRegistry::when_settled(std::string_view key, std::function<void()> settled) {
   std::lock_guard lock(mu_);
   auto it = keys_.find(absl_view(key));

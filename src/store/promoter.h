@@ -93,9 +93,6 @@ class InflightRegistry {
   // Others may wait for an `attachable` slot to be released (when_settled).
   std::optional<Slot> acquire(std::string_view key, bool attachable = true);
   void set_cap(int64_t cap) { cap_.store(cap); }
-  bool in_flight(std::string_view key) const;
-  // In flight, and others may wait for it.
-  bool attachable(std::string_view key) const;
   // Runs `settled` (on the releasing thread) once the key's promotion ends,
   // installed or not. False, and `settled` is dropped, if no attachable
   // promotion of the key is in flight.
@@ -174,7 +171,6 @@ class Promoter {
   bool when_settled(std::string_view key, std::function<void()> settled) {
     return registry_.when_settled(key, std::move(settled));
   }
-  const InflightRegistry& registry() const { return registry_; }
 
  private:
   using Job = PromotionJob;
