@@ -196,6 +196,14 @@ def pair(redis_server, tierkv_server):
 
 # --- raw RESP access -------------------------------------------------------
 
+def metric(body, name):
+    """The value of the unlabelled series `name` in a /metrics body."""
+    for line in body.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
 def encode_command(*args):
     """A command as a RESP multibulk request."""
     out = [b"*%d\r\n" % len(args)]

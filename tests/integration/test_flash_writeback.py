@@ -2,8 +2,7 @@
 memory (data not yet on flash) falls under dirty-max-fraction of the memory
 once writes stop, INFO and /metrics show it, every value still reads back,
 and CONFIG SET dirty-max-fraction takes effect at run time."""
-import re
-
+from conftest import metric
 from flash_util import MIB, check_values, flash_servers, num, wait_until, write_values  # noqa: F401
 
 MEMORY = 32 * MIB
@@ -21,12 +20,6 @@ def dirty_under(s, fraction):
     info = s.flash_info()
     return (num(info, "dirty_bytes") <= fraction * MEMORY + ONE_OBJECT
             and num(info, "writeback_inflight_bytes") == 0)
-
-
-def metric(body, name):
-    m = re.search(rf"^{name} (\S+)$", body, re.M)
-    assert m, f"/metrics has no {name}"
-    return float(m.group(1))
 
 
 def test_dirty_bytes_fall_under_the_fraction_after_writes_stop(flash_servers):

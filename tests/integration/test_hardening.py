@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import (TIERKV_SERVER, RawClient, ServerProcess, encode_command, free_ports,
+from conftest import (TIERKV_SERVER, RawClient, ServerProcess, encode_command, free_ports, metric,
                       reply_of)
 
 
@@ -248,13 +248,6 @@ def scrape_or_none(port):
         return scrape(port)
     except OSError:  # closed at once: over the cap
         return None
-
-
-def metric(body, name):
-    for line in body.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
 
 
 def seconds_until_closed(port, send=b""):
