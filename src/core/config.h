@@ -110,6 +110,7 @@ struct Config {
   int64_t prefetch_dedup_max_entries = 65536;
   int64_t prefetch_cooldown_ms = 5000;
   int64_t prefetch_cooldown_max_ms = 60000;
+  double prefetch_min_window_share = 0.2;
   // flash reads: chunks read ahead of the consumer, chunk reads in flight
   // per read, and the cap on all flash read buffers of the process
   int64_t flash_read_window = 4;

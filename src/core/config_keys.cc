@@ -346,6 +346,11 @@ const std::vector<KeySpec>& specs() {
       millis_key({"prefetch-cooldown-max-ms",
                   "longest cooldown while prefetches keep failing or going unread", A::kPrefetch},
                  &C::prefetch_cooldown_max_ms, 0, 3.6e7),
+      double_key({"prefetch-min-window-share",
+                  "skip prefetches while their reads come before this share of a promotion "
+                  "is done, on average (0: never skip)",
+                  A::kPrefetch},
+                 &C::prefetch_min_window_share, 0, 1),
       list_key({"preheat-sources",
                 "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
                 "empty: preheat is refused",

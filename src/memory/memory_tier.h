@@ -201,8 +201,12 @@ class MemoryTier {
   bool set_expiry(std::string_view key, int64_t expire_at_ms);
   // Leases protect the object's resident chunks until ttl ends or a get.
   // A prefetch lease also counts, when it ends, whether a read used it
-  // (MemoryTierStats::prefetch_reads / prefetch_wasted).
-  Status grant_lease(std::string_view key, int64_t ttl_ms, bool prefetch = false);
+  // (MemoryTierStats::prefetch_reads / prefetch_wasted). With `version`,
+  // only that version of the key is leased (NotFound if the key now holds
+  // another): a lease promised to an installed copy never passes to a value
+  // written after it.
+  Status grant_lease(std::string_view key, int64_t ttl_ms, bool prefetch = false,
+                     std::optional<uint64_t> version = std::nullopt);
 
   ScanPage scan(uint64_t cursor, size_t count);
   std::optional<std::string> random_key();

@@ -145,7 +145,8 @@ bool MemoryTier::set_expiry(std::string_view key, int64_t expire_at_ms) {
   return found;
 }
 
-Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefetch) {
+Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefetch,
+                               std::optional<uint64_t> version) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
   ChunkList to_release;
@@ -156,7 +157,7 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefet
   {
     std::lock_guard lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, now, to_release);
-    if (!obj) {
+    if (!obj || (version && obj->version != *version)) {
       st = Status::not_found();
     } else {
       // All or nothing: a half-leased object would still be evicted whole.

@@ -27,6 +27,7 @@ Prefetcher::Prefetcher(Promoter& promoter, memory::MemoryTier& memory, MetricsRe
       memory_(memory),
       metrics_(metrics),
       throttle_(options.throttle),
+      window_(options.min_window_share),
       demand_kick_(options.demand_kick),
       requested_(metrics.counter("tierkv_prefetch_requested_total", "keys probed with prefetch")),
       deduplicated_(metrics.counter("tierkv_prefetch_deduplicated_total",
@@ -53,6 +54,9 @@ Prefetcher::Prefetcher(Promoter& promoter, memory::MemoryTier& memory, MetricsRe
                                          "prefetches refused: leased bytes at lease-max-fraction")),
       refused_table_full_(metrics.counter("tierkv_prefetch_refused_table_full_total",
                                           "prefetches refused: dedup table at its cap")),
+      skipped_no_window_(
+          metrics.counter("tierkv_prefetch_skipped_no_window_total",
+                          "prefetches skipped: reads come before enough of a promotion is done")),
       kicks_(metrics.counter("tierkv_demand_kicks_total", "promotions fired by flash GETs")),
       kicks_promoted_(
           metrics.counter("tierkv_demand_kicks_promoted_total", "demand kicks that promoted")),
@@ -71,7 +75,12 @@ Prefetcher::Prefetcher(Promoter& promoter, memory::MemoryTier& memory, MetricsRe
                             "prefetched objects whose lease ended unread (wasted)")),
       accuracy_(metrics.gauge("tierkv_prefetch_accuracy",
                               "reads served / (reads served + wasted), recent", "", 1000)),
-      table_entries_(metrics.gauge("tierkv_prefetch_dedup_entries", "keys in the dedup table")) {
+      table_entries_(metrics.gauge("tierkv_prefetch_dedup_entries", "keys in the dedup table")),
+      window_share_(metrics.gauge("tierkv_prefetch_window_share",
+                                  "share of a promotion done when its read comes, recent", "",
+                                  1000)),
+      promotion_us_(metrics.gauge("tierkv_prefetch_promotion_us",
+                                  "time from probe to install of a prefetch, recent (us)")) {
   collector_id_ = metrics.add_collector([this] { collect(); });
 }
 
@@ -82,6 +91,7 @@ Prefetcher::~Prefetcher() {
 void Prefetcher::set_options(const PrefetchOptions& options) {
   throttle_.set_options(options.throttle);
   demand_kick_.store(options.demand_kick);
+  window_.set_min_share(options.min_window_share);
 }
 
 void Prefetcher::collect() {
@@ -93,6 +103,9 @@ void Prefetcher::collect() {
   wasted_.set(static_cast<int64_t>(memory_.prefetch_wasted()));
   accuracy_.set(static_cast<int64_t>(throttle_.recent_accuracy() * 1000));
   table_entries_.set(static_cast<int64_t>(throttle_.entries()));
+  window_.observe_served_reads(memory_.prefetch_reads());
+  window_share_.set(static_cast<int64_t>(window_.hidden_share() * 1000));
+  promotion_us_.set(static_cast<int64_t>(window_.promotion_ns() / 1000));
 }
 
 void Prefetcher::note_in_memory() {
@@ -107,6 +120,10 @@ void Prefetcher::note_absent() {
 
 bool Prefetcher::request(std::string_view key, uint64_t size) {
   requested_.add();
+  if (window_.skip()) {
+    skipped_no_window_.add();
+    return true;
+  }
   const uint64_t hash = hash64(key);
   const int64_t now = unix_time_ms();
   switch (throttle_.admit(key, hash, now)) {
@@ -132,16 +149,27 @@ bool Prefetcher::request(std::string_view key, uint64_t size) {
     return true;
   }
   queued_.add();
-  PromotionRequest req{.trigger = PromotionTrigger::kPrefetch,
-                       .lease = true,
-                       .clean_only = true,
-                       .still_wanted = [this] { return !throttle_.cooling_down(unix_time_ms()); }};
-  promoter_.promote(key, std::move(req),
-                    [this, k = std::string(key), hash, bytes](PromotionOutcome o, uint64_t got) {
-                      pending_lease_bytes_.fetch_sub(bytes);
-                      on_prefetch_done(k, hash, o, got);
-                    });
+  const uint64_t probed_ns = mono_ns();
+  promoter_.promote(
+      key, prefetch_request(probed_ns),
+      [this, k = std::string(key), hash, bytes, probed_ns](PromotionOutcome o, uint64_t got) {
+        pending_lease_bytes_.fetch_sub(bytes);
+        if (o == PromotionOutcome::kPromoted) window_.observe_promotion(mono_ns() - probed_ns);
+        on_prefetch_done(k, hash, o, got);
+      });
   return true;
+}
+
+PromotionRequest Prefetcher::prefetch_request(uint64_t probed_ns) {
+  return PromotionRequest{
+      .trigger = PromotionTrigger::kPrefetch,
+      .lease = true,
+      .clean_only = true,
+      .still_wanted = [this] { return !throttle_.cooling_down(unix_time_ms()); },
+      .on_early_read =
+          [this, probed_ns](uint64_t read_at_ns, bool served) {
+            window_.observe_early_read(read_at_ns > probed_ns ? read_at_ns - probed_ns : 0, served);
+          }};
 }
 
 void Prefetcher::on_prefetch_done(std::string_view key, uint64_t hash, PromotionOutcome outcome,
@@ -174,6 +202,7 @@ void Prefetcher::on_prefetch_done(std::string_view key, uint64_t hash, Promotion
   }
   throttle_.finish(key, hash, throttle_outcome(outcome), unix_time_ms());
   throttle_.observe_accuracy(memory_.prefetch_reads(), memory_.prefetch_wasted());
+  window_.observe_served_reads(memory_.prefetch_reads());
 }
 
 bool Prefetcher::kick_allowed() {
@@ -184,8 +213,11 @@ bool Prefetcher::kick_allowed() {
 }
 
 PromotionRequest Prefetcher::kick_request() const {
-  return PromotionRequest{
-      .trigger = PromotionTrigger::kKick, .lease = false, .clean_only = true, .still_wanted = {}};
+  return PromotionRequest{.trigger = PromotionTrigger::kKick,
+                          .lease = false,
+                          .clean_only = true,
+                          .still_wanted = {},
+                          .on_early_read = {}};
 }
 
 PromotionDone Prefetcher::kick_done() {

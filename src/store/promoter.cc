@@ -101,6 +101,7 @@ struct PromotionJob {
   // would wait for has come, so the install grants none.
   uint32_t reads = 0;
   uint32_t attached = 0;  // of those, the ones served by this job's read
+  uint64_t first_read_ns = 0;
 };
 
 Promoter::Promoter(memory::MemoryTier& memory, flash::FlashTier& flash, FlashReader& reader,
@@ -251,7 +252,7 @@ std::shared_ptr<FlashRead> Promoter::attach(std::string_view key, uint64_t versi
   {
     std::lock_guard lock(job->mu);
     // Counted first: the install may run before follow() returns.
-    ++job->reads;
+    if (job->reads++ == 0) job->first_read_ns = mono_ns();
     ++job->attached;
   }
   start(job);  // a job still queued starts now; a started one is left alone
@@ -329,11 +330,14 @@ PromotionOutcome Promoter::install(Job& job, memory::ObjectWriter&& writer, uint
     // The read a lease waits for came while the job ran: no lease (it
     // would only hold memory until its TTL). Served by it, it counts.
     if (job.reads > 0) {
-      if (prefetch && job.attached > 0) memory_.count_prefetch_read();
+      const bool served = prefetch && job.attached > 0;
+      if (job.request.on_early_read) job.request.on_early_read(job.first_read_ns, served);
+      if (served) memory_.count_prefetch_read();
       return PromotionOutcome::kPromoted;
     }
   }
-  (void)memory_.grant_lease(key, lease_ttl_ms_.load(std::memory_order_relaxed), prefetch);
+  // By version: the key may have been written since the install.
+  (void)memory_.grant_lease(key, lease_ttl_ms_.load(std::memory_order_relaxed), prefetch, version);
   return PromotionOutcome::kPromoted;
 }
 

@@ -60,6 +60,10 @@ struct PromotionRequest {
   bool clean_only = false;
   // Asked on the worker just before memory is reserved; false drops the job.
   std::function<bool()> still_wanted;
+  // Runs at the install if a read of the key came while the job ran, with
+  // when the first one came (mono_ns) and whether it was served by the
+  // job's read (attached) rather than reading flash itself.
+  std::function<void(uint64_t read_at_ns, bool served)> on_early_read;
 };
 
 // Runs once per request, on a pool worker (or at once for kBusy/kCancelled).

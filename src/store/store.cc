@@ -75,6 +75,7 @@ PrefetchOptions prefetch_options(const Config& c) {
   o.throttle.max_cooldown_ms = c.prefetch_cooldown_max_ms;
   o.throttle.kick_max_failures = c.demand_kick_max_failures;
   o.demand_kick = c.demand_kick;
+  o.min_window_share = c.prefetch_min_window_share;
   return o;
 }
 

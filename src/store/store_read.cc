@@ -269,7 +269,8 @@ void Store::fetch(std::span<const std::string_view> keys, std::function<void(Sta
     PromotionRequest request{.trigger = PromotionTrigger::kFetch,
                              .lease = true,
                              .clean_only = false,
-                             .still_wanted = {}};
+                             .still_wanted = {},
+                             .on_early_read = {}};
     // Busy (a promotion of the key in flight that cannot be waited for),
     // gone or already in memory are not errors: the caller re-checks
     // residency and fetches again if needed.

@@ -229,6 +229,7 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "prefetch-dedup-max-entries",
                                              "prefetch-cooldown-ms",
                                              "prefetch-cooldown-max-ms",
+                                             "prefetch-min-window-share",
                                              "preheat-sources",
                                              "preheat-max-jobs",
                                              "preheat-pieces-inflight",

@@ -29,7 +29,8 @@ PREFETCH_FIELDS = (
     "prefetch_cooldowns", "prefetch_cooldown_ms", "prefetch_cooldown_remaining_ms",
     "prefetch_reads_served", "prefetch_leases_expired_unread", "prefetch_accuracy",
     "prefetch_dedup_entries", "prefetch_reads_attached", "promotion_bytes_adopted",
-    "promotion_bytes_copied")
+    "promotion_bytes_copied", "prefetch_skipped_no_window", "prefetch_window_share",
+    "prefetch_promotion_us")
 
 
 def value_of(i, size=VALUE):
@@ -323,7 +324,8 @@ def test_dedup_ttl_and_runtime_knobs(flash_servers):
     c = spill(s, 2)
     for key, value in (("prefetch-dedup-ttl-ms", "60000"), ("prefetch-dedup-max-entries", "1024"),
                        ("prefetch-cooldown-ms", "250"), ("prefetch-cooldown-max-ms", "4000"),
-                       ("demand-kick-max-failures", "5"), ("promotion-on-hit", "no")):
+                       ("demand-kick-max-failures", "5"), ("promotion-on-hit", "no"),
+                       ("prefetch-min-window-share", "0.5")):
         c.config_set(key, value)
         assert c.config_get(key) == {key: value}
     with pytest.raises(Exception, match="prefetch-cooldown-max-ms"):

@@ -191,6 +191,22 @@ TEST(LeaseTest, LeaseProtectsFromEviction) {
   EXPECT_EQ(present(*t), "efgh");
 }
 
+// A lease by version goes only to that version: a promotion whose key was
+// written after its install leases nothing, and the new value is not held.
+TEST(LeaseTest, ALeaseByVersionSkipsAValueWrittenSince) {
+  auto t = tier_holding(PolicyKind::kLru, 4, 1.0);
+  auto first = t->put("a", std::string(kValueSize, 'a'));
+  ASSERT_TRUE(first && first->written);
+  auto second = t->put("a", std::string(kValueSize, 'b'));
+  ASSERT_TRUE(second && second->written);
+  ASSERT_NE(first->version, second->version);
+  EXPECT_EQ(t->grant_lease("a", 10000, true, first->version).code(), StatusCode::kNotFound);
+  EXPECT_FALSE(t->stat("a")->chunks[0].leased);
+  EXPECT_EQ(t->stats().leased_bytes, 0);
+  EXPECT_TRUE(t->grant_lease("a", 10000, true, second->version).is_ok());
+  EXPECT_TRUE(t->stat("a")->chunks[0].leased);
+}
+
 TEST(LeaseTest, ExpiredLeaseNoLongerProtects) {
   auto t = tier_holding(PolicyKind::kLru, 4, 1.0);
   put_all(*t, "abcd");

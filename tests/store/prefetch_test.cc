@@ -14,6 +14,7 @@
 
 #include "flash/flash_tier.h"
 #include "flash/io_engine.h"
+#include "store/prefetch_window.h"
 #include "store/store.h"
 #include "store_test_util.h"
 
@@ -629,6 +630,53 @@ TEST_F(GatedPrefetchTest, ALateReadGetsTheLandedChunksAtOnceAndCancelEndsOnlyIt)
   EXPECT_EQ(late.bytes, value);
   EXPECT_EQ(quitter.done, 1) << "on_done comes once";
   ASSERT_TRUE(eventually([&] { return counter(store, "tierkv_prefetch_promoted_total") == 1; }));
+}
+
+// The window-aware skip: while every read comes right behind its probe (it
+// attaches to a promotion that has done nothing yet), the learnt share of
+// the promotion that reads find done falls and prefetches are skipped,
+// queueing nothing; the promotion time and the share are exported.
+TEST_F(PrefetchTest, PrefetchesWhoseReadsComeRightBehindTheirProbesAreSkipped) {
+  ReadGate* gate = nullptr;
+  auto store = open_gated(config(), gate);
+  ASSERT_TRUE(store && gate);
+  constexpr int kKeys = 24;
+  fill_to_flash(*store, kKeys);
+  free_memory(*store, kKeys);
+  const auto skipped = [&] { return counter(*store, "tierkv_prefetch_skipped_no_window_total"); };
+  auto probe = [&](int i) {
+    const std::string key = key_for(i);
+    const std::vector<std::string_view> keys = {key};
+    store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  };
+  int i = 0;
+  for (; i < kKeys; ++i) {
+    gate->arm();
+    probe(i);
+    if (skipped() > 0) break;
+    ASSERT_TRUE(eventually([&] { return gate->held() > 0; })) << "prefetch " << i;
+    Received read;
+    ReadStart r = store->read(key_for(i), 0, UINT64_MAX, read.callbacks());
+    ASSERT_EQ(r.where, ReadStart::Where::kFlash);
+    // The promotion takes far longer than the read's gap behind its probe.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate->release_held();
+    ASSERT_TRUE(eventually([&] { return read.done == 1; }));
+    EXPECT_EQ(read.bytes, value_for(i, kValue));
+    ASSERT_TRUE(eventually([&] {
+      return counter(*store, "tierkv_prefetch_promoted_total") == static_cast<uint64_t>(i + 1);
+    }));
+  }
+  ASSERT_GT(skipped(), 0u) << "no prefetch skipped after " << i << " early reads";
+  EXPECT_LE(i, 2 * PrefetchWindow::kMinSamples);
+  gate->release_held();
+  // Skipped probes queue nothing (fewer than one explorer's worth).
+  const uint64_t queued = counter(*store, "tierkv_prefetch_queued_total");
+  for (int k = 0; k < PrefetchWindow::kExploreEvery - 2 && ++i < kKeys; ++k) probe(i);
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_queued_total"), queued);
+  store->metrics().collect();
+  EXPECT_LT(store->metrics().gauge("tierkv_prefetch_window_share", "").value(), 200);
+  EXPECT_GE(store->metrics().gauge("tierkv_prefetch_promotion_us", "").value(), 50000);
 }
 
 }  // namespace
