@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
+
 #include "core/clock.h"
 #include "core/hash.h"
 
@@ -93,6 +95,11 @@ struct PromotionJob {
   // What reads that attach need; under mu.
   std::mutex mu;
   bool started = false;  // by a pool worker, or taken over by a read
+  // start() has published `read` and `version`, or ended the job: a read
+  // that attaches while a worker is inside start() waits for this (start
+  // never blocks, so the wait is short).
+  bool launched = false;
+  std::condition_variable launched_cv;
   // The flash read filling the copy. Weak: the read holds the job (its
   // on_copied), and a strong pointer back would keep both alive for good.
   std::weak_ptr<FlashRead> read;
@@ -203,11 +210,32 @@ Result<memory::ObjectWriter> Promoter::reserve(const Job& job, uint64_t size) {
   return memory_.prepare(job.slot.key(), size);
 }
 
+namespace {
+
+// Marks the job launched when start() leaves, however it leaves.
+class LaunchedOnExit {
+ public:
+  explicit LaunchedOnExit(PromotionJob& job) : job_(job) {}
+  ~LaunchedOnExit() {
+    {
+      std::lock_guard lock(job_.mu);
+      job_.launched = true;
+    }
+    job_.launched_cv.notify_all();
+  }
+
+ private:
+  PromotionJob& job_;
+};
+
+}  // namespace
+
 void Promoter::start(const std::shared_ptr<Job>& job) {
   {
     std::lock_guard lock(job->mu);
     if (std::exchange(job->started, true)) return;  // a read took it over
   }
+  LaunchedOnExit launched(*job);
   const std::string& key = job->slot.key();
   if (job->request.still_wanted && !job->request.still_wanted())
     return finish(*job, PromotionOutcome::kDropped);
@@ -258,7 +286,8 @@ std::shared_ptr<FlashRead> Promoter::attach(std::string_view key, uint64_t versi
   start(job);  // a job still queued starts now; a started one is left alone
   std::shared_ptr<FlashRead> read;
   {
-    std::lock_guard lock(job->mu);
+    std::unique_lock lock(job->mu);
+    job->launched_cv.wait(lock, [&] { return job->launched; });
     if (job->version == version) read = job->read.lock();
   }
   std::shared_ptr<FlashRead> follower = reader_.follow(read, offset, length, callbacks);

@@ -4,8 +4,8 @@
 
 namespace tierkv {
 
-PromotionPool::PromotionPool(size_t workers, size_t max_queued)
-    : max_queued_(std::max<size_t>(max_queued, 1)) {
+PromotionPool::PromotionPool(size_t workers, size_t max_queued, std::function<void()> before_job)
+    : max_queued_(std::max<size_t>(max_queued, 1)), before_job_(std::move(before_job)) {
   workers = std::max<size_t>(workers, 1);
   threads_.reserve(workers);
   for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
@@ -77,6 +77,7 @@ void PromotionPool::work() {
       queue_.pop_front();
       if (!queue_.empty()) cv_.notify_one();
     }
+    if (before_job_) before_job_();
     job(true);
   }
 }

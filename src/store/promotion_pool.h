@@ -23,7 +23,8 @@ class PromotionPool {
  public:
   using Job = std::function<void(bool run)>;
 
-  PromotionPool(size_t workers, size_t max_queued);
+  // `before_job` (tests) runs on the worker before each job it takes.
+  PromotionPool(size_t workers, size_t max_queued, std::function<void()> before_job = {});
   ~PromotionPool();
   PromotionPool(const PromotionPool&) = delete;
   PromotionPool& operator=(const PromotionPool&) = delete;
@@ -45,6 +46,7 @@ class PromotionPool {
   void work();
 
   const size_t max_queued_;
+  const std::function<void()> before_job_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;

@@ -208,7 +208,8 @@ void Store::open_flash(const Config& config) {
   // The queue holds what the in-flight cap admits, twice over: a job takes
   // its slot before it is queued.
   pool_ = std::make_unique<PromotionPool>(static_cast<size_t>(config.promotion_workers),
-                                          static_cast<size_t>(config.promotion_max_inflight) * 2);
+                                          static_cast<size_t>(config.promotion_max_inflight) * 2,
+                                          hooks_.before_pool_job);
   streams_->pool.store(pool_.get(), std::memory_order_release);
   promoter_ = std::make_unique<Promoter>(
       *memory_, *flash_, *reader_, key_locks_, *pool_, *metrics_,

@@ -224,6 +224,9 @@ struct StoreHooks {
   // hold or fail chosen reads.
   std::function<std::unique_ptr<flash::IoEngine>(std::unique_ptr<flash::IoEngine>)>
       wrap_flash_engine;
+  // Runs on a promotion-pool worker before each job it takes, e.g. to hold
+  // the workers so that promotions stay queued.
+  std::function<void()> before_pool_job;
 };
 
 class Store {

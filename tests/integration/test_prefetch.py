@@ -10,10 +10,12 @@ bytes stay under lease-max-fraction; memory full of dirty data makes a
 prefetch fail for room, start a cooldown and stop the next batch early;
 every outcome is an INFO # Prefetch field and a /metrics series."""
 import random
+import socket
 import threading
 
 import pytest
 
+from conftest import encode_command
 from flash_util import MIB, flash_servers, num, tier_stat, wait_until  # noqa: F401
 
 FLASH = ("--region-size", "16mb", "--flash-preallocate", "no", "--promotion-on-hit", "no")
@@ -159,6 +161,26 @@ def test_a_get_during_its_prefetch_takes_its_chunks_instead_of_reading_flash_aga
     # In memory now: a GET reads nothing and attaches to nothing.
     assert c.get("k0") == value_of(0)
     assert num(prefetch_info(s), "prefetch_reads_attached") == 2
+
+
+def test_a_client_that_closes_while_attached_leaves_the_prefetch_to_finish(flash_servers):
+    """A GET attached to its key's prefetch whose client goes away ends
+    alone: the prefetch still installs the value, nothing is read twice, and
+    the next GET is served from memory, byte-exact."""
+    s = flash_servers(memory="64mb", extra=FLASH + ("--backing-latency-ns", "500000000")).start()
+    c = spill(s, 1)
+    reads = num(s.flash_info(), "flash_reads")
+    assert c.execute_command("TIER.EXISTS", "k0", "PREFETCH") == 1
+    quitter = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+    quitter.sendall(encode_command("GET", "k0"))
+    assert wait_until(lambda: num(prefetch_info(s), "prefetch_reads_attached") == 1, 10), \
+        str((prefetch_info(s), s.flash_info()))
+    quitter.close()
+    assert wait_until(lambda: num(prefetch_info(s), "prefetch_promoted") == 1, 20), prefetch_info(s)
+    assert c.get("k0") == value_of(0)
+    assert in_memory(c, "k0")
+    assert num(s.flash_info(), "flash_reads") - reads == VALUE // MIB
+    assert s.alive()
 
 
 def test_exists_prefetch_and_the_companion_map(flash_servers):
@@ -335,6 +357,8 @@ def test_dedup_ttl_and_runtime_knobs(flash_servers):
         c.config_set("promotion-workers", "8")
     c.execute_command("TIER.EXISTS", "k0", "PREFETCH")
     assert wait_until(lambda: in_memory(c, "k0"), 10)
+    # The job ends just after the install: wait for it to leave the table.
+    assert wait_until(lambda: num(prefetch_info(s), "prefetch_dedup_entries") == 0, 10)
     c.get("k0")
     # A key named twice in one probe: the second is in flight, deduplicated.
     pushed = push_out(c, "k0", "again")
@@ -342,7 +366,7 @@ def test_dedup_ttl_and_runtime_knobs(flash_servers):
         c.delete(f"again{i}")
     c.execute_command("TIER.EXISTS", "k0", "k0", "PREFETCH")
     p = prefetch_info(s)
-    assert num(p, "prefetch_deduplicated") == 1, p
+    assert num(p, "prefetch_deduplicated") == 1, str(p)
     assert wait_until(lambda: in_memory(c, "k0"), 10)
     # Promoted, read, pushed out again: a later probe prefetches it again (a
     # promoted key leaves the dedup table), within the TTL.

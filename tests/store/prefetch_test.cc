@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <thread>
 
@@ -450,8 +451,10 @@ TEST_F(PrefetchTest, ProbedKeyDeletedBeforeItsJobNeverComesBack) {
 // A prefetch whose flash read fails counts as failed_io, installs nothing,
 // and leaves the data on flash as it was: the next read gets it whole.
 // A store whose flash reads go through a ReadGate.
-std::unique_ptr<Store> open_gated(const Config& c, ReadGate*& gate) {
+std::unique_ptr<Store> open_gated(const Config& c, ReadGate*& gate,
+                                  std::function<void()> before_pool_job = {}) {
   StoreHooks hooks;
+  hooks.before_pool_job = std::move(before_pool_job);
   hooks.wrap_flash_engine = [&gate](std::unique_ptr<flash::IoEngine> inner) {
     auto g = std::make_unique<ReadGate>(std::move(inner));
     gate = g.get();
@@ -677,6 +680,50 @@ TEST_F(PrefetchTest, PrefetchesWhoseReadsComeRightBehindTheirProbesAreSkipped) {
   store->metrics().collect();
   EXPECT_LT(store->metrics().gauge("tierkv_prefetch_window_share", "").value(), 200);
   EXPECT_GE(store->metrics().gauge("tierkv_prefetch_promotion_us", "").value(), 50000);
+}
+
+// Takeover: a read of a key whose prefetch is still queued (no worker free)
+// starts that job itself and is served by its read, one device read per
+// chunk, before any worker is free; the install then runs on the pool.
+TEST_F(PrefetchTest, AReadTakesOverAQueuedPrefetchAndReadsEachChunkOnce) {
+  Config c = config();
+  c.promotion_workers = 1;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hold = false;
+  auto wait_while_held = [&] {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return !hold; });
+  };
+  auto set_hold = [&](bool on) {
+    {
+      std::lock_guard lock(mu);
+      hold = on;
+    }
+    cv.notify_all();
+  };
+  ReadGate* gate = nullptr;
+  auto store = open_gated(c, gate, wait_while_held);
+  ASSERT_TRUE(store && gate);
+  fill_to_flash(*store, 1);
+  free_memory(*store, 1);
+  set_hold(true);
+  const std::vector<std::string_view> keys = {"obj:0"};
+  store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  ASSERT_EQ(counter(*store, "tierkv_prefetch_queued_total"), 1u);
+  const size_t device_reads = gate->reads();
+  Received read;
+  ReadStart r = store->read(key_for(0), 0, UINT64_MAX, read.callbacks());
+  ASSERT_EQ(r.where, ReadStart::Where::kFlash);
+  ASSERT_TRUE(eventually([&] { return read.done == 1; })) << "the read waited for a worker";
+  EXPECT_TRUE(read.status.is_ok()) << read.status.to_string();
+  EXPECT_EQ(read.bytes, value_for(0, kValue));
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_reads_attached_total"), 1u);
+  EXPECT_EQ(counter(*store, "tierkv_prefetch_promoted_total"), 0u) << "installed with no worker";
+  set_hold(false);
+  ASSERT_TRUE(eventually([&] { return counter(*store, "tierkv_prefetch_promoted_total") == 1; }));
+  EXPECT_EQ(gate->reads() - device_reads, kValue / c.chunk_size) << "one device read per chunk";
+  EXPECT_TRUE(store->memory_tier().contains(key_for(0)));
 }
 
 }  // namespace

@@ -209,6 +209,42 @@ TEST_F(PreheatTest, APartNearHalfOfMemoryIsPromotedWhole) {
   EXPECT_LE(s->stats().memory.used_bytes, s->stats().memory.budget_bytes);
 }
 
+// Holes only: promoting an object memory holds in part reads from flash
+// just the chunks memory lacks; the resident ones are kept, not read again.
+TEST_F(PreheatTest, APromotionOfAnObjectHeldInPartReadsOnlyItsHoles) {
+  Config c = config();
+  c.large_value_memory_fraction = 0.25;  // 2 MiB of a 4 MiB object stay
+  auto s = open(c);
+  const std::string content = value_for(5, 4 << 20);
+  auto id = s->preheat({.key = "part",
+                        .source = source_file("part.bin", content),
+                        .piece_size = 0,
+                        .cache = true,
+                        .sha256 = "",
+                        .ttl_s = 0});
+  ASSERT_TRUE(id);
+  ASSERT_EQ(wait_job(*s, *id).state, PreheatState::kDone);
+  std::optional<ObjectResidency> r = s->residency("part");
+  ASSERT_TRUE(r);
+  uint64_t held = 0;
+  for (const ChunkResidency& ch : r->chunks) held += ch.in_memory ? 1 : 0;
+  const uint64_t chunks = content.size() / kChunk;
+  ASSERT_GT(held, 0u);
+  ASSERT_LT(held, chunks);
+  Counter& device_reads = s->metrics().counter("tierkv_flash_reads_total", "");
+  const uint64_t before = device_reads.value();
+  auto fetched = std::make_shared<std::promise<Status>>();
+  const std::string_view keys[] = {"part"};
+  s->fetch(keys, [fetched](Status st) { fetched->set_value(std::move(st)); });
+  auto done = fetched->get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const Status st = done.get();
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(device_reads.value() - before, chunks - held) << "only the holes are read";
+  EXPECT_TRUE(s->memory_tier().contains("part"));
+  EXPECT_EQ(value_of(*s, "part"), content);
+}
+
 // large-value-memory-fraction 0 allows no memory copy: CACHE yes then
 // leaves the object on flash only (a cap of 0 once meant "no cap").
 TEST_F(PreheatTest, AMemoryFractionOfZeroKeepsNothingInMemory) {
