@@ -95,6 +95,10 @@ class ReplyDeferral {
   // as with any flash-only value.
   using CopyReply = std::function<void(ReplyBuffer&, const Result<FlashCopyOutcome>&)>;
   virtual bool copy_on_flash(FlashCopyRequest request, CopyReply reply) = 0;
+  // Runs `work` on the connection's thread once the replies of the
+  // current batch went to the socket: work the reply does not depend on
+  // (a probe's prefetches), so that it does not delay the reply.
+  virtual void after_reply(std::function<void()> work) = 0;
 };
 
 // Arguments of one command. For a large SET the parser streams the value
@@ -182,6 +186,11 @@ struct CommandSpec {
 void log_slow_command(ServerContext& server, const CommandSpec& spec,
                       std::span<const std::string_view> argv, uint64_t ns,
                       const ClientState& client);
+
+// How many of `keys` exist. A probe that prefetches answers from the
+// indexes first and starts its prefetches after the reply (after_reply).
+int64_t count_existing(CommandContext& ctx, std::span<const std::string_view> keys,
+                       const ExistOptions& options);
 
 // False while the store loads, for a command that must then answer -LOADING.
 bool runs_while_loading(const CommandSpec& spec, const Invocation& inv);

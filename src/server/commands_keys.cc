@@ -25,12 +25,9 @@ void del_command(CommandContext& ctx) {
 }
 
 void exists_command(CommandContext& ctx) {
-  int64_t n = 0;
   // With exists-prefetch or exists-prefetch-map, a plain EXISTS is also a
   // prefetch signal, for clients that cannot send TIER.EXISTS ... PREFETCH.
-  for (bool present : ctx.store.exist(keys_from(ctx, 1), ctx.store.plain_exists_options()))
-    n += present ? 1 : 0;
-  ctx.reply.integer(n);
+  ctx.reply.integer(count_existing(ctx, keys_from(ctx, 1), ctx.store.plain_exists_options()));
 }
 
 void touch_command(CommandContext& ctx) {
@@ -252,6 +249,23 @@ void randomkey_command(CommandContext& ctx) {
 }
 
 }  // namespace
+
+int64_t count_existing(CommandContext& ctx, std::span<const std::string_view> keys,
+                       const ExistOptions& options) {
+  const bool prefetches = options.prefetch_to_memory || options.prefetch_mapped;
+  int64_t n = 0;
+  for (bool present : ctx.store.exist(keys, ctx.defer != nullptr ? ExistOptions{} : options))
+    n += present ? 1 : 0;
+  if (prefetches && ctx.defer != nullptr) {
+    // The keys live in the input buffer, which the next read may reuse.
+    ctx.defer->after_reply(
+        [&store = ctx.store, owned = std::vector<std::string>(keys.begin(), keys.end()), options] {
+          std::vector<std::string_view> views(owned.begin(), owned.end());
+          store.prefetch(views, options);
+        });
+  }
+  return n;
+}
 
 void register_key_commands(CommandTable& table) {
   constexpr uint32_t kWriteFast = kWrite | kFast;

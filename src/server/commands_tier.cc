@@ -73,9 +73,7 @@ void tier_exists_command(CommandContext& ctx) {
   }
   std::span<const std::string_view> keys =
       std::span<const std::string_view>(ctx.inv.argv).subspan(1, end - 1);
-  int64_t n = 0;
-  for (bool present : ctx.store.exist(keys, options)) n += present ? 1 : 0;
-  ctx.reply.integer(n);
+  ctx.reply.integer(count_existing(ctx, keys, options));
 }
 
 }  // namespace

@@ -334,6 +334,12 @@ void Connection::on_flash_value_committed(uint64_t gen, const Status& status, bo
   resume();
 }
 
+void Connection::after_reply(std::function<void()> work) {
+  // Posted handlers run after the one that read this batch, which hands
+  // the batch's replies to the socket before it returns (flush).
+  asio::post(thread_.io, std::move(work));
+}
+
 bool Connection::copy_on_flash(FlashCopyRequest request, CopyReply reply) {
   if (flash_copy_declined_) return false;
   request.durable = holding_;  // fsync=always: the source's tombstone too

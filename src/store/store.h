@@ -305,6 +305,10 @@ class Store {
   // One answer per key, in order. Never blocks on I/O, with or without prefetch.
   std::vector<bool> exist(std::span<const std::string_view> keys, const ExistOptions& options = {});
   bool exists(std::string_view key) { return exist(std::span(&key, 1))[0]; }
+  // The prefetching half of exist(), for a caller that answered the probe
+  // with a plain exist() first and starts the prefetches once the answer is
+  // on its way (they never change it).
+  void prefetch(std::span<const std::string_view> keys, const ExistOptions& options);
   // How a plain EXISTS probes: per exists-prefetch and exists-prefetch-map.
   ExistOptions plain_exists_options() const;
 
@@ -445,6 +449,11 @@ class Store {
   void start_promotion_for_read(std::string_view key, const flash::FlashObjectSummary& info,
                                 bool whole, std::optional<ObjectWriter>& copy,
                                 std::function<void(ObjectWriter&&, Status)>& on_copied);
+  // A probed key and its companions, per `options`; false: the batch
+  // stops (cooldown).
+  bool prefetch_probed(std::string_view key, bool in_memory,
+                       const std::optional<flash::FlashObjectSummary>& on_flash,
+                       const ExistOptions& options);
   // One key of a prefetching probe; false: the batch stops (cooldown).
   bool probe_for_prefetch(std::string_view key, bool in_memory,
                           const std::optional<flash::FlashObjectSummary>& on_flash);

@@ -374,18 +374,37 @@ std::vector<bool> Store::exist(std::span<const std::string_view> keys,
     std::optional<flash::FlashObjectSummary> below;
     if (!in_memory && flash_) below = live_flash_object(*flash_, *reader_, k);
     out.push_back(in_memory || below.has_value());
-    if (!prefetch || stopped) continue;
-    if (options.prefetch_to_memory) stopped = !probe_for_prefetch(k, in_memory, below);
-    if (stopped || !has_prefetch_map_.load(std::memory_order_relaxed)) continue;
-    for (const std::string& companion : prefetch_companions(k)) {
-      const bool c_in_memory = memory_->contains(companion);
-      std::optional<flash::FlashObjectSummary> c_below;
-      if (!c_in_memory) c_below = live_flash_object(*flash_, *reader_, companion);
-      if ((stopped = !probe_for_prefetch(companion, c_in_memory, c_below))) break;
-    }
+    if (prefetch && !stopped) stopped = !prefetch_probed(k, in_memory, below, options);
   }
   if (stopped) prefetcher_->note_early_exit();
   return out;
+}
+
+void Store::prefetch(std::span<const std::string_view> keys, const ExistOptions& options) {
+  if (!prefetcher_ || !(options.prefetch_to_memory || options.prefetch_mapped)) return;
+  for (std::string_view k : keys) {
+    const bool in_memory = memory_->contains(k);
+    std::optional<flash::FlashObjectSummary> below;
+    if (!in_memory && flash_) below = live_flash_object(*flash_, *reader_, k);
+    if (!prefetch_probed(k, in_memory, below, options)) {
+      prefetcher_->note_early_exit();
+      return;
+    }
+  }
+}
+
+bool Store::prefetch_probed(std::string_view key, bool in_memory,
+                            const std::optional<flash::FlashObjectSummary>& on_flash,
+                            const ExistOptions& options) {
+  if (options.prefetch_to_memory && !probe_for_prefetch(key, in_memory, on_flash)) return false;
+  if (!has_prefetch_map_.load(std::memory_order_relaxed)) return true;
+  for (const std::string& companion : prefetch_companions(key)) {
+    const bool c_in_memory = memory_->contains(companion);
+    std::optional<flash::FlashObjectSummary> c_below;
+    if (!c_in_memory) c_below = live_flash_object(*flash_, *reader_, companion);
+    if (!probe_for_prefetch(companion, c_in_memory, c_below)) return false;
+  }
+  return true;
 }
 
 bool Store::probe_for_prefetch(std::string_view key, bool in_memory,

@@ -191,12 +191,14 @@ TEST_F(PrefetchTest, ProbeAnswersLikeExistsAndPromotesFlashOnlyKeys) {
 
 // Zero-copy install: each chunk a promotion reads becomes the memory chunk
 // (its buffer is kept), so no value byte is copied; the bytes still match.
+// The prefetches come from Store::prefetch, the half of a probe that the
+// server runs after the reply.
 TEST_F(PrefetchTest, APromotionKeepsItsReadBuffersAsTheMemoryChunks) {
   auto store = open(config());
   fill_to_flash(*store, 3);
   free_memory(*store, 3);
   std::vector<std::string_view> keys = {"obj:0", "obj:1", "obj:2"};
-  store->exist(keys, ExistOptions{.prefetch_to_memory = true});
+  store->prefetch(keys, ExistOptions{.prefetch_to_memory = true});
   ASSERT_TRUE(eventually([&] { return counter(*store, "tierkv_prefetch_promoted_total") == 3; }));
   EXPECT_EQ(counter(*store, "tierkv_promotion_bytes_adopted_total"), 3 * kValue);
   EXPECT_EQ(counter(*store, "tierkv_promotion_bytes_copied_total"), 0u);
