@@ -73,7 +73,7 @@ COUNTERS = ("flash_hits", "flash_reads", "promotions_done", "prefetch_promoted",
             "prefetch_reads_attached", "prefetch_reads_served", "prefetch_failed_saturated",
             "prefetch_failed_busy", "prefetch_refused_lease_cap", "prefetch_cooldowns",
             "prefetch_leases_expired_unread", "offloads", "promotion_bytes_copied",
-            "promotion_bytes_adopted", "evicted_keys")
+            "promotion_bytes_adopted", "evicted_keys", "prefetch_skipped_no_window")
 QUICK = {"reps": 1, "requests": 150, "regimes": "constrained,seed", "probe_pairs_flash": 20,
          "probe_pairs_memory": 200}
 

@@ -6,54 +6,59 @@ namespace tierkv {
 
 void AlignedBuffer::reset() {
   char* data = std::exchange(data_, nullptr);
-  size_ = 0;
+  const size_t size = std::exchange(size_, 0);
   if (data == nullptr) return;
   if (BufferPool* pool = std::exchange(pool_, nullptr))
-    pool->give_back(data);
+    pool->give_back(data, size);
   else
     std::free(data);
 }
 
-BufferPool::BufferPool(size_t buffer_size, IdleRoom idle_room)
-    : buffer_size_(align_up(buffer_size)), idle_room_(std::move(idle_room)) {}
+BufferPool::BufferPool(size_t buffer_size, IdleRoom idle_room, size_t min_size)
+    : buffer_size_(align_up(buffer_size)),
+      min_size_(std::min(align_up(min_size), align_up(buffer_size))),
+      idle_room_(std::move(idle_room)) {}
 
 BufferPool::~BufferPool() {
+  std::vector<char*> all;
   std::lock_guard lock(mu_);
-  free_all(idle_);
+  for (auto& [size, c] : classes_) pop_locked(size, c, c.idle.size(), all);
+  free_all(all);
 }
 
 AlignedBuffer BufferPool::take(size_t size) {
-  // A small read in a whole buffer would hold far more than it is charged.
-  if (align_up(size) > buffer_size_ || 2 * align_up(size) <= buffer_size_)
+  const size_t rounded = align_up(size);
+  if (rounded > buffer_size_ || rounded < min_size_)
     return AlignedBuffer(size, AlignedBuffer::Uninitialized{});
   char* data = nullptr;
   {
     std::lock_guard lock(mu_);
-    if (!idle_.empty()) {
-      data = idle_.back();
-      idle_.pop_back();
-      low_water_ = std::min(low_water_, idle_.size());
-      idle_bytes_.fetch_sub(static_cast<int64_t>(buffer_size_), std::memory_order_relaxed);
+    auto it = classes_.find(rounded);
+    if (it != classes_.end() && !it->second.idle.empty()) {
+      SizeClass& c = it->second;
+      data = c.idle.back();
+      c.idle.pop_back();
+      c.low_water = std::min(c.low_water, c.idle.size());
+      idle_bytes_.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
     }
   }
   if (data != nullptr) {
     reused_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    data = static_cast<char*>(std::aligned_alloc(kBlockSize, buffer_size_));
+    data = static_cast<char*>(std::aligned_alloc(kBlockSize, rounded));
     if (data == nullptr) throw std::bad_alloc();
     fresh_.fetch_add(1, std::memory_order_relaxed);
   }
-  return AlignedBuffer(data, buffer_size_, this);
+  return AlignedBuffer(data, rounded, this);
 }
 
-void BufferPool::give_back(char* data) {
-  const auto size = static_cast<int64_t>(buffer_size_);
+void BufferPool::give_back(char* data, size_t size) {
   const int64_t room = idle_room_ ? idle_room_() : 0;
   {
     std::lock_guard lock(mu_);
-    if (idle_bytes_.load(std::memory_order_relaxed) + size <= room) {
-      idle_.push_back(data);
-      idle_bytes_.fetch_add(size, std::memory_order_relaxed);
+    if (idle_bytes_.load(std::memory_order_relaxed) + static_cast<int64_t>(size) <= room) {
+      classes_[size].idle.push_back(data);
+      idle_bytes_.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
       return;
     }
   }
@@ -61,21 +66,30 @@ void BufferPool::give_back(char* data) {
   returned_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void BufferPool::pop_locked(size_t size, SizeClass& c, size_t n, std::vector<char*>& out) {
+  for (size_t i = 0; i < n && !c.idle.empty(); ++i) {
+    out.push_back(c.idle.back());
+    c.idle.pop_back();
+    idle_bytes_.fetch_sub(static_cast<int64_t>(size), std::memory_order_relaxed);
+  }
+  c.low_water = std::min(c.low_water, c.idle.size());
+}
+
 void BufferPool::trim() {
   // On every prepare(): nothing idle, nothing to ask.
   if (idle_bytes_.load(std::memory_order_relaxed) == 0) return;
-  const auto size = static_cast<int64_t>(buffer_size_);
   const int64_t room = idle_room_ ? idle_room_() : 0;
   if (idle_bytes_.load(std::memory_order_relaxed) <= room) return;
   std::vector<char*> surplus;
   {
     std::lock_guard lock(mu_);
-    while (!idle_.empty() && idle_bytes_.load(std::memory_order_relaxed) > room) {
-      surplus.push_back(idle_.back());
-      idle_.pop_back();
-      idle_bytes_.fetch_sub(size, std::memory_order_relaxed);
+    // Largest buffers first: the fewest frees give the room back.
+    for (auto it = classes_.rbegin();
+         it != classes_.rend() && idle_bytes_.load(std::memory_order_relaxed) > room; ++it) {
+      const int64_t over = idle_bytes_.load(std::memory_order_relaxed) - room;
+      const auto size = static_cast<int64_t>(it->first);
+      pop_locked(it->first, it->second, static_cast<size_t>((over + size - 1) / size), surplus);
     }
-    low_water_ = std::min(low_water_, idle_.size());
   }
   free_all(surplus);
 }
@@ -84,14 +98,11 @@ void BufferPool::release_idle() {
   std::vector<char*> unneeded;
   {
     std::lock_guard lock(mu_);
-    const size_t n = (low_water_ + 1) / 2;
-    for (size_t i = 0; i < n && !idle_.empty(); ++i) {
-      unneeded.push_back(idle_.back());
-      idle_.pop_back();
+    for (auto& [size, c] : classes_) {
+      pop_locked(size, c, (c.low_water + 1) / 2, unneeded);
+      c.low_water = c.idle.size();
     }
-    idle_bytes_.fetch_sub(static_cast<int64_t>(unneeded.size() * buffer_size_),
-                          std::memory_order_relaxed);
-    low_water_ = idle_.size();
+    std::erase_if(classes_, [](const auto& kv) { return kv.second.idle.empty(); });
   }
   free_all(unneeded);
 }

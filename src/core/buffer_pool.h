@@ -1,5 +1,6 @@
-// BufferPool: aligned buffers of one size (a chunk and its flash record
-// header), kept mapped between uses.
+// BufferPool: aligned buffers from min_size up to buffer_size (a chunk and
+// its flash record header), kept mapped between uses, in one free list per
+// size (rounded up to whole blocks).
 //
 // Why: the kernel zeroes every page a process touches for the first time. On
 // the virtual machines we run on, first touch of fresh memory moves 0.4 GB/s
@@ -7,7 +8,10 @@
 // than the flash read that fills it. Flash reads take their buffers here, a
 // promotion keeps the read buffer as its memory chunk, and full memory chunks
 // are buffers from here too: a chunk freed by eviction is the next read's
-// buffer, and nothing on those paths faults pages in.
+// buffer, and nothing on those paths faults pages in. Values smaller than a
+// chunk (KV-cache blocks of 256 KiB, say) come in few sizes, so their
+// buffers are kept by size as well; below min_size malloc's heap keeps its
+// pages anyway.
 //
 // Bounded: a buffer given back is kept only while the idle bytes stay within
 // idle_room() (the store's: the memory budget left unused plus the flash read
@@ -20,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -39,32 +44,43 @@ class BufferPool {
   // Bytes idle buffers may hold now; read at each give_back() and trim().
   using IdleRoom = std::function<int64_t()>;
 
-  BufferPool(size_t buffer_size, IdleRoom idle_room);
+  static constexpr size_t kDefaultMinSize = 128 << 10;  // glibc's mmap threshold
+
+  // min_size is at most buffer_size: a full buffer is always pooled.
+
+  BufferPool(size_t buffer_size, IdleRoom idle_room, size_t min_size = kDefaultMinSize);
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
   size_t buffer_size() const { return buffer_size_; }
-  // An uninitialised buffer of at least `size` bytes: one of the pool's if
-  // it fits buffer_size() and needs more than half of it, else a plain one
+  // An uninitialised buffer of `size` rounded up to whole blocks: one of
+  // the pool's if that is from min_size to buffer_size(), else a plain one
   // the pool never sees again.
   AlignedBuffer take(size_t size);
-  // Called by a pooled AlignedBuffer when it is destroyed.
-  void give_back(char* data);
+  // Called by a pooled AlignedBuffer of `size` bytes when it is destroyed.
+  void give_back(char* data, size_t size);
   // Gives buffers back to the allocator while idle bytes pass idle_room().
   void trim();
-  // Gives back half of the buffers no take() needed since the last call.
+  // Gives back half of the buffers of each size that no take() needed
+  // since the last call.
   void release_idle();
   BufferPoolStats stats() const;
 
  private:
+  struct SizeClass {
+    std::vector<char*> idle;
+    size_t low_water = 0;  // fewest idle buffers since release_idle()
+  };
+  // Moves up to `n` idle buffers of `size` into `out`; under mu_.
+  void pop_locked(size_t size, SizeClass& c, size_t n, std::vector<char*>& out);
   void free_all(std::vector<char*>& buffers);
 
   const size_t buffer_size_;
+  const size_t min_size_;
   const IdleRoom idle_room_;
   mutable std::mutex mu_;
-  std::vector<char*> idle_;  // guarded by mu_
-  size_t low_water_ = 0;     // fewest idle buffers since release_idle(); mu_
+  std::map<size_t, SizeClass> classes_;  // by buffer size; guarded by mu_
   std::atomic<int64_t> idle_bytes_{0};
   std::atomic<uint64_t> reused_{0}, fresh_{0}, returned_{0};
 };

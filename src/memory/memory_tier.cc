@@ -181,13 +181,16 @@ size_t MemoryTier::chunk_charge(uint32_t len) const {
 }
 
 Chunk* MemoryTier::new_chunk(uint32_t len, uint32_t charge) {
-  // Only a full chunk is charged what a pooled buffer holds. A short one of
-  // whole pages gets a buffer of its own, so that a promotion can still
-  // swap in the flash read's buffer (Chunk::adopt); a small one is inline.
-  if (len == chunk_size_) return Chunk::allocate_in(buffer_pool_.take(len), 0, len, charge, &used_);
-  if (len >= Chunk::kLargeAllocation)
-    return Chunk::allocate_in(AlignedBuffer(len, AlignedBuffer::Uninitialized{}), 0, len, charge,
+  // A full chunk is charged what a pooled buffer holds. A short large one
+  // gets a pooled buffer one block longer than its bytes: the size a flash
+  // read of it (record header and bytes) takes, so that written and
+  // promoted chunks of one size share buffers, and a promotion can swap in
+  // the read's buffer (Chunk::adopt). A small one is inline.
+  if (len == chunk_size_)
+    return Chunk::allocate_in(buffer_pool_.take(buffer_pool_.buffer_size()), 0, len, charge,
                               &used_);
+  if (len >= Chunk::kLargeAllocation)
+    return Chunk::allocate_in(buffer_pool_.take(align_up(len + 1)), 0, len, charge, &used_);
   return Chunk::allocate(len, charge, &used_);
 }
 

@@ -1,9 +1,10 @@
-// BufferPool: a buffer given back is the next one taken, idle buffers never
-// pass the room the owner allows, and an idle pool drains.
+// BufferPool: a buffer given back is the next one of its size taken, idle
+// buffers never pass the room the owner allows, and an idle pool drains.
 #include "core/buffer_pool.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <vector>
 
 namespace tierkv {
@@ -12,7 +13,8 @@ namespace {
 constexpr size_t kBuffer = 64 << 10;
 
 TEST(BufferPoolTest, ABufferGivenBackIsTheNextOneTaken) {
-  BufferPool pool(kBuffer, [] { return int64_t{1} << 30; });
+  BufferPool pool(
+      kBuffer, [] { return int64_t{1} << 30; }, kBuffer);
   char* first = nullptr;
   {
     AlignedBuffer b = pool.take(kBuffer);
@@ -30,22 +32,54 @@ TEST(BufferPoolTest, ABufferGivenBackIsTheNextOneTaken) {
   EXPECT_EQ(pool.stats().idle_bytes, 0);
 }
 
-TEST(BufferPoolTest, SmallAndOversizedBuffersAreNotPooled) {
-  BufferPool pool(kBuffer, [] { return int64_t{1} << 30; });
-  AlignedBuffer small = pool.take(kBuffer / 2);
+TEST(BufferPoolTest, BuffersUnderTheMinimumOrOverTheSizeAreNotPooled) {
+  BufferPool pool(
+      kBuffer, [] { return int64_t{1} << 30; }, kBuffer / 4);
+  AlignedBuffer small = pool.take(kBuffer / 4 - kBlockSize);
   AlignedBuffer big = pool.take(kBuffer + 1);
   EXPECT_FALSE(small.pooled());
   EXPECT_FALSE(big.pooled());
   EXPECT_EQ(big.size(), kBuffer + kBlockSize);
-  EXPECT_TRUE(pool.take(kBuffer / 2 + kBlockSize).pooled());
+  EXPECT_TRUE(pool.take(kBuffer / 4).pooled());
   small.reset();
   big.reset();
   EXPECT_EQ(pool.stats().fresh, 1u);  // only the pooled one
+  // A minimum above the buffer size still pools full buffers.
+  BufferPool full_only(
+      kBuffer, [] { return int64_t{1} << 30; }, 4 * kBuffer);
+  EXPECT_TRUE(full_only.take(kBuffer).pooled());
+  EXPECT_FALSE(full_only.take(kBuffer / 2).pooled());
+}
+
+// Buffers are kept by size: a size given back is reused only by takes that
+// round to it, and idle bytes count every size.
+TEST(BufferPoolTest, EachSizeHasItsOwnFreeList) {
+  BufferPool pool(
+      kBuffer, [] { return int64_t{1} << 30; }, kBlockSize);
+  char* quarter = nullptr;
+  char* half = nullptr;
+  {
+    AlignedBuffer q = pool.take(kBuffer / 4 - 10);
+    AlignedBuffer h = pool.take(kBuffer / 2);
+    EXPECT_EQ(q.size(), kBuffer / 4);
+    quarter = q.data();
+    half = h.data();
+  }
+  EXPECT_EQ(pool.stats().idle_bytes, static_cast<int64_t>(kBuffer / 4 + kBuffer / 2));
+  AlignedBuffer h = pool.take(kBuffer / 2 - 100);
+  AlignedBuffer q = pool.take(kBuffer / 4);
+  EXPECT_EQ(h.data(), half);
+  EXPECT_EQ(q.data(), quarter);
+  AlignedBuffer other = pool.take(kBuffer / 8);  // no such size idle
+  EXPECT_EQ(pool.stats().reused, 2u);
+  EXPECT_EQ(pool.stats().fresh, 3u);
+  EXPECT_EQ(pool.stats().idle_bytes, 0);
 }
 
 TEST(BufferPoolTest, IdleBuffersStayWithinTheRoomAndTrimFollowsItDown) {
   std::atomic<int64_t> room{3 * static_cast<int64_t>(kBuffer)};
-  BufferPool pool(kBuffer, [&] { return room.load(); });
+  BufferPool pool(
+      kBuffer, [&] { return room.load(); }, kBuffer);
   std::vector<AlignedBuffer> held;
   for (int i = 0; i < 5; ++i) held.push_back(pool.take(kBuffer));
   held.clear();  // 5 come back, 3 fit
@@ -62,7 +96,8 @@ TEST(BufferPoolTest, IdleBuffersStayWithinTheRoomAndTrimFollowsItDown) {
 }
 
 TEST(BufferPoolTest, ReleaseIdleDrainsWhatNoTakeNeeded) {
-  BufferPool pool(kBuffer, [] { return int64_t{1} << 30; });
+  BufferPool pool(
+      kBuffer, [] { return int64_t{1} << 30; }, kBuffer);
   {
     std::vector<AlignedBuffer> held;
     for (int i = 0; i < 8; ++i) held.push_back(pool.take(kBuffer));
@@ -88,6 +123,26 @@ TEST(BufferPoolTest, ReleaseIdleDrainsWhatNoTakeNeeded) {
     for (int i = 0; i < 4; ++i) held.push_back(pool.take(kBuffer));
   }
   EXPECT_EQ(pool.stats().idle_bytes, 4 * static_cast<int64_t>(kBuffer));
+}
+
+// Trim gives back the largest idle buffers first, until the idle bytes are
+// within the room again.
+TEST(BufferPoolTest, TrimFreesTheLargestSizesFirst) {
+  std::atomic<int64_t> room{int64_t{1} << 30};
+  BufferPool pool(
+      kBuffer, [&] { return room.load(); }, kBlockSize);
+  {
+    std::vector<AlignedBuffer> held;
+    held.push_back(pool.take(kBuffer));
+    held.push_back(pool.take(kBuffer / 4));
+    held.push_back(pool.take(kBuffer / 4));
+  }
+  room = static_cast<int64_t>(kBuffer / 2);
+  pool.trim();
+  EXPECT_EQ(pool.stats().idle_bytes, static_cast<int64_t>(kBuffer / 2));
+  EXPECT_EQ(pool.stats().returned, 1u);
+  AlignedBuffer q = pool.take(kBuffer / 4);
+  EXPECT_EQ(pool.stats().reused, 1u);
 }
 
 }  // namespace
