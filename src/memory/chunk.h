@@ -1,9 +1,9 @@
 // Chunks: the unit of residency, eviction and I/O. A chunk is this header
 // followed by its bytes in one allocation, or the header and an aligned
-// buffer: a full chunk's buffer from the BufferPool, or the buffer a flash
-// read filled (adopted by a promotion, so its bytes are never copied). It is
-// reference counted: the index holds
-// one reference, and every ChunkPin one more. The bytes are freed, and their
+// buffer: a buffer from the BufferPool (chunks of 128 KiB or more), or the
+// buffer a flash read filled (adopted by a promotion, so its bytes are never
+// copied). It is reference counted: the index holds one reference, and
+// every ChunkPin one more. The bytes are freed, and their
 // charge returned to the budget, when the last reference goes.
 #pragma once
 

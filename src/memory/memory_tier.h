@@ -139,7 +139,7 @@ struct MemoryTierStats {
   uint64_t offload_waits = 0;      // writes that waited for offloads to land
   uint64_t clean_objects = 0;      // objects in memory whose version the lower tier holds
   int64_t use_once_bytes = 0;      // look-ahead data charged to the use-once lane
-  BufferPoolStats buffer_pool;     // full chunk buffers kept mapped for reuse
+  BufferPoolStats buffer_pool;     // chunk buffers kept mapped for reuse
   uint64_t use_once_dropped = 0;   // use-once chunks dropped once served
   int64_t dirty_bytes = 0;         // chunk charge of objects that exist only here (kDirty)
 };

@@ -185,8 +185,8 @@ std::string HttpMetricsServer::render() const {
         static_cast<int64_t>(m.evicted_objects));
   gauge(out, "tierkv_memory_evicted_chunks_total", "chunks evicted", "counter",
         static_cast<int64_t>(m.evicted_chunks));
-  gauge(out, "tierkv_memory_buffer_pool_idle_bytes", "full chunk buffers kept mapped for reuse",
-        "gauge", m.buffer_pool_idle_bytes);
+  gauge(out, "tierkv_memory_buffer_pool_idle_bytes", "chunk buffers kept mapped for reuse", "gauge",
+        m.buffer_pool_idle_bytes);
   gauge(out, "tierkv_memory_buffer_pool_reused_total",
         "chunk and flash read buffers served by a kept buffer", "counter",
         static_cast<int64_t>(m.buffer_pool_reused));

@@ -32,7 +32,7 @@ struct MemoryFigures {
   uint64_t evicted_objects = 0;
   uint64_t evicted_chunks = 0;
   uint64_t expired_objects = 0;
-  int64_t buffer_pool_idle_bytes = 0;  // full chunk buffers kept mapped for reuse
+  int64_t buffer_pool_idle_bytes = 0;  // chunk buffers kept mapped for reuse
   uint64_t buffer_pool_reused = 0;
   uint64_t buffer_pool_fresh = 0;
   uint64_t hits = 0;
