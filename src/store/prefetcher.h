@@ -8,9 +8,9 @@
 // fetch(). A prefetched object is leased until its first read or
 // lease-ttl-ms; leased bytes stay under lease-max-fraction, above which new
 // prefetches are refused. A prefetch whose read would come before a useful
-// share of its promotion is done is skipped (PrefetchWindow). Every outcome is a counter in the registry
-// (tierkv_prefetch_*, tierkv_demand_kicks_*), which INFO # Prefetch and
-// /metrics both read.
+// share of its promotion is done is skipped (PrefetchWindow). Every outcome is a counter in the
+// registry (tierkv_prefetch_*, tierkv_demand_kicks_*), which INFO # Prefetch and /metrics both
+// read.
 #pragma once
 
 #include <cstdint>
