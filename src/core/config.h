@@ -122,6 +122,7 @@ struct Config {
   // preheat (see docs/preheat.md)
   std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
   int64_t preheat_max_jobs = 2;
+  int64_t shutdown_timeout_ms = 10000;
   int64_t preheat_pieces_inflight = 4;
   int64_t preheat_retries = 3;
   // streaming look-ahead (see docs/streaming.md): keys or chunks held ahead

@@ -356,6 +356,10 @@ const std::vector<KeySpec>& specs() {
                 "empty: preheat is refused",
                 A::kPreheat},
                &C::preheat_sources),
+      millis_key({"shutdown-timeout-ms",
+                  "at shutdown, how long cancelled preheat jobs may take to end before memory "
+                  "is written to flash without them"},
+                 &C::shutdown_timeout_ms, 0, 3.6e6),
       int_key(
           {"preheat-max-jobs", "preheat jobs running at once (more wait in a queue)", A::kPreheat},
           &C::preheat_max_jobs, 1, 64),

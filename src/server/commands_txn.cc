@@ -220,7 +220,9 @@ void register_txn_commands(CommandTable& table) {
   table.add({"exec", 1, kTxnControl | kLoadingOk | kExclusive | kRunsQueue | kReadsValue | kWrite,
              0, 0, 0, exec_command, "Run the queued commands of a transaction"});
   table.add({"discard", 1, kControl, 0, 0, 0, discard_command, "Drop a transaction's queue"});
-  table.add({"watch", -2, kControl, 1, -1, 1, watch_command,
+  // Not while loading: a flash key not yet scanned would be watched as
+  // absent, and a later DEL of it would not abort EXEC.
+  table.add({"watch", -2, kTxnControl | kFast, 1, -1, 1, watch_command,
              "Make EXEC fail if any of these keys changes"});
   table.add({"unwatch", 1, kFast | kLoadingOk, 0, 0, 0, unwatch_command, "Forget watched keys"});
 }

@@ -40,9 +40,12 @@ std::string file_validator(const struct stat& st) {
 class FileSource final : public PreheatSource {
  public:
   static Result<std::unique_ptr<PreheatSource>> open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Non-blocking: opening a FIFO (or a device) must not hang a worker
+    // before the type check below refuses it. No symlink as the last step.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
       if (errno == ENOENT) return Status::not_found("no such file: " + path);
+      if (errno == ELOOP) return Status::invalid_argument("a symbolic link: " + path);
       return Status::io_error(errno_text("cannot open " + path));
     }
     auto source = std::unique_ptr<FileSource>(new FileSource(fd, path));
@@ -139,6 +142,15 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return static_cast<std::stop_token*>(user)->stop_requested() ? 1 : 0;
 }
 
+// Makes a stop request abort the handle's transfer. curl calls the progress
+// function often while data flows and about once a second while a server
+// stalls (connecting included). `stop` must outlive the transfer.
+void watch_stop(CURL* curl, std::stop_token& stop) {
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &stop);
+}
+
 std::string validator_of(const HttpReply& r) {
   if (!r.etag.empty()) return "etag:" + r.etag;
   if (!r.last_modified.empty()) return "last-modified:" + r.last_modified;
@@ -147,14 +159,16 @@ std::string validator_of(const HttpReply& r) {
 
 class HttpSource final : public PreheatSource {
  public:
-  static Result<std::unique_ptr<PreheatSource>> open(const std::string& url) {
+  static Result<std::unique_ptr<PreheatSource>> open(const std::string& url, std::stop_token stop) {
     global_curl_init();
     auto source = std::unique_ptr<HttpSource>(new HttpSource(url));
     CurlHandle h;
     HttpReply reply;
     source->prepare(h.curl, reply);
+    watch_stop(h.curl, stop);
     curl_easy_setopt(h.curl, CURLOPT_NOBODY, 1L);
     const CURLcode rc = curl_easy_perform(h.curl);
+    if (rc == CURLE_ABORTED_BY_CALLBACK) return Status::unavailable("cancelled");
     if (rc != CURLE_OK) return Status::io_error(url + ": " + curl_easy_strerror(rc));
     curl_easy_getinfo(h.curl, CURLINFO_RESPONSE_CODE, &reply.code);
     if (reply.code == 404) return Status::not_found(url + ": HTTP 404");
@@ -184,11 +198,7 @@ class HttpSource final : public PreheatSource {
     HttpReply reply;
     reply.out = out;
     prepare(h.curl, reply);
-    // curl calls this often while data flows and about once a second while
-    // a server stalls; a non-zero return aborts the transfer.
-    curl_easy_setopt(h.curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h.curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h.curl, CURLOPT_XFERINFODATA, &stop);
+    watch_stop(h.curl, stop);
     const std::string range =
         std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1);
     curl_easy_setopt(h.curl, CURLOPT_RANGE, range.c_str());
@@ -274,7 +284,7 @@ bool prefix_at_boundary(std::string_view s, std::string_view prefix) {
 
 }  // namespace
 
-Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url) {
+Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url, std::stop_token stop) {
   if (starts_with(url, kFileScheme)) {
     const std::string path = url.substr(kFileScheme.size());
     if (path.empty() || path[0] != '/') {
@@ -282,7 +292,7 @@ Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url) {
     }
     return FileSource::open(path);
   }
-  if (is_http(url)) return HttpSource::open(url);
+  if (is_http(url)) return HttpSource::open(url, stop);
   return Status::invalid_argument("unsupported source (file://, http://, https://): " + url);
 }
 

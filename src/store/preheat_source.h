@@ -41,8 +41,11 @@ class PreheatSource {
 };
 
 // Opens file:///absolute/path or http(s)://... (anything else:
-// InvalidArgument). NotFound for a missing file or an HTTP 404.
-Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url);
+// InvalidArgument). NotFound for a missing file or an HTTP 404. A stop
+// request ends an HTTP open in flight (Unavailable); a file open never
+// blocks.
+Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url,
+                                                   std::stop_token stop = {});
 
 // The allowlist (preheat-sources): true if `url` starts with one of the
 // prefixes at a path boundary. file:// URLs are compared after resolving

@@ -180,10 +180,10 @@ Result<uint64_t> Preheater::start(PreheatRequest request) {
                                     job->request.source + " (key '" + job->request.key + "')");
   }
   job->id = next_id_++;
-  for (auto it = jobs_.begin(); jobs_.size() >= kJobsKept && it != jobs_.end();) {
-    std::lock_guard job_lock(it->second->mu);
-    const bool ended = it->second->finished_ms != 0;
-    it = ended ? jobs_.erase(it) : std::next(it);
+  // Oldest ended first, and no job's lock held: erasing frees the job.
+  while (jobs_.size() >= kJobsKept && !ended_.empty()) {
+    jobs_.erase(ended_.front());
+    ended_.pop_front();
   }
   jobs_[job->id] = job;
   queue_.push_back(job);
@@ -221,7 +221,11 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
     cancelled = job->cancel;
   }
   if (cancelled) return finish(*job, PreheatState::kCancelled, "cancelled");
-  Result<std::unique_ptr<PreheatSource>> source = open_source(job->request.source);
+  // A CANCEL (or a shutdown) ends an HTTP open that hangs.
+  Result<std::unique_ptr<PreheatSource>> source =
+      open_source(job->request.source, job->stop.get_token());
+  if (!source && job->stop.stop_requested())
+    return finish(*job, PreheatState::kCancelled, "cancelled");
   if (!source) {
     metrics_.source_errors.add();
     return finish(*job, PreheatState::kFailed, source.status().message());
@@ -396,6 +400,7 @@ void Preheater::finish(Job& job, PreheatState state, std::string error) {
     spdlog::warn("preheat job {} of '{}' failed: {}", job.id, job.request.key, job.error);
   }
   std::lock_guard lock(mu_);
+  ended_.push_back(job.id);
   --running_;
   metrics_.running.add(-1);
   schedule_locked();
@@ -465,6 +470,7 @@ Status Preheater::cancel(uint64_t id) {
     job.state = PreheatState::kCancelled;
     job.error = "cancelled";
     job.finished_ms = unix_time_ms();
+    ended_.push_back(id);
   } else if (job.state == PreheatState::kRunning) {
     job.cancel = true;
     job.stop.request_stop();
@@ -472,7 +478,7 @@ Status Preheater::cancel(uint64_t id) {
   return Status::ok();
 }
 
-void Preheater::stop() {
+bool Preheater::stop(std::chrono::milliseconds timeout) {
   std::vector<uint64_t> ids;
   {
     std::lock_guard lock(mu_);
@@ -481,7 +487,11 @@ void Preheater::stop() {
   }
   for (uint64_t id : ids) (void)cancel(id);
   std::unique_lock lock(mu_);
-  idle_.wait(lock, [&] { return running_ == 0; });
+  if (timeout == std::chrono::milliseconds::max()) {
+    idle_.wait(lock, [&] { return running_ == 0; });
+    return true;
+  }
+  return idle_.wait_for(lock, timeout, [&] { return running_ == 0; });
 }
 
 }  // namespace tierkv

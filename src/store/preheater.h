@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -66,8 +67,10 @@ class Preheater {
   std::vector<PreheatJobStatus> jobs() const;
   // NotFound for an unknown id; OK (no change) for a job that already ended.
   Status cancel(uint64_t id);
-  // Cancels every job and waits until none runs; later start() fails.
-  void stop();
+  // Cancels every job and waits until none runs, or at most `timeout`;
+  // later start() fails. False if a job still runs (a worker is stuck in a
+  // source that ignores the cancel).
+  bool stop(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
 
  private:
   struct Job;
@@ -108,6 +111,7 @@ class Preheater {
   uint32_t running_ = 0;
   std::deque<std::shared_ptr<Job>> queue_;
   std::map<uint64_t, std::shared_ptr<Job>> jobs_;  // every job, by id (bounded: oldest ended go)
+  std::deque<uint64_t> ended_;  // ids of the jobs in jobs_ that ended, oldest first
 };
 
 }  // namespace tierkv

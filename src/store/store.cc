@@ -195,6 +195,7 @@ void Store::open_flash(const Config& config) {
   flash_status_.io_backend = std::string(flash_->io_backend());
   flash_status_.direct_io = flash_->direct_io();
   durable_writes_ = config.flash_fsync == FlashFsync::kAlways;
+  shutdown_timeout_ms_ = config.shutdown_timeout_ms;
   large_value_fraction_ = config.large_value_memory_fraction;
   write_through_ = config.offload_policy == OffloadPolicy::kWriteThrough;
   offloader_ = std::make_unique<FlashOffloader>(*flash_, *memory_, *metrics_);
@@ -513,8 +514,16 @@ void Store::flush() {
 
 Status Store::close_cleanly() {
   // A copy started after the final flush would discard the snapshot; so
-  // would a preheat piece.
-  if (preheater_) preheater_->stop();
+  // would a preheat piece. A job stuck in its source does not stop the
+  // memory from being written: past shutdown-timeout-ms it is left behind
+  // (the caller exits without waiting for it, see preheat_stuck()).
+  if (preheater_ && !preheater_->stop(std::chrono::milliseconds(shutdown_timeout_ms_))) {
+    preheat_stuck_.store(true);
+    spdlog::warn(
+        "preheat jobs still running {} ms after they were cancelled: writing memory "
+        "to flash without them",
+        shutdown_timeout_ms_);
+  }
   if (writeback_) writeback_->stop();
   Status st = persist_all();
   if (!st.is_ok() || !flash_) return st;

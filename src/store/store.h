@@ -374,9 +374,14 @@ class Store {
   // Writes every object that exists only in memory to flash and waits.
   // OK at once without flash.
   Status persist_all();
-  // Clean shutdown: persist_all(), then the flash index snapshot, so the
-  // next start loads the index instead of scanning the device.
+  // Clean shutdown: cancels preheat jobs and waits for them at most
+  // shutdown-timeout-ms, then persist_all() in every case, then the flash
+  // index snapshot, so the next start loads the index instead of scanning
+  // the device.
   Status close_cleanly();
+  // A preheat job outlived close_cleanly()'s wait: destroying the store
+  // would wait for it, so the process should exit without that.
+  bool preheat_stuck() const { return preheat_stuck_.load(); }
 
   // --- administration ---
   Status set_memory_budget(int64_t bytes) { return memory_->set_budget(bytes); }
@@ -502,6 +507,8 @@ class Store {
   std::vector<SuffixRewrite> prefetch_map_;  // under prefetch_map_mu_
   std::atomic<bool> has_prefetch_map_{false};
   bool durable_writes_ = false;
+  int64_t shutdown_timeout_ms_ = 10000;
+  std::atomic<bool> preheat_stuck_{false};
   bool write_through_ = false;
   double large_value_fraction_ = 0.5;  // large-value-memory-fraction
   // Chunk buffers a large SET's value may hold waiting for flash.

@@ -133,14 +133,15 @@ def test_value_command_answers_busy_when_its_fetch_cannot_run(flash_servers):
     c.set("ctr", b"41")
     push_to_flash(c, "big", 32 * MIB)
     filler = b"f" * MIB
-    for i in range(1024):  # the memory tier evicts per shard: go on until ctr left too
+    written = 0
+    for written in range(1024):  # the memory tier evicts per shard: go on until ctr left too
         if set(residencies(c, "ctr")) == {"flash"} and set(residencies(c, "big")) == {"flash"}:
             break
-        c.set(f"more:{i}", filler)
+        c.set(f"more:{written}", filler)
     assert set(residencies(c, "ctr")) == {"flash"}
-    # The copy's room comes from clean filler only (it never waits for an
-    # offload): on a loaded machine write-through may still be behind.
-    assert wait_until(lambda: num(s.flash_info(), "dirty_bytes") == 0, 30)
+    # The copy never waits for an offload to make room, and on a loaded
+    # machine write-through may leave filler dirty: give it free room.
+    c.delete(*[f"more:{i}" for i in range(written)])
     stalled = socket.create_connection(("127.0.0.1", s.port), timeout=60)
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     stalled.sendall(encode_command("GET", "big"))

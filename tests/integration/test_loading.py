@@ -220,6 +220,10 @@ def test_loading_replies_as_redis(image, loading_redis):
     # Ours answers PING while loading (issue 13); Redis 7.0 answers -LOADING.
     assert ours.call("PING") == b"+PONG\r\n"
     assert theirs.call("PING") == REDIS_LOADING
+    # Ours refuses WATCH while loading (a key not scanned yet would be
+    # watched as absent); Redis 7.0 answers OK.
+    assert ours.call("WATCH", "k1") == REDIS_LOADING.replace(b"Redis", b"tierkv")
+    assert theirs.call("WATCH", "k1") == b"+OK\r\n"
     fields = ("loading", "async_loading", "loading_start_time", "loading_total_bytes",
               "loading_loaded_bytes", "loading_loaded_perc", "loading_eta_seconds")
     a, b = persistence(s.port), persistence(loading_redis)

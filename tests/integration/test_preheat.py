@@ -73,8 +73,9 @@ http {{
 
 class FaultyHandler(http.server.BaseHTTPRequestHandler):
     """Serves /dies (sends half of each range, then closes), /stalls (sends
-    half of each range, then nothing until the server stops) and /changes
-    (a new ETag on every request) over a body of `server.body`."""
+    half of each range, then nothing until the server stops), /hangs (answers
+    no HEAD until the server stops) and /changes (a new ETag on every
+    request) over a body of `server.body`."""
 
     protocol_version = "HTTP/1.1"
 
@@ -95,6 +96,10 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_HEAD(self):
+        if self.path == "/hangs":
+            self.server.released.wait(60)
+            self.close_connection = True
+            return
         self._headers(200, len(self.server.body))
 
     def do_GET(self):
@@ -371,6 +376,41 @@ def test_cancel_ends_a_job_that_a_stalled_server_holds_up(world):
     assert j["state"] == "cancelled", j
     assert took < 5, f"cancel took {took:.1f} s"
     assert c.get("stalled") == b"previous"
+
+
+def wait_running(c, job_id):
+    deadline = time.time() + 10
+    while job(c, job_id)["state"] == "queued" and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)  # inside the source's open
+    assert job(c, job_id)["state"] == "running"
+
+
+def test_cancel_and_shutdown_end_a_job_whose_source_never_answers(world):
+    """A source that never answers the HEAD holds the job in its open: CANCEL
+    still ends it within seconds, and a SHUTDOWN with another such job
+    running writes memory to flash and exits well within
+    shutdown-timeout-ms; the keys are there after the restart."""
+    s, _, faulty, _ = world
+    c = s.client()
+    job_id = c.execute_command("TIER.PREHEAT", "hung", faulty.url("/hangs"))
+    wait_running(c, job_id)
+    t0 = time.time()
+    assert c.execute_command("TIER.JOB", "CANCEL", job_id) == b"OK"
+    assert wait_job(c, job_id, timeout=15)["state"] == "cancelled"
+    assert time.time() - t0 < 5
+    wait_running(c, c.execute_command("TIER.PREHEAT", "hung2", faulty.url("/hangs")))
+    c.set("kept", b"written before the shutdown")
+    t0 = time.time()
+    try:
+        c.execute_command("SHUTDOWN")
+    except redis.exceptions.ConnectionError:
+        pass
+    assert s.proc.wait(30) == 0
+    assert time.time() - t0 < 10, "SHUTDOWN waited for the hung source"
+    s.start()
+    assert s.client().get("kept") == b"written before the shutdown"
+    assert not s.client().exists("hung", "hung2")
 
 
 def test_bad_arguments_get_errors(world, flash_servers):

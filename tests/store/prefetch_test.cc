@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <thread>
 
@@ -690,26 +689,13 @@ TEST_F(PrefetchTest, PrefetchesWhoseReadsComeRightBehindTheirProbesAreSkipped) {
 TEST_F(PrefetchTest, AReadTakesOverAQueuedPrefetchAndReadsEachChunkOnce) {
   Config c = config();
   c.promotion_workers = 1;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool hold = false;
-  auto wait_while_held = [&] {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return !hold; });
-  };
-  auto set_hold = [&](bool on) {
-    {
-      std::lock_guard lock(mu);
-      hold = on;
-    }
-    cv.notify_all();
-  };
+  testing::PoolGate workers;
   ReadGate* gate = nullptr;
-  auto store = open_gated(c, gate, wait_while_held);
+  auto store = open_gated(c, gate, workers.hook());
   ASSERT_TRUE(store && gate);
   fill_to_flash(*store, 1);
   free_memory(*store, 1);
-  set_hold(true);
+  workers.set_open(false);
   const std::vector<std::string_view> keys = {"obj:0"};
   store->exist(keys, ExistOptions{.prefetch_to_memory = true});
   ASSERT_EQ(counter(*store, "tierkv_prefetch_queued_total"), 1u);
@@ -722,7 +708,7 @@ TEST_F(PrefetchTest, AReadTakesOverAQueuedPrefetchAndReadsEachChunkOnce) {
   EXPECT_EQ(read.bytes, value_for(0, kValue));
   EXPECT_EQ(counter(*store, "tierkv_prefetch_reads_attached_total"), 1u);
   EXPECT_EQ(counter(*store, "tierkv_prefetch_promoted_total"), 0u) << "installed with no worker";
-  set_hold(false);
+  workers.set_open(true);
   ASSERT_TRUE(eventually([&] { return counter(*store, "tierkv_prefetch_promoted_total") == 1; }));
   EXPECT_EQ(gate->reads() - device_reads, kValue / c.chunk_size) << "one device read per chunk";
   EXPECT_TRUE(store->memory_tier().contains(key_for(0)));

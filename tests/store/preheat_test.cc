@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -243,6 +246,64 @@ TEST_F(PreheatTest, APromotionOfAnObjectHeldInPartReadsOnlyItsHoles) {
   EXPECT_EQ(device_reads.value() - before, chunks - held) << "only the holes are read";
   EXPECT_TRUE(s->memory_tier().contains("part"));
   EXPECT_EQ(value_of(*s, "part"), content);
+}
+
+// A FIFO (or any other non-regular file) under an allowed folder is refused
+// at once: opening it never blocks a worker, and the job fails with a clear
+// error instead of hanging until SHUTDOWN. A symlink to a file is refused.
+TEST_F(PreheatTest, AFifoOrASymlinkSourceFailsAtOnce) {
+  auto s = open(config());
+  std::filesystem::create_directories(dir_.file("src"));
+  const std::string fifo = dir_.file("src/pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string target = source_file("real.bin", "bytes");
+  ASSERT_EQ(::symlink(dir_.file("src/real.bin").c_str(), dir_.file("src/link.bin").c_str()), 0);
+  for (const auto& [name, error] :
+       {std::pair{"pipe", "not a regular file"}, std::pair{"link.bin", "symbolic link"}}) {
+    auto id = s->preheat({.key = name,
+                          .source = "file://" + dir_.file(std::string("src/") + name),
+                          .piece_size = 0,
+                          .cache = true,
+                          .sha256 = "",
+                          .ttl_s = 0});
+    ASSERT_TRUE(id) << id.status().to_string();
+    const PreheatJobStatus j = wait_job(*s, *id);
+    EXPECT_EQ(j.state, PreheatState::kFailed) << name;
+    EXPECT_NE(j.error.find(error), std::string::npos) << j.error;
+    EXPECT_FALSE(s->exists(name));
+  }
+}
+
+// A job that does not end when cancelled (here: its worker is held before
+// it can look) does not stop a clean shutdown: close_cleanly() waits
+// shutdown-timeout-ms, then writes memory to flash anyway and says so.
+TEST_F(PreheatTest, AStuckJobDoesNotKeepMemoryFromFlashAtShutdown) {
+  Config c = config();
+  c.shutdown_timeout_ms = 200;
+  testing::PoolGate workers;
+  workers.set_open(false);
+  StoreHooks hooks;
+  hooks.before_pool_job = workers.hook();
+  auto opened = Store::open(c, nullptr, OpenMode::kWait, std::move(hooks));
+  ASSERT_TRUE(opened) << opened.status().to_string();
+  Store& s = **opened;
+  auto id = s.preheat({.key = "stuck",
+                       .source = source_file("stuck.bin", "bytes"),
+                       .piece_size = 0,
+                       .cache = true,
+                       .sha256 = "",
+                       .ttl_s = 0});
+  ASSERT_TRUE(id);
+  ASSERT_TRUE(s.put("dirty", value_for(7, 3 * kChunk)).is_ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(s.close_cleanly().is_ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  EXPECT_TRUE(s.preheat_stuck());
+  std::optional<ObjectResidency> r = s.residency("dirty");
+  ASSERT_TRUE(r);
+  for (const ChunkResidency& ch : r->chunks) EXPECT_TRUE(ch.on_flash) << ch.index;
+  workers.set_open(true);
+  EXPECT_EQ(wait_job(s, *id).state, PreheatState::kCancelled);
 }
 
 // large-value-memory-fraction 0 allows no memory copy: CACHE yes then

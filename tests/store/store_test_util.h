@@ -1,10 +1,14 @@
-// Helpers shared by the Store tests: a temporary directory and seeded values.
+// Helpers shared by the Store tests: a temporary directory, seeded values,
+// and a gate that holds the promotion pool's workers.
 #pragma once
 
 #include <stdlib.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <string>
 
@@ -38,5 +42,29 @@ inline std::string value_for(uint64_t seed, size_t n) {
   }
   return s;
 }
+
+// Holds every promotion-pool worker before its next job while closed
+// (StoreHooks::before_pool_job = gate.hook()), so that jobs stay queued.
+class PoolGate {
+ public:
+  std::function<void()> hook() {
+    return [this] {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return open_; });
+    };
+  }
+  void set_open(bool open) {
+    {
+      std::lock_guard lock(mu_);
+      open_ = open;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+};
 
 }  // namespace tierkv::testing
