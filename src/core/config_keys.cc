@@ -368,6 +368,9 @@ const std::vector<KeySpec>& specs() {
       int_key({"preheat-retries", "attempts after the first for a piece that fails to fetch",
                A::kPreheat},
               &C::preheat_retries, 0, 100),
+      int_key({"preheat-max-queued", "preheat jobs waiting to run; more are refused with -BUSY",
+               A::kPreheat},
+              &C::preheat_max_queued, 1, 1e6),
       int_key(
           {"flash-read-window", "chunks a flash read holds ahead of its consumer", A::kFlashRead},
           &C::flash_read_window, 1, 4096),

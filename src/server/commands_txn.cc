@@ -12,6 +12,8 @@
 //
 // WATCH keeps versions (txn_state.h). EXEC compares them under the gate,
 // so no write can slip in between the check and the queue.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -22,13 +24,42 @@
 
 namespace tierkv::server {
 
-void queue_command(TxnState& txn, const CommandSpec& spec,
-                   const std::vector<std::string_view>& argv) {
+bool queue_command(TxnState& txn, const CommandSpec& spec,
+                   const std::vector<std::string_view>& argv, int64_t limit) {
+  // A std::string per argument, and the QueuedCommand itself.
+  int64_t bytes = static_cast<int64_t>(sizeof(QueuedCommand));
+  for (std::string_view a : argv) bytes += static_cast<int64_t>(sizeof(std::string) + a.size());
+  if (txn.queued_bytes + bytes > limit) return false;
   QueuedCommand q;
   q.spec = &spec;
   q.args.reserve(argv.size());
   for (std::string_view a : argv) q.args.emplace_back(a);
   txn.queue.push_back(std::move(q));
+  txn.queued_bytes += bytes;
+  return true;
+}
+
+bool queue_if_in_multi(TxnState& txn, const CommandSpec& spec,
+                       const std::vector<std::string_view>& argv, int64_t limit,
+                       ReplyBuffer& reply) {
+  if (!txn.in_multi || (spec.flags & kTxnControl)) return false;
+  if (txn.dirty) {
+    // EXEC will refuse the queue: keep nothing more of it.
+    reply.simple("QUEUED");
+    return true;
+  }
+  if (!queue_command(txn, spec, argv, limit)) {
+    txn.dirty = true;
+    txn.queue = {};
+    txn.queued_bytes = 0;
+    reply.error(
+        fmt::format("ERR the transaction's queue would pass client-query-buffer-limit ({} bytes): "
+                    "it is discarded, and EXEC will fail",
+                    limit));
+    return true;
+  }
+  reply.simple("QUEUED");
+  return true;
 }
 
 namespace {

@@ -305,7 +305,10 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
     stats.failed->add();
     refuse_in_multi(state_.txn);
     out_.error(value_error_);
-  } else if (!queue_if_in_multi(state_.txn, *spec, inv_.argv, out_)) {
+  } else if (!queue_if_in_multi(state_.txn, *spec, inv_.argv,
+                                server_.context().limits().client_query_buffer_limit.load(
+                                    std::memory_order_relaxed),
+                                out_)) {
     if (value_writer_) inv_.value_writer = &*value_writer_;
     inv_.flash_value = flash_value_.get();
     if (value_writer_ || flash_value_) inv_.value_arg = static_cast<size_t>(spec->value_arg);

@@ -35,19 +35,19 @@ void for_each_value_key_index(const CommandSpec& spec, size_t argc, Fn&& fn) {
   });
 }
 
-// Appends a copy of the command to the transaction's queue.
-void queue_command(TxnState& txn, const CommandSpec& spec,
-                   const std::vector<std::string_view>& argv);
+// Appends a copy of the command to the transaction's queue. False, and
+// nothing queued, if the queue would pass `limit` bytes (queued_bytes).
+bool queue_command(TxnState& txn, const CommandSpec& spec,
+                   const std::vector<std::string_view>& argv, int64_t limit);
 
 // Inside MULTI, a command other than the control ones (kTxnControl) is
-// queued and answered +QUEUED: true if so, and then it must not run.
-inline bool queue_if_in_multi(TxnState& txn, const CommandSpec& spec,
-                              const std::vector<std::string_view>& argv, ReplyBuffer& reply) {
-  if (!txn.in_multi || (spec.flags & kTxnControl)) return false;
-  queue_command(txn, spec, argv);
-  reply.simple("QUEUED");
-  return true;
-}
+// queued and answered +QUEUED: true if so, and then it must not run. A
+// queue that would pass `limit` bytes (client-query-buffer-limit: what a
+// client has queued counts as what it sent) is dropped with an error, and
+// EXEC answers -EXECABORT; a transaction already doomed queues nothing more.
+bool queue_if_in_multi(TxnState& txn, const CommandSpec& spec,
+                       const std::vector<std::string_view>& argv, int64_t limit,
+                       ReplyBuffer& reply);
 
 // A command refused before it could run (unknown, wrong arity, NOAUTH,
 // LOADING): inside MULTI, EXEC will answer -EXECABORT.

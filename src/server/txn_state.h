@@ -39,6 +39,8 @@ struct TxnState {
   // -EXECABORT, as Redis's CLIENT_DIRTY_EXEC.
   bool dirty = false;
   std::vector<QueuedCommand> queue;
+  // What the queue holds: its arguments' bytes and a per-argument overhead.
+  int64_t queued_bytes = 0;
   std::vector<WatchedKey> watched;
 
   // Leaves MULTI and forgets the watches (EXEC, DISCARD, RESET).
@@ -46,6 +48,7 @@ struct TxnState {
     in_multi = false;
     dirty = false;
     queue.clear();
+    queued_bytes = 0;
     watched.clear();
   }
 };

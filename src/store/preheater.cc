@@ -179,6 +179,10 @@ Result<uint64_t> Preheater::start(PreheatRequest request) {
     return Status::invalid_argument("preheat source not allowed by preheat-sources: " +
                                     job->request.source + " (key '" + job->request.key + "')");
   }
+  if (queue_.size() >= limits_.max_queued) {
+    return Status::busy("preheat queue full (preheat-max-queued " +
+                        std::to_string(limits_.max_queued) + " jobs waiting): try again later");
+  }
   job->id = next_id_++;
   // Oldest ended first, and no job's lock held: erasing frees the job.
   while (jobs_.size() >= kJobsKept && !ended_.empty()) {

@@ -41,6 +41,7 @@ struct PreheatLimits {
   uint32_t max_jobs = 2;
   uint32_t pieces_inflight = 4;
   uint32_t retries = 3;
+  uint32_t max_queued = 1024;  // jobs waiting to run; more are refused (Busy)
 };
 
 // Piece size by the default rule, for an object of `length` bytes.

@@ -17,7 +17,8 @@ PreheatLimits preheat_limits(const Config& config) {
   return PreheatLimits{.sources = config.preheat_sources,
                        .max_jobs = static_cast<uint32_t>(config.preheat_max_jobs),
                        .pieces_inflight = static_cast<uint32_t>(config.preheat_pieces_inflight),
-                       .retries = static_cast<uint32_t>(config.preheat_retries)};
+                       .retries = static_cast<uint32_t>(config.preheat_retries),
+                       .max_queued = static_cast<uint32_t>(config.preheat_max_queued)};
 }
 
 Status no_flash() {

@@ -11,7 +11,9 @@ import time
 import pytest
 import redis
 
-from conftest import RawClient, encode_command
+from conftest import RawClient, encode_command, rss_kib
+
+MIB = 1024 * 1024
 
 SEED = 1207
 
@@ -618,3 +620,30 @@ def test_commands_inside_exec_count_in_commandstats(pair):
         p.incrby("cs", 1).incrby("cs", 2).incrby("cs", 3)
         assert p.execute() == [1, 3, 6]
         assert (calls(c, "incrby") - before[0], calls(c, "exec") - before[1]) == (3, 1)
+
+
+def test_a_queue_past_the_client_limit_is_discarded_with_an_error(make_tierkv):
+    """What a client queues in MULTI counts against client-query-buffer-limit:
+    the command that would pass it gets an error and the queue is dropped,
+    later commands are answered QUEUED but kept nowhere, EXEC answers
+    -EXECABORT, the server's memory stays bounded and the client can go on."""
+    s = make_tierkv("--flash-size", "0", "--client-query-buffer-limit", "16mb")
+    c = RawClient(s.port, timeout=60)
+    rss_before = rss_kib(s.proc.pid)
+    value = b"v" * MIB
+    c.call("MULTI")
+    sent = 200  # 200 MiB queued if nothing stopped it
+    c.send(b"".join(encode_command("SET", f"k{i}", value) for i in range(sent)))
+    replies = [c.read_reply() for _ in range(sent)]
+    errors = [i for i, r in enumerate(replies) if r.startswith(b"-ERR")]
+    assert len(errors) == 1, replies[:20]
+    assert 8 <= errors[0] <= 16, errors  # about 16 MiB went in first
+    assert b"client-query-buffer-limit" in replies[errors[0]]
+    assert all(r == b"+QUEUED\r\n" for i, r in enumerate(replies) if i != errors[0])
+    assert c.call("EXEC").startswith(b"-EXECABORT")
+    assert c.call("EXISTS", "k0") == b":0\r\n"
+    assert rss_kib(s.proc.pid) - rss_before < 150 * 1024, "the queue was kept"
+    c.call("MULTI")
+    assert c.call("SET", "after", "1") == b"+QUEUED\r\n"
+    assert c.call("EXEC") == b"*1\r\n+OK\r\n"
+    c.close()

@@ -64,7 +64,10 @@ class CommandHarness {
     } else if (int n = static_cast<int>(inv.argv.size());
                spec->arity > 0 ? n != spec->arity : n < -spec->arity) {
       refuse_command(client.txn, spec, errors::wrong_arity(spec->name), reply);
-    } else if (!queue_if_in_multi(client.txn, *spec, inv.argv, reply)) {
+    } else if (!queue_if_in_multi(
+                   client.txn, *spec, inv.argv,
+                   server_.limits().client_query_buffer_limit.load(std::memory_order_relaxed),
+                   reply)) {
       CommandContext ctx{inv, reply, client, server_, *store_};
       spec->handler(ctx);
     }

@@ -30,6 +30,7 @@ TEST(PreheatJobsConcurrentTest, StartingPastTheCapForgetsTheOldestEndedJobsOnly)
   c.region_size = 1 << 20;
   c.flash_preallocate = false;
   c.preheat_sources = {"file://" + dir.file("src") + "/"};
+  c.preheat_max_queued = 4 * kKept;  // all of them may wait at once
   std::filesystem::create_directories(dir.file("src"));
   std::ofstream(dir.file("src/tiny.bin"), std::ios::binary) << "tiny";
   auto opened = Store::open(c);

@@ -306,6 +306,39 @@ TEST_F(PreheatTest, AStuckJobDoesNotKeepMemoryFromFlashAtShutdown) {
   EXPECT_EQ(wait_job(s, *id).state, PreheatState::kCancelled);
 }
 
+// preheat-max-queued: past it a preheat is refused with Busy at once; the
+// jobs already queued are untouched and run once workers are free.
+TEST_F(PreheatTest, JobsPastTheQueueCapAreRefusedBusy) {
+  Config c = config();
+  c.preheat_max_jobs = 1;
+  c.preheat_max_queued = 2;
+  testing::PoolGate workers;
+  workers.set_open(false);  // the running job stays running
+  StoreHooks hooks;
+  hooks.before_pool_job = workers.hook();
+  auto opened = Store::open(c, nullptr, OpenMode::kWait, std::move(hooks));
+  ASSERT_TRUE(opened) << opened.status().to_string();
+  Store& s = **opened;
+  const std::string url = source_file("q.bin", "queued bytes");
+  auto preheat = [&](const std::string& key) {
+    return s.preheat(
+        {.key = key, .source = url, .piece_size = 0, .cache = true, .sha256 = "", .ttl_s = 0});
+  };
+  std::vector<uint64_t> ids;
+  for (const char* key : {"run", "q1", "q2"}) {
+    auto id = preheat(key);
+    ASSERT_TRUE(id) << key << ": " << id.status().to_string();
+    ids.push_back(*id);
+  }
+  auto refused = preheat("q3");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.status().code(), StatusCode::kBusy);
+  EXPECT_NE(refused.status().message().find("preheat-max-queued"), std::string::npos);
+  workers.set_open(true);
+  for (uint64_t id : ids) EXPECT_EQ(wait_job(s, id).state, PreheatState::kDone);
+  EXPECT_TRUE(preheat("q3"));
+}
+
 // large-value-memory-fraction 0 allows no memory copy: CACHE yes then
 // leaves the object on flash only (a cap of 0 once meant "no cap").
 TEST_F(PreheatTest, AMemoryFractionOfZeroKeepsNothingInMemory) {
