@@ -235,9 +235,8 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
     return finish(*job, PreheatState::kFailed, source.status().message());
   }
   const uint64_t length = (*source)->info().length;
-  const StagedPutOptions options{
-      .expire_at_ms = job->request.ttl_s > 0 ? unix_time_ms() + job->request.ttl_s * 1000 : 0,
-      .cache_in_memory = job->request.cache};
+  const StagedPutOptions options{.expire_at_ms = 0,  // set at publish: the TTL runs from there
+                                 .cache_in_memory = job->request.cache};
   Result<std::unique_ptr<StagedPut>> put = start_put_(job->request.key, length, options);
   if (!put) return finish(*job, PreheatState::kFailed, put.status().message());
   uint32_t lanes = 0;
@@ -376,6 +375,7 @@ void Preheater::lane_done(const std::shared_ptr<Job>& job) {
   // The last lane decides; nothing else touches the job's put now.
   if (cancelled) return finish(*job, PreheatState::kCancelled, "cancelled");
   if (!error.empty()) return finish(*job, PreheatState::kFailed, error);
+  if (job->request.ttl_s > 0) job->put->set_expiry(unix_time_ms() + job->request.ttl_s * 1000);
   Result<memory::WriteResult> committed = job->put->commit(job->request.exclusive);
   if (!committed) return finish(*job, PreheatState::kFailed, committed.status().message());
   if (job->cached) metrics_.bytes_memory.add(job->cached_bytes);

@@ -10,12 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <future>
 #include <random>
 #include <thread>
 
+#include "core/clock.h"
 #include "store/preheat_source.h"
 #include "store/preheater.h"
 #include "store/staged_put.h"
@@ -337,6 +339,32 @@ TEST_F(PreheatTest, JobsPastTheQueueCapAreRefusedBusy) {
   workers.set_open(true);
   for (uint64_t id : ids) EXPECT_EQ(wait_job(s, id).state, PreheatState::kDone);
   EXPECT_TRUE(preheat("q3"));
+}
+
+// TTL runs from publish, not from the job's start: a job slower than its
+// TTL still publishes a live key (here a lane is held longer than the TTL).
+TEST_F(PreheatTest, TheTtlRunsFromPublish) {
+  std::atomic<int> jobs{0};
+  StoreHooks hooks;
+  hooks.before_pool_job = [&jobs] {
+    if (jobs.fetch_add(1) == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  };
+  auto opened = Store::open(config(), nullptr, OpenMode::kWait, std::move(hooks));
+  ASSERT_TRUE(opened) << opened.status().to_string();
+  Store& s = **opened;
+  auto id = s.preheat({.key = "ttl",
+                       .source = source_file("ttl.bin", "short-lived"),
+                       .piece_size = 0,
+                       .cache = true,
+                       .sha256 = "",
+                       .ttl_s = 1});
+  ASSERT_TRUE(id);
+  const int64_t started_ms = unix_time_ms();
+  ASSERT_EQ(wait_job(s, *id).state, PreheatState::kDone);
+  ASSERT_GE(unix_time_ms() - started_ms, 1000) << "the job was not held past its TTL";
+  std::optional<ObjectInfo> info = s.stat("ttl");
+  ASSERT_TRUE(info) << "published already expired";
+  EXPECT_GT(info->expire_at_ms, started_ms + 1000);
 }
 
 // large-value-memory-fraction 0 allows no memory copy: CACHE yes then
