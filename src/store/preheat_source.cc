@@ -257,6 +257,9 @@ class HttpSource final : public PreheatSource {
   std::vector<std::unique_ptr<CurlHandle>> handles_;  // idle, connected
 };
 
+// A path some server or proxy may read as another path than the allowlist
+// sees: a dot segment (also encoded, or with a `;` parameter as Tomcat reads
+// `..;/`), an encoded slash or backslash, or a backslash.
 bool has_dot_segment(std::string_view url) {
   const size_t path = url.find('/', url.find("//") + 2);
   if (path == std::string_view::npos) return false;
@@ -265,8 +268,10 @@ bool has_dot_segment(std::string_view url) {
   for (std::string_view seg : {"/./", "/../"}) {
     if (p.find(seg) != std::string_view::npos) return true;
   }
-  return p.ends_with("/.") || p.ends_with("/..") || p.find("%2e") != std::string_view::npos ||
-         p.find("%2E") != std::string_view::npos;
+  if (p.ends_with("/.") || p.ends_with("/..")) return true;
+  for (std::string_view bad : {"%2e", "%2E", "%2f", "%2F", "%5c", "%5C", "\\", "/..;", "/.;"})
+    if (p.find(bad) != std::string_view::npos) return true;
+  return false;
 }
 
 // The path of a file:// URL, resolved (empty if it cannot be).

@@ -476,6 +476,12 @@ TEST(PreheatSourceTest, AllowlistMatchesAtPathBoundaries) {
   EXPECT_TRUE(source_allowed("http://127.0.0.1:8080/models/a.bin", allow));
   EXPECT_FALSE(source_allowed("http://127.0.0.1:8080/models/../admin", allow));
   EXPECT_FALSE(source_allowed("http://127.0.0.1:8080/models/%2e%2e/admin", allow));
+  for (const char* tricky :
+       {"http://127.0.0.1:8080/models/..;/admin", "http://127.0.0.1:8080/models/.;/a.bin",
+        "http://127.0.0.1:8080/models/..%2fadmin", "http://127.0.0.1:8080/models/..%2Fadmin",
+        "http://127.0.0.1:8080/models/..%5cadmin", "http://127.0.0.1:8080/models/..\\admin"})
+    EXPECT_FALSE(source_allowed(tricky, allow)) << tricky;
+  EXPECT_TRUE(source_allowed("http://127.0.0.1:8080/models/a;v=1.bin", allow));
   EXPECT_FALSE(source_allowed("http://127.0.0.1:8080/modelsX/a", allow));
   EXPECT_FALSE(source_allowed("http://127.0.0.1:8080@evil/models/a", allow));
   EXPECT_TRUE(source_allowed("file:///srv/models/x/y.bin", allow));
