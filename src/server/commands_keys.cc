@@ -252,11 +252,12 @@ void randomkey_command(CommandContext& ctx) {
 
 int64_t count_existing(CommandContext& ctx, std::span<const std::string_view> keys,
                        const ExistOptions& options) {
-  const bool prefetches = options.prefetch_to_memory || options.prefetch_mapped;
+  const bool deferred =
+      ctx.defer != nullptr && (options.prefetch_to_memory || options.prefetch_mapped);
   int64_t n = 0;
-  for (bool present : ctx.store.exist(keys, ctx.defer != nullptr ? ExistOptions{} : options))
+  for (bool present : ctx.store.exist(keys, deferred ? ExistOptions{} : options))
     n += present ? 1 : 0;
-  if (prefetches && ctx.defer != nullptr) {
+  if (deferred) {
     // The keys live in the input buffer, which the next read may reuse.
     ctx.defer->after_reply(
         [&store = ctx.store, owned = std::vector<std::string>(keys.begin(), keys.end()), options] {

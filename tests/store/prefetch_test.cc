@@ -663,7 +663,7 @@ TEST_F(PrefetchTest, PrefetchesWhoseReadsComeRightBehindTheirProbesAreSkipped) {
     ReadStart r = store->read(key_for(i), 0, UINT64_MAX, read.callbacks());
     ASSERT_EQ(r.where, ReadStart::Where::kFlash);
     // The promotion takes far longer than the read's gap behind its probe.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     gate->release_held();
     ASSERT_TRUE(eventually([&] { return read.done == 1; }));
     EXPECT_EQ(read.bytes, value_for(i, kValue));
