@@ -236,6 +236,7 @@ class Server:
         self.args, self.flash_path, self.flash_size = args, flash_path, flash_size
         self.log_path = os.path.join(workdir, "server.log")
         self.proc, self.port, self.argv = None, None, None
+        self.cpus = None  # a set of CPUs to pin the server (all its threads) to
 
     def start(self, memory, flags=()):
         self.port = free_port()
@@ -248,8 +249,10 @@ class Server:
         with open(self.log_path, "ab") as log:
             log.write(b"\n=== %s\n" % " ".join(self.argv).encode())
             log.flush()
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=os.path.dirname(self.log_path))
+            cpus = self.cpus
+            self.proc = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=os.path.dirname(self.log_path),
+                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         try:
             wait_for_port(self.port, self.proc, 60)
             wait_loaded(self.port, self.proc, 600)
@@ -346,7 +349,7 @@ def states(conn, keys):
     return out
 
 
-def probe_latency(args, workdir):
+def probe_latency(args, workdir, pinned=False):
     """Median probe latency (us) of EXISTS and TIER.EXISTS ... PREFETCH over
     one prefix's chunk keys (--kv-bytes each), on keys all in memory and on
     flash-only keys, with the prefetch arm's flags and an otherwise idle server.
@@ -357,7 +360,11 @@ def probe_latency(args, workdir):
     right before (TIER.STAT, untimed: eviction is per key, so a group keeps
     some keys in memory for a while), then waits for the promotions it
     started to end. In memory: after another restart, a few groups are
-    written (well under the memory budget) and checked in memory."""
+    written (well under the memory budget) and checked in memory.
+
+    Pinned: the server runs on CPU 1 and this client on CPU 0, so the work a
+    prefetch starts after its reply cannot take the client's core. On a
+    2-core machine that isolates the machine's share of the ratio."""
     chunks, size = args.chunks, args.kv
     value = random.Random(9).randbytes(size)
     group_bytes = chunks * size
@@ -366,6 +373,10 @@ def probe_latency(args, workdir):
     flash_size = round_up(int(1.5 * (pool + 8) * group_bytes) + 8 * parse_size(args.region_size),
                           parse_size(args.region_size))
     server = Server(args, workdir, os.path.join(workdir, "probe.dat"), flash_size)
+    client_cpus = os.sched_getaffinity(0)
+    if pinned:
+        server.cpus = {1}
+        os.sched_setaffinity(0, {0})
     flags = list(BASE_FLAGS)
 
     def group(name, g):
@@ -424,6 +435,7 @@ def probe_latency(args, workdir):
         server.stop()
     finally:
         server.kill()
+        os.sched_setaffinity(0, client_cpus)
         try:
             os.unlink(server.flash_path)
         except OSError:
@@ -431,7 +443,7 @@ def probe_latency(args, workdir):
     result = {"keys_per_probe": chunks, "value_bytes": size, "memory": memory,
               "pool_groups": pool, "pairs_flash": len(out["flash"]["exists"]),
               "pairs_memory": len(out["memory"]["exists"]), "flash_groups_skipped": skipped,
-              "resident_all_in_memory": all(in_memory)}
+              "resident_all_in_memory": all(in_memory), "pinned": pinned}
     for where in ("memory", "flash"):
         ex, pf = out[where]["exists"], out[where]["prefetch"]
         ex_m = statistics.median(ex) if ex else None
@@ -641,11 +653,11 @@ def print_table(rows):
           "attach = GETs served by a prefetch in flight")
 
 
-def print_probe(p):
+def print_probe(p, label):
     print()
     for where in ("memory", "flash"):
         x = p[where]
-        print(f"probe {where:<6}: EXISTS {fmt(x['exists_median_us'], '.1f')} us, TIER.EXISTS "
+        print(f"{label}probe {where:<6}: EXISTS {fmt(x['exists_median_us'], '.1f')} us, TIER.EXISTS "
               f"PREFETCH {fmt(x['prefetch_median_us'], '.1f')} us, ratio {fmt(x['ratio'], '.3f')}")
 
 
@@ -742,7 +754,7 @@ def main():
     print(f"working set {args.prefixes} prefixes x {args.chunks} x {args.kv >> 10} KiB = "
           f"{ws / MIB:.0f} MiB; {args.requests} requests per cell; {args.reps} repetitions",
           flush=True)
-    cells, probe = [], None
+    cells, probe, probe_pinned = [], None, None
     try:
         server = Server(args, workdir, os.path.join(workdir, "flash.dat"), flash_size)
         try:
@@ -769,23 +781,29 @@ def main():
             server.kill()
         print("probe latency...", flush=True)
         probe = probe_latency(args, workdir)
+        if len(os.sched_getaffinity(0)) >= 2:
+            print("probe latency, server and client on their own cores...", flush=True)
+            probe_pinned = probe_latency(args, workdir, pinned=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     rows = summarize(cells, args.arms)
     print_table(rows)
     if probe:
-        print_probe(probe)
-    result = result_figures(rows, probe)
+        print_probe(probe, "")
+    if probe_pinned:
+        print_probe(probe_pinned, "pinned ")
+    result = result_figures(rows, probe, probe_pinned)
     config = {k: v for k, v in vars(args).items() if k != "filler_value"}
     write_json(args.out, {"config": config, "regimes": regimes, "summary": result, "rows": rows,
-                          "probe_latency": probe, "cells": cells}, run)
+                          "probe_latency": probe, "probe_latency_pinned": probe_pinned,
+                          "cells": cells}, run)
     png = plot(args.out.removesuffix(".json") + ".png", rows, regimes, args.arms)
     if png:
         print(f"wrote {os.path.relpath(png, ROOT)}")
     print(run.result_line({k: fmt(v, ".3f") for k, v in result.items()}))
 
 
-def result_figures(rows, probe):
+def result_figures(rows, probe, probe_pinned=None):
     def row(regime, arm, c=4):
         return next((r for r in rows if (r["regime"], r["c"], r["arm"]) == (regime, c, arm)), None)
 
@@ -804,8 +822,10 @@ def result_figures(rows, probe):
         m = row(r["regime"], "exists-map", r["c"])
         if m and m["median_ms"] and r["median_ms"]:
             maps.append(m["median_ms"] / r["median_ms"])
-    probe_ratio = max((probe[w]["ratio"] for w in ("memory", "flash")
-                       if probe and probe[w]["ratio"] is not None), default=None)
+    def worst_ratio(p):
+        return max((p[w]["ratio"] for w in ("memory", "flash")
+                    if p and p[w]["ratio"] is not None), default=None)
+
     return {"seed_gap_closed_median": seed and seed["gap_closed_median"],
             "seed_gap_closed_p99": seed and seed["gap_closed_p99"],
             "seed_decrease_median": seed and seed["decrease_median"],
@@ -814,7 +834,8 @@ def result_figures(rows, probe):
             "worst_gap_closed": min(gaps) if gaps else None,
             "cpu_ratio": statistics.median(cpu) if cpu else None,
             "cpu_ratio_worst": max(cpu) if cpu else None,
-            "probe_ratio": probe_ratio,
+            "probe_ratio": worst_ratio(probe),
+            "probe_ratio_pinned": worst_ratio(probe_pinned),
             "map_vs_prefetch": statistics.median(maps) if maps else None,
             "ratio": seed and seed["gap_closed_median"]}
 

@@ -188,10 +188,13 @@ void FlashTier::on_read_done(ReadOp* raw, int64_t result) {
     others_in_flight = im.reads_in_flight > 0;
   }
   if (!next.empty()) im.engine->submit(next);
-  if (im.offload_verify && others_in_flight && op->length >= kOffloadVerifyBytes) {
+  const bool background = op->priority == ReadPriority::kBackground;
+  if (im.offload_verify &&
+      (background || (others_in_flight && op->length >= kOffloadVerifyBytes))) {
     {
       std::lock_guard lock(im.verify_mu);
-      im.verify_queue.emplace_back(op.release(), result);
+      (background ? im.verify_background_queue : im.verify_queue)
+          .emplace_back(op.release(), result);
     }
     im.verify_cv.notify_one();
     return;
@@ -232,10 +235,13 @@ void FlashTier::start_verifiers() {
     im.verifiers.emplace_back([this, &im] {
       std::unique_lock lock(im.verify_mu);
       while (true) {
-        im.verify_cv.wait(lock, [&] { return im.verify_stop || !im.verify_queue.empty(); });
-        if (im.verify_queue.empty()) return;  // stopping, and nothing left
-        auto [op, result] = im.verify_queue.front();
-        im.verify_queue.pop_front();
+        im.verify_cv.wait(lock, [&] {
+          return im.verify_stop || !im.verify_queue.empty() || !im.verify_background_queue.empty();
+        });
+        auto& queue = im.verify_queue.empty() ? im.verify_background_queue : im.verify_queue;
+        if (queue.empty()) return;  // stopping, and nothing left
+        auto [op, result] = queue.front();
+        queue.pop_front();
         lock.unlock();
         complete_read(op, result);
         lock.lock();

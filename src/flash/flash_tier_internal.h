@@ -231,13 +231,15 @@ struct FlashTier::Impl {
   uint32_t background_in_flight = 0;  // of reads_in_flight
   uint64_t reads_outstanding = 0;     // queued + in flight + callback running
 
-  // Large completed reads wait here for a verifier thread: checksumming a
-  // 1 MiB record on the single ring reaper serialises every read behind it.
-  // Small ones are verified inline (the hand-off costs more than the hash).
+  // Completed reads wait here for a verifier thread: checksumming a 1 MiB
+  // record on the single ring reaper serialises every read behind it. Small
+  // demand reads are verified inline (the hand-off costs more than the
+  // hash); background reads never are, and wait behind every demand read.
   bool offload_verify = false;  // set once before the first read
   std::mutex verify_mu;
   std::condition_variable verify_cv;
   std::deque<std::pair<ReadOp*, int64_t>> verify_queue;
+  std::deque<std::pair<ReadOp*, int64_t>> verify_background_queue;
   bool verify_stop = false;
   std::vector<std::thread> verifiers;
 

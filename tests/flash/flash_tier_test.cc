@@ -755,5 +755,42 @@ TEST(FlashTierTest, DemandReadsGoAheadOfBackgroundReads) {
   for (int i = 5; i < 8; ++i) EXPECT_TRUE(bg.count(order[i])) << "read " << i;
 }
 
+// A background (promotion) read is verified on a verifier thread, never on
+// the ring's completion thread that demand reads need, even on an idle
+// device; a small demand read alone is verified right there.
+TEST(FlashTierTest, BackgroundReadsAreVerifiedOffTheCompletionThread) {
+  TempDir dir;
+  auto tier = testing::open_or_die(small_options(dir.file("f")));
+  ASSERT_TRUE(tier);
+  if (tier->io_backend() != "io_uring") GTEST_SKIP() << "needs io_uring (one completion thread)";
+  auto landed = std::make_shared<std::promise<std::thread::id>>();
+  std::future<std::thread::id> reaper = landed->get_future();
+  ASSERT_TRUE(tier->write_chunk({.key = "k", .version = 1, .data = pattern(4096, 1)},
+                                [landed](Status st) {
+                                  EXPECT_TRUE(st.is_ok()) << st.to_string();
+                                  landed->set_value(std::this_thread::get_id());
+                                })
+                  .is_ok());
+  tier->flush();
+  ASSERT_EQ(reaper.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const std::thread::id reaper_id = reaper.get();
+  auto read_on = [&](ReadPriority priority) {
+    auto done = std::make_shared<std::promise<std::thread::id>>();
+    std::future<std::thread::id> where = done->get_future();
+    const std::vector<uint32_t> chunk = {0};
+    tier->read_chunks(
+        "k", chunk, 1,
+        [done](uint32_t, Result<FlashChunk> r) {
+          EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+          done->set_value(std::this_thread::get_id());
+        },
+        nullptr, priority);
+    EXPECT_EQ(where.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    return where.get();
+  };
+  EXPECT_EQ(read_on(ReadPriority::kDemand), reaper_id) << "premise: an idle demand read";
+  EXPECT_NE(read_on(ReadPriority::kBackground), reaper_id);
+}
+
 }  // namespace
 }  // namespace tierkv::flash
