@@ -594,6 +594,20 @@ def median_of(cells, field):
     return statistics.median(vals) if vals else None
 
 
+def window_ceiling(base, oracle):
+    """The share of the baseline's median TTFT that loading inside the queue
+    window can hide: min(its wait, its load - the oracle's) / its TTFT. What
+    a prefetch saves beyond it comes from reuse (a promoted key read again),
+    which a working set larger than memory does not allow."""
+    if not base or not oracle or not base["median_ms"]:
+        return None
+    if base["wait_median_ms"] is None or base["load_median_ms"] is None \
+            or oracle["load_median_ms"] is None:
+        return None
+    hidden = min(base["wait_median_ms"], base["load_median_ms"] - oracle["load_median_ms"])
+    return max(hidden, 0.0) / base["median_ms"]
+
+
 def summarize(cells, arms):
     """Per (regime, c, arm): the median over repetitions of each figure, and
     the gap closed against that (regime, c)'s baseline and oracle."""
@@ -624,6 +638,7 @@ def summarize(cells, arms):
             r[f"ceiling_{stat}"] = (b - o) / b if b and o is not None else None
             r[f"gap_closed_{stat}"] = ((b - a) / (b - o) if b and o is not None and a is not None
                                        and abs(b - o) > 1e-9 else None)
+        r["window_ceiling"] = window_ceiling(base, oracle)
     order = {a: i for i, a in enumerate(arms)}
     rows.sort(key=lambda r: (r["regime"], r["c"], order.get(r["arm"], 99)))
     return rows
@@ -636,19 +651,22 @@ def fmt(v, spec=".2f", none="-"):
 def print_table(rows):
     print()
     print(f"{'regime':<18} {'c':>4} {'arm':<11} {'med ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-          f"{'spread':>7} {'gap med':>7} {'gap p99':>7} {'ceil':>5} {'decr':>6} {'cpu ms':>6} "
+          f"{'spread':>7} {'gap med':>7} {'gap p99':>7} {'ceil':>5} {'wceil':>5} {'decr':>6} "
+          f"{'cpu ms':>6} "
           f"{'flashGET':>8} {'attach':>6} {'promo':>5}")
     for r in rows:
         c = "open" if r["regime"] == "seed" else str(r["c"])
         print(f"{r['regime']:<18} {c:>4} {r['arm']:<11} {fmt(r['median_ms']):>8} "
               f"{fmt(r['p95_ms']):>8} {fmt(r['p99_ms']):>8} {fmt(r['spread_median_ms']):>7} "
               f"{fmt(r['gap_closed_median']):>7} {fmt(r['gap_closed_p99']):>7} "
-              f"{fmt(r['ceiling_median']):>5} {fmt(r['decrease_median'], '.1%'):>6} "
+              f"{fmt(r['ceiling_median']):>5} {fmt(r['window_ceiling']):>5} "
+              f"{fmt(r['decrease_median'], '.1%'):>6} "
               f"{fmt(r['cpu_ms_per_request']):>6} {fmt(r['flash_hits'], '.0f'):>8} "
               f"{fmt(r['prefetch_reads_attached'], '.0f'):>6} "
               f"{fmt(r['promotions_done'], '.0f'):>5}")
     print("gap = (baseline - arm) / (baseline - oracle); ceil = (baseline - oracle) / baseline; "
-          "decr = decrease against the baseline; spread = max - min of the repetitions' "
+          "wceil = the share of the baseline's TTFT that its queue window can hide "
+          "(min(wait, load - oracle's load) / TTFT); decr = decrease against the baseline; spread = max - min of the repetitions' "
           "medians; cpu = server CPU per request; flashGET = GETs the server read from flash; "
           "attach = GETs served by a prefetch in flight")
 
@@ -779,11 +797,14 @@ def main():
             server.stop()
         finally:
             server.kill()
+        t = time.monotonic()
         print("probe latency...", flush=True)
         probe = probe_latency(args, workdir)
         if len(os.sched_getaffinity(0)) >= 2:
-            print("probe latency, server and client on their own cores...", flush=True)
+            print(f"probe latency, server and client on their own cores... "
+                  f"({time.monotonic() - t:.0f} s)", flush=True)
             probe_pinned = probe_latency(args, workdir, pinned=True)
+        print(f"probe latency done ({time.monotonic() - t:.0f} s)", flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     rows = summarize(cells, args.arms)
@@ -818,10 +839,12 @@ def result_figures(rows, probe, probe_pinned=None):
         if base and base["cpu_ms_per_request"] and r["cpu_ms_per_request"] is not None:
             cpu.append(r["cpu_ms_per_request"] / base["cpu_ms_per_request"])
         if (r["ceiling_median"] or 0) >= 0.2 and r["gap_closed_median"] is not None:
-            gaps.append(r["gap_closed_median"])
+            gaps.append((r["gap_closed_median"], r))
         m = row(r["regime"], "exists-map", r["c"])
         if m and m["median_ms"] and r["median_ms"]:
             maps.append(m["median_ms"] / r["median_ms"])
+    worst = min(gaps, key=lambda g: g[0]) if gaps else None
+
     def worst_ratio(p):
         return max((p[w]["ratio"] for w in ("memory", "flash")
                     if p and p[w]["ratio"] is not None), default=None)
@@ -831,7 +854,10 @@ def result_figures(rows, probe, probe_pinned=None):
             "seed_decrease_median": seed and seed["decrease_median"],
             "seed_ceiling_median": seed and seed["ceiling_median"],
             "worst_cell_slowdown": max(slowdowns) if slowdowns else None,
-            "worst_gap_closed": min(gaps) if gaps else None,
+            "worst_gap_closed": worst[0] if worst else None,
+            # The worst cell's bound: a closed loop at c=1 queues nothing,
+            # so a working set larger than memory leaves no window to hide in.
+            "worst_gap_window_ceiling": worst[1]["window_ceiling"] if worst else None,
             "cpu_ratio": statistics.median(cpu) if cpu else None,
             "cpu_ratio_worst": max(cpu) if cpu else None,
             "probe_ratio": worst_ratio(probe),
