@@ -126,6 +126,7 @@ struct Config {
   int64_t preheat_pieces_inflight = 4;
   int64_t preheat_retries = 3;
   int64_t preheat_max_queued = 1024;
+  int64_t preheat_workers = 8;  // the preheat jobs' own pool
   // streaming look-ahead (see docs/streaming.md): keys or chunks held ahead
   // of a stream's consumer (0: chosen per stream from the measured flash
   // read latency and the consumer's pace), reads in flight per stream, and

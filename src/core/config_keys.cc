@@ -368,6 +368,10 @@ const std::vector<KeySpec>& specs() {
       int_key({"preheat-retries", "attempts after the first for a piece that fails to fetch",
                A::kPreheat},
               &C::preheat_retries, 0, 100),
+      int_key({"preheat-workers",
+               "threads that fetch preheat sources and write them to flash (their own pool: "
+               "a slow source never holds a promotion worker)"},
+              &C::preheat_workers, 1, 64),
       int_key({"preheat-max-queued", "preheat jobs waiting to run; more are refused with -BUSY",
                A::kPreheat},
               &C::preheat_max_queued, 1, 1e6),

@@ -142,12 +142,18 @@ Preheater::Metrics::Metrics(MetricsRegistry& r)
                               "failed reads of preheat sources (retried or not)")),
       retries(r.counter("tierkv_preheat_retries_total", "piece fetches retried")) {}
 
-Preheater::Preheater(PromotionPool& pool, StartPut start_put, MetricsRegistry& metrics,
-                     uint32_t chunk_size)
-    : pool_(pool), start_put_(std::move(start_put)), metrics_(metrics), chunk_size_(chunk_size) {}
+Preheater::Preheater(size_t workers, StartPut start_put, MetricsRegistry& metrics,
+                     uint32_t chunk_size, std::function<void()> before_job)
+    // Lanes queue as continuations, which the pool always takes: the queue
+    // bound is the jobs' (max_jobs x pieces_inflight lanes at most).
+    : pool_(std::make_unique<PromotionPool>(workers, /*max_queued=*/0, std::move(before_job))),
+      start_put_(std::move(start_put)),
+      metrics_(metrics),
+      chunk_size_(chunk_size) {}
 
 Preheater::~Preheater() {
   stop();
+  pool_->stop();
 }
 
 void Preheater::set_limits(PreheatLimits limits) {
@@ -209,9 +215,12 @@ void Preheater::schedule_locked() {
       job->state = PreheatState::kRunning;
       job->started_ms = unix_time_ms();
       job->started_ns = mono_ns();
-      job->lanes_started = limits_.pieces_inflight;
+      // Each running job gets its share of the workers at most, so no job's
+      // lanes queue behind another job's stalled ones (its cancel too).
+      const auto share = static_cast<uint32_t>(pool_->workers()) / limits_.max_jobs;
+      job->lanes_started = std::clamp(share, 1u, limits_.pieces_inflight);
     }
-    pool_.submit_continuation([this, job](bool run) {
+    pool_->submit_continuation([this, job](bool run) {
       if (!run) return finish(*job, PreheatState::kCancelled, "cancelled: the store is closing");
       open_job(job);
     });
@@ -261,7 +270,7 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
 // else the pool has. A pool that stops calls it with run = false: the lane
 // ends, as cancelled.
 void Preheater::queue_lane(const std::shared_ptr<Job>& job) {
-  pool_.submit_continuation([this, job](bool run) {
+  pool_->submit_continuation([this, job](bool run) {
     if (!run) {
       std::lock_guard lock(job->mu);
       job->cancel = true;

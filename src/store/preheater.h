@@ -7,11 +7,13 @@
 // only when every piece landed and the digest, if one was given, matched.
 // A job that fails or is cancelled leaves the key's previous value.
 //
-// Everything runs on the store's PromotionPool: a job's first task opens
-// the source, then up to preheat-pieces-inflight "lanes" each fetch one
-// piece, write it, and queue themselves again, so promotions and
-// prefetches interleave with preheat pieces instead of waiting behind a
-// whole file. At most preheat-max-jobs jobs run; the rest wait in order.
+// Everything runs on the preheater's own pool (preheat-workers threads),
+// never on the store's promotion pool: a source that trickles bytes holds
+// only preheat workers, and promotions, prefetches and the fetches of
+// EXEC and APPEND keep theirs. A job's first task opens the source, then up
+// to preheat-pieces-inflight "lanes" each fetch one piece, write it, and
+// queue themselves again, so the jobs running interleave their pieces. At
+// most preheat-max-jobs jobs run; the rest wait in order.
 #pragma once
 
 #include <atomic>
@@ -52,8 +54,10 @@ class Preheater {
   using StartPut = std::function<Result<std::unique_ptr<StagedPut>>(
       const std::string& key, uint64_t size, const StagedPutOptions& options)>;
 
-  Preheater(PromotionPool& pool, StartPut start_put, MetricsRegistry& metrics, uint32_t chunk_size);
-  // Cancels every job and waits for its tasks.
+  // `before_job` (tests) runs on a preheat worker before each task it takes.
+  Preheater(size_t workers, StartPut start_put, MetricsRegistry& metrics, uint32_t chunk_size,
+            std::function<void()> before_job = {});
+  // Cancels every job, waits for its tasks, and stops the pool.
   ~Preheater();
   Preheater(const Preheater&) = delete;
   Preheater& operator=(const Preheater&) = delete;
@@ -100,7 +104,7 @@ class Preheater {
   void finish(Job& job, PreheatState state, std::string error);
   PreheatJobStatus status_of(const Job& job) const;
 
-  PromotionPool& pool_;
+  std::unique_ptr<PromotionPool> pool_;
   StartPut start_put_;
   Metrics metrics_;
   const uint32_t chunk_size_;

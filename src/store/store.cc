@@ -238,7 +238,7 @@ Store::~Store() {
   // In-flight flash I/O calls back into the memory tier and the promoter:
   // let it finish while they still exist.
   if (memory_) memory_->stop_active_expiry();
-  if (preheater_) preheater_->stop();
+  preheater_.reset();  // cancels its jobs and joins its workers while flash_ exists
   if (streams_) streams_->pool.store(nullptr, std::memory_order_release);
   if (pool_) pool_->stop();
   if (writeback_) writeback_->stop();

@@ -227,6 +227,8 @@ struct StoreHooks {
   // Runs on a promotion-pool worker before each job it takes, e.g. to hold
   // the workers so that promotions stay queued.
   std::function<void()> before_pool_job;
+  // The same on a preheat-pool worker: holds preheat jobs.
+  std::function<void()> before_preheat_job;
 };
 
 class Store {
@@ -476,7 +478,8 @@ class Store {
   // the store's other parts by the pool jobs that hold it.
   std::shared_ptr<BufferBudget> write_buffers_;
   std::unique_ptr<Prefetcher> prefetcher_;
-  // Runs on pool_; stopped before it (its tasks hold staged flash writes).
+  // Runs on a pool of its own; destroyed before flash_ (its tasks hold
+  // staged flash writes), see ~Store.
   std::unique_ptr<Preheater> preheater_;
   // What streams share (metrics, defaults, the read-latency estimate); it
   // outlives flash_, whose last completions may still reach a stream.

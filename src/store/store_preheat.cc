@@ -29,11 +29,11 @@ Status no_flash() {
 
 void Store::open_preheater(const Config& config) {
   preheater_ = std::make_unique<Preheater>(
-      *pool_,
+      static_cast<size_t>(config.preheat_workers),
       [this](const std::string& key, uint64_t size, const StagedPutOptions& options) {
         return begin_staged_put(key, size, options);
       },
-      *metrics_, memory_->chunk_size());
+      *metrics_, memory_->chunk_size(), hooks_.before_preheat_job);
   preheater_->set_limits(preheat_limits(config));
 }
 

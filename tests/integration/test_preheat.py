@@ -23,6 +23,7 @@ import redis
 
 from conftest import free_port, wait_for_port
 from flash_util import MIB, execs_torn_while, flash_servers  # noqa: F401 (a fixture)
+from test_flash_value_commands import push_out
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
@@ -384,6 +385,34 @@ def wait_running(c, job_id):
         time.sleep(0.01)
     time.sleep(0.5)  # inside the source's open
     assert job(c, job_id)["state"] == "running"
+
+
+def test_stalled_preheats_leave_the_store_workers_free(world):
+    """Two preheats whose source stalls mid-piece hold all 8 of their lanes
+    (2 jobs x 4), more than the store's 4 promotion workers, until the source
+    is released. Preheat runs on a pool of its own, so an EXEC whose INCR and
+    APPEND must fetch flash-only values on those workers still answers,
+    right and at once; before, it waited for a worker or answered -BUSY."""
+    s, _, faulty, _ = world
+    c = s.client()
+    text = b"abc" * 100_000
+    c.set("ctr", b"41")
+    c.set("text", text)
+    push_out(c, ["ctr", "text"], "workers")
+    jobs = [c.execute_command("TIER.PREHEAT", f"stalled{i}", faulty.url("/stalls"), "PIECE", "1mb")
+            for i in range(2)]
+    for job_id in jobs:
+        wait_running(c, job_id)
+    t0 = time.time()
+    p = c.pipeline(transaction=True)
+    p.incr("ctr").append("text", b"!").get("text")
+    assert p.execute() == [42, len(text) + 1, text + b"!"]
+    took = time.time() - t0
+    assert all(job(c, j)["state"] == "running" for j in jobs), "the sources were released early"
+    assert took < 5, f"EXEC took {took:.1f} s behind the stalled preheats"
+    for job_id in jobs:
+        c.execute_command("TIER.JOB", "CANCEL", job_id)
+        assert wait_job(c, job_id, timeout=15)["state"] == "cancelled"
 
 
 def test_cancel_and_shutdown_end_a_job_whose_source_never_answers(world):

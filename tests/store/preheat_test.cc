@@ -287,7 +287,7 @@ TEST_F(PreheatTest, AStuckJobDoesNotKeepMemoryFromFlashAtShutdown) {
   testing::PoolGate workers;
   workers.set_open(false);
   StoreHooks hooks;
-  hooks.before_pool_job = workers.hook();
+  hooks.before_preheat_job = workers.hook();
   auto opened = Store::open(c, nullptr, OpenMode::kWait, std::move(hooks));
   ASSERT_TRUE(opened) << opened.status().to_string();
   Store& s = **opened;
@@ -314,7 +314,7 @@ TEST_F(PreheatTest, JobsPastTheQueueCapAreRefusedBusy) {
   testing::PoolGate workers;
   workers.set_open(false);  // the running job stays running
   StoreHooks hooks;
-  hooks.before_pool_job = workers.hook();
+  hooks.before_preheat_job = workers.hook();
   auto opened = Store::open(c, nullptr, OpenMode::kWait, std::move(hooks));
   ASSERT_TRUE(opened) << opened.status().to_string();
   Store& s = **opened;
@@ -341,7 +341,7 @@ TEST_F(PreheatTest, JobsPastTheQueueCapAreRefusedBusy) {
 TEST_F(PreheatTest, TheTtlRunsFromPublish) {
   std::atomic<int> jobs{0};
   StoreHooks hooks;
-  hooks.before_pool_job = [&jobs] {
+  hooks.before_preheat_job = [&jobs] {
     if (jobs.fetch_add(1) == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   };
   auto opened = Store::open(config(), nullptr, OpenMode::kWait, std::move(hooks));

@@ -44,7 +44,8 @@ inline std::string value_for(uint64_t seed, size_t n) {
 }
 
 // Holds every promotion-pool worker before its next job while closed
-// (StoreHooks::before_pool_job = gate.hook()), so that jobs stay queued.
+// (StoreHooks::before_pool_job or before_preheat_job = gate.hook()), so
+// that jobs stay queued.
 class PoolGate {
  public:
   std::function<void()> hook() {
