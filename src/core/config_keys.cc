@@ -372,6 +372,11 @@ const std::vector<KeySpec>& specs() {
                "threads that fetch preheat sources and write them to flash (their own pool: "
                "a slow source never holds a promotion worker)"},
               &C::preheat_workers, 1, 64),
+      bytes_key({"preheat-buffer",
+                 "cap on the piece buffers of all preheat jobs (at least chunk-size; PIECE may "
+                 "not exceed it)",
+                 A::kPreheat},
+                &C::preheat_buffer, 1 << 20, kMaxI),
       int_key({"preheat-max-queued", "preheat jobs waiting to run; more are refused with -BUSY",
                A::kPreheat},
               &C::preheat_max_queued, 1, 1e6),
@@ -522,6 +527,10 @@ Status config_validate(const Config& c) {
     return Status::invalid_argument(
         fmt::format("invalid value '{}' for 'flash-write-buffer': must be at least 'chunk-size'",
                     c.flash_write_buffer));
+  if (c.preheat_buffer < c.chunk_size)
+    return Status::invalid_argument(
+        fmt::format("invalid value '{}' for 'preheat-buffer': must be at least 'chunk-size'",
+                    c.preheat_buffer));
   if (c.prefetch_cooldown_max_ms < c.prefetch_cooldown_ms)
     return Status::invalid_argument(fmt::format(
         "invalid value '{}' for 'prefetch-cooldown-max-ms': below 'prefetch-cooldown-ms' ({})",

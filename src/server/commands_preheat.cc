@@ -11,11 +11,16 @@
 //                          started_ms, finished_ms, error
 //   TIER.JOB CANCEL id  -> +OK (also for a job that already ended)
 //   TIER.JOBS           -> array of those maps, oldest first
+//   TIER.JOBS cursor [COUNT n]
+//       -> [next cursor, array of at most n maps (default 100)], as SCAN:
+//          start at 0, go on with the cursor returned until it is 0
 //
 // The key form has an odd number of arguments and the PREFIX form an even
 // one, so a key that happens to be named "prefix" is still a key.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "core/config.h"
 #include "server/command.h"
@@ -23,6 +28,27 @@
 
 namespace tierkv::server {
 namespace {
+
+// How a job publishes: under the exec gate, between two commands, and as a
+// write, not while CLIENT PAUSE WRITE (or ALL) holds writes. The pause is
+// checked under the gate, where no CLIENT PAUSE can start; while it holds,
+// the job's preheat worker leaves the gate and sleeps (UNPAUSE or a longer
+// pause may move the end, so it looks again at least every 50 ms).
+ExclusiveRunner publish_runner(CommandContext& ctx) {
+  ClientPause* pause = &ctx.server.client_pause();
+  return [gate = ctx.server.exec_gate().runner(), pause](absl::FunctionRef<void()> publish) {
+    for (;;) {
+      int64_t held_until = 0;
+      gate([&] {
+        held_until = pause->holds_until(/*writes=*/true);
+        if (held_until == 0) publish();
+      });
+      if (held_until == 0) return;
+      const int64_t wait = std::clamp<int64_t>(held_until - ClientPause::now_ms(), 1, 50);
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait));
+    }
+  };
+}
 
 // Options after the positional arguments; false after replying an error.
 bool parse_preheat_options(CommandContext& ctx, size_t first, PreheatRequest& r) {
@@ -101,7 +127,7 @@ void reply_status(ReplyBuffer& reply, const PreheatJobStatus& s) {
 
 void preheat_prefix(CommandContext& ctx) {
   PreheatRequest options;
-  options.exclusive = ctx.server.exec_gate().runner();
+  options.exclusive = publish_runner(ctx);
   if (!parse_preheat_options(ctx, 4, options)) return;
   const std::string prefix(ctx.arg(2));
   std::string dir(ctx.arg(3));
@@ -131,7 +157,7 @@ void tier_preheat_command(CommandContext& ctx) {
     return preheat_prefix(ctx);
   }
   PreheatRequest r;
-  r.exclusive = ctx.server.exec_gate().runner();
+  r.exclusive = publish_runner(ctx);
   r.key = std::string(ctx.arg(1));
   r.source = std::string(ctx.arg(2));
   if (!parse_preheat_options(ctx, 3, r)) return;
@@ -166,10 +192,33 @@ void tier_job_command(CommandContext& ctx) {
   reply_status(ctx.reply, *s);
 }
 
+constexpr int64_t kDefaultJobsCount = 100;
+
 void tier_jobs_command(CommandContext& ctx) {
-  std::vector<PreheatJobStatus> all = ctx.store.preheat_jobs();
-  ctx.reply.array(all.size());
-  for (const PreheatJobStatus& s : all) reply_status(ctx.reply, s);
+  if (ctx.argc() == 1) {
+    std::vector<PreheatJobStatus> all = ctx.store.preheat_jobs();
+    ctx.reply.array(all.size());
+    for (const PreheatJobStatus& s : all) reply_status(ctx.reply, s);
+    return;
+  }
+  // The cursor is the id to go on from (ids only grow).
+  std::optional<int64_t> cursor = parse_int64(ctx.arg(1));
+  if (!cursor || *cursor < 0) return ctx.reply.error("ERR invalid cursor");
+  int64_t count = kDefaultJobsCount;
+  if (ctx.argc() == 4 && iequals(ctx.arg(2), "count")) {
+    std::optional<int64_t> n = parse_int64(ctx.arg(3));
+    if (!n || *n < 1) return ctx.reply.error(errors::kSyntax);
+    count = *n;
+  } else if (ctx.argc() != 2) {
+    return ctx.reply.error(errors::kSyntax);
+  }
+  uint64_t next = 0;
+  std::vector<PreheatJobStatus> page =
+      ctx.store.preheat_jobs(static_cast<uint64_t>(*cursor), static_cast<size_t>(count), &next);
+  ctx.reply.array(2);
+  ctx.reply.bulk(std::to_string(next));
+  ctx.reply.array(page.size());
+  for (const PreheatJobStatus& s : page) reply_status(ctx.reply, s);
 }
 
 }  // namespace
@@ -179,8 +228,8 @@ void register_preheat_commands(CommandTable& table) {
              "Start a job that loads a file or URL into flash and memory; returns its id"});
   table.add({"tier.job", -2, kAdmin, 0, 0, 0, tier_job_command,
              "State and progress of a preheat job; CANCEL id stops it"});
-  table.add(
-      {"tier.jobs", 1, kAdmin, 0, 0, 0, tier_jobs_command, "Every preheat job, oldest first"});
+  table.add({"tier.jobs", -1, kAdmin, 0, 0, 0, tier_jobs_command,
+             "Every preheat job, oldest first; with a cursor [COUNT n], a page of them as SCAN"});
 }
 
 }  // namespace tierkv::server

@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -214,10 +215,12 @@ class HttpSource final : public PreheatSource {
     if (reply.code != 206 && !(reply.code == 200 && whole)) {
       return Status::io_error(url_ + ": HTTP " + std::to_string(reply.code) + " for a range");
     }
-    const std::string total = "/" + std::to_string(info_.length);
-    const bool total_ok = reply.code == 200 || (reply.content_range.size() >= total.size() &&
-                                                reply.content_range.ends_with(total));
-    if (validator_of(reply) != info_.validator || !total_ok) {
+    // A 206 must be the range asked for, of an object of the length
+    // opened: a shifted range would put bytes at the wrong offset.
+    const std::string expected =
+        fmt::format("bytes {}-{}/{}", offset, offset + out.size() - 1, info_.length);
+    const bool range_ok = reply.code == 200 || reply.content_range == expected;
+    if (validator_of(reply) != info_.validator || !range_ok) {
       return Status::conflict("source changed: " + url_);
     }
     if (reply.received != out.size()) return Status::io_error(url_ + ": short read");

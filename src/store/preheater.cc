@@ -1,5 +1,6 @@
 #include "store/preheater.h"
 
+#include <fmt/format.h>
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
@@ -81,12 +82,37 @@ std::string_view preheat_state_name(PreheatState state) {
   return "unknown";
 }
 
-uint64_t default_piece_size(uint64_t length, uint32_t chunk_size) {
+uint64_t default_piece_size(uint64_t length, uint32_t chunk_size, uint64_t max_piece) {
   const uint64_t wanted = std::bit_ceil(std::max<uint64_t>((length + 499) / 500, 1));
-  const uint64_t clamped = std::clamp(wanted, kMinPiece, kMaxPiece);
+  const uint64_t clamped =
+      std::min(std::clamp(wanted, kMinPiece, kMaxPiece), max_piece / chunk_size * chunk_size);
   // Chunk sizes are powers of two, so the larger of the two is a multiple of both.
   return std::max<uint64_t>(clamped, chunk_size);
 }
+
+// A piece's bytes (not zero-filled: the source overwrites them), charged to
+// preheat-buffer while they live.
+class Preheater::PieceBuffer {
+ public:
+  // The caller has charged `size` bytes to `budget`.
+  PieceBuffer(BufferBudget& budget, size_t size)
+      : budget_(&budget), data_(std::make_unique_for_overwrite<char[]>(size)), size_(size) {}
+  PieceBuffer(PieceBuffer&& o) noexcept
+      : budget_(std::exchange(o.budget_, nullptr)),
+        data_(std::move(o.data_)),
+        size_(std::exchange(o.size_, 0)) {}
+  PieceBuffer& operator=(PieceBuffer&&) = delete;
+  ~PieceBuffer() {
+    if (budget_) budget_->release(static_cast<int64_t>(size_));
+  }
+  std::span<char> span() { return {data_.get(), size_}; }
+  std::string_view view() const { return {data_.get(), size_}; }
+
+ private:
+  BufferBudget* budget_;
+  std::unique_ptr<char[]> data_;
+  size_t size_;
+};
 
 struct Preheater::Job {
   uint64_t id = 0;
@@ -118,7 +144,7 @@ struct Preheater::Job {
   // The digest is taken in piece order; pieces that came early wait here.
   std::unique_ptr<Sha256> sha;
   uint32_t next_hash = 0;
-  std::map<uint32_t, std::string> early;
+  std::map<uint32_t, PieceBuffer> early;
 
   uint64_t piece_offset(uint32_t piece) const { return uint64_t{piece} * piece_size; }
   uint64_t piece_length(uint32_t piece) const {
@@ -142,6 +168,17 @@ Preheater::Metrics::Metrics(MetricsRegistry& r)
                               "failed reads of preheat sources (retried or not)")),
       retries(r.counter("tierkv_preheat_retries_total", "piece fetches retried")) {}
 
+namespace {
+
+BufferBudget::Metrics buffer_metrics(MetricsRegistry& r) {
+  return {.used = r.gauge("tierkv_preheat_buffer_used_bytes", "bytes of preheat piece buffers"),
+          .limit = r.gauge("tierkv_preheat_buffer_limit_bytes", "cap on them (preheat-buffer)"),
+          .waits = r.counter("tierkv_preheat_buffer_waits_total",
+                             "preheat pieces that waited for buffer room")};
+}
+
+}  // namespace
+
 Preheater::Preheater(size_t workers, StartPut start_put, MetricsRegistry& metrics,
                      uint32_t chunk_size, std::function<void()> before_job)
     // Lanes queue as continuations, which the pool always takes: the queue
@@ -149,6 +186,7 @@ Preheater::Preheater(size_t workers, StartPut start_put, MetricsRegistry& metric
     : pool_(std::make_unique<PromotionPool>(workers, /*max_queued=*/0, std::move(before_job))),
       start_put_(std::move(start_put)),
       metrics_(metrics),
+      buffers_(int64_t{256} << 20, buffer_metrics(metrics)),
       chunk_size_(chunk_size) {}
 
 Preheater::~Preheater() {
@@ -157,6 +195,7 @@ Preheater::~Preheater() {
 }
 
 void Preheater::set_limits(PreheatLimits limits) {
+  buffers_.set_limit(static_cast<int64_t>(std::max<uint64_t>(limits.buffer_bytes, chunk_size_)));
   std::lock_guard lock(mu_);
   limits_ = std::move(limits);
   schedule_locked();
@@ -171,15 +210,16 @@ Result<uint64_t> Preheater::start(PreheatRequest request) {
   if (!request.sha256.empty() && !is_sha256_hex(request.sha256)) {
     return Status::invalid_argument("DIGEST must be sha256: and 64 lower-case hex digits");
   }
-  if (request.piece_size != 0 &&
-      (request.piece_size % chunk_size_ != 0 || request.piece_size > (uint64_t{1} << 30))) {
-    return Status::invalid_argument("PIECE must be a multiple of chunk-size (" +
-                                    std::to_string(chunk_size_) + ") up to 1gb");
-  }
   auto job = std::make_shared<Job>();
   job->request = std::move(request);
   if (!job->request.sha256.empty()) job->sha = std::make_unique<Sha256>();
   std::lock_guard lock(mu_);
+  const uint64_t piece = job->request.piece_size;
+  if (piece != 0 && (piece % chunk_size_ != 0 || piece > limits_.buffer_bytes)) {
+    return Status::invalid_argument(
+        fmt::format("PIECE must be a multiple of chunk-size ({}) up to preheat-buffer ({})",
+                    chunk_size_, limits_.buffer_bytes));
+  }
   if (stopping_) return Status::unavailable("the server is shutting down");
   if (!source_allowed(job->request.source, limits_.sources)) {
     return Status::invalid_argument("preheat source not allowed by preheat-sources: " +
@@ -244,6 +284,20 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
     return finish(*job, PreheatState::kFailed, source.status().message());
   }
   const uint64_t length = (*source)->info().length;
+  uint64_t max_piece = 0;
+  {
+    std::lock_guard lock(mu_);
+    max_piece = limits_.buffer_bytes;
+  }
+  // Without a validator, pieces of two versions of the object could not be
+  // told apart: the whole object comes in one request, or not at all.
+  const bool one_request = (*source)->info().validator.empty();
+  if (one_request && length > max_piece) {
+    return finish(*job, PreheatState::kFailed,
+                  fmt::format("{} gives neither ETag nor Last-Modified, so it is fetched in one "
+                              "request, and its {} bytes are more than preheat-buffer ({})",
+                              job->request.source, length, max_piece));
+  }
   const StagedPutOptions options{.expire_at_ms = 0,  // set at publish: the TTL runs from there
                                  .cache_in_memory = job->request.cache};
   Result<std::unique_ptr<StagedPut>> put = start_put_(job->request.key, length, options);
@@ -256,8 +310,10 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
     job->cached = job->put->caching();
     job->cached_bytes = job->put->cached_bytes();
     job->length = length;
-    job->piece_size =
-        job->request.piece_size ? job->request.piece_size : default_piece_size(length, chunk_size_);
+    job->piece_size = one_request ? std::max<uint64_t>(length, chunk_size_)
+                      : job->request.piece_size
+                          ? job->request.piece_size
+                          : default_piece_size(length, chunk_size_, max_piece);
     job->pieces = static_cast<uint32_t>(
         std::max<uint64_t>((length + job->piece_size - 1) / job->piece_size, 1));
     lanes = std::min(job->lanes_started, job->pieces);
@@ -281,26 +337,74 @@ void Preheater::queue_lane(const std::shared_ptr<Job>& job) {
 }
 
 void Preheater::run_lane(const std::shared_ptr<Job>& job) {
-  uint32_t piece = 0;
+  int64_t charge = 0;
   {
     std::unique_lock lock(job->mu);
     if (job->cancel || job->failed || job->next_piece >= job->pieces) {
       lock.unlock();
       return lane_done(job);
     }
+    charge = static_cast<int64_t>(job->piece_size);
+  }
+  // Room first, then a piece: a piece once claimed never waits for room, so
+  // the pieces a digest holds (they wait for an earlier one) can never hold
+  // the room that earlier piece needs. A piece larger than a cap lowered
+  // since the job started goes past it (it would never fit).
+  if (charge > buffers_.limit()) {
+    buffers_.take(charge);
+  } else if (!buffers_.acquire(charge, [this, job, charge] { queue_claim(job, charge); })) {
+    return;  // queue_claim runs when there is room
+  }
+  claim_piece(job, charge);
+}
+
+void Preheater::queue_claim(const std::shared_ptr<Job>& job, int64_t charge) {
+  pool_->submit_continuation([this, job, charge](bool run) {
+    if (run) return claim_piece(job, charge);
+    buffers_.release(charge);
+    {
+      std::lock_guard lock(job->mu);
+      job->cancel = true;
+      job->stop.request_stop();
+    }
+    lane_done(job);
+  });
+}
+
+void Preheater::claim_piece(const std::shared_ptr<Job>& job, int64_t charge) {
+  uint32_t piece = 0;
+  bool ended = false;
+  bool too_far = false;
+  {
+    std::lock_guard lock(job->mu);
+    ended = job->cancel || job->failed || job->next_piece >= job->pieces;
     // With a digest, pieces may not run far ahead of the one to hash next:
     // they wait in memory until it comes.
-    const bool too_far = job->sha && job->next_piece >= job->next_hash + 2 * job->lanes_started;
-    if (!too_far) piece = job->next_piece++;
-    if (too_far) {
-      lock.unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      return queue_lane(job);
-    }
+    too_far = !ended && job->sha && job->next_piece >= job->next_hash + 2 * job->lanes_started;
+    if (!ended && !too_far) piece = job->next_piece++;
   }
-  std::string buffer;
-  Status st = fetch_piece(*job, piece, buffer);
-  if (st.is_ok()) st = job->put->write(job->piece_offset(piece), buffer);
+  if (ended || too_far) {
+    buffers_.release(charge);
+    if (ended) return lane_done(job);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return queue_lane(job);
+  }
+  // The last piece may be short.
+  buffers_.release(charge - static_cast<int64_t>(job->piece_length(piece)));
+  run_piece(job, piece);
+}
+
+// Fetches and writes one piece whose bytes are charged to buffers_.
+void Preheater::run_piece(const std::shared_ptr<Job>& job, uint32_t piece) {
+  PieceBuffer buffer(buffers_, job->piece_length(piece));
+  bool ended = false;
+  {
+    std::lock_guard lock(job->mu);
+    ended = job->cancel || job->failed;
+  }
+  if (ended) return lane_done(job);
+  Status st = fetch_piece(*job, piece, buffer.span());
+  if (st.is_ok()) st = job->put->write(job->piece_offset(piece), buffer.view());
   if (!st.is_ok()) {
     {
       std::lock_guard lock(job->mu);
@@ -309,28 +413,27 @@ void Preheater::run_lane(const std::shared_ptr<Job>& job) {
     }
     return lane_done(job);
   }
-  metrics_.bytes_flash.add(buffer.size());
+  const uint64_t size = buffer.view().size();
+  metrics_.bytes_flash.add(size);
   {
     std::lock_guard lock(job->mu);
     ++job->pieces_done;
-    job->bytes_done += buffer.size();
+    job->bytes_done += size;
   }
   if (job->sha) hash_in_order(*job, piece, std::move(buffer));
   queue_lane(job);
 }
 
-Status Preheater::fetch_piece(Job& job, uint32_t piece, std::string& buffer) {
-  buffer.resize(job.piece_length(piece));
+Status Preheater::fetch_piece(Job& job, uint32_t piece, std::span<char> out) {
   uint32_t retries = 0;
   {
     std::lock_guard lock(mu_);
     retries = limits_.retries;
   }
   for (uint32_t attempt = 0;; ++attempt) {
-    Status st = job.source->read(job.piece_offset(piece), std::span(buffer.data(), buffer.size()),
-                                 job.stop.get_token());
+    Status st = job.source->read(job.piece_offset(piece), out, job.stop.get_token());
     if (st.is_ok()) {
-      metrics_.bytes_fetched.add(buffer.size());
+      metrics_.bytes_fetched.add(out.size());
       return st;
     }
     metrics_.source_errors.add();
@@ -349,17 +452,17 @@ Status Preheater::fetch_piece(Job& job, uint32_t piece, std::string& buffer) {
   }
 }
 
-void Preheater::hash_in_order(Job& job, uint32_t piece, std::string&& buffer) {
+void Preheater::hash_in_order(Job& job, uint32_t piece, PieceBuffer&& buffer) {
   std::lock_guard lock(job.mu);
   if (piece != job.next_hash) {
     job.early.emplace(piece, std::move(buffer));
     return;
   }
-  job.sha->update(buffer);
+  job.sha->update(buffer.view());
   ++job.next_hash;
   for (auto it = job.early.find(job.next_hash); it != job.early.end();
        it = job.early.find(job.next_hash)) {
-    job.sha->update(it->second);
+    job.sha->update(it->second.view());
     job.early.erase(it);
     ++job.next_hash;
   }
@@ -394,8 +497,10 @@ void Preheater::lane_done(const std::shared_ptr<Job>& job) {
 void Preheater::finish(Job& job, PreheatState state, std::string error) {
   std::unique_ptr<StagedPut> put;
   std::unique_ptr<PreheatSource> source;
+  std::map<uint32_t, PieceBuffer> early;  // their room goes back to buffers_
   {
     std::lock_guard lock(job.mu);
+    early = std::move(job.early);
     job.state = state;
     job.error = std::move(error);
     job.finished_ms = unix_time_ms();
@@ -456,11 +561,14 @@ std::optional<PreheatJobStatus> Preheater::job(uint64_t id) const {
   return status_of(*job);
 }
 
-std::vector<PreheatJobStatus> Preheater::jobs() const {
+std::vector<PreheatJobStatus> Preheater::jobs(uint64_t first_id, size_t count,
+                                              uint64_t* next_id) const {
   std::vector<std::shared_ptr<Job>> all;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [id, job] : jobs_) all.push_back(job);
+    auto it = jobs_.lower_bound(first_id);
+    for (; it != jobs_.end() && all.size() < count; ++it) all.push_back(it->second);
+    if (next_id) *next_id = it == jobs_.end() ? 0 : it->first;
   }
   std::vector<PreheatJobStatus> out;
   for (const auto& job : all) {

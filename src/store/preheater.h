@@ -2,10 +2,18 @@
 // flash and (CACHE yes) memory in one pass, with progress.
 //
 // A job fetches its source in pieces (default: length / 500 rounded up to
-// a power of two, clamped to [4 MiB, 64 MiB], a multiple of the chunk
-// size) and writes each piece through one StagedPut: the object appears
-// only when every piece landed and the digest, if one was given, matched.
-// A job that fails or is cancelled leaves the key's previous value.
+// a power of two, clamped to [4 MiB, 64 MiB] and to preheat-buffer, a
+// multiple of the chunk size) and writes each piece through one StagedPut:
+// the object appears only when every piece landed and the digest, if one
+// was given, matched. A job that fails or is cancelled leaves the key's
+// previous value.
+//
+// Every piece's buffer is charged to one budget (preheat-buffer) from its
+// fetch until it is written (with a digest: until it is hashed, pieces
+// hash in order). A lane takes room for a piece before it claims the
+// piece, waiting without a thread while there is none; so a claimed piece
+// never waits for room that later pieces (waiting for it to be hashed)
+// hold.
 //
 // Everything runs on the preheater's own pool (preheat-workers threads),
 // never on the store's promotion pool: a source that trickles bytes holds
@@ -26,11 +34,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/metrics.h"
 #include "core/status.h"
+#include "store/buffer_budget.h"
 #include "store/preheat_types.h"
 #include "store/staged_put.h"
 
@@ -44,10 +54,13 @@ struct PreheatLimits {
   uint32_t pieces_inflight = 4;
   uint32_t retries = 3;
   uint32_t max_queued = 1024;  // jobs waiting to run; more are refused (Busy)
+  // Cap on the bytes of all jobs' piece buffers; PIECE may not exceed it.
+  uint64_t buffer_bytes = uint64_t{256} << 20;
 };
 
-// Piece size by the default rule, for an object of `length` bytes.
-uint64_t default_piece_size(uint64_t length, uint32_t chunk_size);
+// Piece size by the default rule, for an object of `length` bytes, at most
+// `max_piece` (rounded down to whole chunks, at least one chunk).
+uint64_t default_piece_size(uint64_t length, uint32_t chunk_size, uint64_t max_piece = UINT64_MAX);
 
 class Preheater {
  public:
@@ -69,7 +82,10 @@ class Preheater {
   // a source outside the allowlist, a malformed digest, a bad piece size.
   Result<uint64_t> start(PreheatRequest request);
   std::optional<PreheatJobStatus> job(uint64_t id) const;
-  std::vector<PreheatJobStatus> jobs() const;
+  // Up to `count` jobs with ids from `first_id` up, in id order (oldest
+  // first); `next_id` becomes the id to continue from, 0 if none is left.
+  std::vector<PreheatJobStatus> jobs(uint64_t first_id = 0, size_t count = SIZE_MAX,
+                                     uint64_t* next_id = nullptr) const;
   // NotFound for an unknown id; OK (no change) for a job that already ended.
   Status cancel(uint64_t id);
   // Cancels every job and waits until none runs, or at most `timeout`;
@@ -79,6 +95,7 @@ class Preheater {
 
  private:
   struct Job;
+  class PieceBuffer;
   struct Metrics {
     explicit Metrics(MetricsRegistry& r);
     Counter& started;
@@ -98,8 +115,12 @@ class Preheater {
   void open_job(const std::shared_ptr<Job>& job);
   void queue_lane(const std::shared_ptr<Job>& job);
   void run_lane(const std::shared_ptr<Job>& job);
-  Status fetch_piece(Job& job, uint32_t piece, std::string& buffer);
-  void hash_in_order(Job& job, uint32_t piece, std::string&& buffer);
+  void queue_claim(const std::shared_ptr<Job>& job, int64_t charge);
+  // With one piece's room (`charge`) in hand: takes the next piece, or ends.
+  void claim_piece(const std::shared_ptr<Job>& job, int64_t charge);
+  void run_piece(const std::shared_ptr<Job>& job, uint32_t piece);
+  Status fetch_piece(Job& job, uint32_t piece, std::span<char> out);
+  void hash_in_order(Job& job, uint32_t piece, PieceBuffer&& buffer);
   void lane_done(const std::shared_ptr<Job>& job);
   void finish(Job& job, PreheatState state, std::string error);
   PreheatJobStatus status_of(const Job& job) const;
@@ -107,6 +128,7 @@ class Preheater {
   std::unique_ptr<PromotionPool> pool_;
   StartPut start_put_;
   Metrics metrics_;
+  BufferBudget buffers_;  // preheat-buffer
   const uint32_t chunk_size_;
   mutable std::mutex mu_;
   std::condition_variable idle_;

@@ -335,7 +335,9 @@ class Store {
   // Preheat jobs (see preheater.h): start() never blocks.
   Result<uint64_t> preheat(PreheatRequest request);
   std::optional<PreheatJobStatus> preheat_job(uint64_t id) const;
-  std::vector<PreheatJobStatus> preheat_jobs() const;
+  // As Preheater::jobs(): up to `count` jobs from id `first_id` up.
+  std::vector<PreheatJobStatus> preheat_jobs(uint64_t first_id = 0, size_t count = SIZE_MAX,
+                                             uint64_t* next_id = nullptr) const;
   Status cancel_preheat(uint64_t id);
   // The files under a file:// directory that preheat-sources allows, as
   // paths relative to it (TIER.PREHEAT PREFIX).

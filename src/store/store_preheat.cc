@@ -18,7 +18,8 @@ PreheatLimits preheat_limits(const Config& config) {
                        .max_jobs = static_cast<uint32_t>(config.preheat_max_jobs),
                        .pieces_inflight = static_cast<uint32_t>(config.preheat_pieces_inflight),
                        .retries = static_cast<uint32_t>(config.preheat_retries),
-                       .max_queued = static_cast<uint32_t>(config.preheat_max_queued)};
+                       .max_queued = static_cast<uint32_t>(config.preheat_max_queued),
+                       .buffer_bytes = static_cast<uint64_t>(config.preheat_buffer)};
 }
 
 Status no_flash() {
@@ -101,8 +102,10 @@ std::optional<PreheatJobStatus> Store::preheat_job(uint64_t id) const {
   return preheater_ ? preheater_->job(id) : std::nullopt;
 }
 
-std::vector<PreheatJobStatus> Store::preheat_jobs() const {
-  return preheater_ ? preheater_->jobs() : std::vector<PreheatJobStatus>{};
+std::vector<PreheatJobStatus> Store::preheat_jobs(uint64_t first_id, size_t count,
+                                                  uint64_t* next_id) const {
+  if (next_id) *next_id = 0;
+  return preheater_ ? preheater_->jobs(first_id, count, next_id) : std::vector<PreheatJobStatus>{};
 }
 
 Status Store::cancel_preheat(uint64_t id) {

@@ -234,6 +234,7 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "preheat-max-jobs",
                                              "preheat-pieces-inflight",
                                              "preheat-retries",
+                                             "preheat-buffer",
                                              "preheat-max-queued",
                                              "flash-read-window",
                                              "flash-read-inflight",

@@ -21,8 +21,8 @@ import time
 import pytest
 import redis
 
-from conftest import free_port, wait_for_port
-from flash_util import MIB, execs_torn_while, flash_servers  # noqa: F401 (a fixture)
+from conftest import free_port, metric, wait_for_port
+from flash_util import MIB, execs_torn_while, flash_servers, wait_until  # noqa: F401 (a fixture)
 from test_flash_value_commands import push_out
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -75,8 +75,11 @@ http {{
 class FaultyHandler(http.server.BaseHTTPRequestHandler):
     """Serves /dies (sends half of each range, then closes), /stalls (sends
     half of each range, then nothing until the server stops), /hangs (answers
-    no HEAD until the server stops) and /changes (a new ETag on every
-    request) over a body of `server.body`."""
+    no HEAD until the server stops), /changes (a new ETag on every
+    request), /novalidator (neither ETag nor Last-Modified), /shifted
+    (each range one byte later than asked, and says so in Content-Range)
+    and /gated (no GET answered before `server.gate` is set) over a body of
+    `server.body`. GETs are counted by path."""
 
     protocol_version = "HTTP/1.1"
 
@@ -90,7 +93,7 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
         if self.path == "/changes":
             self.server.etag_serial += 1
             self.send_header("ETag", f'"v{self.server.etag_serial}"')
-        else:
+        elif self.path != "/novalidator":
             self.send_header("ETag", '"fixed"')
         for k, v in extra:
             self.send_header(k, v)
@@ -105,11 +108,17 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         body = self.server.body
+        with self.server.lock:
+            self.server.gets[self.path] = self.server.gets.get(self.path, 0) + 1
+        if self.path == "/gated":
+            self.server.gate.wait(60)
         first, last = 0, len(body) - 1
         rng = self.headers.get("Range")
         if rng:
             a, b = rng.split("=")[1].split("-")
             first, last = int(a), int(b)
+            if self.path == "/shifted" and last + 1 < len(body):
+                first, last = first + 1, last + 1
         part = body[first:last + 1]
         self._headers(206, len(part), [("Content-Range", f"bytes {first}-{last}/{len(body)}")])
         if self.path in ("/dies", "/stalls"):
@@ -129,7 +138,10 @@ class FaultyServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
         super().__init__(("127.0.0.1", 0), FaultyHandler)
         self.body = body
         self.etag_serial = 0
+        self.gets = {}
+        self.lock = threading.Lock()
         self.released = threading.Event()
+        self.gate = threading.Event()
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
         self.thread.start()
 
@@ -215,6 +227,35 @@ def test_http_preheat_gives_the_source_bytes_in_memory_and_on_flash(world):
     assert sha256(c.get("shard")) == sha256(c.get("cold")) == sha256(data)
     fields, titles = s.info("preheat")
     assert "Preheat" in titles and int(fields["preheat_jobs_done"]) == 0  # counters restart
+
+
+def test_jobs_pages_like_scan(world):
+    """TIER.JOBS cursor [COUNT n] pages through every job once, in id order,
+    and ends at cursor 0; TIER.JOBS alone still gives them all; bad cursors
+    and counts get errors."""
+    s, _, _, root = world
+    c = s.client()
+    write_source(root, "page.bin", b"page")
+    ids = [c.execute_command("TIER.PREHEAT", f"page{i}", f"file://{root}/page.bin")
+           for i in range(7)]
+    for job_id in ids:
+        wait_job(c, job_id)
+    seen, cursor, pages = [], b"0", 0
+    while True:
+        cursor, page = c.execute_command("TIER.JOBS", cursor, "COUNT", 3)
+        assert len(page) <= 3
+        seen += [job_id for job_id in (dict(zip(m[::2], m[1::2]))[b"id"] for m in page)]
+        pages += 1
+        if cursor == b"0":
+            break
+        assert pages < 10, "the cursor never ends"
+    assert seen == sorted(seen) and set(ids) <= set(seen) and len(seen) == len(set(seen))
+    assert len(c.execute_command("TIER.JOBS")) == len(seen)
+    cursor, page = c.execute_command("TIER.JOBS", ids[-1])
+    assert cursor == b"0" and len(page) == 1
+    for args in (("x",), ("-1",), ("0", "COUNT", "0"), ("0", "COUNT"), ("0", "LIMIT", "1")):
+        with pytest.raises(redis.ResponseError):
+            c.execute_command("TIER.JOBS", *args)
 
 
 def chunk_tiers(c, key):
@@ -385,6 +426,86 @@ def wait_running(c, job_id):
         time.sleep(0.01)
     time.sleep(0.5)  # inside the source's open
     assert job(c, job_id)["state"] == "running"
+
+
+def test_a_source_without_validators_is_fetched_in_one_request(world):
+    """No ETag and no Last-Modified: pieces of two versions could not be
+    told apart, so the object comes in one GET whatever PIECE says, and a
+    preheat of one larger than preheat-buffer fails with a clear error."""
+    s, _, faulty, _ = world
+    c = s.client()
+    job_id = c.execute_command("TIER.PREHEAT", "nv", faulty.url("/novalidator"), "PIECE", "1mb")
+    j = wait_job(c, job_id)
+    assert j["state"] == "done", j
+    assert c.get("nv") == faulty.body
+    assert faulty.gets["/novalidator"] == 1
+    assert j["pieces_total"] == 1
+    c.config_set("preheat-buffer", "4mb")
+    try:
+        j = wait_job(c, c.execute_command("TIER.PREHEAT", "nv2", faulty.url("/novalidator")))
+    finally:
+        c.config_set("preheat-buffer", "256mb")
+    assert j["state"] == "failed", j
+    assert "neither ETag nor Last-Modified" in j["error"] and "preheat-buffer" in j["error"], j
+    assert not c.exists("nv2")
+
+
+def test_a_range_reply_at_the_wrong_offset_fails_the_job(world):
+    """A 206 whose Content-Range starts elsewhere than asked (the total
+    right) would put bytes at the wrong offset: the job fails, and the
+    previous value stays."""
+    s, _, faulty, _ = world
+    c = s.client()
+    c.set("shifted", b"previous")
+    j = wait_job(c, c.execute_command("TIER.PREHEAT", "shifted", faulty.url("/shifted"),
+                                      "PIECE", "1mb"))
+    assert j["state"] == "failed", j
+    assert "source changed" in j["error"], j
+    assert c.get("shifted") == b"previous"
+
+
+def test_piece_buffers_wait_for_room_in_preheat_buffer(world):
+    """preheat-buffer 1mb, 1 MiB pieces, 4 lanes: while the source holds its
+    replies, one piece's buffer is charged and the other lanes wait for room
+    (without a thread); released, the job completes and gives it all back."""
+    s, _, faulty, _ = world
+    c = s.client()
+    c.config_set("preheat-buffer", "1mb")
+    try:
+        job_id = c.execute_command("TIER.PREHEAT", "held", faulty.url("/gated"), "PIECE", "1mb")
+        assert wait_until(lambda: metric(s.metrics(), "tierkv_preheat_buffer_waits_total") >= 1,
+                          10)
+        assert metric(s.metrics(), "tierkv_preheat_buffer_used_bytes") == MIB
+        faulty.gate.set()
+        assert wait_job(c, job_id)["state"] == "done"
+    finally:
+        c.config_set("preheat-buffer", "256mb")
+    assert c.get("held") == faulty.body
+    assert metric(s.metrics(), "tierkv_preheat_buffer_used_bytes") == 0
+
+
+def test_a_job_publishes_only_after_client_pause_write_ends(world):
+    """A job whose pieces all landed during CLIENT PAUSE WRITE holds its
+    publish (the key stays absent, reads still answer) until UNPAUSE, then
+    publishes the whole object."""
+    s, _, faulty, _ = world
+    c = s.client()
+    job_id = c.execute_command("TIER.PREHEAT", "paused", faulty.url("/gated"), "PIECE", "1mb")
+    wait_running(c, job_id)
+    assert c.execute_command("CLIENT", "PAUSE", 30000, "WRITE") == b"OK"
+    try:
+        faulty.gate.set()
+        deadline = time.time() + 10
+        while job(c, job_id)["pieces_done"] < job(c, job_id)["pieces_total"]:
+            assert time.time() < deadline, job(c, job_id)
+            time.sleep(0.01)
+        time.sleep(0.5)  # room to publish, were it not held
+        assert job(c, job_id)["state"] == "running"
+        assert c.exists("paused") == 0, "published during CLIENT PAUSE WRITE"
+    finally:
+        c.execute_command("CLIENT", "UNPAUSE")
+    assert wait_job(c, job_id, timeout=15)["state"] == "done"
+    assert c.get("paused") == faulty.body
 
 
 def test_stalled_preheats_leave_the_store_workers_free(world):

@@ -357,6 +357,53 @@ TEST_F(PreheatTest, TheTtlRunsFromPublish) {
   EXPECT_GT(info->expire_at_ms, started_ms + 2000);
 }
 
+// preheat-buffer caps the piece buffers of all jobs: with room for one piece
+// and 4 lanes per job, every job still ends right, with a digest too (the
+// piece the digest waits for goes past the cap: the room may be held by
+// pieces waiting for it), and gives its room back, also when it fails.
+// PIECE past the cap is refused. (That lanes wait for room is shown over
+// the wire, with a source that holds its reply: test_preheat.py.)
+TEST_F(PreheatTest, PieceBuffersStayWithinPreheatBuffer) {
+  Config c = config();
+  c.preheat_buffer = kChunk;
+  c.preheat_pieces_inflight = 4;
+  auto s = open(c);
+  Gauge& used = s->metrics().gauge("tierkv_preheat_buffer_used_bytes", "");
+  const std::string plain = value_for(11, 8 * kChunk + 5);
+  const std::string hashed = value_for(12, 8 * kChunk + 7);
+  auto request = [&](const std::string& key, const std::string& content, bool digest) {
+    return PreheatRequest{.key = key,
+                          .source = source_file(key + ".bin", content),
+                          .piece_size = kChunk,
+                          .cache = true,
+                          .sha256 = digest ? sha256_hex(content) : "",
+                          .ttl_s = 0,
+                          .exclusive = nullptr};
+  };
+  auto a = s->preheat(request("plain", plain, false));
+  auto b = s->preheat(request("hashed", hashed, true));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(wait_job(*s, *a).state, PreheatState::kDone);
+  EXPECT_EQ(wait_job(*s, *b).state, PreheatState::kDone);
+  EXPECT_EQ(value_of(*s, "plain"), plain);
+  EXPECT_EQ(value_of(*s, "hashed"), hashed);
+  EXPECT_EQ(used.value(), 0) << "piece buffers outlived their jobs";
+
+  PreheatRequest too_big = request("big", plain, false);
+  too_big.piece_size = 2 * kChunk;
+  auto refused = s->preheat(too_big);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("preheat-buffer"), std::string::npos)
+      << refused.status().to_string();
+
+  PreheatRequest wrong = request("wrong", hashed, true);
+  wrong.sha256 = std::string(64, 'b');
+  auto failed = s->preheat(wrong);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(wait_job(*s, *failed).state, PreheatState::kFailed);
+  EXPECT_EQ(used.value(), 0);
+}
+
 // large-value-memory-fraction 0 allows no memory copy: CACHE yes then
 // leaves the object on flash only (a cap of 0 once meant "no cap").
 TEST_F(PreheatTest, AMemoryFractionOfZeroKeepsNothingInMemory) {
