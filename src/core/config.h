@@ -126,9 +126,11 @@ struct Config {
   int64_t preheat_pieces_inflight = 4;
   int64_t preheat_retries = 3;
   int64_t preheat_max_queued = 1024;
+  // The preheat jobs' own pool; the cap on all their piece buffers; the
+  // files one TIER.PREHEAT PREFIX may start.
   int64_t preheat_workers = 8;
-  int64_t preheat_buffer = int64_t{256}
-                           << 20;  // cap on all jobs' piece buffers  // the preheat jobs' own pool
+  int64_t preheat_buffer = int64_t{256} << 20;
+  int64_t preheat_max_files = 10000;
   // streaming look-ahead (see docs/streaming.md): keys or chunks held ahead
   // of a stream's consumer (0: chosen per stream from the measured flash
   // read latency and the consumer's pace), reads in flight per stream, and

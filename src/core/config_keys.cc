@@ -377,6 +377,10 @@ const std::vector<KeySpec>& specs() {
                  "not exceed it)",
                  A::kPreheat},
                 &C::preheat_buffer, 1 << 20, kMaxI),
+      int_key(
+          {"preheat-max-files",
+           "files one TIER.PREHEAT PREFIX may start; a folder with more is refused", A::kPreheat},
+          &C::preheat_max_files, 1, 1e7),
       int_key({"preheat-max-queued", "preheat jobs waiting to run; more are refused with -BUSY",
                A::kPreheat},
               &C::preheat_max_queued, 1, 1e6),

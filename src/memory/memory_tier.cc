@@ -322,6 +322,7 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
         obj->version = next_version_.fetch_add(1, std::memory_order_relaxed);
       }
       obj->charge = std::exchange(writer.meta_charge_, 0);
+      obj->raw_encoding = opts.raw_encoding;
       int64_t expire_at = opts.keep_ttl && old ? old->expire_at_ms : opts.expire_at_ms;
       if (old) {
         detach_locked(s, old, to_release);

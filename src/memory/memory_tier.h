@@ -80,6 +80,10 @@ struct WriteOptions {
   // Nonzero: the value is a copy of this version read from the lower tier
   // (a promotion). It keeps that version and starts clean.
   uint64_t install_version = 0;
+  // The value was edited in place (APPEND to a key, SETRANGE, SETBIT,
+  // BITFIELD): OBJECT ENCODING answers "raw" for it, as Redis does, while
+  // memory holds it.
+  bool raw_encoding = false;
 };
 
 struct WriteResult {
@@ -115,6 +119,7 @@ struct ObjectInfo {
   int64_t expire_at_ms = 0;
   FlashState flash_state = FlashState::kDirty;
   std::vector<ChunkInfo> chunks;
+  bool raw_encoding = false;  // see WriteOptions::raw_encoding
 };
 
 struct MemoryTierStats {

@@ -76,6 +76,7 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
       info->size = obj->size;
       info->expire_at_ms = obj->expire_at_ms;
       info->flash_state = obj->flash_state;
+      info->raw_encoding = obj->raw_encoding;
       for (const Chunk* c : obj->chunks) {
         if (!c) continue;  // a hole: on flash only
         info->chunks.push_back({c->index, c->size, c->refs.load() - 1,

@@ -23,6 +23,7 @@ struct Object {
   int64_t charge = 0;  // metadata bytes charged for this object
   uint32_t ttl_slot = kNoTtlSlot;
   FlashState flash_state = FlashState::kDirty;
+  bool raw_encoding = false;  // WriteOptions::raw_encoding
   // Slot i is chunk i. A slot is null (a hole) only in a clean object: the
   // lower tier holds that chunk, and reads take it from there.
   absl::InlinedVector<Chunk*, 1> chunks;

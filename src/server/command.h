@@ -99,6 +99,13 @@ class ReplyDeferral {
   // current batch went to the socket: work the reply does not depend on
   // (a probe's prefetches), so that it does not delay the reply.
   virtual void after_reply(std::function<void()> work) = 0;
+  // Work that must not run on the network thread (a folder walk): `start`
+  // begins it elsewhere and hands `done` the reply to write, from any
+  // thread; the connection reads nothing more until then. False if this
+  // command cannot wait (inside EXEC): the handler does the work in place.
+  using LaterReply = std::function<void(ReplyBuffer&)>;
+  using ReplyLaterStart = std::function<void(std::function<void(LaterReply)> done)>;
+  virtual bool reply_later(ReplyLaterStart start) = 0;
 };
 
 // Arguments of one command. For a large SET the parser streams the value

@@ -238,7 +238,8 @@ void bitfield_generic(CommandContext& ctx, bool readonly_command) {
     Result<WriteResult> r = ctx.store.put(key, s,
                                           WriteOptions{.condition = WriteCondition::kIfVersion,
                                                        .expected_version = old ? old->version() : 0,
-                                                       .keep_ttl = true});
+                                                       .keep_ttl = true,
+                                                       .raw_encoding = true});
     if (!r) return ctx.reply.error(r.status());
     hold_until_durable(ctx, key, *r);
     if (r->written) return reply_results(ctx, results);

@@ -108,7 +108,8 @@ void setbit_command(CommandContext& ctx) {
     Result<WriteResult> r =
         ctx.store.commit(std::move(*w), WriteOptions{.condition = WriteCondition::kIfVersion,
                                                      .expected_version = old ? old->version() : 0,
-                                                     .keep_ttl = true});
+                                                     .keep_ttl = true,
+                                                     .raw_encoding = true});
     if (!r) return ctx.reply.error(r.status());
     hold_until_durable(ctx, key, *r);
     if (r->written) return ctx.reply.integer((prev & mask) ? 1 : 0);

@@ -15,7 +15,8 @@ namespace {
 
 // Redis's tryObjectEncoding: a value that string2l parses is "int" (and an
 // integer in 0..9999 is a shared object), one of at most 44 bytes "embstr",
-// anything longer "raw".
+// anything longer "raw". A value edited in place (APPEND, SETRANGE, SETBIT,
+// BITFIELD) is "raw" whatever it holds, while memory keeps it.
 constexpr uint64_t kMaxIntLength = 20;
 constexpr uint64_t kEmbstrLimit = 44;
 constexpr int64_t kSharedIntegers = 10000;
@@ -35,6 +36,7 @@ std::optional<Encoding> encoding_of(CommandContext& ctx, std::string_view key) {
     ctx.reply.null();
     return std::nullopt;
   }
+  if (info->raw_encoding) return Encoding{"raw"};
   if (info->size > kMaxIntLength) return Encoding{info->size > kEmbstrLimit ? "raw" : "embstr"};
   // Short enough to be a number: the bytes decide.
   // Redis's OBJECT looks keys up without touching them.

@@ -125,30 +125,30 @@ void reply_status(ReplyBuffer& reply, const PreheatJobStatus& s) {
   reply.bulk(s.error);
 }
 
+void reply_ids(ReplyBuffer& reply, const Result<std::vector<uint64_t>>& ids) {
+  if (!ids) return reply.error(ids.status());
+  reply.array(ids->size());
+  for (uint64_t id : *ids) reply.integer(static_cast<int64_t>(id));
+}
+
+// The folder is walked on a preheat worker, not on this network thread
+// (it may hold many thousands of files); inside EXEC, in place.
 void preheat_prefix(CommandContext& ctx) {
   PreheatRequest options;
   options.exclusive = publish_runner(ctx);
   if (!parse_preheat_options(ctx, 4, options)) return;
-  const std::string prefix(ctx.arg(2));
+  std::string prefix(ctx.arg(2));
   std::string dir(ctx.arg(3));
   if (!dir.ends_with('/')) dir += '/';
-  // The directory itself must be allowed; each file is checked again.
-  Result<std::vector<std::string>> files = ctx.store.preheat_dir_files(dir);
-  if (!files) return ctx.reply.error(files.status());
-  std::vector<uint64_t> ids;
-  for (const std::string& file : *files) {
-    PreheatRequest r = options;
-    r.key = prefix + file;
-    r.source = dir + file;
-    Result<uint64_t> id = ctx.store.preheat(std::move(r));
-    if (!id) {
-      for (uint64_t started : ids) (void)ctx.store.cancel_preheat(started);
-      return ctx.reply.error(id.status());
-    }
-    ids.push_back(*id);
-  }
-  ctx.reply.array(ids.size());
-  for (uint64_t id : ids) ctx.reply.integer(static_cast<int64_t>(id));
+  Store& store = ctx.store;
+  auto walk = [&store, prefix, dir, options](auto done) {
+    store.preheat_folder_async(
+        prefix, dir, options, [done = std::move(done)](Result<std::vector<uint64_t>> ids) {
+          done([ids = std::move(ids)](ReplyBuffer& reply) { reply_ids(reply, ids); });
+        });
+  };
+  if (ctx.defer != nullptr && ctx.defer->reply_later(walk)) return;
+  reply_ids(ctx.reply, store.preheat_folder(prefix, dir, options));
 }
 
 void tier_preheat_command(CommandContext& ctx) {

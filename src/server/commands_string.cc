@@ -442,7 +442,8 @@ void setrange_command(CommandContext& ctx) {
     Result<WriteResult> r =
         ctx.store.commit(std::move(*w), WriteOptions{.condition = WriteCondition::kIfVersion,
                                                      .expected_version = old ? old->version() : 0,
-                                                     .keep_ttl = true});
+                                                     .keep_ttl = true,
+                                                     .raw_encoding = true});
     if (!r) return ctx.reply.error(r.status());
     hold_until_durable(ctx, key, *r);
     if (r->written) return ctx.reply.integer(static_cast<int64_t>(new_size));
@@ -462,10 +463,13 @@ void append_command(CommandContext& ctx) {
     if (!w) return ctx.reply.error(w.status());
     if (old) append_view_range(*w, *old, 0, old_size);
     w->append(suffix);
+    // Redis encodes a new key's value as SET does; an existing one it
+    // edits in place, which makes it raw.
     Result<WriteResult> r =
         ctx.store.commit(std::move(*w), WriteOptions{.condition = WriteCondition::kIfVersion,
                                                      .expected_version = old ? old->version() : 0,
-                                                     .keep_ttl = true});
+                                                     .keep_ttl = true,
+                                                     .raw_encoding = old.is_ok()});
     if (!r) return ctx.reply.error(r.status());
     hold_until_durable(ctx, key, *r);
     if (r->written) return ctx.reply.integer(static_cast<int64_t>(old_size + suffix.size()));

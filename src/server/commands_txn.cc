@@ -120,6 +120,7 @@ class TxnDeferral final : public ReplyDeferral {
   void commit_flash_value(const FlashValueSink::Commit&) override {}
   // EXEC fetched the sources into memory before it ran.
   bool copy_on_flash(FlashCopyRequest, CopyReply) override { return false; }
+  bool reply_later(ReplyLaterStart) override { return false; }
   void after_reply(std::function<void()> work) override {
     if (outer_ != nullptr)
       outer_->after_reply(std::move(work));

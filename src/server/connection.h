@@ -101,6 +101,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void commit_flash_value(const FlashValueSink::Commit& commit) override;
   void on_flash_value_committed(uint64_t gen, const Status& status, bool written);
   bool copy_on_flash(FlashCopyRequest request, CopyReply reply) override;
+  bool reply_later(ReplyLaterStart start) override;
+  void on_later_reply(uint64_t gen, const LaterReply& reply);
   void after_reply(std::function<void()> work) override;
   // Runs a store worker's step under the exec gate (the end of a large SET
   // or a flash-to-flash copy).

@@ -372,6 +372,27 @@ void Connection::on_flash_copied(uint64_t gen, const Result<FlashCopyOutcome>& r
   resume();
 }
 
+bool Connection::reply_later(ReplyLaterStart start) {
+  waiting_ = Wait::kCommit;
+  uint64_t gen = ++wait_gen_;
+  std::shared_ptr<Connection> self = shared_from_this();
+  std::shared_ptr<void> token = inflight_token();
+  start([self, token, gen](LaterReply reply) {
+    self->post_back(
+        token, [gen, reply = std::move(reply)](Connection& c) { c.on_later_reply(gen, reply); });
+  });
+  return true;
+}
+
+void Connection::on_later_reply(uint64_t gen, const LaterReply& reply) {
+  if (closed_ || waiting_ != Wait::kCommit || gen != wait_gen_) return;
+  out_.set_proto(state_.proto);
+  uint64_t errors_before = out_.error_count();
+  reply(out_);
+  account(*deferred_spec_, deferred_clock_, out_.error_count() != errors_before);
+  resume();
+}
+
 void Connection::resume() {
   waiting_ = Wait::kNone;
   deferred_spec_ = nullptr;

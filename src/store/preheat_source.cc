@@ -3,7 +3,9 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,15 +40,79 @@ std::string file_validator(const struct stat& st) {
          std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino);
 }
 
+std::string resolved_file_path(std::string_view url);
+
+// Opens `path` below `root` (a directory) without following any symlink
+// on the way and without leaving it (openat2 RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS): a folder swapped for a symlink after the allowlist
+// was checked is refused, not followed. -1 with errno ENOSYS where the
+// kernel has no openat2, or EXDEV if `path` is not under `root`.
+int open_beneath(const std::string& root, const std::string& path, int flags) {
+  std::string dir = root;
+  if (!dir.ends_with('/')) dir += '/';
+  if (!starts_with(path, dir)) {
+    errno = EXDEV;
+    return -1;
+  }
+  const int dir_fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return -1;
+  struct open_how how {};
+  how.flags = static_cast<uint64_t>(flags);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const std::string relative = path.substr(dir.size());
+  const int fd =
+      static_cast<int>(::syscall(SYS_openat2, dir_fd, relative.c_str(), &how, sizeof how));
+  const int saved = errno;
+  ::close(dir_fd);
+  errno = saved;
+  return fd;
+}
+
+// The file a descriptor names, as the kernel resolved it.
+std::string fd_path(int fd) {
+  std::error_code ec;
+  std::filesystem::path p =
+      std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
+  return ec ? std::string() : p.string();
+}
+
+// Opens the file of a file:// URL that `allowed` admits: beneath the
+// allowed folder it names, or (no openat2, or a prefix that names a file)
+// without following a final symlink; either way the file opened must itself
+// be allowed, whatever changed since the job was queued.
+int open_allowed(const std::string& path, const std::vector<std::string>& allowed, int flags) {
+  int fd = -1;
+  errno = EXDEV;
+  for (const std::string& prefix : allowed) {
+    if (!starts_with(prefix, "file://") || !prefix.ends_with('/')) continue;
+    for (const std::string& root : {prefix.substr(7), resolved_file_path(prefix)}) {
+      fd = open_beneath(root, path, flags);
+      if (fd >= 0 || (errno != EXDEV && errno != ENOSYS)) break;
+    }
+    if (fd >= 0 || (errno != EXDEV && errno != ENOSYS)) break;
+  }
+  if (fd < 0 && (errno == EXDEV || errno == ENOSYS)) fd = ::open(path.c_str(), flags | O_NOFOLLOW);
+  if (fd < 0) return -1;
+  if (!source_allowed("file://" + fd_path(fd), allowed)) {
+    ::close(fd);
+    errno = EACCES;
+    return -1;
+  }
+  return fd;
+}
+
 class FileSource final : public PreheatSource {
  public:
-  static Result<std::unique_ptr<PreheatSource>> open(const std::string& path) {
+  static Result<std::unique_ptr<PreheatSource>> open(const std::string& path,
+                                                     const std::vector<std::string>& allowed) {
     // Non-blocking: opening a FIFO (or a device) must not hang a worker
-    // before the type check below refuses it. No symlink as the last step.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    // before the type check below refuses it.
+    const int fd = open_allowed(path, allowed, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       if (errno == ENOENT) return Status::not_found("no such file: " + path);
-      if (errno == ELOOP) return Status::invalid_argument("a symbolic link: " + path);
+      if (errno == ELOOP) return Status::invalid_argument("a symbolic link on the way to " + path);
+      if (errno == EACCES || errno == EXDEV)
+        return Status::invalid_argument("preheat source not allowed by preheat-sources: " + path);
       return Status::io_error(errno_text("cannot open " + path));
     }
     auto source = std::unique_ptr<FileSource>(new FileSource(fd, path));
@@ -292,13 +358,18 @@ bool prefix_at_boundary(std::string_view s, std::string_view prefix) {
 
 }  // namespace
 
-Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url, std::stop_token stop) {
+Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url,
+                                                   const std::vector<std::string>& allowed,
+                                                   std::stop_token stop) {
+  if (!source_allowed(url, allowed)) {
+    return Status::invalid_argument("preheat source not allowed by preheat-sources: " + url);
+  }
   if (starts_with(url, kFileScheme)) {
     const std::string path = url.substr(kFileScheme.size());
     if (path.empty() || path[0] != '/') {
       return Status::invalid_argument("file source needs an absolute path: " + url);
     }
-    return FileSource::open(path);
+    return FileSource::open(path, allowed);
   }
   if (is_http(url)) return HttpSource::open(url, stop);
   return Status::invalid_argument("unsupported source (file://, http://, https://): " + url);
@@ -324,7 +395,7 @@ bool source_allowed(const std::string& url, const std::vector<std::string>& pref
   return false;
 }
 
-Result<std::vector<std::string>> list_source_dir(const std::string& dir_url) {
+Result<std::vector<std::string>> list_source_dir(const std::string& dir_url, size_t max_files) {
   if (!starts_with(dir_url, kFileScheme)) {
     return Status::invalid_argument("PREFIX needs a file:// directory: " + dir_url);
   }
@@ -337,6 +408,10 @@ Result<std::vector<std::string>> list_source_dir(const std::string& dir_url) {
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file(ec) && !it->is_symlink(ec)) {
+      if (files.size() == max_files) {
+        return Status::invalid_argument(fmt::format(
+            "more than {} files under {} (preheat-max-files)", max_files, dir.string()));
+      }
       files.push_back(std::filesystem::relative(it->path(), dir, ec).string());
     }
   }

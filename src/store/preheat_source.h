@@ -41,10 +41,14 @@ class PreheatSource {
 };
 
 // Opens file:///absolute/path or http(s)://... (anything else:
-// InvalidArgument). NotFound for a missing file or an HTTP 404. A stop
-// request ends an HTTP open in flight (Unavailable); a file open never
-// blocks.
+// InvalidArgument), if the allowlist `allowed` admits it now: a job checks
+// again when it starts, since the allowlist or the folders may have changed
+// while it was queued. A file is opened beneath its allowed folder without
+// following any symlink on the way (openat2), and the file opened must be
+// allowed. NotFound for a missing file or an HTTP 404. A stop request ends
+// an HTTP open in flight (Unavailable); a file open never blocks.
 Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url,
+                                                   const std::vector<std::string>& allowed,
                                                    std::stop_token stop = {});
 
 // The allowlist (preheat-sources): true if `url` starts with one of the
@@ -54,7 +58,8 @@ Result<std::unique_ptr<PreheatSource>> open_source(const std::string& url,
 bool source_allowed(const std::string& url, const std::vector<std::string>& prefixes);
 
 // The files under a file:// directory URL, as paths relative to it, sorted
-// (TIER.PREHEAT PREFIX). Symlinks are not followed out of the directory.
-Result<std::vector<std::string>> list_source_dir(const std::string& dir_url);
+// (TIER.PREHEAT PREFIX). Symlinks are not followed. InvalidArgument if
+// there are more than `max_files` (the walk stops there).
+Result<std::vector<std::string>> list_source_dir(const std::string& dir_url, size_t max_files);
 
 }  // namespace tierkv

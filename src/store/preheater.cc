@@ -206,6 +206,15 @@ bool Preheater::allowed(const std::string& url) const {
   return source_allowed(url, limits_.sources);
 }
 
+uint32_t Preheater::max_files() const {
+  std::lock_guard lock(mu_);
+  return limits_.max_files;
+}
+
+void Preheater::run_task(std::function<void(bool run)> task) {
+  pool_->submit_continuation(std::move(task));
+}
+
 Result<uint64_t> Preheater::start(PreheatRequest request) {
   if (!request.sha256.empty() && !is_sha256_hex(request.sha256)) {
     return Status::invalid_argument("DIGEST must be sha256: and 64 lower-case hex digits");
@@ -274,9 +283,14 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
     cancelled = job->cancel;
   }
   if (cancelled) return finish(*job, PreheatState::kCancelled, "cancelled");
+  std::vector<std::string> allowed;
+  {
+    std::lock_guard lock(mu_);
+    allowed = limits_.sources;
+  }
   // A CANCEL (or a shutdown) ends an HTTP open that hangs.
   Result<std::unique_ptr<PreheatSource>> source =
-      open_source(job->request.source, job->stop.get_token());
+      open_source(job->request.source, allowed, job->stop.get_token());
   if (!source && job->stop.stop_requested())
     return finish(*job, PreheatState::kCancelled, "cancelled");
   if (!source) {

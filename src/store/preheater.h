@@ -56,6 +56,7 @@ struct PreheatLimits {
   uint32_t max_queued = 1024;  // jobs waiting to run; more are refused (Busy)
   // Cap on the bytes of all jobs' piece buffers; PIECE may not exceed it.
   uint64_t buffer_bytes = uint64_t{256} << 20;
+  uint32_t max_files = 10000;  // files one TIER.PREHEAT PREFIX may start
 };
 
 // Piece size by the default rule, for an object of `length` bytes, at most
@@ -78,6 +79,10 @@ class Preheater {
   void set_limits(PreheatLimits limits);
   // True if preheat-sources allows `url`.
   bool allowed(const std::string& url) const;
+  uint32_t max_files() const;
+  // Runs `task` on a preheat worker (run = true), or with run = false once
+  // the preheater stops: work that must not run on a network thread.
+  void run_task(std::function<void(bool run)> task);
   // Queues a job; never blocks (the source is opened on the pool). Errors:
   // a source outside the allowlist, a malformed digest, a bad piece size.
   Result<uint64_t> start(PreheatRequest request);

@@ -339,9 +339,17 @@ class Store {
   std::vector<PreheatJobStatus> preheat_jobs(uint64_t first_id = 0, size_t count = SIZE_MAX,
                                              uint64_t* next_id = nullptr) const;
   Status cancel_preheat(uint64_t id);
-  // The files under a file:// directory that preheat-sources allows, as
-  // paths relative to it (TIER.PREHEAT PREFIX).
-  Result<std::vector<std::string>> preheat_dir_files(const std::string& dir_url) const;
+  // TIER.PREHEAT PREFIX: one job per file under the file:// folder
+  // `dir_url` (sorted by relative path; key = key_prefix + that path), all
+  // or none: a folder with more than preheat-max-files files, or a job
+  // refused, starts nothing. `options` gives the rest of each request.
+  Result<std::vector<uint64_t>> preheat_folder(const std::string& key_prefix,
+                                               const std::string& dir_url,
+                                               const PreheatRequest& options);
+  // The same on a preheat worker (a walk must not hold a network thread);
+  // `done` runs there, or at once with an error if the store is closing.
+  void preheat_folder_async(std::string key_prefix, std::string dir_url, PreheatRequest options,
+                            std::function<void(Result<std::vector<uint64_t>>)> done);
   // preheat-sources, preheat-max-jobs, preheat-pieces-inflight, preheat-retries.
   void set_preheat(const Config& config);
 

@@ -19,7 +19,8 @@ PreheatLimits preheat_limits(const Config& config) {
                        .pieces_inflight = static_cast<uint32_t>(config.preheat_pieces_inflight),
                        .retries = static_cast<uint32_t>(config.preheat_retries),
                        .max_queued = static_cast<uint32_t>(config.preheat_max_queued),
-                       .buffer_bytes = static_cast<uint64_t>(config.preheat_buffer)};
+                       .buffer_bytes = static_cast<uint64_t>(config.preheat_buffer),
+                       .max_files = static_cast<uint32_t>(config.preheat_max_files)};
 }
 
 Status no_flash() {
@@ -112,12 +113,40 @@ Status Store::cancel_preheat(uint64_t id) {
   return preheater_ ? preheater_->cancel(id) : Status::not_found("no such preheat job");
 }
 
-Result<std::vector<std::string>> Store::preheat_dir_files(const std::string& dir_url) const {
+Result<std::vector<uint64_t>> Store::preheat_folder(const std::string& key_prefix,
+                                                    const std::string& dir_url,
+                                                    const PreheatRequest& options) {
   if (!preheater_) return no_flash();
+  // The folder itself must be allowed; each file is checked again.
   if (!preheater_->allowed(dir_url)) {
     return Status::invalid_argument("preheat source not allowed by preheat-sources: " + dir_url);
   }
-  return list_source_dir(dir_url);
+  Result<std::vector<std::string>> files = list_source_dir(dir_url, preheater_->max_files());
+  if (!files) return files.status();
+  std::vector<uint64_t> ids;
+  for (const std::string& file : *files) {
+    PreheatRequest r = options;
+    r.key = key_prefix + file;
+    r.source = dir_url + file;
+    Result<uint64_t> id = preheat(std::move(r));
+    if (!id) {
+      for (uint64_t started : ids) (void)cancel_preheat(started);
+      return id.status();
+    }
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
+void Store::preheat_folder_async(std::string key_prefix, std::string dir_url,
+                                 PreheatRequest options,
+                                 std::function<void(Result<std::vector<uint64_t>>)> done) {
+  if (!preheater_) return done(no_flash());
+  preheater_->run_task([this, key_prefix = std::move(key_prefix), dir_url = std::move(dir_url),
+                        options = std::move(options), done = std::move(done)](bool run) {
+    done(run ? preheat_folder(key_prefix, dir_url, options)
+             : Result<std::vector<uint64_t>>(Status::unavailable("the server is shutting down")));
+  });
 }
 
 void Store::set_preheat(const Config& config) {

@@ -235,6 +235,7 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "preheat-pieces-inflight",
                                              "preheat-retries",
                                              "preheat-buffer",
+                                             "preheat-max-files",
                                              "preheat-max-queued",
                                              "flash-read-window",
                                              "flash-read-inflight",

@@ -39,6 +39,35 @@ def test_counters_are_int_encoded(raw):  # noqa: F811
     a.same("OBJECT", "REFCOUNT", "n")
 
 
+def test_values_edited_in_place_are_raw(raw):  # noqa: F811
+    """Redis's own unit "SETRANGE against integer-encoded key": a value
+    edited in place is raw whatever it holds; APPEND to a missing key and a
+    later SET encode as SET does."""
+    a, _ = raw
+    a.same("SET", "k", "1234")
+    a.same("OBJECT", "ENCODING", "k")
+    a.same("SETRANGE", "k", "0", "2")
+    a.same("OBJECT", "ENCODING", "k")
+    a.same("GET", "k")
+    a.same("SET", "k", "1234")
+    a.same("APPEND", "k", "5")
+    a.same("OBJECT", "ENCODING", "k")
+    a.same("APPEND", "fresh", "42")
+    a.same("OBJECT", "ENCODING", "fresh")
+    a.same("SETRANGE", "new", "0", "7")
+    a.same("OBJECT", "ENCODING", "new")
+    a.same("SET", "b", "1")
+    a.same("SETBIT", "b", "0", "1")
+    a.same("OBJECT", "ENCODING", "b")
+    a.same("SET", "f", "12")
+    a.same("BITFIELD", "f", "SET", "u8", "0", "49")
+    a.same("OBJECT", "ENCODING", "f")
+    a.same("SET", "k", "1234")
+    a.same("OBJECT", "ENCODING", "k")
+    a.same("INCR", "k")
+    a.same("OBJECT", "ENCODING", "k")
+
+
 def test_memory_usage(raw):  # noqa: F811
     a, _ = raw
     a.same("MEMORY", "USAGE", "missing")

@@ -383,6 +383,21 @@ def test_prefix_loads_a_folder_and_cancel_stops_a_job(world):
         assert wait_job(c, job_id)["state"] == "done"
     for name, data in files.items():
         assert c.get("m/" + name) == data, name
+    # More files than preheat-max-files: refused, and nothing started.
+    jobs_before = len(c.execute_command("TIER.JOBS"))
+    c.config_set("preheat-max-files", "3")
+    try:
+        with pytest.raises(redis.ResponseError, match="preheat-max-files"):
+            c.execute_command("TIER.PREHEAT", "PREFIX", "n/", f"file://{root}/model/")
+    finally:
+        c.config_set("preheat-max-files", "10000")
+    assert len(c.execute_command("TIER.JOBS")) == jobs_before
+    # Inside EXEC the walk runs in place; the reply is the same.
+    p = c.pipeline(transaction=True)
+    p.execute_command("TIER.PREHEAT", "PREFIX", "x/", f"file://{root}/model/shards/")
+    (ids,) = p.execute()
+    assert len(ids) == 2 and all(wait_job(c, j)["state"] == "done" for j in ids)
+    assert c.get("x/a.bin") == files["shards/a.bin"]
     # A key named "prefix" is still a key (odd argument count).
     job_id = c.execute_command("TIER.PREHEAT", "prefix", f"file://{root}/model/config.json")
     assert wait_job(c, job_id)["state"] == "done"

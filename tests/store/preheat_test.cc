@@ -61,6 +61,16 @@ class PreheatTest : public ::testing::Test {
     EXPECT_TRUE(s) << s.status().to_string();
     return s ? std::move(*s) : nullptr;
   }
+  // A store whose preheat workers wait at `workers` (closed here) before
+  // each task: jobs stay where they are until the test opens it.
+  std::unique_ptr<Store> open_held(const Config& c, testing::PoolGate& workers) {
+    workers.set_open(false);
+    StoreHooks hooks;
+    hooks.before_preheat_job = workers.hook();
+    auto s = Store::open(c, nullptr, OpenMode::kWait, std::move(hooks));
+    EXPECT_TRUE(s) << s.status().to_string();
+    return s ? std::move(*s) : nullptr;
+  }
   std::string source_file(const std::string& name, const std::string& content) {
     std::filesystem::create_directories(dir_.file("src"));
     const std::string path = dir_.file("src/" + name);
@@ -259,7 +269,8 @@ TEST_F(PreheatTest, APromotionOfAnObjectHeldInPartReadsOnlyItsHoles) {
 
 // A FIFO (or any other non-regular file) under an allowed folder is refused
 // at once: opening it never blocks a worker, and the job fails with a clear
-// error instead of hanging until SHUTDOWN. A symlink to a file is refused.
+// error instead of hanging until SHUTDOWN. A symlink to a file, or to a
+// folder on the way, is refused.
 TEST_F(PreheatTest, AFifoOrASymlinkSourceFailsAtOnce) {
   auto s = open(config());
   std::filesystem::create_directories(dir_.file("src"));
@@ -267,8 +278,14 @@ TEST_F(PreheatTest, AFifoOrASymlinkSourceFailsAtOnce) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const std::string target = source_file("real.bin", "bytes");
   ASSERT_EQ(::symlink(dir_.file("src/real.bin").c_str(), dir_.file("src/link.bin").c_str()), 0);
+  // A symlinked folder on the way, even one that stays inside: openat2
+  // follows no symlink at all below the allowed folder.
+  std::filesystem::create_directories(dir_.file("src/realdir"));
+  std::ofstream(dir_.file("src/realdir/x.bin"), std::ios::binary) << "x";
+  std::filesystem::create_directory_symlink(dir_.file("src/realdir"), dir_.file("src/linkdir"));
   for (const auto& [name, error] :
-       {std::pair{"pipe", "not a regular file"}, std::pair{"link.bin", "symbolic link"}}) {
+       {std::pair{"pipe", "not a regular file"}, std::pair{"link.bin", "symbolic link"},
+        std::pair{"linkdir/x.bin", "symbolic link"}}) {
     auto id = s->preheat(whole_file(name, "file://" + dir_.file(std::string("src/") + name)));
     ASSERT_TRUE(id) << id.status().to_string();
     const PreheatJobStatus j = wait_job(*s, *id);
@@ -285,12 +302,9 @@ TEST_F(PreheatTest, AStuckJobDoesNotKeepMemoryFromFlashAtShutdown) {
   Config c = config();
   c.shutdown_timeout_ms = 200;
   testing::PoolGate workers;
-  workers.set_open(false);
-  StoreHooks hooks;
-  hooks.before_preheat_job = workers.hook();
-  auto opened = Store::open(c, nullptr, OpenMode::kWait, std::move(hooks));
-  ASSERT_TRUE(opened) << opened.status().to_string();
-  Store& s = **opened;
+  auto opened = open_held(c, workers);
+  ASSERT_TRUE(opened);
+  Store& s = *opened;
   auto id = s.preheat(whole_file("stuck", source_file("stuck.bin", "bytes")));
   ASSERT_TRUE(id);
   ASSERT_TRUE(s.put("dirty", value_for(7, 3 * kChunk)).is_ok());
@@ -305,19 +319,50 @@ TEST_F(PreheatTest, AStuckJobDoesNotKeepMemoryFromFlashAtShutdown) {
   EXPECT_EQ(wait_job(s, *id).state, PreheatState::kCancelled);
 }
 
+// A job is checked again when it starts, not only when it is queued: a
+// folder swapped for a symlink out of the allowed folder meanwhile is not
+// followed, and a source that CONFIG SET preheat-sources no longer allows
+// fails the job.
+TEST_F(PreheatTest, AQueuedJobIsCheckedAgainWhenItStarts) {
+  const Config narrowed = config();  // src/ only
+  Config c = narrowed;
+  c.preheat_sources.push_back("file://" + dir_.file("src2") + "/");
+  testing::PoolGate workers;
+  auto opened = open_held(c, workers);
+  ASSERT_TRUE(opened);
+  Store& s = *opened;
+  std::filesystem::create_directories(dir_.file("src/sub"));
+  std::filesystem::create_directories(dir_.file("outside"));
+  std::ofstream(dir_.file("src/sub/f.bin"), std::ios::binary) << "inside";
+  std::ofstream(dir_.file("outside/f.bin"), std::ios::binary) << "outside";
+  std::filesystem::create_directories(dir_.file("src2"));
+  std::ofstream(dir_.file("src2/g.bin"), std::ios::binary) << "dropped";
+  auto swapped = s.preheat(whole_file("swapped", "file://" + dir_.file("src/sub/f.bin")));
+  auto dropped = s.preheat(whole_file("dropped", "file://" + dir_.file("src2/g.bin")));
+  ASSERT_TRUE(swapped && dropped);
+  std::filesystem::rename(dir_.file("src/sub"), dir_.file("src/sub_old"));
+  std::filesystem::create_directory_symlink(dir_.file("outside"), dir_.file("src/sub"));
+  s.set_preheat(narrowed);
+  workers.set_open(true);
+  const PreheatJobStatus a = wait_job(s, *swapped);
+  EXPECT_EQ(a.state, PreheatState::kFailed) << "followed the swapped-in symlink";
+  EXPECT_FALSE(s.exists("swapped"));
+  const PreheatJobStatus b = wait_job(s, *dropped);
+  EXPECT_EQ(b.state, PreheatState::kFailed);
+  EXPECT_NE(b.error.find("not allowed"), std::string::npos) << b.error;
+  EXPECT_FALSE(s.exists("dropped"));
+}
+
 // preheat-max-queued: past it a preheat is refused with Busy at once; the
 // jobs already queued are untouched and run once workers are free.
 TEST_F(PreheatTest, JobsPastTheQueueCapAreRefusedBusy) {
   Config c = config();
   c.preheat_max_jobs = 1;
   c.preheat_max_queued = 2;
-  testing::PoolGate workers;
-  workers.set_open(false);  // the running job stays running
-  StoreHooks hooks;
-  hooks.before_preheat_job = workers.hook();
-  auto opened = Store::open(c, nullptr, OpenMode::kWait, std::move(hooks));
-  ASSERT_TRUE(opened) << opened.status().to_string();
-  Store& s = **opened;
+  testing::PoolGate workers;  // the running job stays running
+  auto opened = open_held(c, workers);
+  ASSERT_TRUE(opened);
+  Store& s = *opened;
   const std::string url = source_file("q.bin", "queued bytes");
   auto preheat = [&](const std::string& key) { return s.preheat(whole_file(key, url)); };
   std::vector<uint64_t> ids;
