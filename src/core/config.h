@@ -52,6 +52,9 @@ struct Config {
   int64_t max_inline_len = 64 << 10;
   int64_t client_output_buffer_limit = int64_t{256} << 20;
   int64_t client_query_buffer_limit = int64_t{1} << 30;  // Redis's default
+  // All clients' query, output and MULTI buffers together; past it the
+  // largest client is closed (0: no limit, Redis's default).
+  int64_t maxmemory_clients = 0;
   std::string metrics_bind = "127.0.0.1";
   int64_t metrics_port = 9380;  // 0 disables the HTTP endpoint
   LogLevel log_level = LogLevel::kInfo;

@@ -234,6 +234,11 @@ const std::vector<KeySpec>& specs() {
                  "client is closed",
                  A::kNetworkLimits},
                 &C::client_query_buffer_limit, 1 << 20, kMaxI),
+      bytes_key({"maxmemory-clients",
+                 "bytes of all clients' query, output and MULTI buffers together; past it the "
+                 "largest clients are closed (0: no limit)",
+                 A::kNetworkLimits},
+                &C::maxmemory_clients, 0, kMaxI),
       string_key({"metrics-bind", "address of the HTTP /metrics endpoint"}, &C::metrics_bind),
       int_key({"metrics-port", "port of the HTTP /metrics endpoint (0 disables)"}, &C::metrics_port,
               0, 65535),

@@ -308,6 +308,7 @@ class ServerContext {
     std::atomic<int64_t> max_inline_len{0};
     std::atomic<int64_t> client_output_buffer_limit{0};
     std::atomic<int64_t> client_query_buffer_limit{0};
+    std::atomic<int64_t> maxmemory_clients{0};
     std::atomic<int64_t> maxclients{0};
     std::atomic<int64_t> timeout_s{0};
     std::atomic<int64_t> max_object_size{0};
@@ -336,7 +337,9 @@ class ServerContext {
   ExecGate& exec_gate() { return *exec_gate_; }
   // SLOWLOG; configured by slowlog-log-slower-than and slowlog-max-len.
   SlowLog& slowlog() { return slowlog_; }
-  ClientPause& client_pause() { return client_pause_; }
+  ClientPause& client_pause() { return *client_pause_; }
+  // For what may outlive the server (a preheat job's publish runner).
+  std::shared_ptr<const ClientPause> shared_client_pause() const { return client_pause_; }
   int64_t start_time_ms() const { return start_time_ms_; }
 
  private:
@@ -351,7 +354,7 @@ class ServerContext {
   // Shared: a store worker's runner (ExecGate::runner) may outlive the server.
   std::shared_ptr<ExecGate> exec_gate_ = std::make_shared<ExecGate>();
   SlowLog slowlog_;
-  ClientPause client_pause_;
+  std::shared_ptr<ClientPause> client_pause_ = std::make_shared<ClientPause>();
   void publish_limits();  // config_ -> limits_, with config_mu_ held
   // Makes `next` take effect for one hook (see ConfigApply), config_mu_ held.
   Status apply_config(ConfigApply hook, const Config& next);

@@ -115,6 +115,7 @@ void ServerContext::publish_limits() {
   limits_.max_inline_len.store(config_.max_inline_len);
   limits_.client_output_buffer_limit.store(config_.client_output_buffer_limit);
   limits_.client_query_buffer_limit.store(config_.client_query_buffer_limit);
+  limits_.maxmemory_clients.store(config_.maxmemory_clients);
   limits_.maxclients.store(config_.maxclients);
   limits_.timeout_s.store(config_.timeout_s);
   limits_.max_object_size.store(config_.max_object_size);

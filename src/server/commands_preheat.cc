@@ -35,8 +35,9 @@ namespace {
 // the job's preheat worker leaves the gate and sleeps (UNPAUSE or a longer
 // pause may move the end, so it looks again at least every 50 ms).
 ExclusiveRunner publish_runner(CommandContext& ctx) {
-  ClientPause* pause = &ctx.server.client_pause();
-  return [gate = ctx.server.exec_gate().runner(), pause](absl::FunctionRef<void()> publish) {
+  // Shared, as the gate is: a job can end after the server.
+  return [gate = ctx.server.exec_gate().runner(),
+          pause = ctx.server.shared_client_pause()](absl::FunctionRef<void()> publish) {
     for (;;) {
       int64_t held_until = 0;
       gate([&] {

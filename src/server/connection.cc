@@ -189,6 +189,7 @@ void Connection::process_input() {
     if (flash_value_ && flash_value_->paused()) return wait_for_flash_room();
     switch (parser_.next()) {
       case RespParser::Event::kNeedMore:
+        publish_memory();  // a command still arriving counts too
         return;
       case RespParser::Event::kLargeValue:
         on_large_value();
@@ -213,10 +214,26 @@ void Connection::process_input() {
         }
         // The auth state may have changed the parser's limits.
         parser_.set_limits(parser_limits());
+        publish_memory();
         break;
       }
     }
   }
+}
+
+void Connection::publish_memory() {
+  const uint64_t output = out_.pending_bytes() + writing_.pending_bytes();
+  output_bytes_.store(output, std::memory_order_relaxed);
+  const uint64_t query = value_writer_  ? value_writer_->filled()
+                         : flash_value_ ? flash_value_->buffered_bytes()
+                                        : parser_.query_bytes();
+  memory_bytes_.store(output + query + static_cast<uint64_t>(state_.txn.queued_bytes),
+                      std::memory_order_relaxed);
+}
+
+bool Connection::no_evict() const {
+  std::lock_guard lock(info_mu_);
+  return shared_no_evict_;
 }
 
 void Connection::on_large_value() {
@@ -501,7 +518,7 @@ void Connection::on_write(const asio::error_code& ec, size_t n) {
     state_.last_active_ms = now_ms();
     last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
   }
-  output_bytes_.store(out_.pending_bytes() + writing_.pending_bytes(), std::memory_order_relaxed);
+  publish_memory();
   flush();
   start_read();
 }

@@ -76,6 +76,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void recheck_pause();
   // One CLIENT LIST line; safe from any thread.
   std::string describe(int64_t now_ms) const;
+  // What the client holds now (query buffer, output and MULTI queue), as
+  // of its last batch or write; safe from any thread (maxmemory-clients).
+  uint64_t memory_bytes() const { return memory_bytes_.load(std::memory_order_relaxed); }
+  // CLIENT NO-EVICT on: maxmemory-clients never closes it. Any thread.
+  bool no_evict() const;
 
  private:
   void start_read();
@@ -226,6 +231,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   std::atomic<bool> killed_{false};
   std::atomic<const CommandSpec*> last_spec_{nullptr};
   std::atomic<uint64_t> output_bytes_{0};
+  std::atomic<uint64_t> memory_bytes_{0};
+  // Publishes output_bytes_ and memory_bytes_ (on this thread).
+  void publish_memory();
   int fd_ = -1;
 };
 

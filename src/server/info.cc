@@ -99,6 +99,7 @@ void section_stats(Server& s, std::string& out) {
   out += fmt::format("instantaneous_ops_per_sec:{}\r\n", s.instantaneous_ops());
   out += fmt::format("rejected_connections:{}\r\n", s.rejected_connections().value());
   out += fmt::format("accept_errors:{}\r\n", s.accept_errors().value());
+  out += fmt::format("evicted_clients:{}\r\n", s.evicted_clients().value());
   out += fmt::format("expired_keys:{}\r\n", m.expired_objects);
   out += fmt::format("evicted_keys:{}\r\n", m.evicted_objects);
   out += fmt::format("evicted_chunks:{}\r\n", m.evicted_chunks);

@@ -1,8 +1,11 @@
 #include "server/server.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -57,6 +60,9 @@ Server::Server(Config config, Store& store, MetricsRegistry& metrics)
       &metrics_.counter("tierkv_connections_received_total", "connections accepted");
   accept_errors_ = &metrics_.counter("tierkv_accept_errors_total",
                                      "accept() failures (out of fds: accepting pauses 100 ms)");
+  evicted_clients_ = &metrics_.counter("tierkv_evicted_clients_total",
+                                       "clients closed to keep all clients' buffers under "
+                                       "maxmemory-clients");
 }
 
 Server::~Server() {
@@ -176,6 +182,7 @@ Status Server::start() {
   if (unix_acceptor_) accept_unix();
   for (auto& t : threads_) schedule_idle_sweep(*t);
   schedule_ops_sample();
+  schedule_client_eviction();
   watch_loading();
   for (auto& t : threads_) {
     IoThread* raw = t.get();
@@ -301,6 +308,43 @@ void Server::schedule_ops_sample() {
     ops_per_sec_.store(total - ops_last_total_.exchange(total));
     schedule_ops_sample();
   });
+}
+
+void Server::schedule_client_eviction() {
+  if (!client_eviction_timer_)
+    client_eviction_timer_ = std::make_unique<asio::steady_timer>(threads_[0]->io);
+  client_eviction_timer_->expires_after(std::chrono::milliseconds(100));
+  client_eviction_timer_->async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    const int64_t limit = context_.limits().maxmemory_clients.load(std::memory_order_relaxed);
+    if (limit > 0) evict_clients(limit);
+    schedule_client_eviction();
+  });
+}
+
+void Server::evict_clients(int64_t limit) {
+  std::lock_guard lock(clients_mu_);
+  uint64_t total = 0;
+  std::vector<std::pair<uint64_t, Connection*>> evictable;
+  for (const auto& [id, c] : clients_) {
+    const uint64_t bytes = c->memory_bytes();
+    total += bytes;
+    if (bytes > 0 && !c->no_evict()) evictable.emplace_back(bytes, c);
+  }
+  if (total <= static_cast<uint64_t>(limit)) return;
+  std::sort(evictable.begin(), evictable.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [bytes, c] : evictable) {
+    if (total <= static_cast<uint64_t>(limit)) break;
+    // Registered means alive while clients_mu_ is held (see kill_clients).
+    if (!c->kill()) continue;
+    total -= bytes;
+    evicted_clients_->add();
+    spdlog::warn(
+        "client id={} addr={} closed: it holds {} bytes, and all clients more than "
+        "maxmemory-clients ({})",
+        c->id(), c->addr(), bytes, limit);
+  }
 }
 
 LoadingFigures Server::loading_figures() {
@@ -456,6 +500,7 @@ void Server::stop() {
     if (unix_acceptor_) unix_acceptor_->close(ec);
     if (signals_) signals_->cancel(ec);
     if (ops_timer_) ops_timer_->cancel();
+    if (client_eviction_timer_) client_eviction_timer_->cancel();
     if (loading_timer_) loading_timer_->cancel();
     if (http_) http_->stop();
   });

@@ -84,6 +84,7 @@ class Server {
   Counter& rejected_connections() { return *rejected_connections_; }
   Counter& total_connections() { return *total_connections_; }
   Counter& accept_errors() { return *accept_errors_; }
+  Counter& evicted_clients() { return *evicted_clients_; }
   uint64_t instantaneous_ops() const;
   // Brackets every Store callback that will post back to an I/O thread:
   // stop() waits for all of them to end before it stops the threads.
@@ -111,6 +112,12 @@ class Server {
   IoThread& pick_thread();
   void schedule_idle_sweep(IoThread& t);
   void schedule_ops_sample();
+  // maxmemory-clients, every 100 ms (as Redis's clientsCron): while all
+  // clients hold more than the limit, closes the largest that is not
+  // NO-EVICT. Each client's own buffers have their own limits, so between
+  // two checks the total can pass the limit by what 100 ms of traffic adds.
+  void schedule_client_eviction();
+  void evict_clients(int64_t limit);
   // Until the store has loaded: logs progress, then the figures of the load.
   void watch_loading();
   void stop();
@@ -127,6 +134,7 @@ class Server {
   std::unique_ptr<asio::local::stream_protocol::acceptor> unix_acceptor_;
   std::unique_ptr<asio::signal_set> signals_;
   std::unique_ptr<asio::steady_timer> ops_timer_;
+  std::unique_ptr<asio::steady_timer> client_eviction_timer_;
   std::unique_ptr<asio::steady_timer> loading_timer_;
   int64_t loading_logged_ms_ = 0;      // touched on threads_[0] only
   bool accept_paused_logged_ = false;  // touched on threads_[0] only
@@ -140,6 +148,7 @@ class Server {
   Counter* rejected_connections_ = nullptr;
   Counter* total_connections_ = nullptr;
   Counter* accept_errors_ = nullptr;
+  Counter* evicted_clients_ = nullptr;
 
   mutable std::mutex clients_mu_;
   std::unordered_map<uint64_t, Connection*> clients_;

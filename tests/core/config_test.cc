@@ -204,6 +204,7 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "max-inline-len",
                                              "client-output-buffer-limit",
                                              "client-query-buffer-limit",
+                                             "maxmemory-clients",
                                              "metrics-timeout-ms",
                                              "metrics-max-clients",
                                              "slowlog-log-slower-than",

@@ -156,3 +156,31 @@ def test_slow_reader_is_not_idle(make_tierkv, make_redis):
         assert c.call("SET", "big", value) == b"+OK\r\n"
         c.close()
         assert slow_get(s.port, "big", size, 3.0) == b"$%d\r\n" % size + value + b"\r\n", s
+
+
+def test_maxmemory_clients_closes_the_largest_client_like_redis(make_tierkv, make_redis):
+    """maxmemory-clients 2mb: a client holding 3 MiB of a command still
+    arriving is closed (evicted_clients counts it) while a small one stays;
+    a client with CLIENT NO-EVICT on is never closed for it: its command
+    completes."""
+    ours = make_tierkv("--maxmemory-clients", "2mb")
+    theirs = make_redis("--maxmemory-clients", "2mb")
+    head = set_header(b"k", 8 * MIB)
+    for s in (ours, theirs):
+        small = RawClient(s.port)
+        assert small.call("PING") == b"+PONG\r\n"
+        big = RawClient(s.port)
+        send_quietly(big, head + b"x" * (3 * MIB))
+        assert big.closed_by_server(timeout=10), s
+        big.close()
+        assert small.call("PING") == b"+PONG\r\n"
+        assert b"evicted_clients:1\r\n" in small.call("INFO", "stats"), s
+        small.close()
+        exempt = RawClient(s.port)
+        assert exempt.call("CLIENT", "NO-EVICT", "on") == b"+OK\r\n"
+        exempt.send(head + b"y" * (3 * MIB))
+        time.sleep(0.5)  # five of our checks, and many of Redis's
+        exempt.send(b"y" * (5 * MIB) + b"\r\n")
+        assert exempt.read_reply() == b"+OK\r\n", s
+        assert b"evicted_clients:1\r\n" in exempt.call("INFO", "stats"), s
+        exempt.close()
