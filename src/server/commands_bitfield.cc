@@ -227,23 +227,22 @@ void bitfield_generic(CommandContext& ctx, bool readonly_command) {
     return ctx.reply.error("ERR BITFIELD_RO only supports the GET subcommand");
   if (exceeds_object_limit(ctx, end_byte)) return ctx.reply.error(kStringTooLong);
   std::string_view key = ctx.arg(1);
-  for (;;) {
-    Result<ObjectView> old = ctx.store.read_resident(key);
-    if (awaiting_flash(ctx, old)) return;
-    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
-    std::string s = old ? old->to_string() : std::string();
-    if (s.size() < end_byte) s.resize(end_byte, '\0');
-    std::vector<std::optional<int64_t>> results = run_ops(s, ops);
-    if (end_byte == 0) return reply_results(ctx, results);
-    Result<WriteResult> r = ctx.store.put(key, s,
-                                          WriteOptions{.condition = WriteCondition::kIfVersion,
-                                                       .expected_version = old ? old->version() : 0,
-                                                       .keep_ttl = true,
-                                                       .raw_encoding = true});
-    if (!r) return ctx.reply.error(r.status());
-    hold_until_durable(ctx, key, *r);
-    if (r->written) return reply_results(ctx, results);
-  }
+  std::vector<std::optional<int64_t>> results;
+  read_modify_write(
+      ctx, key,
+      [&](const Result<ObjectView>& old,
+          WriteOptions if_unchanged) -> std::optional<Result<WriteResult>> {
+        std::string s = old ? old->to_string() : std::string();
+        if (s.size() < end_byte) s.resize(end_byte, '\0');
+        results = run_ops(s, ops);
+        if (end_byte == 0) {  // GETs only: nothing to write
+          reply_results(ctx, results);
+          return std::nullopt;
+        }
+        if_unchanged.raw_encoding = true;
+        return ctx.store.put(key, s, if_unchanged);
+      },
+      [&] { reply_results(ctx, results); });
 }
 
 void bitfield_command(CommandContext& ctx) {

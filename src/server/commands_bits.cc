@@ -91,29 +91,24 @@ void setbit_command(CommandContext& ctx) {
   uint64_t byte = *offset >> 3;
   uint8_t mask = static_cast<uint8_t>(1u << (7 - (*offset & 7)));
   if (exceeds_object_limit(ctx, byte + 1)) return ctx.reply.error(kStringTooLong);
-  for (;;) {
-    Result<ObjectView> old = ctx.store.read_resident(key);
-    if (awaiting_flash(ctx, old)) return;
-    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
-    uint64_t old_size = old ? old->object_size() : 0;
-    uint8_t prev = old && byte < old_size ? byte_at(*old, byte) : 0;
-    uint8_t next = *on ? (prev | mask) : (prev & ~mask);
-    uint64_t new_size = std::max(old_size, byte + 1);
-    Result<ObjectWriter> w = ctx.store.begin_put(key, new_size);
-    if (!w) return ctx.reply.error(w.status());
-    if (old) append_view_range(*w, *old, 0, std::min(byte, old_size));
-    if (byte > old_size) append_zeros(*w, byte - old_size);
-    w->append(std::string_view(reinterpret_cast<const char*>(&next), 1));
-    if (old && byte + 1 < old_size) append_view_range(*w, *old, byte + 1, old_size);
-    Result<WriteResult> r =
-        ctx.store.commit(std::move(*w), WriteOptions{.condition = WriteCondition::kIfVersion,
-                                                     .expected_version = old ? old->version() : 0,
-                                                     .keep_ttl = true,
-                                                     .raw_encoding = true});
-    if (!r) return ctx.reply.error(r.status());
-    hold_until_durable(ctx, key, *r);
-    if (r->written) return ctx.reply.integer((prev & mask) ? 1 : 0);
-  }
+  uint8_t prev = 0;
+  read_modify_write(
+      ctx, key,
+      [&](const Result<ObjectView>& old,
+          WriteOptions if_unchanged) -> std::optional<Result<WriteResult>> {
+        uint64_t old_size = old ? old->object_size() : 0;
+        prev = old && byte < old_size ? byte_at(*old, byte) : 0;
+        uint8_t next = *on ? (prev | mask) : (prev & ~mask);
+        Result<ObjectWriter> w = ctx.store.begin_put(key, std::max(old_size, byte + 1));
+        if (!w) return w.status();
+        if (old) append_view_range(*w, *old, 0, std::min(byte, old_size));
+        if (byte > old_size) append_zeros(*w, byte - old_size);
+        w->append(std::string_view(reinterpret_cast<const char*>(&next), 1));
+        if (old && byte + 1 < old_size) append_view_range(*w, *old, byte + 1, old_size);
+        if_unchanged.raw_encoding = true;
+        return ctx.store.commit(std::move(*w), if_unchanged);
+      },
+      [&] { ctx.reply.integer((prev & mask) ? 1 : 0); });
 }
 
 // A BITCOUNT / BITPOS range resolved to bits [lo, hi] of a value of

@@ -16,34 +16,30 @@ namespace {
 
 void incr_by(CommandContext& ctx, int64_t delta) {
   std::string_view key = ctx.arg(1);
-  for (;;) {
-    Result<ObjectView> old = ctx.store.read_resident(key);
-    if (awaiting_flash(ctx, old)) return;
-    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
-    int64_t current = 0;
-    if (old) {
-      char buf[24];
-      std::string_view text;
-      std::optional<int64_t> parsed;
-      if (copy_small(*old, buf, text)) parsed = parse_int64(text);
-      if (!parsed) return ctx.reply.error(errors::kNotInteger);
-      current = *parsed;
-    }
-    if ((delta < 0 && current < 0 && delta < INT64_MIN - current) ||
-        (delta > 0 && current > 0 && delta > INT64_MAX - current))
-      return ctx.reply.error(errors::kOverflow);
-    int64_t next = current + delta;
-    char out[24];
-    char* end = std::to_chars(out, out + sizeof(out), next).ptr;
-    Result<WriteResult> r =
-        ctx.store.put(key, std::string_view(out, static_cast<size_t>(end - out)),
-                      WriteOptions{.condition = WriteCondition::kIfVersion,
-                                   .expected_version = old ? old->version() : 0,
-                                   .keep_ttl = true});
-    if (!r) return ctx.reply.error(r.status());
-    hold_until_durable(ctx, key, *r);
-    if (r->written) return ctx.reply.integer(next);
-  }
+  int64_t next = 0;
+  read_modify_write(
+      ctx, key,
+      [&](const Result<ObjectView>& old,
+          const WriteOptions& if_unchanged) -> std::optional<Result<WriteResult>> {
+        int64_t current = 0;
+        if (old) {
+          char buf[24];
+          std::string_view text;
+          std::optional<int64_t> parsed;
+          if (copy_small(*old, buf, text)) parsed = parse_int64(text);
+          if (!parsed) return refuse(ctx, errors::kNotInteger);
+          current = *parsed;
+        }
+        if ((delta < 0 && current < 0 && delta < INT64_MIN - current) ||
+            (delta > 0 && current > 0 && delta > INT64_MAX - current))
+          return refuse(ctx, errors::kOverflow);
+        next = current + delta;
+        char out[24];
+        char* end = std::to_chars(out, out + sizeof(out), next).ptr;
+        return ctx.store.put(key, std::string_view(out, static_cast<size_t>(end - out)),
+                             if_unchanged);
+      },
+      [&] { ctx.reply.integer(next); });
 }
 
 void incr_command(CommandContext& ctx) {
@@ -73,35 +69,31 @@ constexpr size_t kMaxLongDoubleChars = 5 * 1024;
 void incrbyfloat_command(CommandContext& ctx) {
   std::string_view key = ctx.arg(1);
   std::optional<long double> incr = parse_long_double(ctx.arg(2));
-  for (;;) {
-    Result<ObjectView> old = ctx.store.read_resident(key);
-    if (awaiting_flash(ctx, old)) return;
-    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
-    long double current = 0;
-    if (old) {
-      std::string text;
-      std::optional<long double> parsed;
-      if (old->length() < kMaxLongDoubleChars) {
-        old->append_to(text);
-        parsed = parse_long_double(text);
-      }
-      if (!parsed) return ctx.reply.error(errors::kNotFloat);
-      current = *parsed;
-    }
-    // Redis checks the stored value before the increment argument.
-    if (!incr) return ctx.reply.error(errors::kNotFloat);
-    long double next = current + *incr;
-    if (std::isnan(next) || std::isinf(next))
-      return ctx.reply.error("ERR increment would produce NaN or Infinity");
-    std::string text = format_long_double(next);
-    Result<WriteResult> r = ctx.store.put(key, text,
-                                          WriteOptions{.condition = WriteCondition::kIfVersion,
-                                                       .expected_version = old ? old->version() : 0,
-                                                       .keep_ttl = true});
-    if (!r) return ctx.reply.error(r.status());
-    hold_until_durable(ctx, key, *r);
-    if (r->written) return ctx.reply.bulk(text);
-  }
+  std::string text;
+  read_modify_write(
+      ctx, key,
+      [&](const Result<ObjectView>& old,
+          const WriteOptions& if_unchanged) -> std::optional<Result<WriteResult>> {
+        long double current = 0;
+        if (old) {
+          std::string stored;
+          std::optional<long double> parsed;
+          if (old->length() < kMaxLongDoubleChars) {
+            old->append_to(stored);
+            parsed = parse_long_double(stored);
+          }
+          if (!parsed) return refuse(ctx, errors::kNotFloat);
+          current = *parsed;
+        }
+        // Redis checks the stored value before the increment argument.
+        if (!incr) return refuse(ctx, errors::kNotFloat);
+        long double next = current + *incr;
+        if (std::isnan(next) || std::isinf(next))
+          return refuse(ctx, "ERR increment would produce NaN or Infinity");
+        text = format_long_double(next);
+        return ctx.store.put(key, text, if_unchanged);
+      },
+      [&] { ctx.reply.bulk(text); });
 }
 
 }  // namespace

@@ -424,56 +424,52 @@ void setrange_command(CommandContext& ctx) {
   std::string_view key = ctx.arg(1);
   std::string_view patch = ctx.arg(3);
   uint64_t offset = static_cast<uint64_t>(*offset_arg);
-  for (;;) {
-    Result<ObjectView> old = ctx.store.read_resident(key);
-    if (awaiting_flash(ctx, old)) return;
-    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
-    uint64_t old_size = old ? old->object_size() : 0;
-    if (patch.empty()) return ctx.reply.integer(static_cast<int64_t>(old_size));
-    if (refuse_string_length(ctx, offset + patch.size())) return;
-    uint64_t new_size = std::max(old_size, offset + patch.size());
-    Result<ObjectWriter> w = ctx.store.begin_put(key, new_size);
-    if (!w) return ctx.reply.error(w.status());
-    if (old) append_view_range(*w, *old, 0, std::min(offset, old_size));
-    if (offset > old_size) append_zeros(*w, offset - old_size);
-    w->append(patch);
-    if (old && offset + patch.size() < old_size)
-      append_view_range(*w, *old, offset + patch.size(), old_size);
-    Result<WriteResult> r =
-        ctx.store.commit(std::move(*w), WriteOptions{.condition = WriteCondition::kIfVersion,
-                                                     .expected_version = old ? old->version() : 0,
-                                                     .keep_ttl = true,
-                                                     .raw_encoding = true});
-    if (!r) return ctx.reply.error(r.status());
-    hold_until_durable(ctx, key, *r);
-    if (r->written) return ctx.reply.integer(static_cast<int64_t>(new_size));
-  }
+  uint64_t new_size = 0;
+  read_modify_write(
+      ctx, key,
+      [&](const Result<ObjectView>& old,
+          WriteOptions if_unchanged) -> std::optional<Result<WriteResult>> {
+        uint64_t old_size = old ? old->object_size() : 0;
+        if (patch.empty()) {
+          ctx.reply.integer(static_cast<int64_t>(old_size));
+          return std::nullopt;
+        }
+        if (refuse_string_length(ctx, offset + patch.size())) return std::nullopt;
+        new_size = std::max(old_size, offset + patch.size());
+        Result<ObjectWriter> w = ctx.store.begin_put(key, new_size);
+        if (!w) return w.status();
+        if (old) append_view_range(*w, *old, 0, std::min(offset, old_size));
+        if (offset > old_size) append_zeros(*w, offset - old_size);
+        w->append(patch);
+        if (old && offset + patch.size() < old_size)
+          append_view_range(*w, *old, offset + patch.size(), old_size);
+        if_unchanged.raw_encoding = true;
+        return ctx.store.commit(std::move(*w), if_unchanged);
+      },
+      [&] { ctx.reply.integer(static_cast<int64_t>(new_size)); });
 }
 
 void append_command(CommandContext& ctx) {
   std::string_view key = ctx.arg(1);
   std::string_view suffix = ctx.arg(2);
-  for (;;) {
-    Result<ObjectView> old = ctx.store.read_resident(key);
-    if (awaiting_flash(ctx, old)) return;
-    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
-    uint64_t old_size = old ? old->object_size() : 0;
-    if (refuse_string_length(ctx, old_size + suffix.size())) return;
-    Result<ObjectWriter> w = ctx.store.begin_put(key, old_size + suffix.size());
-    if (!w) return ctx.reply.error(w.status());
-    if (old) append_view_range(*w, *old, 0, old_size);
-    w->append(suffix);
-    // Redis encodes a new key's value as SET does; an existing one it
-    // edits in place, which makes it raw.
-    Result<WriteResult> r =
-        ctx.store.commit(std::move(*w), WriteOptions{.condition = WriteCondition::kIfVersion,
-                                                     .expected_version = old ? old->version() : 0,
-                                                     .keep_ttl = true,
-                                                     .raw_encoding = old.is_ok()});
-    if (!r) return ctx.reply.error(r.status());
-    hold_until_durable(ctx, key, *r);
-    if (r->written) return ctx.reply.integer(static_cast<int64_t>(old_size + suffix.size()));
-  }
+  uint64_t new_size = 0;
+  read_modify_write(
+      ctx, key,
+      [&](const Result<ObjectView>& old,
+          WriteOptions if_unchanged) -> std::optional<Result<WriteResult>> {
+        uint64_t old_size = old ? old->object_size() : 0;
+        new_size = old_size + suffix.size();
+        if (refuse_string_length(ctx, new_size)) return std::nullopt;
+        Result<ObjectWriter> w = ctx.store.begin_put(key, new_size);
+        if (!w) return w.status();
+        if (old) append_view_range(*w, *old, 0, old_size);
+        w->append(suffix);
+        // Redis encodes a new key's value as SET does; an existing one it
+        // edits in place, which makes it raw.
+        if_unchanged.raw_encoding = old.is_ok();
+        return ctx.store.commit(std::move(*w), if_unchanged);
+      },
+      [&] { ctx.reply.integer(static_cast<int64_t>(new_size)); });
 }
 
 }  // namespace

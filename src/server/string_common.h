@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "server/command.h"
@@ -90,6 +91,37 @@ inline constexpr std::string_view kStringTooLong =
 inline void hold_until_durable(CommandContext& ctx, std::string_view key, const WriteResult& r) {
   if (ctx.defer != nullptr && r.written && ctx.store.durable_writes())
     ctx.defer->persist(key, r.version);
+}
+
+// Read-modify-write of one key's value, atomic as in Redis. Reads the
+// value (`old`, NotFound if absent; a flash-only value or an error is
+// answered here), then `write(old, if_unchanged)` computes the new value
+// and writes it with `if_unchanged` (kIfVersion on the version read,
+// KEEPTTL). It returns the write's result, or nullopt once it replied
+// itself (a bad value, nothing to write). A write that lost to another
+// writer runs again on the new value; one that landed is held for
+// fsync=always, then `reply()` answers.
+template <typename Write, typename Reply>
+void read_modify_write(CommandContext& ctx, std::string_view key, Write write, Reply reply) {
+  for (;;) {
+    Result<ObjectView> old = ctx.store.read_resident(key);
+    if (awaiting_flash(ctx, old)) return;
+    if (!old && old.status().code() != StatusCode::kNotFound) return ctx.reply.error(old.status());
+    const WriteOptions if_unchanged{.condition = WriteCondition::kIfVersion,
+                                    .expected_version = old ? old->version() : 0,
+                                    .keep_ttl = true};
+    std::optional<Result<WriteResult>> r = write(old, if_unchanged);
+    if (!r) return;
+    if (!*r) return ctx.reply.error(r->status());
+    hold_until_durable(ctx, key, **r);
+    if ((*r)->written) return reply();
+  }
+}
+
+// For read_modify_write's `write`: answers the error, writes nothing.
+inline std::nullopt_t refuse(CommandContext& ctx, std::string_view error) {
+  ctx.reply.error(error);
+  return std::nullopt;
 }
 
 inline bool exceeds_object_limit(CommandContext& ctx, uint64_t size) {
