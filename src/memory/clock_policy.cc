@@ -1,9 +1,8 @@
 // CLOCK: one reference bit per entry and a hand sweeping a circular list.
 // Hits only set a bit, so a hit costs no list surgery.
-#include <algorithm>
-
 #include "memory/hook_list.h"
 #include "memory/policies.h"
+#include "memory/writeback_hand.h"
 
 namespace tierkv::memory {
 namespace {
@@ -21,11 +20,11 @@ class ClockPolicy final : public EvictionPolicy {
   }
   void touch(PolicyHook* h) override { h->freq = 1; }
   void remove(PolicyHook* h) override {
-    if (hand_ == h) hand_ = advance(h);
-    leave(h);
+    if (hand_ == h) hand_ = cold_.after(h);
+    cold_.leave(h);
     list_.unlink(h);
     if (list_.empty()) hand_ = nullptr;
-    cold_left_ = std::min(cold_left_, list_.size());
+    cold_.left();
   }
   size_t entries() const override { return list_.size(); }
   // Just older than the hand, which then starts on it.
@@ -45,15 +44,14 @@ class ClockPolicy final : public EvictionPolicy {
     // Two sweeps clear every bit; a third finds nothing new.
     for (size_t steps = 2 * list_.size() + 1; steps > 0; --steps) {
       PolicyHook* h = hand_;
-      hand_ = advance(h);
-      // The writeback hand stays ahead of (or on) the eviction hand.
-      if (h == cold_) step_cold();
+      hand_ = cold_.after(h);  // from the old end toward the new, wrapping
+      cold_.passed(h);
       if (h->freq) {
         h->freq = 0;
       } else if (evictable(h)) {
         list_.unlink(h);
-        if (list_.empty()) hand_ = cold_ = nullptr;
-        cold_left_ = std::min(cold_left_, list_.size());
+        if (list_.empty()) hand_ = nullptr;
+        cold_.left();
         return h;
       }
     }
@@ -61,45 +59,12 @@ class ClockPolicy final : public EvictionPolicy {
   }
 
   // From the eviction hand once around the circle: the order it sweeps in.
-  PolicyHook* next_cold() override {
-    if (!walking_) {
-      if (list_.empty()) return nullptr;
-      cold_ = hand_ ? hand_ : list_.back();
-      cold_left_ = list_.size();
-      walking_ = true;
-    }
-    if (cold_ == nullptr || cold_left_ == 0) {
-      walking_ = false;
-      cold_ = nullptr;
-      return nullptr;
-    }
-    PolicyHook* h = cold_;
-    step_cold();
-    return h;
-  }
+  PolicyHook* next_cold() override { return cold_.next(hand_); }
 
  private:
-  // The hand moves from the old end toward the new end, wrapping around.
-  PolicyHook* advance(PolicyHook* h) {
-    PolicyHook* n = list_.newer(h);
-    return n ? n : list_.back();
-  }
-  void step_cold() {
-    cold_ = advance(cold_);
-    if (cold_left_ > 0) --cold_left_;
-  }
-  // h is about to go: the writeback hand steps past it first.
-  void leave(PolicyHook* h) {
-    if (h != cold_) return;
-    step_cold();                      // h counts as visited: it is gone
-    if (cold_ == h) cold_ = nullptr;  // h was the only entry
-  }
-
   HookList list_;
   PolicyHook* hand_ = nullptr;
-  PolicyHook* cold_ = nullptr;  // writeback hand; meaningful while walking_
-  size_t cold_left_ = 0;        // entries the walk has still to visit
-  bool walking_ = false;
+  WritebackHand cold_{list_};
 };
 
 }  // namespace
