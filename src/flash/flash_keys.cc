@@ -59,31 +59,39 @@ void FlashTier::append_deferred_meta_locked() {
   }
 }
 
-bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms,
-                           std::function<void(Status)> durable) {
+bool FlashTier::write_meta(std::string_view key, uint64_t key_hash, uint64_t version,
+                           uint16_t record_flags, int64_t expire_at_ms, WriteCallback done,
+                           absl::FunctionRef<bool()> index_first) {
   Impl& im = *impl_;
-  const uint64_t key_hash = hash64(key);
   std::vector<IoRequest*> to_submit;
-  WriteCallback dropped;
+  WriteCallback unwritten;  // run once write_mu is let go
+  bool indexed = false;
   {
-    // Under write_mu, so that index order and log order agree.
     std::lock_guard lock(im.write_mu);
-    if (!im.index.set_expiry(key, key_hash, version, expire_at_ms)) {
-      if (durable) durable(Status::ok());
-      return false;
+    indexed = index_first();
+    if (indexed) {
+      PendingChunk record;
+      record.key.assign(key);
+      record.key_hash = key_hash;
+      record.version = version;
+      record.expire_at_ms = expire_at_ms;
+      record.record_flags = record_flags;
+      record.done = std::move(done);
+      unwritten = append_meta_locked(std::move(record), to_submit);
+    } else {
+      unwritten = std::move(done);
     }
-    PendingChunk record;
-    record.key.assign(key);
-    record.key_hash = key_hash;
-    record.version = version;
-    record.expire_at_ms = expire_at_ms;
-    record.record_flags = kRecordExpiry;
-    record.done = std::move(durable);
-    dropped = append_meta_locked(std::move(record), to_submit);
   }
   submit_writes(to_submit);
-  if (dropped) dropped(Status::ok());
-  return true;
+  if (unwritten) unwritten(Status::ok());
+  return indexed;
+}
+
+bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms,
+                           std::function<void(Status)> durable) {
+  const uint64_t key_hash = hash64(key);
+  return write_meta(key, key_hash, version, kRecordExpiry, expire_at_ms, std::move(durable),
+                    [&] { return impl_->index.set_expiry(key, key_hash, version, expire_at_ms); });
 }
 
 std::pair<bool, bool> FlashTier::drop_versions(std::string_view key, uint64_t key_hash,
@@ -105,7 +113,6 @@ std::pair<bool, bool> FlashTier::drop_versions(std::string_view key, uint64_t ke
 }
 
 bool FlashTier::remove(std::string_view key, uint64_t up_to_version, RemoveOptions options) {
-  Impl& im = *impl_;
   const uint64_t key_hash = hash64(key);
   auto [dropped, writes_pending] = drop_versions(key, key_hash, up_to_version);
   if (dropped) update_index_gauges();
@@ -113,20 +120,8 @@ bool FlashTier::remove(std::string_view key, uint64_t up_to_version, RemoveOptio
     if (options.durable) options.durable(Status::ok());
     return false;
   }
-  PendingChunk tombstone;
-  tombstone.key.assign(key);
-  tombstone.key_hash = key_hash;
-  tombstone.version = up_to_version;
-  tombstone.record_flags = kRecordTombstone;
-  tombstone.done = std::move(options.durable);
-  std::vector<IoRequest*> to_submit;
-  WriteCallback unwritten;
-  {
-    std::lock_guard lock(im.write_mu);
-    unwritten = append_meta_locked(std::move(tombstone), to_submit);
-  }
-  submit_writes(to_submit);
-  if (unwritten) unwritten(Status::ok());
+  (void)write_meta(key, key_hash, up_to_version, kRecordTombstone, /*expire_at_ms=*/0,
+                   std::move(options.durable), [] { return true; });
   return dropped;
 }
 

@@ -34,6 +34,8 @@
 // methods are thread-safe.
 #pragma once
 
+#include <absl/functional/function_ref.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -461,6 +463,12 @@ class FlashTier {
   // Returns the record's callback if it was not queued (clear() is wiping
   // what it would describe): the caller runs it after releasing write_mu.
   WriteCallback append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit);
+  // Appends the metadata record (an expiry, a tombstone) of `key` and
+  // submits it; `done` runs once it is durable. `index_first` runs before,
+  // under write_mu, so that index order and log order agree: if it returns
+  // false nothing is written, `done` runs at once, and so does this.
+  bool write_meta(std::string_view key, uint64_t key_hash, uint64_t version, uint16_t record_flags,
+                  int64_t expire_at_ms, WriteCallback done, absl::FunctionRef<bool()> index_first);
   void append_deferred_meta_locked();
   void index_landed(WriteBatch& batch, std::vector<Status>& outcomes, uint64_t& user_bytes);
   void log_write_error(const WriteBatch& batch, int64_t result);
