@@ -171,6 +171,14 @@ class MemoryTier {
   // then publish() makes them visible as one new version.
   Result<ObjectWriter> prepare(std::string_view key, uint64_t size);
   Result<WriteResult> publish(ObjectWriter&& writer, const WriteOptions& options = {});
+  // publish() of a copy of the lower tier's `version` of the key (a
+  // promotion, a preheat's memory copy): it keeps that version, starts
+  // clean, and goes in only if memory holds no version of the key.
+  Result<WriteResult> install_copy(ObjectWriter&& writer, uint64_t version, int64_t expire_at_ms) {
+    return publish(std::move(writer), WriteOptions{.condition = WriteCondition::kIfAbsent,
+                                                   .expire_at_ms = expire_at_ms,
+                                                   .install_version = version});
+  }
   // A writer for a copy of a lower-tier version that may be only partly
   // held: chunks are reserved from the first on while they fit within
   // `max_bytes` (metadata included) and reserve() finds room; the rest are

@@ -345,10 +345,7 @@ PromotionOutcome Promoter::install(Job& job, memory::ObjectWriter&& writer, uint
   {
     std::lock_guard lock(locks_.for_hash(hash64(key)));
     if (!flash_.contains_object(key, version, chunks)) return PromotionOutcome::kGone;
-    Result<memory::WriteResult> r = memory_.publish(
-        std::move(writer), memory::WriteOptions{.condition = memory::WriteCondition::kIfAbsent,
-                                                .expire_at_ms = expire_at_ms,
-                                                .install_version = version});
+    Result<memory::WriteResult> r = memory_.install_copy(std::move(writer), version, expire_at_ms);
     if (!r) return PromotionOutcome::kSaturated;
     if (!r->written) return PromotionOutcome::kInMemory;
   }

@@ -184,14 +184,7 @@ Status StagedPut::publish_locked() {
   memory::MemoryTier::NoWaitScope no_wait;
   copy_->advance(size_ - copy_->filled());
   // A failure here only loses the memory copy: flash has the object.
-  (void)memory_.publish(std::move(*copy_),
-                        memory::WriteOptions{.condition = memory::WriteCondition::kIfAbsent,
-                                             .expected_version = 0,
-                                             .expire_at_ms = options_.expire_at_ms,
-                                             .keep_ttl = false,
-                                             .return_previous = false,
-                                             .use_once = false,
-                                             .install_version = version_});
+  (void)memory_.install_copy(std::move(*copy_), version_, options_.expire_at_ms);
   copy_.reset();
   return Status::ok();
 }
