@@ -1,7 +1,6 @@
 #include "store/preheater.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include "core/clock.h"
 #include "store/preheat_source.h"
 #include "store/promotion_pool.h"
+#include "store/sha256.h"
 
 namespace tierkv {
 
@@ -33,36 +33,6 @@ bool sleep_unless_stopped(std::stop_token stop, std::chrono::milliseconds d) {
 constexpr uint64_t kMinPiece = uint64_t{4} << 20;
 constexpr uint64_t kMaxPiece = uint64_t{64} << 20;
 constexpr size_t kJobsKept = 1000;  // ended jobs are forgotten beyond this
-
-// SHA-256 of the pieces, fed in order.
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void update(std::string_view bytes) { EVP_DigestUpdate(ctx_, bytes.data(), bytes.size()); }
-  std::string hex() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx_, digest, &n);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < n; ++i) {
-      out += kHex[digest[i] >> 4];
-      out += kHex[digest[i] & 15];
-    }
-    return out;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
-
-bool is_sha256_hex(std::string_view s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(),
-                                       [](char c) { return std::isxdigit(c) && !std::isupper(c); });
-}
 
 }  // namespace
 
