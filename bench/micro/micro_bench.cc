@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "server/exec_gate.h"
+#include "server/commands/exec_gate.h"
 #include "store/store.h"
 
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "store/store.h"
-#include "store/stream_reader.h"
+#include "store/stream/stream_reader.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 
 #include "core/clock.h"
 #include "store/store.h"
-#include "store/stream_reader.h"
+#include "store/stream/stream_reader.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "core/aligned_buffer.h"
-#include "memory/eviction_policy.h"
+#include "memory/policy/eviction_policy.h"
 
 namespace tierkv::memory {
 

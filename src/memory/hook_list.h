@@ -5,7 +5,7 @@
 #include <cassert>
 #include <cstddef>
 
-#include "memory/eviction_policy.h"
+#include "memory/policy/eviction_policy.h"
 
 namespace tierkv::memory {
 

@@ -47,9 +47,9 @@
 #include "core/status.h"
 #include "memory/absent_watches.h"
 #include "memory/chunk.h"
-#include "memory/eviction_policy.h"
 #include "memory/lower_tier.h"
 #include "memory/object_view.h"
+#include "memory/policy/eviction_policy.h"
 #include "memory/value_sink.h"
 
 namespace tierkv::memory {

@@ -8,10 +8,10 @@
 #include <mutex>
 #include <vector>
 
-#include "memory/eviction_policy.h"
 #include "memory/hook_list.h"
 #include "memory/memory_tier.h"
 #include "memory/object.h"
+#include "memory/policy/eviction_policy.h"
 
 namespace tierkv::memory {
 

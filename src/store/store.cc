@@ -1,7 +1,7 @@
 // Store: opening, limits, and the write and removal paths. Reads and the
 // key space across both tiers: store_read.cc.
 #include "store/store.h"
-#include "store/buffer_budget.h"
+#include "store/flashio/buffer_budget.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -10,14 +10,14 @@
 #include "core/hash.h"
 #include "core/status_join.h"
 #include "flash/flash_tier.h"
-#include "store/flash_offloader.h"
-#include "store/flash_reader.h"
-#include "store/prefetcher.h"
-#include "store/preheater.h"
-#include "store/promoter.h"
-#include "store/promotion_pool.h"
-#include "store/stream_context.h"
-#include "store/writeback.h"
+#include "store/flashio/flash_offloader.h"
+#include "store/flashio/flash_reader.h"
+#include "store/flashio/writeback.h"
+#include "store/prefetch/prefetcher.h"
+#include "store/preheat/preheater.h"
+#include "store/promotion/promoter.h"
+#include "store/promotion/promotion_pool.h"
+#include "store/stream/stream_context.h"
 
 namespace tierkv {
 namespace {

@@ -39,9 +39,9 @@
 #include "core/metrics.h"
 #include "core/status.h"
 #include "memory/memory_tier.h"
-#include "store/flash_copy.h"
+#include "store/flashio/flash_copy.h"
 #include "store/key_locks.h"
-#include "store/preheat_types.h"
+#include "store/preheat/preheat_types.h"
 
 namespace tierkv {
 

@@ -6,10 +6,10 @@
 
 #include "core/hash.h"
 #include "flash/flash_tier.h"
-#include "store/buffer_budget.h"
-#include "store/flash_reader.h"
+#include "store/flashio/buffer_budget.h"
+#include "store/flashio/flash_reader.h"
+#include "store/flashio/writeback.h"
 #include "store/store.h"
-#include "store/writeback.h"
 
 namespace tierkv {
 

@@ -1,12 +1,12 @@
 // Store: writes that go straight to flash (StagedPut) and the preheat jobs
 // built on them.
 #include "flash/flash_tier.h"
-#include "store/buffer_budget.h"
-#include "store/flash_value_sink.h"
-#include "store/preheat_source.h"
-#include "store/preheater.h"
-#include "store/promotion_pool.h"
-#include "store/staged_put.h"
+#include "store/flashio/buffer_budget.h"
+#include "store/flashio/flash_value_sink.h"
+#include "store/flashio/staged_put.h"
+#include "store/preheat/preheat_source.h"
+#include "store/preheat/preheater.h"
+#include "store/promotion/promotion_pool.h"
 #include "store/store.h"
 
 namespace tierkv {

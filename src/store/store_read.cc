@@ -7,10 +7,10 @@
 #include "core/clock.h"
 #include "core/hash.h"
 #include "flash/flash_tier.h"
-#include "store/buffer_budget.h"
-#include "store/flash_reader.h"
-#include "store/prefetcher.h"
-#include "store/promoter.h"
+#include "store/flashio/buffer_budget.h"
+#include "store/flashio/flash_reader.h"
+#include "store/prefetch/prefetcher.h"
+#include "store/promotion/promoter.h"
 #include "store/store.h"
 
 namespace tierkv {

@@ -14,7 +14,7 @@
 
 #include "flash/flash_tier.h"
 #include "flash/record.h"
-#include "flash_test_util.h"
+#include "tests/flash/flash_test_util.h"
 
 namespace tierkv::flash {
 namespace {

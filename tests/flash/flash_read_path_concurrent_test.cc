@@ -16,7 +16,7 @@
 
 #include "core/aligned_buffer.h"
 #include "flash/flash_tier.h"
-#include "flash_test_util.h"
+#include "tests/flash/flash_test_util.h"
 
 namespace tierkv::flash {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "core/hash.h"
 #include "flash/flash_tier.h"
-#include "flash_test_util.h"
+#include "tests/flash/flash_test_util.h"
 
 namespace tierkv::flash {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "flash/flash_tier.h"
-#include "flash_test_util.h"
+#include "tests/flash/flash_test_util.h"
 
 namespace tierkv::flash {
 namespace {

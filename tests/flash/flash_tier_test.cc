@@ -20,7 +20,7 @@
 
 #include "core/clock.h"
 #include "core/metrics.h"
-#include "flash_test_util.h"
+#include "tests/flash/flash_test_util.h"
 
 namespace tierkv::flash {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "core/clock.h"
 #include "memory/memory_tier.h"
-#include "tier_test_util.h"
+#include "tests/memory/tier_test_util.h"
 
 namespace tierkv::memory {
 namespace {

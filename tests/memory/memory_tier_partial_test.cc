@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "memory/memory_tier.h"
-#include "tier_test_util.h"
+#include "tests/memory/tier_test_util.h"
 
 namespace tierkv::memory {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <random>
 
-#include "tier_test_util.h"
+#include "tests/memory/tier_test_util.h"
 
 namespace tierkv::memory {
 namespace {

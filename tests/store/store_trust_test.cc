@@ -18,7 +18,7 @@
 #include "flash/flash_tier.h"
 #include "flash/record.h"
 #include "store/store.h"
-#include "store_test_util.h"
+#include "tests/store/store_test_util.h"
 
 namespace tierkv {
 namespace {

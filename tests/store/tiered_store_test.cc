@@ -14,7 +14,7 @@
 #include "core/clock.h"
 #include "flash/flash_tier.h"
 #include "store/store.h"
-#include "store_test_util.h"
+#include "tests/store/store_test_util.h"
 
 namespace tierkv {
 namespace {

@@ -1,0 +1,155 @@
+#include "cli/tierkv/resp_client.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <utility>
+
+namespace tierkv::cli {
+
+namespace {
+constexpr int kMaxDepth = 8;
+}  // namespace
+
+const RespValue* RespValue::field(std::string_view name) const {
+  for (size_t i = 0; i + 1 < items.size(); i += 2) {
+    if (items[i].text == name) return &items[i + 1];
+  }
+  return nullptr;
+}
+
+Result<RespClient> RespClient::connect(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return Status::invalid_argument("server address must be host:port, not '" + address + "'");
+  }
+  const std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return Status::invalid_argument("cannot resolve " + address + ": " + gai_strerror(rc));
+  }
+  int fd = -1;
+  std::string why = "no address";
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) return Status::io_error("cannot connect to " + address + ": " + why);
+  return RespClient(fd);
+}
+
+RespClient::RespClient(RespClient&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), buffer_(std::move(o.buffer_)), pos_(o.pos_) {}
+
+RespClient::~RespClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<RespValue> RespClient::command(const std::vector<std::string>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const std::string& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  for (size_t sent = 0; sent < out.size();) {
+    const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::io_error(std::string("connection lost: ") + std::strerror(errno));
+    sent += static_cast<size_t>(n);
+  }
+  return read_value(0);
+}
+
+Status RespClient::fill() {
+  if (pos_ > 0) {
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+  }
+  char chunk[16384];
+  for (;;) {
+    const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) return Status::io_error("connection closed by the server");
+    if (n < 0) return Status::io_error(std::string("connection lost: ") + std::strerror(errno));
+    buffer_.append(chunk, static_cast<size_t>(n));
+    return Status::ok();
+  }
+}
+
+Result<std::string> RespClient::line() {
+  for (;;) {
+    const size_t end = buffer_.find("\r\n", pos_);
+    if (end != std::string::npos) {
+      std::string out = buffer_.substr(pos_, end - pos_);
+      pos_ = end + 2;
+      return out;
+    }
+    TIERKV_RETURN_IF_ERROR(fill());
+  }
+}
+
+Result<std::string> RespClient::exact(size_t n) {
+  while (buffer_.size() - pos_ < n + 2) TIERKV_RETURN_IF_ERROR(fill());
+  std::string out = buffer_.substr(pos_, n);
+  pos_ += n + 2;
+  return out;
+}
+
+Result<RespValue> RespClient::read_value(int depth) {
+  if (depth > kMaxDepth) return Status::corruption("reply nested too deeply");
+  Result<std::string> head = line();
+  if (!head) return head.status();
+  if (head->empty()) return Status::corruption("empty reply line");
+  const char kind = (*head)[0];
+  const std::string rest = head->substr(1);
+  RespValue v;
+  int64_t n = 0;
+  const bool numeric = std::from_chars(rest.data(), rest.data() + rest.size(), n).ec == std::errc();
+  switch (kind) {
+    case '+':
+      v.type = RespValue::Type::kSimple;
+      v.text = rest;
+      return v;
+    case '-':
+      v.type = RespValue::Type::kError;
+      v.text = rest;
+      return v;
+    case ':':
+      if (!numeric) return Status::corruption("bad integer reply");
+      v.type = RespValue::Type::kInteger;
+      v.integer = n;
+      return v;
+    case '$': {
+      if (!numeric) return Status::corruption("bad bulk length");
+      if (n < 0) return v;  // null
+      Result<std::string> body = exact(static_cast<size_t>(n));
+      if (!body) return body.status();
+      v.type = RespValue::Type::kBulk;
+      v.text = std::move(*body);
+      return v;
+    }
+    case '*': {
+      if (!numeric) return Status::corruption("bad array length");
+      if (n < 0) return v;
+      v.type = RespValue::Type::kArray;
+      for (int64_t i = 0; i < n; ++i) {
+        Result<RespValue> item = read_value(depth + 1);
+        if (!item) return item.status();
+        v.items.push_back(std::move(*item));
+      }
+      return v;
+    }
+    default:
+      return Status::corruption(std::string("unexpected reply type '") + kind + "'");
+  }
+}
+
+}  // namespace tierkv::cli

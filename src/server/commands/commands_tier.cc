@@ -1,0 +1,88 @@
+// TIER.* commands: tierkv extensions that expose where an object lives.
+//
+//   TIER.STAT key                      -> map, or null if the key is absent:
+//     size, version, chunks, ttl_ms, state (dirty | flushing | clean |
+//     offloading in memory, flash if only flash holds it), and per chunk
+//     index, bytes, residency (memory | flash | both), dirty, pins, leased,
+//     use_once
+//   TIER.EXISTS key [key ...] [PREFETCH] -> count of present keys
+//
+// TIER.EXISTS with PREFETCH is the KV-cache probe: "is it there, and I am
+// about to read it". The answer never waits for the prefetch.
+#include <algorithm>
+#include <span>
+
+#include "core/clock.h"
+#include "server/commands/command.h"
+
+namespace tierkv::server {
+namespace {
+
+std::string_view residency_name(const ChunkResidency& c) {
+  if (c.in_memory && c.on_flash) return "both";
+  return c.in_memory ? "memory" : "flash";
+}
+
+void reply_chunk(ReplyBuffer& reply, const ChunkResidency& c) {
+  reply.map(7);
+  reply.bulk("index");
+  reply.integer(c.index);
+  reply.bulk("bytes");
+  reply.integer(c.size);
+  reply.bulk("residency");
+  reply.bulk(residency_name(c));
+  // In memory and not on flash at this version: lost if evicted unwritten.
+  reply.bulk("dirty");
+  reply.boolean(c.in_memory && !c.on_flash);
+  reply.bulk("pins");
+  reply.integer(c.pins);
+  reply.bulk("leased");
+  reply.boolean(c.leased);
+  reply.bulk("use_once");
+  reply.boolean(c.use_once);
+}
+
+void tier_stat_command(CommandContext& ctx) {
+  std::optional<ObjectResidency> r = ctx.store.residency(ctx.arg(1));
+  if (!r) return ctx.reply.null();
+  int64_t ttl_ms = -1;
+  if (r->expire_at_ms != 0) ttl_ms = std::max<int64_t>(r->expire_at_ms - unix_time_ms(), 0);
+  ctx.reply.map(6);
+  ctx.reply.bulk("size");
+  ctx.reply.integer(static_cast<int64_t>(r->size));
+  ctx.reply.bulk("version");
+  ctx.reply.integer(static_cast<int64_t>(r->version));
+  ctx.reply.bulk("chunks");
+  ctx.reply.integer(static_cast<int64_t>(r->chunks.size()));
+  ctx.reply.bulk("ttl_ms");
+  ctx.reply.integer(ttl_ms);
+  ctx.reply.bulk("state");
+  ctx.reply.bulk(r->state);
+  ctx.reply.bulk("chunk_residency");
+  ctx.reply.array(r->chunks.size());
+  for (const ChunkResidency& c : r->chunks) reply_chunk(ctx.reply, c);
+}
+
+void tier_exists_command(CommandContext& ctx) {
+  // A trailing PREFETCH is the option, not a key, once at least one key precedes it.
+  size_t end = ctx.argc();
+  ExistOptions options;
+  if (end >= 3 && iequals(ctx.arg(end - 1), "prefetch")) {
+    options.prefetch_to_memory = true;
+    --end;
+  }
+  std::span<const std::string_view> keys =
+      std::span<const std::string_view>(ctx.inv.argv).subspan(1, end - 1);
+  ctx.reply.integer(count_existing(ctx, keys, options));
+}
+
+}  // namespace
+
+void register_tier_commands(CommandTable& table) {
+  table.add({"tier.stat", 2, kReadOnly, 1, 1, 1, tier_stat_command,
+             "Size, version, TTL, tier state and per-chunk residency of an object"});
+  table.add({"tier.exists", -2, kReadOnly | kFast, 1, -1, 1, tier_exists_command,
+             "Count existing keys; PREFETCH starts promoting them to memory"});
+}
+
+}  // namespace tierkv::server

@@ -1,0 +1,552 @@
+#include "server/net/connection.h"
+
+#include <absl/cleanup/cleanup.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "server/commands/transaction.h"
+#include "server/net/server.h"
+
+namespace tierkv::server {
+namespace {
+
+// At most this many buffers per writev (IOV_MAX is 1024).
+constexpr size_t kMaxIov = 128;
+
+// Wall-clock ms from the coarse clock: idle tracking needs no precision, and
+// it is read once per socket read.
+int64_t now_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A buffer sequence that refers to the connection's reused iovec vector, so
+// an asynchronous write does not copy it.
+struct IovRef {
+  using value_type = asio::const_buffer;
+  using const_iterator = std::vector<asio::const_buffer>::const_iterator;
+  const std::vector<asio::const_buffer>* v;
+  const_iterator begin() const { return v->begin(); }
+  const_iterator end() const { return v->end(); }
+};
+
+}  // namespace
+
+Connection::Connection(Server& server, IoThread& thread, Socket socket, std::string addr,
+                       std::string laddr)
+    : server_(server),
+      thread_(thread),
+      socket_(std::move(socket)),
+      retry_timer_(thread.io),
+      pause_timer_(thread.io) {
+  state_.id = server_.context().next_client_id();
+  state_.addr = std::move(addr);
+  state_.laddr = std::move(laddr);
+  state_.created_ms = now_ms();
+  state_.last_active_ms = state_.created_ms;
+  // As Redis: a client that connects while no password is set is the
+  // authenticated default user, and stays so if requirepass is set later.
+  state_.authenticated = !server_.context().limits().auth_required.load(std::memory_order_relaxed);
+  last_active_ms_.store(state_.created_ms, std::memory_order_relaxed);
+  fd_ = static_cast<int>(socket_.native_handle());
+  gather_.reserve(kMaxIov);
+  iov_.reserve(kMaxIov);
+}
+
+Connection::~Connection() = default;
+
+void Connection::start() {
+  if (server_.stopping()) {
+    closed_ = true;
+    asio::error_code ec;
+    socket_.close(ec);
+    return;
+  }
+  if (!server_.register_client(this)) {
+    // Like Redis: tell the client why, best effort, then close.
+    static constexpr std::string_view kFull = "-ERR max number of clients reached\r\n";
+    asio::error_code ec;
+    socket_.write_some(asio::buffer(kFull.data(), kFull.size()), ec);
+    server_.rejected_connections().add();
+    closed_ = true;
+    socket_.close(ec);
+    return;
+  }
+  thread_.connections.insert(this);
+  start_read();
+}
+
+void Connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  asio::error_code ec;
+  socket_.shutdown(asio::socket_base::shutdown_both, ec);
+  socket_.close(ec);
+  thread_.connections.erase(this);
+  server_.unregister_client(this);
+  value_writer_.reset();
+  flash_value_.reset();
+  // Nothing more will be sent: stop a flash read, and give back the chunk
+  // buffers (and pins) queued for the socket.
+  if (stream_read_) stream_read_->cancel();
+  retry_timer_.cancel();
+  pause_timer_.cancel();
+  out_.clear();
+  writing_.clear();
+}
+
+void Connection::check_idle(int64_t now, int64_t timeout_ms) {
+  if (now - state_.last_active_ms > timeout_ms) close();
+}
+
+RespParser::Limits Connection::parser_limits() const {
+  const ServerContext::Limits& l = server_.context().limits();
+  RespParser::Limits p;
+  p.max_bulk_len = l.proto_max_bulk_len.load(std::memory_order_relaxed);
+  p.max_multibulk_args = l.max_multibulk_args.load(std::memory_order_relaxed);
+  p.max_inline_len = l.max_inline_len.load(std::memory_order_relaxed);
+  p.unauthenticated = l.auth_required.load(std::memory_order_relaxed) && !state_.authenticated;
+  return p;
+}
+
+void Connection::start_read() {
+  if (reading_ || closed_ || state_.close_after_reply || waiting_ != Wait::kNone) return;
+  if (out_.pending_bytes() + writing_.pending_bytes() > kPauseReadBytes) return;
+  if (flash_value_ && flash_value_->paused()) return wait_for_flash_room();
+  bool direct = parser_.wants_direct();
+  std::span<char> span = direct ? parser_.direct_span() : parser_.prepare();
+  reading_ = true;
+  socket_.async_read_some(
+      asio::buffer(span.data(), span.size()),
+      [self = shared_from_this(), direct](const asio::error_code& ec, size_t n) {
+        self->on_read(ec, n, direct);
+      });
+}
+
+void Connection::on_read(const asio::error_code& ec, size_t n, bool direct) {
+  reading_ = false;
+  if (closed_) return;
+  if (ec) {
+    close();
+    return;
+  }
+  if (direct) {
+    parser_.direct_commit(n);
+  } else {
+    parser_.commit(n);
+  }
+  state_.last_active_ms = now_ms();
+  last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
+  process_input();
+  if (query_buffer_over_limit()) return close();
+  flush();
+  start_read();
+}
+
+// Like Redis's client-query-buffer-limit: what one client has sent of a
+// command not yet complete. A value streamed into the store counts by the
+// bytes received so far (its reservation is released when the client goes).
+bool Connection::query_buffer_over_limit() {
+  // A value bound for flash counts by what it holds back.
+  uint64_t bytes = value_writer_  ? value_writer_->filled()
+                   : flash_value_ ? flash_value_->buffered_bytes()
+                                  : parser_.query_bytes();
+  int64_t limit =
+      server_.context().limits().client_query_buffer_limit.load(std::memory_order_relaxed);
+  if (closed_ || static_cast<int64_t>(bytes) <= limit) return false;
+  spdlog::warn("Closing client that reached max query buffer length: id={} addr={} qbuf={}",
+               state_.id, state_.addr, bytes);
+  return true;
+}
+
+void Connection::process_input() {
+  // Every way out of the batch gives the gate back: a wait for flash or a
+  // pause, too, never holds it.
+  in_batch_ = true;
+  absl::Cleanup end_batch = [this] {
+    in_batch_ = false;
+    batch_gate_.reset();
+  };
+  parser_.set_limits(parser_limits());
+  // One clock read per command: each command's latency runs from the end of
+  // the previous one (or the read) to its own end, parsing included.
+  uint64_t clock = mono_ns();
+  while (!closed_ && !state_.close_after_reply && waiting_ == Wait::kNone) {
+    // Value bytes already read go into the sink only once it has a buffer
+    // for them under flash-write-buffer (and its window has room).
+    if (flash_value_ && flash_value_->paused()) return wait_for_flash_room();
+    switch (parser_.next()) {
+      case RespParser::Event::kNeedMore:
+        publish_memory();  // a command still arriving counts too
+        return;
+      case RespParser::Event::kLargeValue:
+        on_large_value();
+        break;
+      case RespParser::Event::kError:
+        out_.error(parser_.error());
+        state_.close_after_reply = true;
+        return;
+      case RespParser::Event::kCommand: {
+        size_t before = out_.pending_bytes() + writing_.pending_bytes();
+        dispatch(parser_.argv(), clock);
+        size_t after = out_.pending_bytes() + writing_.pending_bytes();
+        // One reply may be as large as the object it returns; what is cut
+        // off is a client that lets replies pile up.
+        int64_t limit =
+            server_.context().limits().client_output_buffer_limit.load(std::memory_order_relaxed);
+        if (before > 0 && static_cast<int64_t>(after) > limit) {
+          spdlog::info("client id={} addr={} closed: output buffer {} bytes over limit {}",
+                       state_.id, state_.addr, after, limit);
+          close();
+          return;
+        }
+        // The auth state may have changed the parser's limits.
+        parser_.set_limits(parser_limits());
+        publish_memory();
+        break;
+      }
+    }
+  }
+}
+
+void Connection::publish_memory() {
+  const uint64_t output = out_.pending_bytes() + writing_.pending_bytes();
+  output_bytes_.store(output, std::memory_order_relaxed);
+  const uint64_t query = value_writer_  ? value_writer_->filled()
+                         : flash_value_ ? flash_value_->buffered_bytes()
+                                        : parser_.query_bytes();
+  memory_bytes_.store(output + query + static_cast<uint64_t>(state_.txn.queued_bytes),
+                      std::memory_order_relaxed);
+}
+
+bool Connection::no_evict() const {
+  std::lock_guard lock(info_mu_);
+  return shared_no_evict_;
+}
+
+void Connection::on_large_value() {
+  const std::vector<std::string_view>& argv = parser_.argv();
+  const CommandSpec* spec = lookup(argv[0]);
+  bool authorized = state_.authenticated ||
+                    !server_.context().limits().auth_required.load(std::memory_order_relaxed);
+  // Inside MULTI the value is queued with the command, so it is buffered.
+  if (spec == nullptr || !(spec->flags & kStreamsValue) || !authorized || state_.txn.in_multi ||
+      static_cast<size_t>(spec->value_arg) != parser_.large_index() || spec->first_key <= 0 ||
+      static_cast<size_t>(spec->first_key) >= argv.size()) {
+    parser_.buffer();
+    return;
+  }
+  Store& store = server_.context().store();
+  if (store.loading()) {
+    // No writer while the store loads: the command will answer -LOADING
+    // (also if loading ends before the value has arrived).
+    value_refused_loading_ = true;
+    parser_.discard();
+    return;
+  }
+  const std::string_view key = argv[static_cast<size_t>(spec->first_key)];
+  const uint64_t length = parser_.large_length();
+  if (store.writes_past_memory(length)) return stream_value_to_flash(key, length);
+  Result<ObjectWriter> writer = store.begin_put(key, length);
+  // Memory has no room now: flash takes the value instead.
+  if (!writer && writer.status().code() == StatusCode::kOutOfMemory && store.flash_tier())
+    return stream_value_to_flash(key, length);
+  if (!writer) {
+    value_error_ = writer.status();
+    parser_.discard();
+    return;
+  }
+  value_writer_.emplace(std::move(*writer));
+  parser_.stream_into(&*value_writer_);
+}
+
+const CommandSpec* Connection::lookup(std::string_view name) {
+  // Check the recent commands before hashing; a hit moves to the front.
+  for (size_t i = 0; i < recent_specs_.size() && recent_specs_[i] != nullptr; ++i) {
+    const CommandSpec* spec = recent_specs_[i];
+    if (iequals(name, spec->name)) {
+      std::rotate(recent_specs_.begin(), recent_specs_.begin() + static_cast<ptrdiff_t>(i),
+                  recent_specs_.begin() + static_cast<ptrdiff_t>(i) + 1);
+      return spec;
+    }
+  }
+  const CommandSpec* spec = server_.context().commands().find(name);
+  if (spec != nullptr) {
+    std::rotate(recent_specs_.begin(), recent_specs_.end() - 1, recent_specs_.end());
+    recent_specs_[0] = spec;
+  }
+  return spec;
+}
+
+void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& clock) {
+  inv_.argv.assign(argv.begin(), argv.end());
+  inv_.value_writer = nullptr;
+  inv_.flash_value = nullptr;
+  inv_.value_arg = 0;
+  out_.set_proto(state_.proto);
+  const CommandSpec* spec = lookup(argv[0]);
+  // Inside MULTI, a command refused here makes EXEC answer -EXECABORT.
+  if (spec == nullptr) {
+    refuse_command(state_.txn, nullptr, errors::unknown_command(inv_), out_);
+    end_command();
+    return;
+  }
+  int argc = static_cast<int>(argv.size());
+  const CommandStats& stats = server_.stats_for(*spec);
+  if ((spec->arity > 0 && argc != spec->arity) || argc < -spec->arity) {
+    stats.rejected->add();
+    refuse_command(state_.txn, spec, errors::wrong_arity(spec->name), out_);
+  } else if (!state_.authenticated && !(spec->flags & kNoAuth) &&
+             server_.context().limits().auth_required.load(std::memory_order_relaxed)) {
+    stats.rejected->add();
+    refuse_command(state_.txn, spec, errors::kNoAuth, out_);
+  } else if (!runs_while_loading(*spec, inv_) &&
+             (value_refused_loading_ || server_.context().store().loading())) {
+    stats.rejected->add();
+    refuse_command(state_.txn, spec, errors::kLoading, out_);
+  } else if (held_by_pause(*spec)) {
+    // Runs when the pause ends: dispatched again then.
+  } else if (!value_error_.is_ok()) {
+    stats.failed->add();
+    refuse_in_multi(state_.txn);
+    out_.error(value_error_);
+  } else if (!queue_if_in_multi(state_.txn, *spec, inv_.argv,
+                                server_.context().limits().client_query_buffer_limit.load(
+                                    std::memory_order_relaxed),
+                                out_)) {
+    if (value_writer_) inv_.value_writer = &*value_writer_;
+    inv_.flash_value = flash_value_.get();
+    if (value_writer_ || flash_value_) inv_.value_arg = static_cast<size_t>(spec->value_arg);
+    fetch_attempts_ = 0;
+    fetch_error_ = Status::ok();
+    flash_copy_declined_ = false;
+    run_command(*spec, clock);
+  }
+  // A command waiting for a fetch or a pause runs later, with its streamed
+  // value.
+  if (waiting_ != Wait::kFetch && waiting_ != Wait::kPause) end_command();
+  publish_multi();
+}
+
+// As Redis 7.0: a pause of ALL holds every command (CLIENT UNPAUSE too), a
+// pause of WRITE holds the commands that write, queued in MULTI or not, and
+// an EXEC whose queue writes.
+bool Connection::held_by_pause(const CommandSpec& spec) {
+  const ClientPause& pause = server_.context().client_pause();
+  if (!pause.active()) return false;
+  bool writes = (spec.flags & kWrite) != 0;
+  if ((spec.flags & kRunsQueue) && !writes) {
+    for (const QueuedCommand& q : state_.txn.queue) writes = writes || (q.spec->flags & kWrite);
+  }
+  int64_t until = pause.holds_until(writes);
+  if (until == 0) return false;
+  wait_for_unpause(until);
+  return true;
+}
+
+void Connection::wait_for_unpause(int64_t until_ms) {
+  waiting_ = Wait::kPause;
+  uint64_t gen = ++wait_gen_;
+  pause_timer_.expires_after(std::chrono::milliseconds(until_ms - ClientPause::now_ms()));
+  pause_timer_.async_wait([self = shared_from_this(), gen](const asio::error_code& ec) {
+    if (!ec && gen == self->wait_gen_) self->recheck_pause();
+  });
+}
+
+void Connection::recheck_pause() {
+  if (closed_ || waiting_ != Wait::kPause) return;
+  waiting_ = Wait::kNone;
+  pause_timer_.cancel();
+  // The wait is not the command's latency: its clock starts now.
+  uint64_t clock = mono_ns();
+  dispatch(parser_.argv(), clock);
+  if (waiting_ == Wait::kNone) resume();
+}
+
+bool Connection::kill() {
+  if (killed_.exchange(true)) return false;
+  std::shared_ptr<Connection> self = weak_from_this().lock();
+  if (self) asio::post(thread_.io, [self] { self->close(); });
+  return true;
+}
+
+void Connection::publish_multi() {
+  int multi = state_.txn.in_multi ? static_cast<int>(state_.txn.queue.size()) : -1;
+  // Stored only on a change: most commands run outside MULTI.
+  if (shared_multi_.load(std::memory_order_relaxed) != multi)
+    shared_multi_.store(multi, std::memory_order_relaxed);
+}
+
+void Connection::end_command() {
+  value_writer_.reset();
+  flash_value_.reset();  // drops a pending when_room() callback too
+  flash_room_wait_ = false;
+  value_error_ = Status::ok();
+  value_refused_loading_ = false;
+}
+
+void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
+  // The first run fetches flash-only values; later ones come from
+  // retry_fetch() (with backoff) when a value left memory again.
+  if ((spec.flags & kReadsValue) && fetch_attempts_ == 0 && start_fetch(spec)) {
+    deferred_spec_ = &spec;
+    deferred_clock_ = clock;
+    return;
+  }
+  state_.last_command.assign(spec.name);
+  last_spec_.store(&spec, std::memory_order_relaxed);
+  Store& store = server_.context().store();
+  // With fsync=always, a write's reply waits in held_ until it is durable.
+  holding_ = (spec.flags & kWrite) && store.durable_writes();
+  if (holding_) {
+    held_.set_proto(state_.proto);
+    persists_pending_ = 0;
+    persist_error_ = Status::ok();
+    ++wait_gen_;
+  }
+  ReplyBuffer& reply = holding_ ? held_ : out_;
+  uint64_t errors_before = reply.error_count();
+  CommandContext ctx{inv_, reply, state_, server_.context(), store, this};
+  fetch_again_ = false;
+  {
+    std::optional<ExecGate::Guard> held;
+    if (!batch_gate_) {
+      ExecGate& gate = server_.context().exec_gate();
+      bool exclusive = (spec.flags & kExclusive) != 0;
+      if (exclusive && in_batch_) {
+        batch_gate_.emplace(gate.exclusive());
+      } else {
+        held.emplace(exclusive ? gate.exclusive() : gate.shared(thread_.index));
+      }
+    }
+    spec.handler(ctx);
+  }
+  if (fetch_again_ && retry_fetch(spec, clock)) {
+    holding_ = false;
+    return;
+  }
+  bool failed = reply.error_count() != errors_before;
+  if (holding_) {
+    holding_ = false;
+    if (persists_pending_ > 0) {
+      waiting_ = Wait::kPersist;
+    } else {
+      out_.splice(held_);
+    }
+  }
+  // EXEC may have run HELLO or CLIENT SETNAME.
+  if (server_.is_identity_command(&spec) || (spec.flags & kRunsQueue)) publish_identity();
+  if (waiting_ != Wait::kNone) {
+    // Accounted when the reply is complete.
+    deferred_spec_ = &spec;
+    deferred_clock_ = clock;
+    deferred_failed_ = failed;
+    return;
+  }
+  clock = account(spec, clock, failed);
+}
+
+uint64_t Connection::account(const CommandSpec& spec, uint64_t start, bool failed) {
+  const CommandStats& stats = server_.stats_for(spec);
+  uint64_t end = mono_ns();
+  stats.latency->record(end - start);
+  ServerContext& server = server_.context();
+  if (server.slowlog().wants(end - start))
+    log_slow_command(server, spec, inv_.argv, end - start, state_);
+  stats.calls->add();
+  server_.commands_processed().add();
+  if (failed) stats.failed->add();
+  return end;
+}
+
+void Connection::publish_identity() {
+  std::lock_guard lock(info_mu_);
+  shared_name_ = state_.name;
+  shared_lib_name_ = state_.lib_name;
+  shared_lib_ver_ = state_.lib_ver;
+  shared_proto_ = static_cast<int>(state_.proto);
+  shared_no_evict_ = state_.no_evict;
+  shared_no_touch_ = state_.no_touch;
+}
+
+void Connection::flush() {
+  if (writing_in_flight_ || closed_) return;
+  if (writing_.empty()) {
+    if (out_.empty()) {
+      if (state_.close_after_reply) close();
+      return;
+    }
+    out_.swap(writing_);
+  }
+  start_write();
+}
+
+void Connection::start_write() {
+  gather_.clear();
+  writing_.gather(gather_, kMaxIov);
+  iov_.clear();
+  for (std::string_view s : gather_) iov_.emplace_back(s.data(), s.size());
+  writing_in_flight_ = true;
+  socket_.async_write_some(
+      IovRef{&iov_},
+      [self = shared_from_this()](const asio::error_code& ec, size_t n) { self->on_write(ec, n); });
+}
+
+void Connection::on_write(const asio::error_code& ec, size_t n) {
+  writing_in_flight_ = false;
+  if (closed_) return;
+  if (ec) {
+    close();
+    return;
+  }
+  writing_.consume(n);
+  // As in Redis, a client that takes bytes is active: a slow reader of a
+  // large value is not closed by `timeout` while it reads.
+  if (n > 0) {
+    state_.last_active_ms = now_ms();
+    last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
+  }
+  publish_memory();
+  flush();
+  start_read();
+}
+
+std::string Connection::describe(int64_t now) const {
+  std::string name, lib_name, lib_ver;
+  int proto;
+  int multi = shared_multi_.load(std::memory_order_relaxed);
+  // Redis's letters, in its order: x (MULTI), e (NO-EVICT), T (NO-TOUCH).
+  std::string flags = multi < 0 ? "" : "x";
+  {
+    std::lock_guard lock(info_mu_);
+    name = shared_name_;
+    lib_name = shared_lib_name_;
+    lib_ver = shared_lib_ver_;
+    proto = shared_proto_;
+    if (shared_no_evict_) flags += 'e';
+    if (shared_no_touch_) flags += 'T';
+  }
+  if (flags.empty()) flags = "N";
+  const CommandSpec* last = last_spec_.load(std::memory_order_relaxed);
+  return fmt::format(
+      "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 "
+      "multi={} omem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+      state_.id, state_.addr, state_.laddr, fd_, name, (now - state_.created_ms) / 1000,
+      (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000, flags, multi,
+      output_bytes_.load(std::memory_order_relaxed), last ? last->name : "NULL", proto, lib_name,
+      lib_ver);
+}
+
+}  // namespace tierkv::server

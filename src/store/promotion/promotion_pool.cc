@@ -1,0 +1,85 @@
+#include "store/promotion/promotion_pool.h"
+
+#include <algorithm>
+
+namespace tierkv {
+
+PromotionPool::PromotionPool(size_t workers, size_t max_queued, std::function<void()> before_job)
+    : max_queued_(std::max<size_t>(max_queued, 1)), before_job_(std::move(before_job)) {
+  workers = std::max<size_t>(workers, 1);
+  threads_.reserve(workers);
+  for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
+}
+
+PromotionPool::~PromotionPool() {
+  stop();
+}
+
+bool PromotionPool::try_submit(Job job) {
+  bool was_empty = false;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || queue_.size() >= max_queued_) return false;
+    was_empty = queue_.empty();
+    queue_.push_back(std::move(job));
+  }
+  // A probe queues a job per key from a network thread: waking a worker is
+  // a syscall, so only the first job of a burst wakes one; each worker that
+  // takes a job and leaves more behind wakes the next (see work()).
+  if (was_empty) cv_.notify_one();
+  return true;
+}
+
+void PromotionPool::submit_continuation(Job job) {
+  bool was_empty = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_) {
+      was_empty = queue_.empty();
+      queue_.push_back(std::move(job));
+      job = nullptr;
+    }
+  }
+  if (job) {
+    job(false);
+    return;
+  }
+  if (was_empty) cv_.notify_one();
+}
+
+void PromotionPool::stop() {
+  std::deque<Job> dropped;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+    dropped.swap(queue_);
+  }
+  cv_.notify_all();
+  for (Job& j : dropped) j(false);
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+size_t PromotionPool::queued() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+void PromotionPool::work() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      if (!queue_.empty()) cv_.notify_one();
+    }
+    if (before_job_) before_job_();
+    job(true);
+  }
+}
+
+}  // namespace tierkv
