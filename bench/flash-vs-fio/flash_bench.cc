@@ -27,6 +27,7 @@
 
 #include "core/config.h"
 #include "read_runner.h"
+#include "store/store_tiers.h"
 #include "store_runner.h"
 
 namespace {
@@ -234,14 +235,14 @@ int run(const Options& o) {
   int rc = 0;
   if (o.mode == "store") {
     auto store = Store::open(store_config(o, path, fill_spec.object_size()));
-    if (!store.is_ok() || (*store)->flash_tier() == nullptr) {
+    if (!store.is_ok() || tierkv::StoreTiers::flash(**store) == nullptr) {
       std::fprintf(stderr, "open: %s\n",
                    store.is_ok() ? (*store)->flash_status().error.c_str()
                                  : store.status().to_string().c_str());
       std::filesystem::remove(path, ec);
       return 1;
     }
-    rc = fill_and_read(Target{store->get(), (*store)->flash_tier()}, fill_spec, o);
+    rc = fill_and_read(Target{store->get(), tierkv::StoreTiers::flash(**store)}, fill_spec, o);
   } else {
     tierkv::flash::FlashOptions fo;
     fo.path = path;

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "flash/record.h"
+#include "store/store_tiers.h"
 
 namespace tierkv::bench {
 namespace {
@@ -93,14 +94,14 @@ Result<FillResult> fill_store(Store& store, const FillSpec& spec) {
     }
   }
   if (Status st = store.persist_all(); !st.is_ok()) return st;
-  store.flash_tier()->flush();
-  store.memory_tier().clear();
+  StoreTiers::flash(store)->flush();
+  StoreTiers::memory(store).clear();
   result.seconds = double(mono_ns() - start) / 1e9;
   result.objects = spec.objects;
   result.chunks = spec.objects * spec.chunks_per_object;
   result.payload_bytes = spec.objects * spec.object_size();
   result.write_errors = store.stats().memory.offload_dropped;
-  const flash::FlashStats fs = store.flash_tier()->stats();
+  const flash::FlashStats fs = StoreTiers::flash(store)->stats();
   if (fs.objects != spec.objects || fs.chunks != result.chunks)
     return Status::io_error("after the fill, flash holds " + std::to_string(fs.objects) +
                             " objects / " + std::to_string(fs.chunks) + " chunks, expected " +

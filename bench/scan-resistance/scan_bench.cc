@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "store/store.h"
+#include "store/store_tiers.h"
 #include "store/stream/stream_reader.h"
 
 namespace {
@@ -87,16 +88,16 @@ void run(const Args& a, const std::string& policy, bool use_once, const std::str
     for (const std::string& k : *keys) {
       if (!store->put(k, value)) exit(1);
       // Written down and forgotten in batches, so memory never fills.
-      if (store->memory_tier().object_count() >= static_cast<uint64_t>(a.memory_chunks / 2)) {
+      if (tierkv::StoreTiers::memory(*store).object_count() >= static_cast<uint64_t>(a.memory_chunks / 2)) {
         if (!store->persist_all().is_ok()) exit(1);
-        for (const std::string& h : hot) store->memory_tier().remove(h);
-        for (const std::string& s : scan) store->memory_tier().remove(s);
+        for (const std::string& h : hot) tierkv::StoreTiers::memory(*store).remove(h);
+        for (const std::string& s : scan) tierkv::StoreTiers::memory(*store).remove(s);
       }
     }
   }
   if (!store->persist_all().is_ok()) exit(1);
-  for (const std::string& h : hot) store->memory_tier().remove(h);
-  for (const std::string& s : scan) store->memory_tier().remove(s);
+  for (const std::string& h : hot) tierkv::StoreTiers::memory(*store).remove(h);
+  for (const std::string& s : scan) tierkv::StoreTiers::memory(*store).remove(s);
 
   const int hot_reads = a.hot * a.reuse;
   uint64_t hits = 0, reads = 0;

@@ -19,6 +19,7 @@
 
 #include "core/clock.h"
 #include "store/store.h"
+#include "store/store_tiers.h"
 #include "store/stream/stream_reader.h"
 
 namespace {
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
     }
     // On flash only: written down, then forgotten by memory.
     if (!store->persist_all().is_ok()) return 1;
-    for (const std::string& k : keys) store->memory_tier().remove(k);
+    for (const std::string& k : keys) tierkv::StoreTiers::memory(*store).remove(k);
     tierkv::Histogram& lat =
         store->metrics().latency("tierkv_flash_read_latency", "Chunk read latency");
     for (uint32_t p : a.channels) {

@@ -442,6 +442,8 @@ FlashStats FlashTier::stats() const {
   s.checksum_failures = im.metrics.checksum_failures.value();
   s.device_write_bytes = im.metrics.device_write_bytes.value();
   s.user_write_bytes = im.metrics.user_write_bytes.value();
+  s.read_errors = im.metrics.read_errors.value();
+  s.write_errors = im.metrics.write_errors.value();
   if (s.user_write_bytes > 0) {
     s.write_amplification =
         static_cast<double>(s.device_write_bytes) / static_cast<double>(s.user_write_bytes);

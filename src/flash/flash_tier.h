@@ -198,6 +198,8 @@ struct FlashStats {
   uint64_t device_write_bytes = 0;
   uint64_t user_write_bytes = 0;
   double write_amplification = 0;  // device bytes / user data bytes
+  uint64_t read_errors = 0;        // failed device reads
+  uint64_t write_errors = 0;       // failed device writes
 };
 
 class FlashTier {

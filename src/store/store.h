@@ -216,6 +216,14 @@ struct StoreStats {
   int64_t flash_write_buffer_limit = 0;  // flash-write-buffer
   uint64_t flash_write_buffer_waits = 0;
   int64_t writeback_inflight_bytes = 0;  // background copies not yet landed
+  uint64_t writeback_objects = 0;        // background copies landed
+  uint64_t writeback_bytes = 0;
+  uint64_t promotions_attempted = 0;
+  uint64_t promotions_done = 0;
+  uint64_t promotions_failed = 0;
+  // The flash tier's, when has_flash(); zero otherwise.
+  flash::FlashStats flash;
+  flash::RecoveryStats recovery;
 };
 
 // For tests: what the store hands its parts beyond the Config.
@@ -237,7 +245,7 @@ class Store {
   // `metrics` if given, else to a registry the store owns. With
   // OpenMode::kBackground it returns while the flash index still loads:
   // until loading() is false, only loading(), load_progress(), stats(),
-  // flash_status(), flash_tier() (null) and metrics() may be called.
+  // flash_status(), has_flash() (false) and metrics() may be called.
   static Result<std::unique_ptr<Store>> open(const Config& config,
                                              MetricsRegistry* metrics = nullptr,
                                              OpenMode mode = OpenMode::kWait,
@@ -418,12 +426,14 @@ class Store {
   void set_flash_write_buffer(int64_t bytes);
   StoreStats stats() const;
   MetricsRegistry& metrics() { return *metrics_; }
-  memory::MemoryTier& memory_tier() { return *memory_; }
-  // Null when the store runs on memory alone, or is still loading.
-  flash::FlashTier* flash_tier() { return loading() ? nullptr : flash_.get(); }
+  // False when the store runs on memory alone, or is still loading.
+  bool has_flash() const { return !loading() && flash_ != nullptr; }
   FlashTierStatus flash_status() const { return loading() ? FlashTierStatus{} : flash_status_; }
+  // Device latency of every chunk read from flash.
+  HistogramSnapshot flash_read_latency() const;
 
  private:
+  friend class StoreTiers;
   friend class StreamReader;
   friend class Readahead;
   Store(const Config& config, MetricsRegistry* metrics);

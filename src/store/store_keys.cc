@@ -9,6 +9,7 @@
 #include "store/flashio/buffer_budget.h"
 #include "store/flashio/flash_reader.h"
 #include "store/flashio/writeback.h"
+#include "store/promotion/promoter.h"
 #include "store/store.h"
 
 namespace tierkv {
@@ -102,6 +103,11 @@ uint64_t Store::size() const {
   return n + (below > st.clean_objects ? below - st.clean_objects : 0);
 }
 
+HistogramSnapshot Store::flash_read_latency() const {
+  // The histogram the flash tier records into (empty without flash).
+  return metrics_->latency("tierkv_flash_read_latency", "Chunk read latency").snapshot();
+}
+
 StoreStats Store::stats() const {
   StoreStats s;
   s.memory = memory_->stats();
@@ -116,7 +122,21 @@ StoreStats Store::stats() const {
     s.flash_read_buffer_limit = reader_->budget().limit();
     s.flash_read_buffer_waits = reader_->budget().waits();
   }
-  if (writeback_) s.writeback_inflight_bytes = writeback_->inflight_bytes();
+  if (writeback_) {
+    s.writeback_inflight_bytes = writeback_->inflight_bytes();
+    s.writeback_objects = writeback_->objects_written();
+    s.writeback_bytes = writeback_->bytes_written();
+  }
+  if (promoter_) {
+    Promoter::Counts p = promoter_->counts();
+    s.promotions_attempted = p.attempted;
+    s.promotions_done = p.done;
+    s.promotions_failed = p.failed;
+  }
+  if (!loading() && flash_) {
+    s.flash = flash_->stats();
+    s.recovery = flash_->recovery();
+  }
   return s;
 }
 

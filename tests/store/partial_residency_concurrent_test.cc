@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "store/store.h"
+#include "store/store_tiers.h"
 
 namespace tierkv {
 namespace {
@@ -81,7 +82,7 @@ TEST(PartialResidencyConcurrentTest, ReadsAreWholeVersionsWhileChunksComeAndGo) 
     for (uint32_t gen = 2; gen < 160 && !stop; ++gen) {
       const uint32_t k = rng() % kKeys;
       if (store.put(key_name(k), make_value(k, gen))) last_gen[k] = gen;
-      if (store.memory_tier().used_bytes() > store.memory_tier().budget_bytes())
+      if (StoreTiers::memory(store).used_bytes() > StoreTiers::memory(store).budget_bytes())
         over_budget.fetch_add(1);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }

@@ -1,4 +1,5 @@
 #include "store/store.h"
+#include "store/store_tiers.h"
 
 #include <gtest/gtest.h>
 
@@ -49,8 +50,8 @@ TEST(StoreTest, ConfigReachesTheMemoryTier) {
   Config c = small_config();
   c.eviction_policy = EvictionPolicyKind::kSieve;
   auto s = open_store(c);
-  EXPECT_EQ(s->memory_tier().chunk_size(), 64u << 10);
-  EXPECT_EQ(s->memory_tier().budget_bytes(), 16 << 20);
+  EXPECT_EQ(StoreTiers::memory(*s).chunk_size(), 64u << 10);
+  EXPECT_EQ(StoreTiers::memory(*s).budget_bytes(), 16 << 20);
 }
 
 TEST(StoreTest, PutGetRemove) {

@@ -18,6 +18,7 @@
 #include "flash/flash_tier.h"
 #include "flash/record.h"
 #include "store/store.h"
+#include "store/store_tiers.h"
 #include "tests/store/store_test_util.h"
 
 namespace tierkv {
@@ -35,7 +36,7 @@ using testing::value_for;
 class CompletionGate {
  public:
   static bool usable(Store& store) {
-    return store.flash_tier() && store.flash_tier()->io_backend() == "io_uring";
+    return StoreTiers::flash(store) && StoreTiers::flash(store)->io_backend() == "io_uring";
   }
   explicit CompletionGate(flash::FlashTier& flash) {
     auto entered = std::make_shared<std::promise<void>>();
@@ -115,7 +116,7 @@ class StoreTrustTest : public ::testing::Test {
     for (int i = 0; i < 24; ++i)
       ASSERT_TRUE(store.put("filler:" + std::to_string(round) + ":" + std::to_string(i),
                             value_for(i, 1 << 20)));
-    store.flash_tier()->flush();
+    StoreTiers::flash(store)->flush();
   }
   void change_expiry_while_the_copy_is_in_flight(int64_t written_with, int64_t changed_to);
   // Clean shutdown and restart, as SHUTDOWN does it.
@@ -293,7 +294,7 @@ TEST_F(StoreTrustTest, SetPublishedWhileDeleteOfAFlashCopyRunsSurvivesRestart) {
     const int first = round * kKeys;
     for (int i = first; i < first + kKeys; ++i)
       ASSERT_TRUE(store->put(key(i), value_for(i, 512 << 10)));
-    store->flash_tier()->flush();
+    StoreTiers::flash(*store)->flush();
     for (int i = first; i < first + kKeys; ++i) {
       std::optional<ObjectResidency> r = store->residency(key(i));
       ASSERT_TRUE(r) << key(i);
@@ -309,7 +310,7 @@ TEST_F(StoreTrustTest, SetPublishedWhileDeleteOfAFlashCopyRunsSurvivesRestart) {
         spinning = true;
         // Bounded: DEL below takes the key out of memory at once.
         const int64_t deadline = unix_time_ms() + 10'000;
-        while (store->memory_tier().contains(key(i)) && unix_time_ms() < deadline) {
+        while (StoreTiers::memory(*store).contains(key(i)) && unix_time_ms() < deadline) {
         }
         published = store->commit(std::move(*w));
       });
@@ -320,7 +321,7 @@ TEST_F(StoreTrustTest, SetPublishedWhileDeleteOfAFlashCopyRunsSurvivesRestart) {
       ASSERT_EQ(store->get(key(i))->to_string(), fresh(i));
     }
   }
-  EXPECT_EQ(store->flash_tier()->stats().reclaims, 0u);
+  EXPECT_EQ(StoreTiers::flash(*store)->stats().reclaims, 0u);
   // Everything on flash, then a start without the index snapshot: the scan
   // replays every tombstone in the log, so one that covers a SET shows even
   // where that SET's copy landed after it (the live index, and so the
@@ -355,15 +356,15 @@ void StoreTrustTest::change_expiry_while_the_copy_is_in_flight(int64_t written_w
   if (!CompletionGate::usable(*store)) GTEST_SKIP() << "needs io_uring (one completion thread)";
   const std::string value = value_for(1, 256 << 10);
   {
-    CompletionGate gate(*store->flash_tier());
+    CompletionGate gate(*StoreTiers::flash(*store));
     ASSERT_TRUE(gate.held());
     ASSERT_TRUE(store->put("k", value, WriteOptions{.expire_at_ms = written_with}));
     ASSERT_EQ(store->residency("k")->state, "flushing");  // the copy is on its way
     ASSERT_TRUE(store->set_expiry("k", changed_to));
     gate.open();
   }
-  store->flash_tier()->flush();
-  std::optional<flash::FlashObjectSummary> f = store->flash_tier()->summary("k");
+  StoreTiers::flash(*store)->flush();
+  std::optional<flash::FlashObjectSummary> f = StoreTiers::flash(*store)->summary("k");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->expire_at_ms, changed_to) << "the flash copy kept the expiry it was written with";
   store = restart(std::move(store), c);
@@ -395,14 +396,14 @@ TEST_F(StoreTrustTest, KeepTtlTakesTheExpiryChangedWhileTheCopyWasInFlight) {
   if (!CompletionGate::usable(*store)) GTEST_SKIP() << "needs io_uring (one completion thread)";
   const int64_t later = unix_time_ms() + 3'600'000;
   {
-    CompletionGate gate(*store->flash_tier());
+    CompletionGate gate(*StoreTiers::flash(*store));
     ASSERT_TRUE(gate.held());
     ASSERT_TRUE(store->put("k", value_for(1, 256 << 10)));  // no TTL; the copy starts
     ASSERT_EQ(store->residency("k")->state, "flushing");
     ASSERT_TRUE(store->set_expiry("k", later));
     gate.open();
   }
-  store->flash_tier()->flush();
+  StoreTiers::flash(*store)->flush();
   push_out(*store, 0);
   ASSERT_EQ(store->residency("k")->state, "flash");
   ASSERT_TRUE(store->put("k", "v2", WriteOptions{.keep_ttl = true}));
@@ -422,7 +423,7 @@ TEST_F(StoreTrustTest, OlderVersionLandingLateStaysGoneWhenTheNewerOffloadFails)
   const Config c = config();
   auto store = open(c);
   if (!CompletionGate::usable(*store)) GTEST_SKIP() << "needs io_uring (one completion thread)";
-  flash::FlashTier* flash = store->flash_tier();
+  flash::FlashTier* flash = StoreTiers::flash(*store);
   Counter& write_errors = store->metrics().counter("tierkv_offload_write_errors_total", "");
   const uint64_t errors_before = write_errors.value();
   {
@@ -446,7 +447,7 @@ TEST_F(StoreTrustTest, OlderVersionLandingLateStaysGoneWhenTheNewerOffloadFails)
     flash->flush();
     ASSERT_TRUE(store->set_memory_budget(c.memory).is_ok());
     ASSERT_GT(write_errors.value(), errors_before) << "v2's offload did not fail";
-    ASSERT_FALSE(store->memory_tier().contains("k"));
+    ASSERT_FALSE(StoreTiers::memory(*store).contains("k"));
   }
   Result<ObjectView> v = store->get("k");
   EXPECT_FALSE(v.is_ok()) << "v1 came back: " << v->to_string().size() << " bytes";

@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "flash/flash_tier.h"
 #include "store/store.h"
+#include "store/store_tiers.h"
 #include "tests/store/store_test_util.h"
 
 namespace tierkv {
@@ -52,13 +53,13 @@ class TieredStoreTest : public ::testing::Test {
     for (int i = first; i < first + n; ++i) {
       auto r = store.put(key_for(i), value_for(i, size));
       ASSERT_TRUE(r) << r.status().to_string();
-      ASSERT_LE(store.memory_tier().used_bytes(), store.memory_tier().budget_bytes());
+      ASSERT_LE(StoreTiers::memory(store).used_bytes(), StoreTiers::memory(store).budget_bytes());
     }
   }
   // Waits until every offload has landed and left memory (a promotion never
   // waits for room, so tests that expect one make room first).
   void settle(Store& store) {
-    store.flash_tier()->flush();
+    StoreTiers::flash(store)->flush();
     for (int i = 0; i < 500 && store.stats().memory.offloads_inflight > 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_EQ(store.stats().memory.offloads_inflight, 0u);
@@ -174,7 +175,7 @@ TEST_F(TieredStoreTest, RestartRecoversAndVersionsKeepRising) {
   {
     auto store = open(config());
     fill(*store, 200, 50 << 10);
-    max_version = store->memory_tier().max_version();
+    max_version = StoreTiers::memory(*store).max_version();
     ASSERT_TRUE(store->persist_all().is_ok());
   }
   auto store = open(config());
@@ -189,7 +190,7 @@ TEST_F(TieredStoreTest, WriteThroughCopiesEveryWrite) {
   c.offload_policy = OffloadPolicy::kWriteThrough;
   auto store = open(c);
   ASSERT_TRUE(store->put("k", value_for(1, 100000)));
-  store->flash_tier()->flush();
+  StoreTiers::flash(*store)->flush();
   auto r = store->residency("k");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->state, "clean");
@@ -226,7 +227,7 @@ TEST_F(TieredStoreTest, DurableWritesWaitOutAFullWriteQueue) {
   constexpr int kWaiting = 16;
   {
     auto store = open(c);
-    flash::FlashTier* flash = store->flash_tier();
+    flash::FlashTier* flash = StoreTiers::flash(*store);
     ASSERT_NE(flash, nullptr);
     // With the thread pool, another worker would reap the landings: the
     // gate below cannot hold them, so the full queue cannot be forced.
@@ -350,7 +351,7 @@ TEST_F(TieredStoreTest, ScanPagesOfAFlashOnlyKeySpaceAreBounded) {
   // After a restart every key is on flash and memory is empty: a page must
   // still hold about `count` keys, not the whole flash index.
   auto store = open(config());
-  ASSERT_EQ(store->memory_tier().object_count(), 0u);
+  ASSERT_EQ(StoreTiers::memory(*store).object_count(), 0u);
   for (size_t count : {1u, 10u, 100u}) {
     std::multiset<std::string> seen;
     uint64_t cursor = 0;
@@ -395,7 +396,7 @@ TEST_F(TieredStoreTest, RemoveRacingOffloadNeverResurrects) {
     store->remove(victim);
     EXPECT_FALSE(store->exists(victim)) << round;
   }
-  store->flash_tier()->flush();
+  StoreTiers::flash(*store)->flush();
   for (int round = 0; round < 50; ++round)
     EXPECT_FALSE(store->exists("victim" + std::to_string(round))) << round;
 }

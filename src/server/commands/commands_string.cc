@@ -29,7 +29,7 @@
 namespace tierkv::server {
 
 bool can_stream(const CommandContext& ctx) {
-  return ctx.defer != nullptr && ctx.store.flash_tier() != nullptr;
+  return ctx.defer != nullptr && ctx.store.has_flash();
 }
 
 void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,

@@ -137,7 +137,7 @@ class TxnDeferral final : public ReplyDeferral {
 // fetch): the connection fetches again and reruns EXEC.
 bool pin_values(CommandContext& ctx, std::vector<ObjectView>& pins) {
   // Without flash a value that memory drops is gone, not elsewhere: a miss.
-  if (ctx.store.flash_tier() == nullptr) return true;
+  if (!ctx.store.has_flash()) return true;
   for (std::string_view key : txn_value_keys(ctx.client.txn)) {
     Result<ObjectView> v =
         ctx.store.get_resident(key, memory::GetOptions{.touch = false, .end_lease = false});

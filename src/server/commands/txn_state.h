@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/absent_watches.h"
+#include "store/api_types.h"
 
 namespace tierkv::server {
 

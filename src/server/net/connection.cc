@@ -261,7 +261,7 @@ void Connection::on_large_value() {
   if (store.writes_past_memory(length)) return stream_value_to_flash(key, length);
   Result<ObjectWriter> writer = store.begin_put(key, length);
   // Memory has no room now: flash takes the value instead.
-  if (!writer && writer.status().code() == StatusCode::kOutOfMemory && store.flash_tier())
+  if (!writer && writer.status().code() == StatusCode::kOutOfMemory && store.has_flash())
     return stream_value_to_flash(key, length);
   if (!writer) {
     value_error_ = writer.status();

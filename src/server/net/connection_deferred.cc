@@ -150,7 +150,7 @@ void Connection::on_stream_done(uint64_t gen, const Status& status) {
 std::vector<std::string_view> Connection::flash_only_keys(const CommandSpec& spec) {
   std::vector<std::string_view> keys;
   Store& store = server_.context().store();
-  if (store.flash_tier() == nullptr) return keys;
+  if (!store.has_flash()) return keys;
   if (spec.flags & kRunsQueue) {
     // EXEC: the values its queued commands read.
     for (std::string_view key : txn_value_keys(state_.txn))

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "flash/flash_tier.h"
-
 namespace tierkv::server {
 namespace {
 
@@ -41,9 +39,8 @@ LoadingFigures loading_figures(Store& store, int64_t now_ms) {
   LoadProgress p = store.load_progress();
   LoadingFigures f = loading_progress_figures(p, now_ms);
   if (f.loading) return f;
-  flash::FlashTier* flash = store.flash_tier();
-  if (flash == nullptr) return f;
-  const flash::RecoveryStats& r = flash->recovery();
+  if (!store.has_flash()) return f;
+  const flash::RecoveryStats r = store.stats().recovery;
   f.flash = true;
   f.recovery_duration_us = r.duration_us;
   f.recovery_bytes = p.bytes_done;

@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "flash/flash_tier.h"
 #include "server/net/connection.h"
 #include "server/net/hardening.h"
 #include "server/observe/http_metrics.h"
@@ -460,21 +459,20 @@ void Server::wait_for_deferred() {
 }
 
 void Server::persist_memory() {
-  flash::FlashTier* flash = store_.flash_tier();
-  if (flash == nullptr) return;
-  flash::FlashStats before = flash->stats();
+  if (!store_.has_flash()) return;
+  uint64_t written_before = store_.stats().flash.user_write_bytes;
   auto start = std::chrono::steady_clock::now();
   Status st = store_.close_cleanly();
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                   start)
                 .count();
-  flash::FlashStats after = flash->stats();
+  StoreStats after = store_.stats();
   if (!st.is_ok()) {
     spdlog::error("writing memory to flash at shutdown failed after {} ms: {}", ms, st.to_string());
     return;
   }
   spdlog::info("wrote {} bytes to flash at shutdown in {} ms ({} objects on flash)",
-               after.user_write_bytes - before.user_write_bytes, ms, after.objects);
+               after.flash.user_write_bytes - written_before, ms, after.flash.objects);
 }
 
 void Server::wait() {

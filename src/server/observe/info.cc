@@ -9,7 +9,6 @@
 #include <chrono>
 #include <fstream>
 
-#include "flash/flash_tier.h"
 #include "server/net/loading.h"
 #include "server/net/server.h"
 
@@ -146,26 +145,17 @@ void section_latencystats(Server& s, std::string& out) {
   }
 }
 
-// A counter the Store registered, by name (0 if it is not there).
-uint64_t counter_value(MetricsRegistry& metrics, std::string_view name) {
-  uint64_t v = 0;
-  metrics.for_each_counter([&](const std::string& n, const std::string&, const Counter& c) {
-    if (n == name) v += c.value();
-  });
-  return v;
-}
-
 void section_flash(Server& s, std::string& out) {
   Store& store = s.context().store();
   const FlashTierStatus& status = store.flash_status();
-  flash::FlashTier* flash = store.flash_tier();
+  StoreStats st = store.stats();
+  const flash::FlashStats& f = st.flash;
   out += "# Flash\r\n";
-  out += fmt::format("flash_enabled:{}\r\n", flash != nullptr ? 1 : 0);
+  out += fmt::format("flash_enabled:{}\r\n", store.has_flash() ? 1 : 0);
   if (!status.error.empty()) out += fmt::format("flash_error:{}\r\n", status.error);
   out += fmt::format("flash_path:{}\r\n", status.path);
   out += fmt::format("flash_io_backend:{}\r\n", status.io_backend);
   out += fmt::format("flash_direct_io:{}\r\n", status.direct_io ? 1 : 0);
-  flash::FlashStats f = flash != nullptr ? flash->stats() : flash::FlashStats{};
   uint64_t free_bytes = f.capacity_bytes > f.used_bytes ? f.capacity_bytes - f.used_bytes : 0;
   out += fmt::format("flash_capacity_bytes:{}\r\n", f.capacity_bytes);
   out += fmt::format("flash_used_bytes:{}\r\n", f.used_bytes);
@@ -184,25 +174,15 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_user_write_bytes:{}\r\n", f.user_write_bytes);
   out += fmt::format("flash_write_amplification:{:.3f}\r\n", f.write_amplification);
   out += fmt::format("flash_checksum_failures:{}\r\n", f.checksum_failures);
-  // The flash tier records every chunk read's device latency here.
-  HistogramSnapshot rl =
-      s.context().metrics().latency("tierkv_flash_read_latency", "Chunk read latency").snapshot();
+  HistogramSnapshot rl = store.flash_read_latency();
   auto read_us = [&](double q) { return static_cast<double>(rl.percentile(q)) / 1000.0; };
   out += fmt::format("flash_read_latency_usec:p50={:.3f},p99={:.3f},p99.9={:.3f}\r\n", read_us(0.5),
                      read_us(0.99), read_us(0.999));
-  // Device errors are counted by the flash tier in the shared registry.
-  MetricsRegistry& metrics = s.context().metrics();
-  out += fmt::format("flash_write_errors:{}\r\n",
-                     counter_value(metrics, "tierkv_flash_write_errors_total"));
-  out += fmt::format("flash_read_errors:{}\r\n",
-                     counter_value(metrics, "tierkv_flash_read_errors_total"));
-  out += fmt::format("promotions_attempted:{}\r\n",
-                     counter_value(metrics, "tierkv_promotions_attempted_total"));
-  out +=
-      fmt::format("promotions_done:{}\r\n", counter_value(metrics, "tierkv_promotions_done_total"));
-  out += fmt::format("promotions_failed:{}\r\n",
-                     counter_value(metrics, "tierkv_promotions_failed_total"));
-  StoreStats st = store.stats();
+  out += fmt::format("flash_write_errors:{}\r\n", f.write_errors);
+  out += fmt::format("flash_read_errors:{}\r\n", f.read_errors);
+  out += fmt::format("promotions_attempted:{}\r\n", st.promotions_attempted);
+  out += fmt::format("promotions_done:{}\r\n", st.promotions_done);
+  out += fmt::format("promotions_failed:{}\r\n", st.promotions_failed);
   out += fmt::format("offload_queue_bytes:{}\r\n", st.memory.offloading_bytes);
   out += fmt::format("offloads_inflight:{}\r\n", st.memory.offloads_inflight);
   out += fmt::format("offloads:{}\r\n", st.memory.offloads);
@@ -210,13 +190,11 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("offload_dropped:{}\r\n", st.memory.offload_dropped);
   out += fmt::format("offload_waits:{}\r\n", st.memory.offload_waits);
   // Background writeback: dirty bytes (shared with /metrics through
-  // MemoryFigures) and its counters in the registry.
+  // MemoryFigures) and its counters.
   out += fmt::format("dirty_bytes:{}\r\n", memory_figures(s).dirty_bytes);
   out += fmt::format("writeback_inflight_bytes:{}\r\n", st.writeback_inflight_bytes);
-  out += fmt::format("writeback_objects:{}\r\n",
-                     counter_value(metrics, "tierkv_writeback_objects_total"));
-  out +=
-      fmt::format("writeback_bytes:{}\r\n", counter_value(metrics, "tierkv_writeback_bytes_total"));
+  out += fmt::format("writeback_objects:{}\r\n", st.writeback_objects);
+  out += fmt::format("writeback_bytes:{}\r\n", st.writeback_bytes);
   out += fmt::format("flash_hits:{}\r\n", st.flash_hits);
   out += fmt::format("flash_read_buffer_used:{}\r\n", st.flash_read_buffer_used);
   out += fmt::format("flash_read_buffer_limit:{}\r\n", st.flash_read_buffer_limit);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "memory/object_view.h"
+#include "store/api_types.h"
 
 namespace tierkv::server {
 

@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "memory/value_sink.h"
+#include "store/api_types.h"
 
 namespace tierkv::server {
 

@@ -48,6 +48,8 @@ class Writeback {
   // Starts no more copies (shutdown, before the final flush). Idempotent.
   void stop();
   int64_t inflight_bytes() const { return inflight_.value(); }
+  uint64_t objects_written() const { return objects_.value(); }
+  uint64_t bytes_written() const { return bytes_.value(); }
 
  private:
   // How often an idle thread looks at the dirty bytes: writers are never

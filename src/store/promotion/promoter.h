@@ -176,6 +176,13 @@ class Promoter {
     return registry_.when_settled(key, std::move(settled));
   }
 
+  struct Counts {
+    uint64_t attempted = 0;
+    uint64_t done = 0;
+    uint64_t failed = 0;
+  };
+  Counts counts() const { return {attempted_.value(), done_.value(), failed_.value()}; }
+
  private:
   using Job = PromotionJob;
   std::shared_ptr<Job> make_job(std::string_view key, PromotionRequest request, PromotionDone done,

@@ -20,6 +20,7 @@
 
 #include "server/net/server.h"
 #include "store/store.h"
+#include "store/store_tiers.h"
 #include "tests/server/net/unix_client.h"
 
 // GCC 12 reports a false -Wrestrict on "literal" + std::string (GCC PR 105329).
@@ -70,7 +71,7 @@ class FlashServerTest : public ::testing::Test {
     auto store = Store::open(config_, &metrics_);
     ASSERT_TRUE(store.is_ok()) << store.status().to_string();
     store_ = std::move(*store);
-    ASSERT_NE(store_->flash_tier(), nullptr) << store_->flash_status().error;
+    ASSERT_NE(StoreTiers::flash(*store_), nullptr) << store_->flash_status().error;
     server_ = std::make_unique<Server>(config_, *store_, metrics_);
     ASSERT_TRUE(server_->start().is_ok());
   }

@@ -14,6 +14,7 @@
 
 #include "flash/flash_tier.h"
 #include "store/store.h"
+#include "store/store_tiers.h"
 
 namespace tierkv {
 namespace {
@@ -129,9 +130,9 @@ class FlashReadWindowTest : public ::testing::Test {
     };
     for (int i = 0; i < 2000 && (i < 200 || !all_on_flash()); ++i) {
       ASSERT_TRUE(store_->put("fill:" + std::to_string(i % 400), filler));
-      if (i % 100 == 99) store_->flash_tier()->flush();
+      if (i % 100 == 99) StoreTiers::flash(*store_)->flush();
     }
-    store_->flash_tier()->flush();
+    StoreTiers::flash(*store_)->flush();
     for (int i = 0; i < n; ++i) ASSERT_TRUE(off_memory(i)) << key_for(i);
   }
   size_t value_size(int chunks) const { return size_t{kChunk} * static_cast<size_t>(chunks) - 100; }

@@ -11,6 +11,7 @@
 
 #include "flash/flash_tier.h"
 #include "store/store.h"
+#include "store/store_tiers.h"
 #include "tests/store/store_test_util.h"
 
 namespace tierkv {
@@ -70,10 +71,10 @@ class StoreWritebackTest : public ::testing::TestWithParam<EvictionPolicyKind> {
   // slow flash can leave memory far from full once its offloads land).
   // Returns how many it wrote.
   int top_up(Store& store, int first) {
-    const auto one = static_cast<int64_t>(store.memory_tier().charge_for_object(8, kSize));
-    const int64_t budget = store.memory_tier().budget_bytes();
+    const auto one = static_cast<int64_t>(StoreTiers::memory(store).charge_for_object(8, kSize));
+    const int64_t budget = StoreTiers::memory(store).budget_bytes();
     int n = 0;
-    while (store.memory_tier().used_bytes() + one < budget - budget / 8) {
+    while (StoreTiers::memory(store).used_bytes() + one < budget - budget / 8) {
       EXPECT_TRUE(store.put(key_for(first + n), value_for(first + n, kSize)));
       ++n;
     }
@@ -83,7 +84,7 @@ class StoreWritebackTest : public ::testing::TestWithParam<EvictionPolicyKind> {
   // no copy or offload still in flight.
   static bool settled_under(Store& store, double fraction) {
     StoreStats st = store.stats();
-    auto one = static_cast<int64_t>(store.memory_tier().charge_for_object(8, kSize));
+    auto one = static_cast<int64_t>(StoreTiers::memory(store).charge_for_object(8, kSize));
     auto limit = static_cast<int64_t>(fraction * static_cast<double>(st.memory.budget_bytes));
     return st.memory.dirty_bytes <= limit + one && st.writeback_inflight_bytes == 0 &&
            st.memory.offloads_inflight == 0;
@@ -98,7 +99,7 @@ class StoreWritebackTest : public ::testing::TestWithParam<EvictionPolicyKind> {
 TEST_P(StoreWritebackTest, DirtySettlesUnderTheFractionAndEverythingReadsBack) {
   auto store = open(config(0.5));
   ASSERT_NE(store, nullptr);
-  const int64_t budget = store->memory_tier().budget_bytes();
+  const int64_t budget = StoreTiers::memory(*store).budget_bytes();
   const int n = static_cast<int>(4 * budget / static_cast<int64_t>(kSize));  // 4x the budget
   fill(*store, 0, n);
   ASSERT_TRUE(eventually([&] { return settled_under(*store, 0.5); }))
@@ -144,10 +145,10 @@ TEST_P(StoreWritebackTest, DirtySettlesUnderTheFractionAndEverythingReadsBack) {
 TEST_P(StoreWritebackTest, FractionOneDisablesAndASetTakesEffect) {
   auto store = open(config(1.0));
   ASSERT_NE(store, nullptr);
-  const int64_t budget = store->memory_tier().budget_bytes();
+  const int64_t budget = StoreTiers::memory(*store).budget_bytes();
   const int n = static_cast<int>(2 * budget / static_cast<int64_t>(kSize));
   fill(*store, 0, n);
-  store->flash_tier()->flush();
+  StoreTiers::flash(*store)->flush();
   ASSERT_TRUE(eventually([&] { return store->stats().memory.offloads_inflight == 0; }));
   top_up(*store, n);
   // Nothing clean: all of memory waits for eviction to be written.

@@ -16,6 +16,7 @@
 #include "flash/io_engine.h"
 #include "store/prefetch/prefetch_window.h"
 #include "store/store.h"
+#include "store/store_tiers.h"
 #include "tests/store/store_test_util.h"
 
 namespace tierkv {
@@ -127,7 +128,7 @@ class PrefetchTest : public ::testing::Test {
   // memory; returns once every offload has landed.
   void fill_to_flash(Store& store, int n) {
     for (int i = 0; i < n + 64; ++i) ASSERT_TRUE(store.put(key_for(i), value_for(i, kValue)));
-    store.flash_tier()->flush();
+    StoreTiers::flash(store)->flush();
     for (int i = 0; i < 500 && store.stats().memory.offloads_inflight > 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     for (int i = 0; i < n; ++i) ASSERT_TRUE(store.needs_flash(key_for(i))) << key_for(i);
@@ -235,7 +236,7 @@ TEST_F(PrefetchTest, ExistsPrefetchAndTheCompanionMapServeUnchangedClients) {
     ASSERT_TRUE(store->put("chunk" + std::to_string(i) + "kv_bytes", value_for(i, kValue)));
   }
   for (int i = 10; i < 80; ++i) ASSERT_TRUE(store->put(key_for(i), value_for(i, kValue)));
-  store->flash_tier()->flush();
+  StoreTiers::flash(*store)->flush();
   ASSERT_TRUE(eventually([&] { return store->stats().memory.offloads_inflight == 0; }));
   for (int i = 10; i < 80; ++i) store->remove(key_for(i));
   ASSERT_TRUE(store->needs_flash("chunk0kv_bytes"));
@@ -273,7 +274,7 @@ TEST_F(PrefetchTest, LeasedBytesStayUnderTheCap) {
            10;
   }));
   EXPECT_GE(counter(*store, "tierkv_prefetch_refused_lease_cap_total"), 7u);
-  EXPECT_LE(store->stats().memory.leased_bytes, store->memory_tier().lease_cap_bytes());
+  EXPECT_LE(store->stats().memory.leased_bytes, StoreTiers::memory(*store).lease_cap_bytes());
 }
 
 // The expiry thread ends leases that ran out unread, so the wasted count
@@ -297,7 +298,7 @@ TEST_F(PrefetchTest, ExpiredLeasesEndWithoutEviction) {
       << store->stats().memory.prefetch_wasted;
   EXPECT_EQ(store->stats().memory.leased_bytes, 0);
   EXPECT_EQ(store->stats().memory.evicted_objects, evicted);
-  EXPECT_TRUE(store->memory_tier().contains(keys[0]));  // unleased, still held
+  EXPECT_TRUE(StoreTiers::memory(*store).contains(keys[0]));  // unleased, still held
 }
 
 TEST_F(PrefetchTest, LeaseExpiryMakesThePrefetchEvictableAndCountsItWasted) {
@@ -318,7 +319,7 @@ TEST_F(PrefetchTest, LeaseExpiryMakesThePrefetchEvictableAndCountsItWasted) {
   for (int i = 100; i < 180; ++i) ASSERT_TRUE(store->put(key_for(i), value_for(i, kValue)));
   ASSERT_TRUE(eventually([&] { return store->needs_flash(k); })) << [&] {
     auto m = store->stats().memory;
-    auto info = store->memory_tier().stat(k);
+    auto info = StoreTiers::memory(*store).stat(k);
     return fmt::format(
         "still held in memory: state {} chunks {}; used {} of {}, leased {}, evicted {} objects "
         "{} chunks, offloads {} inflight {}, expired unread {}",
@@ -347,10 +348,10 @@ TEST_F(PrefetchTest, DirtyMemoryStopsTheBatchAndCoolsDown) {
   ASSERT_TRUE(eventually([&] { return store->stats().memory.offloads_inflight == 0; }));
   // Landed offloads left free room behind: fill it with dirty data up to
   // where writes start offloads ahead (budget - budget/16).
-  memory::MemoryTier& m = store->memory_tier();
+  memory::MemoryTier& m = StoreTiers::memory(*store);
   for (int i = 300; m.used_bytes() + (200 << 10) < m.budget_bytes() - m.budget_bytes() / 16; ++i)
     ASSERT_TRUE(store->put(key_for(i), value_for(i, 100 << 10)));
-  ASSERT_LT(store->memory_tier().budget_bytes() - store->memory_tier().used_bytes(),
+  ASSERT_LT(StoreTiers::memory(*store).budget_bytes() - StoreTiers::memory(*store).used_bytes(),
             static_cast<int64_t>(20 * kValue))
       << "the free margin alone would hold every prefetch";
   std::vector<std::string> names;
@@ -522,7 +523,7 @@ TEST_F(GatedPrefetchTest, AFailedPrefetchReadIsCountedAndLeavesTheFlashCopy) {
   gate->fail_held();
   ASSERT_TRUE(eventually([&] { return counter(store, "tierkv_prefetch_failed_io_total") == 1; }));
   EXPECT_EQ(counter(store, "tierkv_prefetch_promoted_total"), 0u);
-  EXPECT_FALSE(store.memory_tier().contains(key_for(0)));
+  EXPECT_FALSE(StoreTiers::memory(store).contains(key_for(0)));
   EXPECT_TRUE(store.needs_flash(key_for(0)));
   auto v = store.get(key_for(0));
   ASSERT_TRUE(v) << v.status().to_string();
@@ -711,7 +712,7 @@ TEST_F(PrefetchTest, AReadTakesOverAQueuedPrefetchAndReadsEachChunkOnce) {
   workers.set_open(true);
   ASSERT_TRUE(eventually([&] { return counter(*store, "tierkv_prefetch_promoted_total") == 1; }));
   EXPECT_EQ(gate->reads() - device_reads, kValue / c.chunk_size) << "one device read per chunk";
-  EXPECT_TRUE(store->memory_tier().contains(key_for(0)));
+  EXPECT_TRUE(StoreTiers::memory(*store).contains(key_for(0)));
 }
 
 }  // namespace

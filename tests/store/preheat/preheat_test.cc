@@ -22,6 +22,7 @@
 #include "store/preheat/preheat_source.h"
 #include "store/preheat/preheater.h"
 #include "store/store.h"
+#include "store/store_tiers.h"
 #include "tests/store/store_test_util.h"
 
 namespace tierkv {
@@ -231,7 +232,7 @@ TEST_F(PreheatTest, APartNearHalfOfMemoryIsPromotedWhole) {
   const Status st = done.get();
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   EXPECT_EQ(held(), chunks);
-  EXPECT_TRUE(s->memory_tier().contains("half"));
+  EXPECT_TRUE(StoreTiers::memory(*s).contains("half"));
   EXPECT_EQ(value_of(*s, "half"), content);
   EXPECT_LE(s->stats().memory.used_bytes, s->stats().memory.budget_bytes);
 }
@@ -263,7 +264,7 @@ TEST_F(PreheatTest, APromotionOfAnObjectHeldInPartReadsOnlyItsHoles) {
   const Status st = done.get();
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   EXPECT_EQ(device_reads.value() - before, chunks - held) << "only the holes are read";
-  EXPECT_TRUE(s->memory_tier().contains("part"));
+  EXPECT_TRUE(StoreTiers::memory(*s).contains("part"));
   EXPECT_EQ(value_of(*s, "part"), content);
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "store/store_tiers.h"
 #include "store/stream/readahead.h"
 #include "tests/store/stream/stream_test_util.h"
 
@@ -61,7 +62,7 @@ TEST(ReadaheadConcurrentTest, ReadsRacingOverwritesSeeOneVersionWholeOrAnError) 
   EXPECT_LT(errors, reads);
   EXPECT_GT(ra->counts().hits + ra->counts().late, 0u);
   ra.reset();
-  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }));
+  EXPECT_TRUE(eventually([&] { return StoreTiers::memory(*store).use_once_bytes() == 0; }));
 }
 
 }  // namespace

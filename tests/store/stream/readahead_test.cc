@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "store/store_tiers.h"
 #include "store/stream/readahead.h"
 #include "tests/store/stream/stream_test_util.h"
 
@@ -65,8 +66,8 @@ TEST_F(ReadaheadTest, SecondSequentialReadStartsItAndTheWindowDoublesToTheCap) {
   EXPECT_EQ(served(n), chunks - 2);  // every read after the second
   EXPECT_EQ(n.issued, chunks - 2);   // each chunk past the second read once, none past the end
   EXPECT_EQ(n.wasted, 0u);
-  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }));
-  EXPECT_FALSE(store->memory_tier().contains("big"));
+  EXPECT_TRUE(eventually([&] { return StoreTiers::memory(*store).use_once_bytes() == 0; }));
+  EXPECT_FALSE(StoreTiers::memory(*store).contains("big"));
 }
 
 TEST_F(ReadaheadTest, WindowStopsAtReadaheadMaxChunks) {
@@ -112,7 +113,7 @@ TEST_F(ReadaheadTest, RandomSequentialLengthsMatchTheReferenceAndAreAllServed) {
     EXPECT_LE(n.issued, size / kChunk + 1) << seed;  // no chunk read twice
     EXPECT_EQ(ra->staged(), 0u) << seed;
   }
-  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }));
+  EXPECT_TRUE(eventually([&] { return StoreTiers::memory(*store).use_once_bytes() == 0; }));
 }
 
 TEST_F(ReadaheadTest, SeededMixOfRunsAndJumpsMatchesTheReference) {
@@ -140,7 +141,7 @@ TEST_F(ReadaheadTest, SeededMixOfRunsAndJumpsMatchesTheReference) {
   EXPECT_GT(served(n), 1000u);
   EXPECT_GT(n.wasted, 0u);
   ra.reset();
-  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }));
+  EXPECT_TRUE(eventually([&] { return StoreTiers::memory(*store).use_once_bytes() == 0; }));
 }
 
 TEST_F(ReadaheadTest, OutOfOrderReadOrAnotherKeyEndsItAndCountsWasted) {
@@ -169,7 +170,7 @@ TEST_F(ReadaheadTest, OutOfOrderReadOrAnotherKeyEndsItAndCountsWasted) {
   EXPECT_FALSE(ra->active());
   EXPECT_EQ(ra->counts().wasted, staged + staged2);
   EXPECT_EQ(ra->counts().sequences, 2u);
-  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }));
+  EXPECT_TRUE(eventually([&] { return StoreTiers::memory(*store).use_once_bytes() == 0; }));
 }
 
 TEST_F(ReadaheadTest, MemoryObjectsAndReadaheadOffReadPlainly) {

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "store/store_tiers.h"
 #include "tests/store/stream/stream_test_util.h"
 
 namespace tierkv {
@@ -44,15 +45,15 @@ TEST(StreamConcurrentTest, SixtyFourStreamsStayWithinTheBudget) {
   auto store = open_store(c);
   const int n = 32;
   std::vector<std::string> keys = put_tiles(*store, n, kChunk);
-  const int64_t budget = store->memory_tier().budget_bytes();
+  const int64_t budget = StoreTiers::memory(*store).budget_bytes();
   const int64_t lane_cap = budget / 4;
   std::atomic<bool> over{false};
   std::atomic<int64_t> lane_peak{0};
   std::atomic<bool> stop{false};
   std::thread watcher([&] {
     while (!stop.load()) {
-      const int64_t lane = store->memory_tier().use_once_bytes();
-      if (store->memory_tier().used_bytes() > budget || lane > lane_cap) over.store(true);
+      const int64_t lane = StoreTiers::memory(*store).use_once_bytes();
+      if (StoreTiers::memory(*store).used_bytes() > budget || lane > lane_cap) over.store(true);
       if (lane > lane_peak.load()) lane_peak.store(lane);
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -91,7 +92,7 @@ TEST(StreamConcurrentTest, SixtyFourStreamsStayWithinTheBudget) {
   EXPECT_FALSE(over.load());
   EXPECT_GT(lane_peak.load(), 0);
   EXPECT_LE(lane_peak.load(), lane_cap);
-  EXPECT_EQ(store->memory_tier().use_once_bytes(), 0);
+  EXPECT_EQ(StoreTiers::memory(*store).use_once_bytes(), 0);
   EXPECT_EQ(store->stats().flash_read_buffer_used, 0);
 }
 
@@ -123,7 +124,7 @@ TEST(StreamConcurrentTest, OverwritesRacingStreamsNeverMixVersions) {
         EXPECT_TRUE(store->put(keys[i], generation(i, gen, size)));
       if (gen % 20 == 0) {
         EXPECT_TRUE(store->persist_all().is_ok());
-        for (const std::string& k : keys) store->memory_tier().remove(k);
+        for (const std::string& k : keys) StoreTiers::memory(*store).remove(k);
       }
     }
   });
@@ -172,7 +173,8 @@ TEST(StreamConcurrentTest, StreamsDroppedMidWayReleaseEverything) {
   }
   for (auto& th : threads) th.join();
   EXPECT_TRUE(testing::eventually([&] {
-    return store->memory_tier().use_once_bytes() == 0 && store->stats().flash_read_buffer_used == 0;
+    return StoreTiers::memory(*store).use_once_bytes() == 0 &&
+           store->stats().flash_read_buffer_used == 0;
   }));
   EXPECT_GT(store->metrics().counter("tierkv_stream_wasted_total", "").value(), 0u);
 }

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "store/store_tiers.h"
 #include "tests/store/stream/stream_test_util.h"
 
 namespace tierkv {
@@ -88,9 +89,9 @@ TEST_F(StreamTest, UseOnceReadsNeverPromoteButPlainReadsDo) {
     ASSERT_EQ(r.bytes, value_for(0, kChunk));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(store->memory_tier().contains(stream_key(0)));
+  EXPECT_FALSE(StoreTiers::memory(*store).contains(stream_key(0)));
   for (int i = 0; i < 3; ++i) read_range(*store, stream_key(1), 0, UINT64_MAX, false);
-  EXPECT_TRUE(eventually([&] { return store->memory_tier().contains(stream_key(1)); }));
+  EXPECT_TRUE(eventually([&] { return StoreTiers::memory(*store).contains(stream_key(1)); }));
 }
 
 TEST_F(StreamTest, UseOnceLaneObjectIsDroppedOnceServedUnlessReadPlainly) {
@@ -101,12 +102,12 @@ TEST_F(StreamTest, UseOnceLaneObjectIsDroppedOnceServedUnlessReadPlainly) {
   // A plain read takes "hot" out of the lane: it is not use-once for that reader.
   EXPECT_EQ(read_range(*store, "hot", 0, UINT64_MAX, false).bytes, value_for(2, 100));
   EXPECT_FALSE(store->residency("hot")->chunks[0].use_once);
-  const uint64_t dropped = store->memory_tier().use_once_dropped();
+  const uint64_t dropped = StoreTiers::memory(*store).use_once_dropped();
   EXPECT_EQ(read_range(*store, "scan", 0, UINT64_MAX, true).bytes, value_for(1, 100));
   EXPECT_EQ(read_range(*store, "hot", 0, UINT64_MAX, true).bytes, value_for(2, 100));
-  EXPECT_FALSE(store->memory_tier().contains("scan"));
-  EXPECT_TRUE(store->memory_tier().contains("hot"));
-  EXPECT_EQ(store->memory_tier().use_once_dropped(), dropped + 1);
+  EXPECT_FALSE(StoreTiers::memory(*store).contains("scan"));
+  EXPECT_TRUE(StoreTiers::memory(*store).contains("hot"));
+  EXPECT_EQ(StoreTiers::memory(*store).use_once_dropped(), dropped + 1);
   // Dropped from memory, still on flash.
   EXPECT_EQ(read_range(*store, "scan", 0, UINT64_MAX, true).bytes, value_for(1, 100));
 }
@@ -134,11 +135,11 @@ TEST_F(StreamTest, ServesEveryKeyInOrderAndNeverReadsPastTheEnd) {
   EXPECT_FALSE(stream->active());
   // Nothing was promoted, and the lane gave back all it was charged.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  for (const std::string& k : keys) EXPECT_FALSE(store->memory_tier().contains(k)) << k;
+  for (const std::string& k : keys) EXPECT_FALSE(StoreTiers::memory(*store).contains(k)) << k;
   // The lane's charge goes when the read's completion lets go of the entry,
   // just after the consumer has the value.
-  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }))
-      << store->memory_tier().use_once_bytes();
+  EXPECT_TRUE(eventually([&] { return StoreTiers::memory(*store).use_once_bytes() == 0; }))
+      << StoreTiers::memory(*store).use_once_bytes();
 }
 
 TEST_F(StreamTest, LookAheadStaysWithinDepthAndResetDropsIt) {
@@ -164,8 +165,8 @@ TEST_F(StreamTest, LookAheadStaysWithinDepthAndResetDropsIt) {
   EXPECT_EQ(stream->counts().issued, 12u);
   // The lane's charge goes when the read's completion lets go of the entry,
   // just after the consumer has the value.
-  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }))
-      << store->memory_tier().use_once_bytes();
+  EXPECT_TRUE(eventually([&] { return StoreTiers::memory(*store).use_once_bytes() == 0; }))
+      << StoreTiers::memory(*store).use_once_bytes();
 }
 
 TEST_F(StreamTest, OutOfOrderReadEndsTheLookAhead) {
@@ -274,8 +275,8 @@ TEST_F(StreamTest, LookAheadRefilledByReadEndsStaysWithinDepth) {
   EXPECT_GE(counts.hits, static_cast<uint64_t>(n / 2));
   // The lane's charge goes when the read's completion lets go of the entry,
   // just after the consumer has the value.
-  EXPECT_TRUE(eventually([&] { return store->memory_tier().use_once_bytes() == 0; }))
-      << store->memory_tier().use_once_bytes();
+  EXPECT_TRUE(eventually([&] { return StoreTiers::memory(*store).use_once_bytes() == 0; }))
+      << StoreTiers::memory(*store).use_once_bytes();
 }
 
 TEST_F(StreamTest, UseOnceScanNeverEvictsTheHotSet) {
@@ -295,14 +296,16 @@ TEST_F(StreamTest, UseOnceScanNeverEvictsTheHotSet) {
     }
   }
   int resident = 0;
-  for (int i = 0; i < 40; ++i) resident += store->memory_tier().contains("hot" + std::to_string(i));
+  for (int i = 0; i < 40; ++i)
+    resident += StoreTiers::memory(*store).contains("hot" + std::to_string(i));
   EXPECT_EQ(resident, 40);
-  EXPECT_GT(store->memory_tier().use_once_dropped(), 0u);
+  EXPECT_GT(StoreTiers::memory(*store).use_once_dropped(), 0u);
   EXPECT_EQ(store->stats().memory.evicted_objects, evicted);
   // The same scan read plainly is promoted (threshold 1) and pushes hot data out.
   auto hot_resident = [&] {
     int n = 0;
-    for (int i = 0; i < 40; ++i) n += store->memory_tier().contains("hot" + std::to_string(i));
+    for (int i = 0; i < 40; ++i)
+      n += StoreTiers::memory(*store).contains("hot" + std::to_string(i));
     return n;
   };
   for (int pass = 0; pass < 3 && hot_resident() == 40; ++pass) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "store/store.h"
+#include "store/store_tiers.h"
 #include "store/stream/readahead.h"
 #include "store/stream/stream_reader.h"
 #include "tests/store/store_test_util.h"
@@ -62,7 +63,7 @@ inline std::string stream_key(int i) {
 // flash only (a clean memory copy is simply forgotten).
 inline void to_flash_only(Store& store, const std::vector<std::string>& keys) {
   ASSERT_TRUE(store.persist_all().is_ok());
-  for (const std::string& k : keys) store.memory_tier().remove(k);
+  for (const std::string& k : keys) StoreTiers::memory(store).remove(k);
   for (const std::string& k : keys) ASSERT_EQ(store.residency(k)->state, "flash") << k;
 }
 
