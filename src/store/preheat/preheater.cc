@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "store/preheat/piece_buffer.h"
 #include "store/preheat/preheat_source.h"
 #include "store/preheat/sha256.h"
 #include "store/promotion/promotion_pool.h"
@@ -59,30 +60,6 @@ uint64_t default_piece_size(uint64_t length, uint32_t chunk_size, uint64_t max_p
   // Chunk sizes are powers of two, so the larger of the two is a multiple of both.
   return std::max<uint64_t>(clamped, chunk_size);
 }
-
-// A piece's bytes (not zero-filled: the source overwrites them), charged to
-// preheat-buffer while they live.
-class Preheater::PieceBuffer {
- public:
-  // The caller has charged `size` bytes to `budget`.
-  PieceBuffer(BufferBudget& budget, size_t size)
-      : budget_(&budget), data_(std::make_unique_for_overwrite<char[]>(size)), size_(size) {}
-  PieceBuffer(PieceBuffer&& o) noexcept
-      : budget_(std::exchange(o.budget_, nullptr)),
-        data_(std::move(o.data_)),
-        size_(std::exchange(o.size_, 0)) {}
-  PieceBuffer& operator=(PieceBuffer&&) = delete;
-  ~PieceBuffer() {
-    if (budget_) budget_->release(static_cast<int64_t>(size_));
-  }
-  std::span<char> span() { return {data_.get(), size_}; }
-  std::string_view view() const { return {data_.get(), size_}; }
-
- private:
-  BufferBudget* budget_;
-  std::unique_ptr<char[]> data_;
-  size_t size_;
-};
 
 struct Preheater::Job {
   uint64_t id = 0;

@@ -46,6 +46,7 @@
 
 namespace tierkv {
 
+class PieceBuffer;
 class PromotionPool;
 
 struct PreheatLimits {
@@ -100,7 +101,6 @@ class Preheater {
 
  private:
   struct Job;
-  class PieceBuffer;
   struct Metrics {
     explicit Metrics(MetricsRegistry& r);
     Counter& started;
