@@ -371,3 +371,21 @@ def execs_torn_while(s, key, churn, gets=300):
         stop.set()
         t.join(timeout=60)
     return execs[0], len(torn)
+
+
+def on_flash_only(client, keys):
+    """True if no chunk of any key in `keys` is in memory."""
+    return all(set(residencies(client, k)) == {"flash"} for k in keys)
+
+
+def push_out(client, keys, prefix="fill", size=MIB, limit=2000):
+    """Writes filler values of `size` bytes (`prefix`:0, :1, ...) until every
+    key in `keys` (a key or a list) lives on flash only; returns the filler
+    keys written, for the caller to delete. Bounded by `limit` values."""
+    keys = [keys] if isinstance(keys, (str, bytes)) else list(keys)
+    filler = b"f" * size
+    for i in range(limit):
+        client.set(f"{prefix}:{i}", filler)
+        if i % 4 == 3 and on_flash_only(client, keys):
+            return [f"{prefix}:{j}" for j in range(i + 1)]
+    raise AssertionError(f"{keys} never left memory: {[residencies(client, k) for k in keys]}")

@@ -4,7 +4,7 @@ flash-resident value and do not read hold a few chunks each, not the value
 import socket
 
 from conftest import encode_command, rss_kib
-from flash_util import MIB, flash_servers, make_value, num, residencies, wait_until  # noqa: F401
+from flash_util import MIB, flash_servers, make_value, num, push_out, residencies, wait_until  # noqa: F401
 
 VALUE = 64 * MIB
 CLIENTS = 8
@@ -13,15 +13,9 @@ CHUNK_CHARGE = MIB + 4096  # what one chunk buffer is charged
 
 
 def push_to_flash(client, key, size):
-    """Writes `key`, then enough other data that memory evicts it to flash
-    (the servers run LRU, so the untouched key goes first)."""
+    """Writes `key`, then enough other data that memory evicts it to flash."""
     client.set(key, make_value(key, 1, size))
-    filler = b"f" * MIB
-    for i in range(512):
-        client.set(f"fill:{i}", filler)
-        if i % 16 == 15 and set(residencies(client, key)) == {"flash"}:
-            return
-    raise AssertionError(f"{key} never left memory: {residencies(client, key)}")
+    push_out(client, key, "fill", MIB, limit=512)
 
 
 def read_bulk(sock, size):

@@ -8,7 +8,7 @@ import threading
 import redis
 
 from conftest import encode_command, metric
-from flash_util import KIB, MIB, flash_servers, make_value, num, residencies, wait_until  # noqa: F401
+from flash_util import KIB, MIB, flash_servers, make_value, num, push_out, residencies, wait_until  # noqa: F401
 from test_bounded_reads import push_to_flash, read_bulk
 
 KEYS = 8
@@ -19,20 +19,6 @@ PREFIX = b"0123456789"
 
 def base_value(i):
     return PREFIX + bytes([97 + i]) * (48 * KIB)
-
-
-def all_on_flash(c, keys):
-    return all(set(residencies(c, k)) == {"flash"} for k in keys)
-
-
-def push_out(c, keys, tag):
-    """Writes filler until every key in `keys` lives on flash only."""
-    filler = b"f" * (256 * KIB)
-    for i in range(400):
-        c.set(f"fill:{tag}:{i}", filler)
-        if i % 8 == 7 and all_on_flash(c, keys):
-            return
-    raise AssertionError("keys never left memory")
 
 
 def clear_error(e):
@@ -50,7 +36,7 @@ def test_value_commands_on_flash_only_keys_under_memory_pressure(flash_servers):
     for i in range(KEYS):
         c.set(ctrs[i], b"0")
         c.set(strs[i], base_value(i))
-    push_out(c, ctrs + strs, "setup")
+    push_out(c, ctrs + strs, "setup", 256 * KIB)
 
     incrs = [0] * KEYS
     appends = [0] * KEYS

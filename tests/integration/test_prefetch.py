@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from conftest import encode_command
-from flash_util import MIB, flash_servers, num, tier_stat, wait_until  # noqa: F401
+from flash_util import MIB, flash_servers, num, push_out, tier_stat, wait_until  # noqa: F401
 
 FLASH = ("--region-size", "16mb", "--flash-preallocate", "no", "--promotion-on-hit", "no")
 VALUE = 2 * MIB
@@ -48,16 +48,6 @@ def prefetch_info(s):
 def in_memory(c, key):
     stat = tier_stat(c, key)
     return stat is not None and all(ch["residency"] != b"flash" for ch in stat["chunk_residency"])
-
-
-def push_out(c, key, prefix):
-    """Writes 2 MiB values under `prefix` until `key` left memory (bounded);
-    returns how many were written."""
-    for i in range(1, 400):
-        c.set(f"{prefix}{i}", value_of(5000 + i % 97))
-        if i % 4 == 0 and not in_memory(c, key):
-            return i
-    raise AssertionError(f"{key} never left memory: {tier_stat(c, key)}")
 
 
 def spill(s, n, prefix="k"):
@@ -276,7 +266,8 @@ def test_leased_bytes_stay_under_the_cap(flash_servers):
 
 
 def test_lease_expiry_makes_a_prefetch_evictable_and_counts_it_wasted(flash_servers):
-    s = flash_servers(memory="64mb", extra=FLASH + ("--lease-ttl-ms", "200")).start()
+    # 1 GiB of flash: the filler that pushes k0 out must not also reclaim it.
+    s = flash_servers(memory="64mb", flash_size="1gb", extra=FLASH + ("--lease-ttl-ms", "200")).start()
     c = spill(s, 1)
     c.execute_command("TIER.EXISTS", "k0", "PREFETCH")
     assert wait_until(lambda: in_memory(c, "k0"), 10)
@@ -284,7 +275,7 @@ def test_lease_expiry_makes_a_prefetch_evictable_and_counts_it_wasted(flash_serv
     # data can push the copy out.
     assert wait_until(lambda: num(prefetch_info(s), "prefetch_leases_expired_unread") == 1, 10), \
         prefetch_info(s)
-    push_out(c, "k0", "late")
+    push_out(c, "k0", "late", 2 * MIB)
     p = prefetch_info(s)
     assert num(p, "prefetch_leases_expired_unread") == 1, p
     assert num(p, "prefetch_reads_served") == 0, p
@@ -361,9 +352,7 @@ def test_dedup_ttl_and_runtime_knobs(flash_servers):
     assert wait_until(lambda: num(prefetch_info(s), "prefetch_dedup_entries") == 0, 10)
     c.get("k0")
     # A key named twice in one probe: the second is in flight, deduplicated.
-    pushed = push_out(c, "k0", "again")
-    for i in range(1, pushed + 1):
-        c.delete(f"again{i}")
+    c.delete(*push_out(c, "k0", "again", 2 * MIB))
     c.execute_command("TIER.EXISTS", "k0", "k0", "PREFETCH")
     p = prefetch_info(s)
     assert num(p, "prefetch_deduplicated") == 1, str(p)
@@ -371,9 +360,7 @@ def test_dedup_ttl_and_runtime_knobs(flash_servers):
     # Promoted, read, pushed out again: a later probe prefetches it again (a
     # promoted key leaves the dedup table), within the TTL.
     c.get("k0")
-    pushed = push_out(c, "k0", "again")
-    for i in range(1, pushed + 1):
-        c.delete(f"again{i}")
+    c.delete(*push_out(c, "k0", "again", 2 * MIB))
     c.execute_command("TIER.EXISTS", "k0", "PREFETCH")
     assert wait_until(lambda: in_memory(c, "k0"), 10)
     assert num(prefetch_info(s), "prefetch_deduplicated") == 1

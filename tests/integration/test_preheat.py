@@ -23,7 +23,7 @@ import redis
 
 from conftest import free_port, metric, wait_for_port
 from flash_util import MIB, execs_torn_while, flash_servers, wait_until  # noqa: F401 (a fixture)
-from test_flash_value_commands import push_out
+from flash_util import push_out
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from flash_util import KIB, MIB, flash_servers, make_value, num, residencies, tier_stat  # noqa: F401
+from flash_util import KIB, MIB, flash_servers, make_value, num, push_out, residencies, tier_stat  # noqa: F401
 
 CHUNK = 64 * KIB
 
@@ -19,16 +19,6 @@ def start(flash_servers, *extra):
                          extra=["--chunk-size", "64k", "--region-size", "1mb",
                                 "--eviction-policy", "lru", "--dirty-max-fraction", "1",
                                 *extra]).start()
-
-
-def push_out(c, keys, prefix="fill"):
-    """Writes filler until every key in `keys` is on flash only; returns the
-    filler keys."""
-    for i in range(2000):
-        c.set(f"{prefix}:{i}", b"f" * CHUNK)
-        if i % 16 == 15 and all(set(residencies(c, k)) == {"flash"} for k in keys):
-            return [f"{prefix}:{j}" for j in range(i + 1)]
-    raise AssertionError("keys never left memory")
 
 
 def stream_info(s):
@@ -44,7 +34,7 @@ def test_tier_read_ranges_match_the_reference_in_both_tiers(flash_servers):
     for i, size in enumerate(sizes):
         values[f"f{i}"] = make_value(f"f{i}", 1, size)
         c.set(f"f{i}", values[f"f{i}"])
-    push_out(c, list(values))
+    push_out(c, list(values), size=CHUNK)
     for i, size in enumerate(sizes):  # written after: these stay in memory
         values[f"m{i}"] = make_value(f"m{i}", 2, size)
         c.set(f"m{i}", values[f"m{i}"])
@@ -91,7 +81,7 @@ def test_stream_serves_keys_in_order_from_look_ahead(flash_servers):
     keys = [f"tile:{i}" for i in range(40)]
     for k in keys:
         c.set(k, make_value(k, 3, CHUNK + 100))
-    push_out(c, keys)
+    push_out(c, keys, size=CHUNK)
     before = stream_info(s)
     assert c.execute_command("TIER.STREAM", *keys, "DEPTH", 4, "CHANNELS", 2, "USEONCE") == 40
     for k in keys:
@@ -123,7 +113,7 @@ def test_reset_and_out_of_order_reads_end_the_look_ahead(flash_servers):
     keys = [f"tile:{i}" for i in range(20)]
     for k in keys:
         c.set(k, make_value(k, 4, 1000))
-    push_out(c, keys)
+    push_out(c, keys, size=CHUNK)
     base = stream_info(s)
     c.execute_command("TIER.STREAM", *keys, "DEPTH", 4, "CHANNELS", 4)
     deadline = time.time() + 5
@@ -153,7 +143,7 @@ def test_del_and_overwrite_mid_stream_serve_one_version(flash_servers):
     keys = [f"tile:{i}" for i in range(10)]
     for k in keys:
         c.set(k, make_value(k, 5, 2 * CHUNK + 9))
-    push_out(c, keys)
+    push_out(c, keys, size=CHUNK)
     c.execute_command("TIER.STREAM", *keys, "DEPTH", 10, "CHANNELS", 10)
     time.sleep(0.2)  # everything read ahead
     c.delete(keys[3])
@@ -169,7 +159,7 @@ def test_use_once_scan_never_evicts_the_hot_set(flash_servers):
     scan = [f"scan:{i}" for i in range(100)]
     for k in scan:
         c.set(k, make_value(k, 6, CHUNK))
-    c.delete(*push_out(c, scan))  # memory is empty again
+    c.delete(*push_out(c, scan, size=CHUNK))  # memory is empty again
     hot = [f"hot:{i}" for i in range(16)]  # 1 MiB of a 4 MiB memory
     for k in hot:
         c.set(k, make_value(k, 7, CHUNK))

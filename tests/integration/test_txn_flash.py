@@ -11,7 +11,7 @@ import pytest
 from conftest import encode_command
 from flash_util import MIB, flash_servers, make_value, residencies  # noqa: F401
 from test_bounded_reads import push_to_flash
-from test_flash_value_commands import push_out
+from flash_util import push_out
 
 SIZE = 3 * MIB + 17
 
