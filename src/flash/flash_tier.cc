@@ -1,4 +1,5 @@
-// FlashTier's write and read paths. Opening and recovery: flash_open.cc.
+// FlashTier's write path: batches, group commit, landing and indexing, flush and stats. Reads:
+// flash_read.cc; opening and recovery: flash_open.cc.
 #include "flash/flash_tier.h"
 
 #include <spdlog/spdlog.h>
