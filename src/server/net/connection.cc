@@ -74,7 +74,8 @@ void Connection::start() {
     socket_.close(ec);
     return;
   }
-  if (!server_.register_client(this)) {
+  const int64_t max_clients = server_.context().limits().maxclients.load(std::memory_order_relaxed);
+  if (!server_.clients().add(this, max_clients)) {
     // Like Redis: tell the client why, best effort, then close.
     static constexpr std::string_view kFull = "-ERR max number of clients reached\r\n";
     asio::error_code ec;
@@ -95,7 +96,7 @@ void Connection::close() {
   socket_.shutdown(asio::socket_base::shutdown_both, ec);
   socket_.close(ec);
   thread_.connections.erase(this);
-  server_.unregister_client(this);
+  server_.clients().remove(this);
   value_writer_.reset();
   flash_value_.reset();
   // Nothing more will be sent: stop a flash read, and give back the chunk

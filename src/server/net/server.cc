@@ -36,13 +36,17 @@ Server::Server(Config config, Store& store, MetricsRegistry& metrics)
     : context_(std::move(config), store, metrics),
       store_(store),
       metrics_(metrics),
-      loading_gauges_(metrics) {
+      loading_gauges_(metrics),
+      evicted_clients_(&metrics.counter("tierkv_evicted_clients_total",
+                                        "clients closed to keep all clients' buffers under "
+                                        "maxmemory-clients")),
+      clients_(*evicted_clients_) {
   register_commands();
   context_.request_shutdown = [this](bool save) { shutdown(save); };
-  context_.list_clients = [this] { return client_lines(); };
+  context_.list_clients = [this] { return clients_.lines(wall_ms()); };
   context_.info_section = [this](std::string_view section) { return render_info(*this, section); };
   context_.kill_clients = [this](const ClientKillFilter& filter, uint64_t self_id) {
-    return kill_clients(filter, self_id);
+    return clients_.kill(filter, self_id);
   };
   context_.wake_paused_clients = [this] { wake_paused_clients(); };
   context_.account_queued = [this](const CommandSpec& spec, uint64_t ns, bool failed) {
@@ -59,9 +63,6 @@ Server::Server(Config config, Store& store, MetricsRegistry& metrics)
       &metrics_.counter("tierkv_connections_received_total", "connections accepted");
   accept_errors_ = &metrics_.counter("tierkv_accept_errors_total",
                                      "accept() failures (out of fds: accepting pauses 100 ms)");
-  evicted_clients_ = &metrics_.counter("tierkv_evicted_clients_total",
-                                       "clients closed to keep all clients' buffers under "
-                                       "maxmemory-clients");
 }
 
 Server::~Server() {
@@ -140,28 +141,14 @@ Status Server::start() {
   context_.exec_gate().resize(n);
   asio::io_context& main_io = threads_[0]->io;
 
-  try {
-    if (config.port > 0) {
-      asio::ip::tcp::endpoint ep(asio::ip::make_address(config.bind),
-                                 static_cast<uint16_t>(config.port));
-      tcp_acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(main_io);
-      tcp_acceptor_->open(ep.protocol());
-      tcp_acceptor_->set_option(asio::socket_base::reuse_address(true));
-      tcp_acceptor_->bind(ep);
-      tcp_acceptor_->listen(asio::socket_base::max_listen_connections);
-      tcp_port_ = tcp_acceptor_->local_endpoint().port();
-    }
-    if (!config.unixsocket.empty()) {
-      unix_path_ = config.unixsocket;
-      std::remove(unix_path_.c_str());
-      unix_acceptor_ = std::make_unique<asio::local::stream_protocol::acceptor>(
-          main_io, asio::local::stream_protocol::endpoint(unix_path_));
-    }
-  } catch (const std::system_error& e) {
-    return Status::unavailable(fmt::format("cannot listen: {}", e.what()));
-  }
-  if (!tcp_acceptor_ && !unix_acceptor_)
-    return Status::invalid_argument("nothing to listen on: port is 0 and no unixsocket");
+  listener_ = std::make_unique<Listener>(
+      main_io, *accept_errors_, [this]() -> IoThread& { return pick_thread(); },
+      [this](IoThread& t, asio::ip::tcp::socket socket) { on_tcp(t, std::move(socket)); },
+      [this](IoThread& t, asio::local::stream_protocol::socket socket) {
+        const std::string addr = listener_->unix_path() + ":0";
+        adopt(t, std::move(socket), addr, addr);
+      });
+  TIERKV_RETURN_IF_ERROR(listener_->listen(config.bind, config.port, config.unixsocket));
 
   if (config.metrics_port > 0) {
     http_ = std::make_unique<HttpMetricsServer>(*this, main_io);
@@ -177,8 +164,7 @@ Status Server::start() {
   });
   std::signal(SIGPIPE, SIG_IGN);
 
-  if (tcp_acceptor_) accept_tcp();
-  if (unix_acceptor_) accept_unix();
+  listener_->start();
   for (auto& t : threads_) schedule_idle_sweep(*t);
   schedule_ops_sample();
   schedule_client_eviction();
@@ -192,8 +178,9 @@ Status Server::start() {
   }
 
   StoreStats st = store_.stats();
-  if (tcp_acceptor_) spdlog::info("listening on {}:{}", config.bind, tcp_port_);
-  if (unix_acceptor_) spdlog::info("listening on unix socket {}", unix_path_);
+  if (listener_->has_tcp()) spdlog::info("listening on {}:{}", config.bind, tcp_port());
+  if (!listener_->unix_path().empty())
+    spdlog::info("listening on unix socket {}", listener_->unix_path());
   if (http_) spdlog::info("metrics on http://{}:{}/metrics", config.metrics_bind, http_->port());
   spdlog::info("memory budget {} bytes, eviction policy {}, chunk size {}, io threads {}",
                st.memory.budget_bytes, name_of(config.eviction_policy), config.chunk_size, n);
@@ -217,26 +204,18 @@ void Server::adopt(IoThread& t, Socket socket, std::string addr, std::string lad
   asio::post(t.io, [conn] { conn->start(); });
 }
 
-void Server::accept_tcp() {
-  IoThread& t = pick_thread();
-  tcp_acceptor_->async_accept(t.io, [this, &t](const asio::error_code& ec,
-                                               asio::ip::tcp::socket socket) {
-    if (ec == asio::error::operation_aborted) return;
-    if (ec) return accept_again(ec, &Server::accept_tcp);
-    accept_paused_logged_ = false;
-    asio::error_code ignored;
-    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-    auto remote = socket.remote_endpoint(ignored);
-    auto local = socket.local_endpoint(ignored);
-    const ServerContext::Limits& l = context_.limits();
-    if (protected_mode_refuses(l.protected_mode.load(std::memory_order_relaxed),
-                               l.auth_required.load(std::memory_order_relaxed), remote.address())) {
-      deny_protected(std::move(socket));
-    } else {
-      adopt(t, std::move(socket), endpoint_text(remote), endpoint_text(local));
-    }
-    accept_tcp();
-  });
+void Server::on_tcp(IoThread& t, asio::ip::tcp::socket socket) {
+  asio::error_code ignored;
+  socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  auto remote = socket.remote_endpoint(ignored);
+  auto local = socket.local_endpoint(ignored);
+  const ServerContext::Limits& l = context_.limits();
+  if (protected_mode_refuses(l.protected_mode.load(std::memory_order_relaxed),
+                             l.auth_required.load(std::memory_order_relaxed), remote.address())) {
+    deny_protected(std::move(socket));
+  } else {
+    adopt(t, std::move(socket), endpoint_text(remote), endpoint_text(local));
+  }
 }
 
 void Server::deny_protected(asio::ip::tcp::socket socket) {
@@ -246,40 +225,6 @@ void Server::deny_protected(asio::ip::tcp::socket socket) {
     asio::error_code ignored;
     s->shutdown(asio::socket_base::shutdown_both, ignored);
     s->close(ignored);
-  });
-}
-
-void Server::accept_unix() {
-  IoThread& t = pick_thread();
-  unix_acceptor_->async_accept(
-      t.io, [this, &t](const asio::error_code& ec, asio::local::stream_protocol::socket socket) {
-        if (ec == asio::error::operation_aborted) return;
-        if (ec) return accept_again(ec, &Server::accept_unix);
-        accept_paused_logged_ = false;
-        adopt(t, std::move(socket), unix_path_ + ":0", unix_path_ + ":0");
-        accept_unix();
-      });
-}
-
-// Runs on threads_[0], where the acceptors' handlers run.
-void Server::accept_again(const asio::error_code& ec, void (Server::*accept)()) {
-  accept_errors_->add();
-  if (!accept_error_pauses(ec)) {
-    spdlog::warn("accept failed: {}", ec.message());
-    return (this->*accept)();
-  }
-  // Out of descriptors (or memory): the pending connection stays in the
-  // backlog and accept() would fail again at once. Pause; clients closing
-  // free fds.
-  if (!accept_paused_logged_)
-    spdlog::warn("accept failed: {}; pausing accepts for 100 ms at a time until it succeeds",
-                 ec.message());
-  accept_paused_logged_ = true;
-  auto timer =
-      std::make_shared<asio::steady_timer>(threads_[0]->io, std::chrono::milliseconds(100));
-  timer->async_wait([this, timer, accept](const asio::error_code& wait_ec) {
-    if (wait_ec || stopping()) return;
-    (this->*accept)();
   });
 }
 
@@ -316,34 +261,9 @@ void Server::schedule_client_eviction() {
   client_eviction_timer_->async_wait([this](const asio::error_code& ec) {
     if (ec) return;
     const int64_t limit = context_.limits().maxmemory_clients.load(std::memory_order_relaxed);
-    if (limit > 0) evict_clients(limit);
+    if (limit > 0) clients_.evict_over(limit);
     schedule_client_eviction();
   });
-}
-
-void Server::evict_clients(int64_t limit) {
-  std::lock_guard lock(clients_mu_);
-  uint64_t total = 0;
-  std::vector<std::pair<uint64_t, Connection*>> evictable;
-  for (const auto& [id, c] : clients_) {
-    const uint64_t bytes = c->memory_bytes();
-    total += bytes;
-    if (bytes > 0 && !c->no_evict()) evictable.emplace_back(bytes, c);
-  }
-  if (total <= static_cast<uint64_t>(limit)) return;
-  std::sort(evictable.begin(), evictable.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [bytes, c] : evictable) {
-    if (total <= static_cast<uint64_t>(limit)) break;
-    // Registered means alive while clients_mu_ is held (see kill_clients).
-    if (!c->kill()) continue;
-    total -= bytes;
-    evicted_clients_->add();
-    spdlog::warn(
-        "client id={} addr={} closed: it holds {} bytes, and all clients more than "
-        "maxmemory-clients ({})",
-        c->id(), c->addr(), bytes, limit);
-  }
 }
 
 LoadingFigures Server::loading_figures() {
@@ -378,52 +298,6 @@ void Server::watch_loading() {
 
 uint64_t Server::instantaneous_ops() const {
   return ops_per_sec_.load();
-}
-
-bool Server::register_client(Connection* c) {
-  int64_t max = context_.limits().maxclients.load(std::memory_order_relaxed);
-  std::lock_guard lock(clients_mu_);
-  if (static_cast<int64_t>(clients_.size()) >= max) return false;
-  clients_.emplace(c->id(), c);
-  client_count_.store(clients_.size(), std::memory_order_relaxed);
-  return true;
-}
-
-void Server::unregister_client(Connection* c) {
-  std::lock_guard lock(clients_mu_);
-  clients_.erase(c->id());
-  client_count_.store(clients_.size(), std::memory_order_relaxed);
-}
-
-std::vector<std::string> Server::client_lines() const {
-  int64_t now = wall_ms();
-  std::lock_guard lock(clients_mu_);
-  std::vector<std::pair<uint64_t, std::string>> lines;
-  for (const auto& [id, c] : clients_) lines.emplace_back(id, c->describe(now));
-  std::sort(lines.begin(), lines.end());
-  std::vector<std::string> out;
-  for (auto& [id, line] : lines) out.push_back(std::move(line));
-  return out;
-}
-
-ClientKillResult Server::kill_clients(const ClientKillFilter& filter, uint64_t self_id) {
-  ClientKillResult out;
-  std::lock_guard lock(clients_mu_);
-  if (filter.match_none) return out;
-  for (const auto& [id, c] : clients_) {
-    if (filter.id && *filter.id != id) continue;
-    if (filter.addr && *filter.addr != c->addr()) continue;
-    if (filter.laddr && *filter.laddr != c->laddr()) continue;
-    if (id == self_id) {
-      out.matched_self = true;
-    } else {
-      // Registered means not closed yet, so the connection is alive while
-      // clients_mu_ is held; it closes on its own thread. One already
-      // killed is closing: as in Redis, it is not killed (counted) twice.
-      if (c->kill()) ++out.others;
-    }
-  }
-  return out;
 }
 
 void Server::wake_paused_clients() {
@@ -494,8 +368,7 @@ void Server::stop() {
   // Close listeners and clients on their own threads, then stop the loops.
   asio::post(threads_[0]->io, [this] {
     asio::error_code ec;
-    if (tcp_acceptor_) tcp_acceptor_->close(ec);
-    if (unix_acceptor_) unix_acceptor_->close(ec);
+    if (listener_) listener_->close();
     if (signals_) signals_->cancel(ec);
     if (ops_timer_) ops_timer_->cancel();
     if (client_eviction_timer_) client_eviction_timer_->cancel();
@@ -526,7 +399,6 @@ void Server::stop() {
   for (auto& t : threads_) {
     if (t->thread.joinable()) t->thread.join();
   }
-  if (!unix_path_.empty()) std::remove(unix_path_.c_str());
   bool save;
   {
     std::lock_guard lock(stop_mu_);

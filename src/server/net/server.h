@@ -1,11 +1,12 @@
-// Server: listeners, I/O threads and the registry of connected clients.
+// Server: the I/O threads, and what runs on them besides connections
+// (signals, timers, /metrics, shutdown). It owns the Listener and the
+// ClientRegistry.
 //
 // N I/O threads each run their own asio::io_context. Accepted connections
 // are dealt round-robin to the threads and stay on theirs for life, so a
 // connection's state is never touched by two threads. Shared state is the
-// Store (thread-safe), the metrics (atomics), the configuration (ServerContext)
-// and the client registry below (a mutex, taken on connect, disconnect and
-// CLIENT LIST).
+// Store (thread-safe), the metrics (atomics), the configuration
+// (ServerContext) and the ClientRegistry (a mutex).
 #pragma once
 
 #include <asio.hpp>
@@ -17,12 +18,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "core/metrics.h"
 #include "server/commands/command.h"
+#include "server/net/client_registry.h"
+#include "server/net/listener.h"
 #include "server/net/loading.h"
 
 namespace tierkv::server {
@@ -61,7 +63,7 @@ class Server {
   // memory are written to flash before the process ends.
   void shutdown(bool save = true);
 
-  uint16_t tcp_port() const { return tcp_port_; }
+  uint16_t tcp_port() const { return listener_ ? listener_->tcp_port() : 0; }
   uint16_t metrics_port() const;
   size_t io_thread_count() const { return threads_.size(); }
   ServerContext& context() { return context_; }
@@ -71,12 +73,8 @@ class Server {
     return command_stats_[static_cast<size_t>(&spec - context_.commands().all().data())];
   }
   const std::vector<CommandStats>& command_stats() const { return command_stats_; }
-  bool register_client(Connection* c);  // false: maxclients reached
-  void unregister_client(Connection* c);
-  size_t client_count() const { return client_count_.load(std::memory_order_relaxed); }
-  std::vector<std::string> client_lines() const;
-  // CLIENT KILL: see ServerContext::kill_clients.
-  ClientKillResult kill_clients(const ClientKillFilter& filter, uint64_t self_id);
+  ClientRegistry& clients() { return clients_; }
+  size_t client_count() const { return clients_.count(); }
   // CLIENT PAUSE/UNPAUSE: every connection holding a command checks again.
   void wake_paused_clients();
   bool is_identity_command(const CommandSpec* spec) const;
@@ -100,11 +98,8 @@ class Server {
   void register_commands();
   // Raises the open-files limit for maxclients, or lowers maxclients to fit.
   Status fit_open_files_limit();
-  void accept_tcp();
-  void accept_unix();
-  // After an accept error: at once, or after a pause when out of fds, so a
-  // full fd table does not spin a core.
-  void accept_again(const asio::error_code& ec, void (Server::*accept)());
+  // An accepted TCP socket: refused in protected mode, else adopted.
+  void on_tcp(IoThread& t, asio::ip::tcp::socket socket);
   // Answers Redis's -DENIED text and closes (protected mode).
   void deny_protected(asio::ip::tcp::socket socket);
   template <typename Socket>
@@ -117,7 +112,6 @@ class Server {
   // NO-EVICT. Each client's own buffers have their own limits, so between
   // two checks the total can pass the limit by what 100 ms of traffic adds.
   void schedule_client_eviction();
-  void evict_clients(int64_t limit);
   // Until the store has loaded: logs progress, then the figures of the load.
   void watch_loading();
   void stop();
@@ -130,17 +124,13 @@ class Server {
   LoadingGauges loading_gauges_;
   std::vector<std::unique_ptr<IoThread>> threads_;
   std::atomic<size_t> next_thread_{0};
-  std::unique_ptr<asio::ip::tcp::acceptor> tcp_acceptor_;
-  std::unique_ptr<asio::local::stream_protocol::acceptor> unix_acceptor_;
+  std::unique_ptr<Listener> listener_;
   std::unique_ptr<asio::signal_set> signals_;
   std::unique_ptr<asio::steady_timer> ops_timer_;
   std::unique_ptr<asio::steady_timer> client_eviction_timer_;
   std::unique_ptr<asio::steady_timer> loading_timer_;
-  int64_t loading_logged_ms_ = 0;      // touched on threads_[0] only
-  bool accept_paused_logged_ = false;  // touched on threads_[0] only
+  int64_t loading_logged_ms_ = 0;  // touched on threads_[0] only
   std::unique_ptr<HttpMetricsServer> http_;
-  uint16_t tcp_port_ = 0;
-  std::string unix_path_;
 
   std::vector<CommandStats> command_stats_;
   std::vector<const CommandSpec*> identity_commands_;
@@ -150,9 +140,7 @@ class Server {
   Counter* accept_errors_ = nullptr;
   Counter* evicted_clients_ = nullptr;
 
-  mutable std::mutex clients_mu_;
-  std::unordered_map<uint64_t, Connection*> clients_;
-  std::atomic<size_t> client_count_{0};
+  ClientRegistry clients_;
 
   // instantaneous_ops_per_sec: commands in the last sampled second.
   std::atomic<uint64_t> ops_last_total_{0};
