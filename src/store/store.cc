@@ -17,6 +17,7 @@
 #include "store/preheat/preheater.h"
 #include "store/promotion/promoter.h"
 #include "store/promotion/promotion_pool.h"
+#include "store/store_config.h"
 #include "store/stream/stream_context.h"
 
 namespace tierkv {
@@ -26,73 +27,6 @@ MetricsRegistry* pick_registry(std::unique_ptr<MetricsRegistry>& owned, MetricsR
   if (given) return given;
   owned = std::make_unique<MetricsRegistry>();
   return owned.get();
-}
-
-// Config's enumerations were parsed once, in core: these switches cover
-// every value (-Wswitch), so there is no fallback to get wrong.
-memory::PolicyKind policy_kind(EvictionPolicyKind p) {
-  switch (p) {
-    case EvictionPolicyKind::kS3Fifo:
-      return memory::PolicyKind::kS3Fifo;
-    case EvictionPolicyKind::kLru:
-      return memory::PolicyKind::kLru;
-    case EvictionPolicyKind::kClock:
-      return memory::PolicyKind::kClock;
-    case EvictionPolicyKind::kSieve:
-      return memory::PolicyKind::kSieve;
-  }
-  return memory::PolicyKind::kS3Fifo;  // unreachable: every value is handled
-}
-
-flash::FsyncPolicy fsync_policy(FlashFsync f) {
-  switch (f) {
-    case FlashFsync::kNone:
-      return flash::FsyncPolicy::kNone;
-    case FlashFsync::kEverySec:
-      return flash::FsyncPolicy::kEverySec;
-    case FlashFsync::kAlways:
-      return flash::FsyncPolicy::kAlways;
-  }
-  return flash::FsyncPolicy::kNone;  // unreachable: every value is handled
-}
-
-memory::MemoryTierOptions memory_options(const Config& c) {
-  memory::MemoryTierOptions o;
-  o.budget_bytes = c.memory;
-  o.chunk_size = static_cast<uint32_t>(c.chunk_size);
-  o.policy = policy_kind(c.eviction_policy);
-  o.shards = static_cast<uint32_t>(c.memory_shards);
-  o.lease_max_fraction = c.lease_max_fraction;
-  o.offload_wait_ms = c.offload_wait_ms;
-  return o;
-}
-
-PrefetchOptions prefetch_options(const Config& c) {
-  PrefetchOptions o;
-  o.throttle.dedup_ttl_ms = c.prefetch_dedup_ttl_ms;
-  o.throttle.max_entries = c.prefetch_dedup_max_entries;
-  o.throttle.cooldown_ms = c.prefetch_cooldown_ms;
-  o.throttle.max_cooldown_ms = c.prefetch_cooldown_max_ms;
-  o.throttle.kick_max_failures = c.demand_kick_max_failures;
-  o.demand_kick = c.demand_kick;
-  o.min_window_share = c.prefetch_min_window_share;
-  return o;
-}
-
-flash::FlashOptions flash_options(const Config& c) {
-  flash::FlashOptions o;
-  o.path = c.flash_path;
-  o.size = static_cast<uint64_t>(c.flash_size);
-  o.region_size = static_cast<uint64_t>(c.region_size);
-  o.fsync = fsync_policy(c.flash_fsync);
-  o.queue_depth = static_cast<uint32_t>(c.flash_queue_depth);
-  o.reinsertion = c.flash_reinsertion;
-  o.preallocate = c.flash_preallocate;
-  o.direct_io = c.flash_direct_io;
-  o.max_pending_write_bytes = static_cast<uint64_t>(c.flash_write_queue);
-  o.backing_latency_ns = static_cast<uint64_t>(c.backing_latency_ns);
-  o.backing_bandwidth = static_cast<uint64_t>(c.backing_bandwidth);
-  return o;
 }
 
 }  // namespace
@@ -221,7 +155,7 @@ void Store::open_flash(const Config& config) {
                       .lease_ttl_ms = config.lease_ttl_ms});
   prefetcher_ =
       std::make_unique<Prefetcher>(*promoter_, *memory_, *metrics_, prefetch_options(config));
-  set_prefetch(config);
+  apply_prefetch(config);
   open_preheater(config);
   memory_->set_lower_tier(offloader_.get());
   writeback_ = std::make_unique<Writeback>(*memory_, *flash_, *offloader_, *metrics_,
@@ -249,39 +183,9 @@ Store::~Store() {
   for (PendingPersist& p : persist_retry_) p.done(Status::unavailable("store closed"));
 }
 
-void Store::set_limits(int64_t max_key_size, int64_t max_object_size) {
-  max_key_size_.store(max_key_size);
-  max_object_size_.store(max_object_size);
-}
-
-void Store::set_promotion(int64_t threshold, int64_t max_inflight, int64_t max_inflight_bytes,
-                          bool on_hit) {
-  if (!promoter_) return;
-  promoter_->set_limits(threshold, max_inflight, max_inflight_bytes);
-  promoter_->set_on_hit(on_hit);
-}
-
-void Store::set_prefetch(const Config& config) {
-  exists_prefetch_.store(config.exists_prefetch);
-  {
-    std::lock_guard lock(prefetch_map_mu_);
-    prefetch_map_ = config.exists_prefetch_map;
-    has_prefetch_map_.store(!prefetch_map_.empty());
-  }
-  if (prefetcher_) prefetcher_->set_options(prefetch_options(config));
-}
-
 ExistOptions Store::plain_exists_options() const {
   return ExistOptions{.prefetch_to_memory = exists_prefetch_.load(std::memory_order_relaxed),
                       .prefetch_mapped = has_prefetch_map_.load(std::memory_order_relaxed)};
-}
-
-void Store::set_dirty_max_fraction(double fraction) {
-  if (writeback_) writeback_->set_dirty_max_fraction(fraction);
-}
-
-void Store::set_lease_ttl_ms(int64_t ms) {
-  if (promoter_) promoter_->set_lease_ttl_ms(ms);
 }
 
 Status Store::check_key(std::string_view key) const {

@@ -358,8 +358,6 @@ class Store {
   // `done` runs there, or at once with an error if the store is closing.
   void preheat_folder_async(std::string key_prefix, std::string dir_url, PreheatRequest options,
                             std::function<void(Result<std::vector<uint64_t>>)> done);
-  // preheat-sources, preheat-max-jobs, preheat-pieces-inflight, preheat-retries.
-  void set_preheat(const Config& config);
 
   // --- removal and key space ---
   // Callback that runs once what a removal or expiry change wrote to flash
@@ -404,26 +402,13 @@ class Store {
   bool preheat_stuck() const { return preheat_stuck_.load(); }
 
   // --- administration ---
-  Status set_memory_budget(int64_t bytes) { return memory_->set_budget(bytes); }
-  void set_limits(int64_t max_key_size, int64_t max_object_size);
-  // Runtime-settable tiering knobs (CONFIG SET).
-  void set_promotion(int64_t threshold, int64_t max_inflight, int64_t max_inflight_bytes,
-                     bool on_hit = true);
-  // exists-prefetch, exists-prefetch-map, demand-kick*, prefetch-* (kPrefetch).
-  void set_prefetch(const Config& config);
-  void set_offload_wait_ms(int64_t ms) { memory_->set_offload_wait_ms(ms); }
-  // Leases granted by fetch() and prefetches from now on (no-op without flash).
-  void set_lease_ttl_ms(int64_t ms);
-  void set_lease_max_fraction(double f) { memory_->set_lease_max_fraction(f); }
-  void set_active_expire_hz(int64_t hz) { memory_->start_active_expiry(static_cast<int>(hz)); }
-  // Background writeback of dirty memory above this share (no-op without flash).
-  void set_dirty_max_fraction(double fraction);
-  // stream-depth, stream-channels, stream-useonce-max-fraction, readahead,
-  // readahead-max-chunks (kStream).
-  void set_stream(const Config& config);
-  // flash-read-window, flash-read-inflight, flash-read-buffer (0: unchanged).
-  void set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes);
-  void set_flash_write_buffer(int64_t bytes);
+  // CONFIG SET of a key whose apply hook is the store's (memory budget,
+  // object limits, promotion, prefetch, offload wait, leases, active expiry,
+  // writeback, preheat, flash read and write buffers, streams): takes effect
+  // at once, reading only that hook's fields of `next`. InvalidArgument for
+  // a hook that is not the store's; the memory budget may fail (below
+  // pinned data) and then nothing changed.
+  Status apply_config(ConfigApply hook, const Config& next);
   StoreStats stats() const;
   MetricsRegistry& metrics() { return *metrics_; }
   // False when the store runs on memory alone, or is still loading.
@@ -434,6 +419,10 @@ class Store {
 
  private:
   friend class StoreTiers;
+  // exists-prefetch, exists-prefetch-map, demand-kick*, prefetch-* (also at open).
+  void apply_prefetch(const Config& config);
+  // flash-read-window, flash-read-inflight, flash-read-buffer (0: unchanged).
+  void apply_flash_read(const Config& config);
   friend class StreamReader;
   friend class Readahead;
   Store(const Config& config, MetricsRegistry* metrics);

@@ -8,20 +8,11 @@
 #include "store/preheat/preheater.h"
 #include "store/promotion/promotion_pool.h"
 #include "store/store.h"
+#include "store/store_config.h"
 
 namespace tierkv {
 
 namespace {
-
-PreheatLimits preheat_limits(const Config& config) {
-  return PreheatLimits{.sources = config.preheat_sources,
-                       .max_jobs = static_cast<uint32_t>(config.preheat_max_jobs),
-                       .pieces_inflight = static_cast<uint32_t>(config.preheat_pieces_inflight),
-                       .retries = static_cast<uint32_t>(config.preheat_retries),
-                       .max_queued = static_cast<uint32_t>(config.preheat_max_queued),
-                       .buffer_bytes = static_cast<uint64_t>(config.preheat_buffer),
-                       .max_files = static_cast<uint32_t>(config.preheat_max_files)};
-}
 
 Status no_flash() {
   return Status::unavailable("preheat needs the flash tier (flash-size > 0)");
@@ -147,10 +138,6 @@ void Store::preheat_folder_async(std::string key_prefix, std::string dir_url,
     done(run ? preheat_folder(key_prefix, dir_url, options)
              : Result<std::vector<uint64_t>>(Status::unavailable("the server is shutting down")));
   });
-}
-
-void Store::set_preheat(const Config& config) {
-  if (preheater_) preheater_->set_limits(preheat_limits(config));
 }
 
 }  // namespace tierkv

@@ -202,20 +202,6 @@ void Store::start_promotion_for_read(std::string_view key, const flash::FlashObj
   on_copied = std::move(c->on_copied);
 }
 
-void Store::set_flash_read(int64_t window, int64_t inflight, int64_t buffer_bytes) {
-  if (!reader_) return;
-  reader_->set_defaults(ReadWindow{.depth = static_cast<uint32_t>(window),
-                                   .parallel = static_cast<uint32_t>(inflight)});
-  if (buffer_bytes > 0) {
-    reader_->budget().set_limit(buffer_bytes);
-    memory_->set_buffer_pool_headroom(buffer_bytes);
-  }
-}
-
-void Store::set_flash_write_buffer(int64_t bytes) {
-  write_buffers_->set_limit(bytes);
-}
-
 Result<ObjectView> Store::get_resident(std::string_view key, const memory::GetOptions& options) {
   return memory_->get(key, options);
 }

@@ -1,5 +1,6 @@
 #include "store/store.h"
 #include "store/store_tiers.h"
+#include "tests/store/store_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -138,7 +139,7 @@ TEST(StoreTest, BatchedForms) {
 
 TEST(StoreTest, BatchedPutReportsEachItem) {
   auto s = open_store();
-  s->set_limits(4, 1 << 20);
+  testing::set_object_limits(*s, 4, 1 << 20);
   std::vector<std::pair<std::string_view, std::string_view>> items = {
       {"ok", "1"}, {"too-long-key", "2"}, {"ok2", "3"}};
   auto puts = s->put_batch(items);
@@ -172,7 +173,7 @@ TEST(StoreTest, LimitsGiveTooLarge) {
   EXPECT_EQ(s->begin_put("123456789", 1).status().code(), StatusCode::kTooLarge);
   auto msg = s->put("k", std::string(1001, 'x')).status().message();
   EXPECT_NE(msg.find("max-object-size"), std::string::npos) << msg;
-  s->set_limits(64, 2000);
+  testing::set_object_limits(*s, 64, 2000);
   EXPECT_TRUE(s->put("123456789", std::string(1500, 'x')));
 }
 
@@ -218,7 +219,9 @@ TEST(StoreTest, FlushAndBudget) {
   auto s = open_store();
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(s->put(name("key:", i), std::string(10000, 'v')));
   EXPECT_GT(s->stats().memory.used_bytes, 100 * 10000);
-  ASSERT_TRUE(s->set_memory_budget(1 << 20).is_ok());
+  Config smaller;
+  smaller.memory = 1 << 20;
+  ASSERT_TRUE(s->apply_config(ConfigApply::kMemoryBudget, smaller).is_ok());
   EXPECT_LE(s->stats().memory.used_bytes, 1 << 20);
   s->flush();
   EXPECT_EQ(s->size(), 0u);

@@ -1,5 +1,6 @@
 // Helpers shared by the Store tests: a temporary directory, seeded values,
-// and a gate that holds the promotion pool's workers.
+// a gate that holds the promotion pool's workers, and CONFIG SET of single
+// store knobs.
 #pragma once
 
 #include <stdlib.h>
@@ -11,6 +12,9 @@
 #include <mutex>
 #include <random>
 #include <string>
+
+#include "core/config.h"
+#include "store/store.h"
 
 namespace tierkv::testing {
 
@@ -67,5 +71,20 @@ class PoolGate {
   std::condition_variable cv_;
   bool open_ = true;
 };
+
+// CONFIG SET max-key-size and max-object-size, as the server applies them.
+inline void set_object_limits(Store& store, int64_t max_key_size, int64_t max_object_size) {
+  Config c;
+  c.max_key_size = max_key_size;
+  c.max_object_size = max_object_size;
+  (void)store.apply_config(ConfigApply::kObjectLimits, c);
+}
+
+// CONFIG SET dirty-max-fraction.
+inline void set_dirty_fraction(Store& store, double fraction) {
+  Config c;
+  c.dirty_max_fraction = fraction;
+  (void)store.apply_config(ConfigApply::kDirtyFraction, c);
+}
 
 }  // namespace tierkv::testing

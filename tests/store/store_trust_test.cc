@@ -443,9 +443,11 @@ TEST_F(StoreTrustTest, OlderVersionLandingLateStaysGoneWhenTheNewerOffloadFails)
     ASSERT_EQ(v1_landed.wait_for(std::chrono::seconds(30)), std::future_status::ready);
     EXPECT_TRUE(v1_landed.get().is_ok());
     // v2 leaves memory by offload, and the offload fails.
-    (void)store->set_memory_budget(1);
+    Config tiny = c;
+    tiny.memory = 1;
+    (void)store->apply_config(ConfigApply::kMemoryBudget, tiny);
     flash->flush();
-    ASSERT_TRUE(store->set_memory_budget(c.memory).is_ok());
+    ASSERT_TRUE(store->apply_config(ConfigApply::kMemoryBudget, c).is_ok());
     ASSERT_GT(write_errors.value(), errors_before) << "v2's offload did not fail";
     ASSERT_FALSE(StoreTiers::memory(*store).contains("k"));
   }

@@ -183,49 +183,23 @@ Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
     case ConfigApply::kLogLevel:
       apply_log_level(next.log_level);
       return Status::ok();
-    case ConfigApply::kMemoryBudget:
-      return store_.set_memory_budget(next.memory);
-    case ConfigApply::kObjectLimits:
-      store_.set_limits(next.max_key_size, next.max_object_size);
-      return Status::ok();
-    case ConfigApply::kPromotion:
-      store_.set_promotion(next.promotion_threshold, next.promotion_max_inflight,
-                           next.promotion_max_inflight_bytes, next.promotion_on_hit);
-      return Status::ok();
-    case ConfigApply::kPrefetch:
-      store_.set_prefetch(next);
-      return Status::ok();
-    case ConfigApply::kOffloadWait:
-      store_.set_offload_wait_ms(next.offload_wait_ms);
-      return Status::ok();
-    case ConfigApply::kLeaseTtl:
-      store_.set_lease_ttl_ms(next.lease_ttl_ms);
-      return Status::ok();
-    case ConfigApply::kLeaseFraction:
-      store_.set_lease_max_fraction(next.lease_max_fraction);
-      return Status::ok();
-    case ConfigApply::kActiveExpire:
-      store_.set_active_expire_hz(next.active_expire_hz);
-      return Status::ok();
-    case ConfigApply::kDirtyFraction:
-      store_.set_dirty_max_fraction(next.dirty_max_fraction);
-      return Status::ok();
     case ConfigApply::kSlowlog:
       slowlog_.configure(next.slowlog_log_slower_than, next.slowlog_max_len);
       return Status::ok();
+    case ConfigApply::kMemoryBudget:
+    case ConfigApply::kObjectLimits:
+    case ConfigApply::kPromotion:
+    case ConfigApply::kPrefetch:
+    case ConfigApply::kOffloadWait:
+    case ConfigApply::kLeaseTtl:
+    case ConfigApply::kLeaseFraction:
+    case ConfigApply::kActiveExpire:
+    case ConfigApply::kDirtyFraction:
     case ConfigApply::kPreheat:
-      store_.set_preheat(next);
-      return Status::ok();
     case ConfigApply::kFlashRead:
-      store_.set_flash_read(next.flash_read_window, next.flash_read_inflight,
-                            next.flash_read_buffer);
-      return Status::ok();
     case ConfigApply::kFlashWrite:
-      store_.set_flash_write_buffer(next.flash_write_buffer);
-      return Status::ok();
     case ConfigApply::kStream:
-      store_.set_stream(next);
-      return Status::ok();
+      return store_.apply_config(hook, next);
   }
   return Status::internal("unhandled config apply hook");
 }

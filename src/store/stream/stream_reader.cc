@@ -523,8 +523,4 @@ std::unique_ptr<StreamReader> Store::open_stream(std::vector<std::string> keys,
   return std::unique_ptr<StreamReader>(new StreamReader(std::move(impl)));
 }
 
-void Store::set_stream(const Config& config) {
-  streams_->set_defaults(config);
-}
-
 }  // namespace tierkv

@@ -99,11 +99,11 @@ TEST(StoreWritebackConcurrentTest, LastWritesSurviveWritebackAndFractionChanges)
   threads.emplace_back([&] {  // CONFIG SET dirty-max-fraction, over and over
     const double fractions[] = {1.0, 0.0, 0.3, 0.1};
     for (int i = 0; writers_left.load() > 0; ++i) {
-      store.set_dirty_max_fraction(fractions[i % 4]);
+      testing::set_dirty_fraction(store, fractions[i % 4]);
       (void)store.stats();
       std::this_thread::yield();
     }
-    store.set_dirty_max_fraction(0.1);
+    testing::set_dirty_fraction(store, 0.1);
   });
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(bad.load(), 0);

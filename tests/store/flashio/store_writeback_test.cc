@@ -156,7 +156,7 @@ TEST_P(StoreWritebackTest, FractionOneDisablesAndASetTakesEffect) {
   EXPECT_EQ(store->stats().memory.clean_objects, 0u);
   EXPECT_EQ(counter(*store, "tierkv_writeback_objects_total"), 0u);
 
-  store->set_dirty_max_fraction(0.25);
+  testing::set_dirty_fraction(*store, 0.25);
   ASSERT_TRUE(eventually([&] { return settled_under(*store, 0.25); }))
       << "dirty bytes " << store->stats().memory.dirty_bytes << " of a budget of " << budget;
   EXPECT_GT(counter(*store, "tierkv_writeback_objects_total"), 0u);

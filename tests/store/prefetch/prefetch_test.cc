@@ -242,7 +242,7 @@ TEST_F(PrefetchTest, ExistsPrefetchAndTheCompanionMapServeUnchangedClients) {
   ASSERT_TRUE(store->needs_flash("chunk0kv_bytes"));
   // The map alone: EXISTS on the metadata key prefetches the data key.
   c.exists_prefetch_map = {{"metadata", "kv_bytes"}};
-  store->set_prefetch(c);
+  ASSERT_TRUE(store->apply_config(ConfigApply::kPrefetch, c).is_ok());
   std::string_view meta = "chunk0metadata";
   EXPECT_EQ(store->exist(std::span(&meta, 1), store->plain_exists_options())[0], true);
   ASSERT_TRUE(eventually([&] { return !store->needs_flash("chunk0kv_bytes"); }));
@@ -250,7 +250,7 @@ TEST_F(PrefetchTest, ExistsPrefetchAndTheCompanionMapServeUnchangedClients) {
   // exists-prefetch: a plain probe of the data key itself prefetches it.
   c.exists_prefetch_map.clear();
   c.exists_prefetch = true;
-  store->set_prefetch(c);
+  ASSERT_TRUE(store->apply_config(ConfigApply::kPrefetch, c).is_ok());
   std::string_view data = "chunk1kv_bytes";
   EXPECT_TRUE(store->exist(std::span(&data, 1), store->plain_exists_options())[0]);
   ASSERT_TRUE(eventually([&] { return !store->needs_flash("chunk1kv_bytes"); }));
@@ -397,7 +397,7 @@ TEST_F(PrefetchTest, DemandKickPromotesAFlashReadOnlyWhenEnabled) {
   EXPECT_TRUE(store->needs_flash(key_for(0)));
   EXPECT_EQ(counter(*store, "tierkv_demand_kicks_total"), 0u);
   c.demand_kick = true;
-  store->set_prefetch(c);
+  ASSERT_TRUE(store->apply_config(ConfigApply::kPrefetch, c).is_ok());
   auto v = store->get(key_for(1));
   ASSERT_TRUE(v);
   EXPECT_EQ(v->to_string(), value_for(1, kValue));
@@ -415,8 +415,8 @@ TEST_F(PrefetchTest, PromotionOnHitCanBeTurnedOnAtRunTime) {
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(store->get(key_for(0)));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_TRUE(store->needs_flash(key_for(0))) << "promotion-on-hit is off";
-  store->set_promotion(c.promotion_threshold, c.promotion_max_inflight,
-                       c.promotion_max_inflight_bytes, true);
+  c.promotion_on_hit = true;
+  ASSERT_TRUE(store->apply_config(ConfigApply::kPromotion, c).is_ok());
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(store->get(key_for(0)));
   EXPECT_TRUE(eventually([&] { return !store->needs_flash(key_for(0)); }));
 }

@@ -343,7 +343,7 @@ TEST_F(PreheatTest, AQueuedJobIsCheckedAgainWhenItStarts) {
   ASSERT_TRUE(swapped && dropped);
   std::filesystem::rename(dir_.file("src/sub"), dir_.file("src/sub_old"));
   std::filesystem::create_directory_symlink(dir_.file("outside"), dir_.file("src/sub"));
-  s.set_preheat(narrowed);
+  ASSERT_TRUE(s.apply_config(ConfigApply::kPreheat, narrowed).is_ok());
   workers.set_open(true);
   const PreheatJobStatus a = wait_job(s, *swapped);
   EXPECT_EQ(a.state, PreheatState::kFailed) << "followed the swapped-in symlink";

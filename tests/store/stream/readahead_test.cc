@@ -183,7 +183,7 @@ TEST_F(ReadaheadTest, MemoryObjectsAndReadaheadOffReadPlainly) {
     EXPECT_EQ(read(*ra, "mem", i * kChunk, kChunk).where, ReadStart::Where::kMemory);
   EXPECT_FALSE(ra->active());
   c.readahead = false;
-  store->set_stream(c);
+  ASSERT_TRUE(store->apply_config(ConfigApply::kStream, c).is_ok());
   for (size_t i = 0; i < 6; ++i)
     EXPECT_EQ(read(*ra, "big", i * kChunk, kChunk).bytes,
               value_for(7, 10 * kChunk).substr(i * kChunk, kChunk));
