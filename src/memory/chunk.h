@@ -7,6 +7,8 @@
 // charge returned to the budget, when the last reference goes.
 #pragma once
 
+#include <absl/container/inlined_vector.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -95,5 +97,9 @@ class ChunkPin {
  private:
   Chunk* chunk_ = nullptr;
 };
+
+// Chunks collected under a lock and released after it (most operations
+// touch one object of one chunk: no allocation).
+using ChunkList = absl::InlinedVector<Chunk*, 4>;
 
 }  // namespace tierkv::memory

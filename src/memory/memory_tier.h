@@ -46,9 +46,11 @@
 #include "core/buffer_pool.h"
 #include "core/status.h"
 #include "memory/absent_watches.h"
+#include "memory/active_expiry.h"
 #include "memory/chunk.h"
 #include "memory/lower_tier.h"
 #include "memory/object_view.h"
+#include "memory/object_writer.h"
 #include "memory/policy/eviction_policy.h"
 #include "memory/value_sink.h"
 
@@ -153,12 +155,6 @@ struct ScanPage {
   uint64_t next_cursor = 0;  // 0: iteration complete
   std::vector<std::string> keys;
 };
-
-class ObjectWriter;
-
-// Chunks collected under a lock and released after it (most operations
-// touch one object of one chunk: no allocation).
-using ChunkList = absl::InlinedVector<Chunk*, 4>;
 
 class MemoryTier {
  public:
@@ -474,62 +470,15 @@ class MemoryTier {
   std::mutex offload_mu_;
   std::condition_variable offload_cv_;
 
-  std::mutex expiry_mu_;
-  std::condition_variable expiry_cv_;
-  bool expiry_stop_ = false;
-  int expire_hz_ = 0;            // under expiry_mu_
-  bool trim_requested_ = false;  // under expiry_mu_: eviction freed a lot
   std::atomic<int64_t> freed_since_trim_{0};
-  // Wakes the expiry thread to return freed memory once evictions freed a
-  // quarter of the budget: fast writers outrun a 10 Hz trim.
+  // Asks the background thread to return freed memory once evictions freed
+  // a quarter of the budget: fast writers outrun a once-a-second trim.
   void note_freed(int64_t bytes);
-  std::thread expiry_thread_;
-};
-
-// Chunk buffers reserved for one object that is not yet visible. Fill them
-// in place (chunk(i) or append()), then hand the writer to publish(). A
-// writer dropped unpublished returns its bytes to the budget.
-class ObjectWriter final : public ValueSink {
- public:
-  ObjectWriter(ObjectWriter&& o) noexcept;
-  ObjectWriter& operator=(ObjectWriter&& o) noexcept;
-  ~ObjectWriter();
-
-  const std::string& key() const { return key_; }
-  uint64_t size() const override { return size_; }
-  size_t chunk_count() const { return chunks_.size(); }
-  // Null for a hole of a partial writer (prepare_partial).
-  char* chunk_data(size_t i) { return chunks_[i] ? chunks_[i]->data() : nullptr; }
-  uint32_t chunk_length(size_t i) const { return chunks_[i] ? chunks_[i]->size : 0; }
-  // Makes `from` (the chunk's bytes at `offset`, a flash read's buffer)
-  // chunk i's buffer instead of copying them, if it costs no more than the
-  // chunk is charged (Chunk::adopt); `from` is then empty. Counts as filled.
-  bool adopt(size_t i, AlignedBuffer& from, uint32_t offset) {
-    if (chunks_[i] == nullptr || !chunks_[i]->adopt(from, offset)) return false;
-    filled_ += chunks_[i]->size;
-    return true;
-  }
-  // A reference to chunk i's bytes that outlives the writer (empty at a hole).
-  ChunkPin pin(size_t i) const { return chunks_[i] ? ChunkPin(chunks_[i]) : ChunkPin(); }
-  uint64_t filled() const override { return filled_; }
-  // Where the next append() writes, as a writable span (for in-place reads
-  // from a socket). Empty when the object is full.
-  std::pair<char*, size_t> next_writable() override;
-  void advance(size_t n) override { filled_ += n; }
-
- private:
-  friend class MemoryTier;
-  ObjectWriter(MemoryTier* tier, std::string key, uint64_t hash, uint64_t size, ChunkList chunks,
-               int64_t meta_charge);
-  void reset();
-
-  MemoryTier* tier_ = nullptr;
-  std::string key_;
-  uint64_t hash_ = 0;
-  uint64_t size_ = 0;
-  uint64_t filled_ = 0;
-  ChunkList chunks_;
-  int64_t meta_charge_ = 0;  // object metadata, reserved up front
+  // Last member: its thread works on everything above, and stops first.
+  ActiveExpiry expiry_{
+      ActiveExpiry::Work{.expire_cycle = [this](int64_t now_ms) { expire_cycle(now_ms); },
+                         .return_free_memory = [this] { return_free_memory(); },
+                         .release_idle_buffers = [this] { buffer_pool_.release_idle(); }}};
 };
 
 }  // namespace tierkv::memory

@@ -310,44 +310,7 @@ size_t MemoryTier::expire_cycle(int64_t now_ms) {
 }
 
 void MemoryTier::start_active_expiry(int hz) {
-  {
-    std::lock_guard lock(expiry_mu_);
-    expire_hz_ = std::max(hz, 0);
-    expiry_stop_ = false;
-  }
-  expiry_cv_.notify_all();
-  if (expiry_thread_.joinable()) return;
-  expiry_thread_ = std::thread([this] {
-    std::unique_lock lock(expiry_mu_);
-    int64_t last_check_ms = 0, last_pool_release_ms = 0;
-    while (!expiry_stop_) {
-      bool trim_only = std::exchange(trim_requested_, false);
-      int hz = expire_hz_;
-      lock.unlock();
-      const int64_t now = unix_time_ms();
-      if (!trim_only && hz > 0) expire_cycle(now);
-      // mallinfo2() walks every free chunk of every arena under its lock,
-      // stalling the writers' mallocs (measured: 2.8% of a busy server at
-      // 10 Hz): look once a second, or at once when evictions ask.
-      if (trim_only || now - last_check_ms >= 1000) {
-        last_check_ms = now;
-        return_free_memory();
-      }
-      // On its own clock, not at evictions' request: the pool's low-water
-      // mark must span a whole interval for "not needed" to mean anything.
-      if (now - last_pool_release_ms >= 1000) {
-        last_pool_release_ms = now;
-        buffer_pool_.release_idle();
-      }
-      lock.lock();
-      // A new rate (CONFIG SET active-expire-hz) applies at once.
-      auto wake = [&] { return expiry_stop_ || trim_requested_ || expire_hz_ != hz; };
-      if (hz > 0)
-        expiry_cv_.wait_for(lock, std::chrono::milliseconds(1000 / hz), wake);
-      else
-        expiry_cv_.wait(lock, wake);
-    }
-  });
+  expiry_.start(hz);
 }
 
 void MemoryTier::return_free_memory() {
@@ -364,12 +327,7 @@ void MemoryTier::return_free_memory() {
 }
 
 void MemoryTier::stop_active_expiry() {
-  {
-    std::lock_guard lock(expiry_mu_);
-    expiry_stop_ = true;
-  }
-  expiry_cv_.notify_all();
-  if (expiry_thread_.joinable()) expiry_thread_.join();
+  expiry_.stop();
 }
 
 Status MemoryTier::set_budget(int64_t bytes) {
@@ -418,67 +376,6 @@ MemoryTierStats MemoryTier::stats() const {
   st.use_once_bytes = use_once_bytes();
   st.use_once_dropped = use_once_dropped();
   return st;
-}
-
-// --- ObjectWriter ---
-
-ObjectWriter::ObjectWriter(MemoryTier* tier, std::string key, uint64_t hash, uint64_t size,
-                           ChunkList chunks, int64_t meta_charge)
-    : tier_(tier),
-      key_(std::move(key)),
-      hash_(hash),
-      size_(size),
-      chunks_(std::move(chunks)),
-      meta_charge_(meta_charge) {}
-
-ObjectWriter::ObjectWriter(ObjectWriter&& o) noexcept
-    : tier_(std::exchange(o.tier_, nullptr)),
-      key_(std::move(o.key_)),
-      hash_(o.hash_),
-      size_(o.size_),
-      filled_(o.filled_),
-      chunks_(std::move(o.chunks_)),
-      meta_charge_(std::exchange(o.meta_charge_, 0)) {
-  o.chunks_.clear();
-}
-
-ObjectWriter& ObjectWriter::operator=(ObjectWriter&& o) noexcept {
-  if (this != &o) {
-    reset();
-    tier_ = std::exchange(o.tier_, nullptr);
-    key_ = std::move(o.key_);
-    hash_ = o.hash_;
-    size_ = o.size_;
-    filled_ = o.filled_;
-    chunks_ = std::move(o.chunks_);
-    o.chunks_.clear();
-    meta_charge_ = std::exchange(o.meta_charge_, 0);
-  }
-  return *this;
-}
-
-ObjectWriter::~ObjectWriter() {
-  reset();
-}
-
-void ObjectWriter::reset() {
-  for (Chunk* c : chunks_)
-    if (c) c->release();
-  chunks_.clear();
-  if (tier_ && meta_charge_) tier_->unreserve(meta_charge_);
-  meta_charge_ = 0;
-  // Empty now: publishing it again must fail, not index a chunkless object.
-  tier_ = nullptr;
-  size_ = filled_ = 0;
-}
-
-std::pair<char*, size_t> ObjectWriter::next_writable() {
-  if (filled_ >= size_) return {nullptr, 0};
-  size_t cs = tier_->chunk_size();
-  size_t i = filled_ / cs;
-  size_t off = filled_ % cs;
-  if (!chunks_[i]) return {nullptr, 0};  // a partial writer is filled by chunk
-  return {chunks_[i]->data() + off, chunks_[i]->size - off};
 }
 
 }  // namespace tierkv::memory

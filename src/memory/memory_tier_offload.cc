@@ -134,11 +134,7 @@ void MemoryTier::note_freed(int64_t bytes) {
   int64_t total = freed_since_trim_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   if (total < budget_bytes() / 4) return;
   freed_since_trim_.store(0, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(expiry_mu_);
-    trim_requested_ = true;
-  }
-  expiry_cv_.notify_one();
+  expiry_.request_trim();
 }
 
 void MemoryTier::wait_for_offloads(int64_t deadline_ms) {

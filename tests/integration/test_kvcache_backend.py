@@ -130,6 +130,9 @@ def test_probe_prefetches_kv_bytes_for_both_key_forms(flash_servers):
     producer.store(2, tagged=True)
     kv_keys = [chunk_keys(p, j, t)[1] for p, t in ((1, False), (2, True)) for j in range(CHUNKS)]
     c.delete(*push_out(c, kv_keys, "filler", KV))
+    # The filler's offloads hold their memory until they land: wait, so the
+    # prefetches find the free room the test means them to have.
+    assert wait_until(lambda: num(server.flash_info(), "offloads_inflight") == 0, 20)
     assert all(on_flash(c, k) for k in kv_keys)
     # Request by request, as an engine's queue runs them: the probes, then
     # the reads, which end the prefetch leases (6 chunks of 2 MiB fit the
@@ -140,7 +143,8 @@ def test_probe_prefetches_kv_bytes_for_both_key_forms(flash_servers):
             assert c.exists(meta) == 1
         for j in range(CHUNKS):
             kv = chunk_keys(prefix, j, tagged)[1]
-            assert wait_until(lambda: not on_flash(c, kv), 10), f"{kv} was not prefetched"
+            assert wait_until(lambda: not on_flash(c, kv), 10), \
+                f"{kv} was not prefetched: {server.info('prefetch')[0]}"
         assert request(c, producer.model, prefix, tagged) == CHUNKS
     fields = server.info("prefetch")[0]
     assert num(fields, "prefetch_promoted") >= 2 * CHUNKS, fields

@@ -1,0 +1,51 @@
+// ActiveExpiry: the memory tier's background thread.
+//
+// At `hz` cycles per second it runs one active-expiry cycle (Redis's
+// sampling; the tier's lease sweep rides along). Once a second, or at once
+// when request_trim() asks (evictions freed a quarter of the budget), it
+// hands memory the allocator holds free back to the kernel; once a second it
+// releases the buffer pool's idle buffers. At hz 0 it runs no cycle and wakes
+// only for requested trims. A new rate applies at once.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace tierkv::memory {
+
+class ActiveExpiry {
+ public:
+  struct Work {
+    std::function<void(int64_t now_ms)> expire_cycle;
+    std::function<void()> return_free_memory;
+    std::function<void()> release_idle_buffers;
+  };
+
+  explicit ActiveExpiry(Work work) : work_(std::move(work)) {}
+  ~ActiveExpiry() { stop(); }
+  ActiveExpiry(const ActiveExpiry&) = delete;
+  ActiveExpiry& operator=(const ActiveExpiry&) = delete;
+
+  // Starts the thread, or changes its rate.
+  void start(int hz);
+  // Stops and joins the thread (idempotent).
+  void stop();
+  // Wakes the thread to return free memory now.
+  void request_trim();
+
+ private:
+  void run();
+
+  Work work_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  int hz_ = 0;                   // under mu_
+  bool trim_requested_ = false;  // under mu_
+  std::thread thread_;
+};
+
+}  // namespace tierkv::memory
