@@ -267,7 +267,13 @@ Status FlashTier::start_engine() {
   }
   if (!im.engine) im.engine = make_thread_pool_engine(eo);
   if (options_.wrap_engine) im.engine = options_.wrap_engine(std::move(im.engine));
-  start_verifiers();
+  im.reader =
+      std::make_unique<ChunkReader>(ChunkReader::Options{.queue_depth = options_.queue_depth,
+                                                         .io_alignment = io_alignment_,
+                                                         .region_size = options_.region_size,
+                                                         .salt = salt(),
+                                                         .buffer_pool = options_.buffer_pool},
+                                    *im.engine, im.index, im.metrics, im.reclaim_epoch);
   start_reclaimer();
   spdlog::info("flash: {} ({} regions of {} KiB) via {}, {} I/O, fsync {}", file_path_,
                region_count_, options_.region_size >> 10, im.engine->name(),
@@ -291,7 +297,7 @@ FlashTier::~FlashTier() {
     flush();
     wait_reads_idle();
   }
-  stop_verifiers();
+  im.reader.reset();  // stops its verifier threads
   if (im.sync_thread.joinable()) {
     {
       std::lock_guard lock(im.sync_mu);

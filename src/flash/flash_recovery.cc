@@ -279,7 +279,7 @@ class ParallelRegionReader {
 }  // namespace
 
 uint64_t FlashTier::region_start(uint32_t region) const {
-  return kDataStart + uint64_t{region} * options_.region_size;
+  return region_offset(region, options_.region_size);
 }
 
 uint64_t FlashTier::salt() const {

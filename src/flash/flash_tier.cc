@@ -18,10 +18,6 @@ namespace tierkv::flash {
 void FlashTier::WriteBatch::on_complete(int64_t result) {
   tier->on_write_done(this, result);
 }
-void FlashTier::ReadOp::on_complete(int64_t result) {
-  tier->on_read_done(this, result);
-}
-
 // ---------------------------------------------------------------- writes
 
 Status FlashTier::write_chunk(const ChunkWrite& chunk, WriteCallback done) {

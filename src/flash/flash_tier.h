@@ -62,6 +62,7 @@ class IoEngine;
 struct IoRequest;
 struct PendingChunk;
 struct StagingEntry;
+struct ChunkRead;
 class SnapshotReader;
 
 enum class FsyncPolicy : uint8_t { kNone, kEverySec, kAlways };
@@ -422,7 +423,6 @@ class FlashTier {
  private:
   struct Impl;
   struct WriteBatch;
-  struct ReadOp;
   FlashTier(const FlashOptions& options, MetricsRegistry* metrics);
   // Opening (flash_open.cc).
   Status open_device();
@@ -450,8 +450,6 @@ class FlashTier {
   std::pair<bool, bool> drop_versions(std::string_view key, uint64_t key_hash,
                                       uint64_t up_to_version);
   Status start_engine();
-  void start_verifiers();
-  void stop_verifiers();
   // Write path (flash_tier.cc); *_locked need impl_->write_mu.
   Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done,
                         const std::shared_ptr<StagingEntry>& staging = nullptr);
@@ -502,20 +500,10 @@ class FlashTier {
   void on_write_done(WriteBatch* batch, int64_t result);
   void update_space_gauges_locked();
   void update_index_gauges();
-  // Read path.
-  ReadOp* make_read_op(std::string_view key, uint32_t chunk_index, std::optional<uint64_t> version,
-                       const VersionLocations* known = nullptr);
-  ReadOp* make_read_op_at(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
-                          const IndexedChunk& found, uint64_t reclaim_epoch);
-  void submit_reads(std::span<ReadOp* const> ops);
-  // Moves queued reads into free device slots, demand reads first (under
-  // read_mu).
-  void take_queued_reads_locked(std::vector<IoRequest*>& out);
-  void on_read_done(ReadOp* op, int64_t result);
-  // Verifies, runs the callback, frees the op: on the engine's thread or a verifier.
-  void complete_read(ReadOp* op, int64_t result);
-  uint64_t read_length(uint64_t location) const;
-  Result<FlashChunk> finish_read(ReadOp& op, int64_t result);
+  // A read of the chunk as the index (or `known`) has it; null if not on flash.
+  std::unique_ptr<ChunkRead> prepare_read(std::string_view key, uint32_t chunk_index,
+                                          std::optional<uint64_t> version,
+                                          const VersionLocations* known = nullptr);
 
   FlashOptions options_;
   std::string file_path_;

@@ -1,5 +1,6 @@
-// FlashTier's private state, shared by flash_tier.cc (I/O paths) and
-// flash_open.cc (open and recovery). Not part of the public interface.
+// FlashTier's private state, shared by its implementation files (writes,
+// open and recovery, reclaim, keys, snapshot). Not part of the public
+// interface.
 #pragma once
 
 #include <atomic>
@@ -15,7 +16,9 @@
 
 #include "core/aligned_buffer.h"
 #include "core/metrics.h"
+#include "flash/chunk_reader.h"
 #include "flash/flash_index.h"
+#include "flash/flash_metrics.h"
 #include "flash/flash_tier.h"
 #include "flash/io_engine.h"
 #include "flash/record.h"
@@ -37,34 +40,6 @@ class UniqueFd {
 
  private:
   int fd_ = -1;
-};
-
-struct FlashMetrics {
-  explicit FlashMetrics(MetricsRegistry& r);
-  Gauge& bytes_used;
-  Gauge& bytes_free;
-  Gauge& records;
-  Gauge& objects;
-  Gauge& regions;
-  Gauge& regions_used;
-  Gauge& index_bytes;
-  Gauge& write_amplification_permille;
-  Counter& reclaims;
-  Gauge& regions_draining;
-  Counter& reinsertions;
-  Counter& reads;
-  Counter& read_bytes;
-  Counter& read_misses;
-  Counter& read_races;
-  Histogram& read_latency;
-  Counter& device_write_bytes;
-  Counter& user_write_bytes;
-  Counter& checksum_failures;
-  Counter& write_errors;
-  Counter& read_errors;
-  Counter& recovered_records;
-  Counter& recovery_dropped_records;
-  Counter& fsyncs;
 };
 
 struct PendingChunk {
@@ -127,23 +102,6 @@ struct FlashTier::WriteBatch final : IoRequest {
   bool doomed = false;
   bool carries_header() const { return region_offset == 0; }
   std::vector<PendingChunk> chunks;
-};
-
-struct FlashTier::ReadOp final : IoRequest {
-  void on_complete(int64_t result) override;
-
-  FlashTier* tier = nullptr;
-  std::string key;
-  uint64_t key_hash = 0;
-  uint32_t chunk_index = 0;
-  uint64_t version = 0;
-  uint64_t location = 0;
-  uint64_t reclaim_epoch = 0;  // at lookup: a reclaim since explains a mismatch
-  int64_t expire_at_ms = 0;    // indexed at lookup
-  uint64_t start_ns = 0;
-  ReadPriority priority = ReadPriority::kDemand;
-  AlignedBuffer buffer;
-  ReadCallback done;
 };
 
 struct RegionState {
@@ -222,26 +180,8 @@ struct FlashTier::Impl {
   std::vector<bool> region_draining;
   uint64_t regions_draining = 0;
 
-  // Read side, guarded by read_mu.
-  std::mutex read_mu;
-  std::condition_variable reads_idle;
-  std::deque<ReadOp*> read_queue;        // demand reads waiting for a slot
-  std::deque<ReadOp*> background_queue;  // background reads waiting
-  uint32_t reads_in_flight = 0;
-  uint32_t background_in_flight = 0;  // of reads_in_flight
-  uint64_t reads_outstanding = 0;     // queued + in flight + callback running
-
-  // Completed reads wait here for a verifier thread: checksumming a 1 MiB
-  // record on the single ring reaper serialises every read behind it. Small
-  // demand reads are verified inline (the hand-off costs more than the
-  // hash); background reads never are, and wait behind every demand read.
-  bool offload_verify = false;  // set once before the first read
-  std::mutex verify_mu;
-  std::condition_variable verify_cv;
-  std::deque<std::pair<ReadOp*, int64_t>> verify_queue;
-  std::deque<std::pair<ReadOp*, int64_t>> verify_background_queue;
-  bool verify_stop = false;
-  std::vector<std::thread> verifiers;
+  // The read path below the index; made by start_engine().
+  std::unique_ptr<ChunkReader> reader;
 
   // fsync=everysec
   std::mutex sync_mu;

@@ -105,6 +105,10 @@ struct Layout {
   uint64_t snapshot_bytes = 0;
   uint64_t total = 0;  // bytes the layout uses
 };
+// Byte offset of region `region` on the device.
+inline uint64_t region_offset(uint32_t region, uint64_t region_size) {
+  return kDataStart + uint64_t{region} * region_size;
+}
 // The most regions of `region_size` that `size` bytes hold.
 Layout plan_layout(uint64_t size, uint64_t region_size);
 // The smallest size that holds `regions` regions (for tests and tools).

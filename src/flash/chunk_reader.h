@@ -1,0 +1,123 @@
+// ChunkReader: the flash tier's read path below its index. FlashTier looks a
+// chunk up and hands its location here; the reader reads the record from
+// the device, verifies it (checksum and identity) and runs the callback.
+//
+// * Queueing: at most queue_depth reads in flight; more wait in a FIFO.
+//   Demand reads go first, and background reads (promotions nobody waits
+//   for) hold at most half of the slots.
+// * Verification: a record that fails its checksum or names another key,
+//   chunk or version is a miss: counted, logged, and dropped from the index.
+//   If a reclaim ran since the lookup, it is a plain miss (a race), not
+//   corruption. Short demand reads are verified on the completion thread;
+//   with io_uring, long reads while others are in flight, and every
+//   background read, go to the verifier threads, demand first.
+// * Buffers come from the buffer pool when there is one; a FlashChunk owns
+//   its buffer.
+// Internal to the flash tier.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/buffer_pool.h"
+#include "flash/flash_index.h"
+#include "flash/flash_metrics.h"
+#include "flash/flash_tier.h"
+#include "flash/io_engine.h"
+
+namespace tierkv::flash {
+
+class ChunkReader;
+
+// One chunk read, from its submission to its callback.
+struct ChunkRead final : IoRequest {
+  void on_complete(int64_t result) override;
+
+  ChunkReader* reader = nullptr;
+  std::string key;
+  uint64_t key_hash = 0;
+  uint32_t chunk_index = 0;
+  uint64_t version = 0;
+  uint64_t location = 0;
+  uint64_t reclaim_epoch = 0;  // at lookup: a reclaim since explains a mismatch
+  int64_t expire_at_ms = 0;    // indexed at lookup
+  uint64_t start_ns = 0;
+  ReadPriority priority = ReadPriority::kDemand;
+  AlignedBuffer buffer;
+  FlashTier::ReadCallback done;
+};
+
+class ChunkReader {
+ public:
+  struct Options {
+    uint32_t queue_depth = 64;
+    uint32_t io_alignment = 1;  // O_DIRECT's; 1 with buffered I/O
+    uint64_t region_size = 0;
+    uint64_t salt = 0;  // the device's record checksum salt
+    BufferPool* buffer_pool = nullptr;
+  };
+  // `reclaim_epoch` is bumped by every reclaim of the tier.
+  ChunkReader(const Options& options, IoEngine& engine, FlashIndex& index, FlashMetrics& metrics,
+              const std::atomic<uint64_t>& reclaim_epoch);
+  // Stops the verifier threads; the owner waits for reads first (wait_idle).
+  ~ChunkReader();
+  ChunkReader(const ChunkReader&) = delete;
+  ChunkReader& operator=(const ChunkReader&) = delete;
+
+  // A read of the chunk `found` says is at its location, found at `epoch`.
+  std::unique_ptr<ChunkRead> prepare(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
+                                     const IndexedChunk& found, uint64_t epoch);
+  // Queues the reads (each with its callback and priority) and starts what
+  // the free slots allow.
+  void submit(std::vector<std::unique_ptr<ChunkRead>> reads);
+  // Waits until no read is queued, in flight or in its callback.
+  void wait_idle();
+
+ private:
+  friend struct ChunkRead;
+  void on_done(ChunkRead* read, int64_t result);
+  // Moves queued reads into free slots, demand reads first (under mu_).
+  void take_queued_locked(std::vector<IoRequest*>& out);
+  // Verifies, runs the callback, frees the read.
+  void complete(ChunkRead* read, int64_t result);
+  Result<FlashChunk> verify(ChunkRead& read, int64_t result);
+  uint64_t read_length(uint64_t location) const;
+  void run_verifier();
+
+  const Options options_;
+  IoEngine& engine_;
+  FlashIndex& index_;
+  FlashMetrics& metrics_;
+  const std::atomic<uint64_t>& reclaim_epoch_;
+
+  std::mutex mu_;
+  std::condition_variable idle_;
+  std::deque<ChunkRead*> demand_queue_;
+  std::deque<ChunkRead*> background_queue_;
+  uint32_t in_flight_ = 0;
+  uint32_t background_in_flight_ = 0;  // of in_flight_
+  uint64_t outstanding_ = 0;           // queued + in flight + callback running
+
+  // Completed reads waiting for a verifier thread (io_uring only: the
+  // thread-pool engine completes reads on many threads already).
+  const bool offload_verify_;
+  std::mutex verify_mu_;
+  std::condition_variable verify_cv_;
+  std::deque<std::pair<ChunkRead*, int64_t>> verify_demand_;
+  std::deque<std::pair<ChunkRead*, int64_t>> verify_background_;
+  bool verify_stop_ = false;
+  std::vector<std::thread> verifiers_;
+};
+
+}  // namespace tierkv::flash
