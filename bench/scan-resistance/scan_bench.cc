@@ -88,7 +88,8 @@ void run(const Args& a, const std::string& policy, bool use_once, const std::str
     for (const std::string& k : *keys) {
       if (!store->put(k, value)) exit(1);
       // Written down and forgotten in batches, so memory never fills.
-      if (tierkv::StoreTiers::memory(*store).object_count() >= static_cast<uint64_t>(a.memory_chunks / 2)) {
+      if (tierkv::StoreTiers::memory(*store).object_count() >=
+          static_cast<uint64_t>(a.memory_chunks / 2)) {
         if (!store->persist_all().is_ok()) exit(1);
         for (const std::string& h : hot) tierkv::StoreTiers::memory(*store).remove(h);
         for (const std::string& s : scan) tierkv::StoreTiers::memory(*store).remove(s);
