@@ -123,7 +123,7 @@ RespParser::Limits Connection::parser_limits() const {
 }
 
 void Connection::start_read() {
-  if (reading_ || closed_ || state_.close_after_reply || waiting_ != Wait::kNone) return;
+  if (reading_ || closed_ || state_.close_after_reply || waiting()) return;
   if (out_.pending_bytes() + writing_.pending_bytes() > kPauseReadBytes) return;
   if (flash_value_ && flash_value_->paused()) return wait_for_flash_room();
   bool direct = parser_.wants_direct();
@@ -184,7 +184,7 @@ void Connection::process_input() {
   // One clock read per command: each command's latency runs from the end of
   // the previous one (or the read) to its own end, parsing included.
   uint64_t clock = mono_ns();
-  while (!closed_ && !state_.close_after_reply && waiting_ == Wait::kNone) {
+  while (!closed_ && !state_.close_after_reply && !waiting()) {
     // Value bytes already read go into the sink only once it has a buffer
     // for them under flash-write-buffer (and its window has room).
     if (flash_value_ && flash_value_->paused()) return wait_for_flash_room();
@@ -337,7 +337,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
   }
   // A command waiting for a fetch or a pause runs later, with its streamed
   // value.
-  if (waiting_ != Wait::kFetch && waiting_ != Wait::kPause) end_command();
+  if (!waiting_for<FetchWait>() && !waiting_for<PauseWait>()) end_command();
   publish_multi();
 }
 
@@ -358,7 +358,7 @@ bool Connection::held_by_pause(const CommandSpec& spec) {
 }
 
 void Connection::wait_for_unpause(int64_t until_ms) {
-  waiting_ = Wait::kPause;
+  wait_ = PauseWait{};
   uint64_t gen = ++wait_gen_;
   pause_timer_.expires_after(std::chrono::milliseconds(until_ms - ClientPause::now_ms()));
   pause_timer_.async_wait([self = shared_from_this(), gen](const asio::error_code& ec) {
@@ -367,13 +367,13 @@ void Connection::wait_for_unpause(int64_t until_ms) {
 }
 
 void Connection::recheck_pause() {
-  if (closed_ || waiting_ != Wait::kPause) return;
-  waiting_ = Wait::kNone;
+  if (closed_ || !waiting_for<PauseWait>()) return;
+  wait_ = NoWait{};
   pause_timer_.cancel();
   // The wait is not the command's latency: its clock starts now.
   uint64_t clock = mono_ns();
   dispatch(parser_.argv(), clock);
-  if (waiting_ == Wait::kNone) resume();
+  if (!waiting()) resume();
 }
 
 bool Connection::kill() {
@@ -442,14 +442,14 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
   if (holding_) {
     holding_ = false;
     if (persists_pending_ > 0) {
-      waiting_ = Wait::kPersist;
+      wait_ = PersistWait{};
     } else {
       out_.splice(held_);
     }
   }
   // EXEC may have run HELLO or CLIENT SETNAME.
   if (server_.is_identity_command(&spec) || (spec.flags & kRunsQueue)) publish_identity();
-  if (waiting_ != Wait::kNone) {
+  if (waiting()) {
     // Accounted when the reply is complete.
     deferred_spec_ = &spec;
     deferred_clock_ = clock;

@@ -33,6 +33,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "server/commands/command.h"
@@ -96,7 +97,35 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   uint64_t account(const CommandSpec& spec, uint64_t start, bool failed);
 
   // --- deferred replies ---
-  enum class Wait : uint8_t { kNone, kStream, kFetch, kPersist, kPause, kCommit };
+  // What the connection waits on. While it waits it reads and dispatches
+  // nothing, so pipelined replies stay in order; a callback posted back to
+  // its thread (checked against wait_gen_) ends the wait.
+  struct NoWait {};
+  // A GET streamed from a pulled flash read (stream_bulk).
+  struct StreamWait {
+    uint64_t length = 0;
+    uint64_t sent = 0;
+    bool header_sent = false;
+    size_t queued_before = 0;  // reply bytes queued ahead of the value
+  };
+  // Flash-only values being fetched into memory, or the backoff before a
+  // retry; the command runs again after.
+  struct FetchWait {};
+  // A write's reply held until the write is durable (fsync=always).
+  struct PersistWait {};
+  // CLIENT PAUSE holds the command; it is dispatched again when it ends.
+  struct PauseWait {};
+  // A store worker finishes the command: a large SET's commit, a
+  // flash-to-flash copy (which answers through `copy_reply`), a later reply.
+  struct CommitWait {
+    ReplyDeferral::CopyReply copy_reply;
+  };
+  using Wait = std::variant<NoWait, StreamWait, FetchWait, PersistWait, PauseWait, CommitWait>;
+  template <typename W>
+  bool waiting_for() const {
+    return std::holds_alternative<W>(wait_);
+  }
+  bool waiting() const { return !waiting_for<NoWait>(); }
   // ReplyDeferral:
   FlashReadCallbacks bulk_stream_callbacks() override;
   void stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) override;
@@ -185,7 +214,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   // not once per EXEC; later commands of the batch run under it.
   bool in_batch_ = false;
   std::optional<ExecGate::Guard> batch_gate_;
-  Wait waiting_ = Wait::kNone;
+  Wait wait_;
   uint64_t wait_gen_ = 0;  // callbacks of an older wait are ignored
   const CommandSpec* deferred_spec_ = nullptr;
   uint64_t deferred_clock_ = 0;   // when the deferred command started
@@ -195,15 +224,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   // The running RENAME/COPY found memory holding its source after all: it
   // copies there, fetching first as any kReadsValue command does.
   bool flash_copy_declined_ = false;
-  ReplyDeferral::CopyReply copy_reply_;
   Status fetch_error_;  // of the last fetch
   asio::steady_timer retry_timer_;
   asio::steady_timer pause_timer_;  // kPause: the end of the pause
-  // kStream
-  uint64_t stream_length_ = 0;
-  uint64_t stream_sent_ = 0;
-  bool stream_header_sent_ = false;
-  size_t stream_queued_before_ = 0;
+  // A streamed GET's read, until its on_done.
   std::shared_ptr<Connection> stream_keep_alive_;  // until the read's on_done
   std::shared_ptr<FlashRead> stream_read_;         // cancelled if the client goes
   struct StreamEvent {

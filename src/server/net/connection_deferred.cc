@@ -79,35 +79,32 @@ void Connection::drain_stream_inbox() {
 }
 
 void Connection::stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) {
-  waiting_ = Wait::kStream;
+  wait_ = StreamWait{.length = length,
+                     .queued_before = out_.pending_bytes() + writing_.pending_bytes()};
   stream_read_ = std::move(read);
-  stream_length_ = length;
-  stream_sent_ = 0;
-  stream_header_sent_ = false;
-  stream_queued_before_ = out_.pending_bytes() + writing_.pending_bytes();
   stream_keep_alive_ = shared_from_this();
   server_.deferred_begin();
 }
 
 void Connection::on_stream_piece(uint64_t gen, ValuePiece piece) {
-  if (closed_ || waiting_ != Wait::kStream || gen != wait_gen_) return;
-  if (stream_sent_ + piece.bytes.size() > stream_length_) {
-    spdlog::warn("client id={}: flash read gave more bytes than {}; closing", state_.id,
-                 stream_length_);
+  if (closed_ || !waiting_for<StreamWait>() || gen != wait_gen_) return;
+  StreamWait& w = std::get<StreamWait>(wait_);
+  if (w.sent + piece.bytes.size() > w.length) {
+    spdlog::warn("client id={}: flash read gave more bytes than {}; closing", state_.id, w.length);
     close();
     return;
   }
-  if (!stream_header_sent_) {
+  if (!w.header_sent) {
     out_.set_proto(state_.proto);
-    out_.bulk_header(stream_length_);
-    stream_header_sent_ = true;
+    out_.bulk_header(w.length);
+    w.header_sent = true;
   }
-  stream_sent_ += piece.bytes.size();
+  w.sent += piece.bytes.size();
   out_.bulk_piece(piece.bytes, std::move(piece.owner));
   size_t queued = out_.pending_bytes() + writing_.pending_bytes();
   int64_t limit =
       server_.context().limits().client_output_buffer_limit.load(std::memory_order_relaxed);
-  if (stream_queued_before_ > 0 && static_cast<int64_t>(queued) > limit) {
+  if (w.queued_before > 0 && static_cast<int64_t>(queued) > limit) {
     spdlog::info("client id={} addr={} closed: output buffer {} bytes over limit {}", state_.id,
                  state_.addr, queued, limit);
     close();
@@ -121,18 +118,19 @@ void Connection::on_stream_done(uint64_t gen, const Status& status) {
   std::shared_ptr<Connection> self = std::move(stream_keep_alive_);
   stream_read_.reset();
   server_.deferred_end();
-  if (closed_ || waiting_ != Wait::kStream || gen != wait_gen_) return;
+  if (closed_ || !waiting_for<StreamWait>() || gen != wait_gen_) return;
+  const StreamWait& w = std::get<StreamWait>(wait_);
   bool failed = false;
-  if (stream_header_sent_) {
+  if (w.header_sent) {
     // Part of the value is out: the only honest ending is a closed socket.
-    if (!status.is_ok() || stream_sent_ != stream_length_) {
+    if (!status.is_ok() || w.sent != w.length) {
       spdlog::warn("client id={}: flash read stopped after {} of {} bytes ({}); closing", state_.id,
-                   stream_sent_, stream_length_, status.is_ok() ? "short" : status.to_string());
+                   w.sent, w.length, status.is_ok() ? "short" : status.to_string());
       close();
       return;
     }
     out_.bulk_end();
-  } else if (status.is_ok() && stream_length_ == 0) {
+  } else if (status.is_ok() && w.length == 0) {
     out_.bulk_header(0);
     out_.bulk_end();
   } else if (status.is_ok() || status.code() != StatusCode::kNotFound) {
@@ -169,7 +167,7 @@ bool Connection::start_fetch(const CommandSpec& spec) {
   std::vector<std::string_view> keys = flash_only_keys(spec);
   if (keys.empty()) return false;
   ++fetch_attempts_;
-  waiting_ = Wait::kFetch;
+  wait_ = FetchWait{};
   fetch_keys(keys, ++wait_gen_);
   return true;
 }
@@ -197,7 +195,7 @@ bool Connection::retry_fetch(const CommandSpec& spec, uint64_t clock) {
     return false;
   }
   ++fetch_attempts_;
-  waiting_ = Wait::kFetch;
+  wait_ = FetchWait{};
   deferred_spec_ = &spec;
   deferred_clock_ = clock;
   uint64_t gen = ++wait_gen_;
@@ -211,22 +209,22 @@ bool Connection::retry_fetch(const CommandSpec& spec, uint64_t clock) {
 }
 
 void Connection::on_retry_due(uint64_t gen) {
-  if (closed_ || waiting_ != Wait::kFetch || gen != wait_gen_) return;
+  if (closed_ || !waiting_for<FetchWait>() || gen != wait_gen_) return;
   std::vector<std::string_view> keys = flash_only_keys(*deferred_spec_);
   if (keys.empty()) return on_fetch_done(gen, Status::ok());
   fetch_keys(keys, gen);
 }
 
 void Connection::on_fetch_done(uint64_t gen, const Status& status) {
-  if (closed_ || waiting_ != Wait::kFetch || gen != wait_gen_) return;
+  if (closed_ || !waiting_for<FetchWait>() || gen != wait_gen_) return;
   if (!status.is_ok()) fetch_error_ = status;
-  waiting_ = Wait::kNone;
+  wait_ = NoWait{};
   uint64_t clock = deferred_clock_;
   run_command(*deferred_spec_, clock);
-  if (waiting_ == Wait::kFetch) return;  // it needs another fetch
+  if (waiting_for<FetchWait>()) return;  // it needs another fetch
   end_command();
   publish_multi();  // an EXEC that waited for its fetch ended its MULTI
-  if (waiting_ == Wait::kNone) resume();
+  if (!waiting()) resume();
 }
 
 void Connection::persist(std::string_view key, uint64_t version) {
@@ -254,7 +252,7 @@ void Connection::on_persist_done(uint64_t gen, const Status& status) {
   if (!status.is_ok() && status.code() != StatusCode::kConflict &&
       status.code() != StatusCode::kNotFound && persist_error_.is_ok())
     persist_error_ = status;
-  if (--persists_pending_ > 0 || waiting_ != Wait::kPersist) return;
+  if (--persists_pending_ > 0 || !waiting_for<PersistWait>()) return;
   bool failed = !persist_error_.is_ok();
   if (failed) {
     held_.clear();
@@ -299,7 +297,7 @@ void Connection::wait_for_flash_room() {
 }
 
 void Connection::commit_flash_value(const FlashValueSink::Commit& commit) {
-  waiting_ = Wait::kCommit;
+  wait_ = CommitWait{};
   uint64_t gen = ++wait_gen_;
   std::shared_ptr<Connection> self = shared_from_this();
   std::shared_ptr<void> token = inflight_token();
@@ -320,7 +318,7 @@ ExclusiveRunner Connection::exclusive_runner() {
 }
 
 void Connection::on_flash_value_committed(uint64_t gen, const Status& status, bool written) {
-  if (closed_ || waiting_ != Wait::kCommit || gen != wait_gen_) return;
+  if (closed_ || !waiting_for<CommitWait>() || gen != wait_gen_) return;
   out_.set_proto(state_.proto);
   bool failed = !status.is_ok();
   if (failed) {
@@ -343,9 +341,8 @@ void Connection::after_reply(std::function<void()> work) {
 bool Connection::copy_on_flash(FlashCopyRequest request, CopyReply reply) {
   if (flash_copy_declined_) return false;
   request.durable = holding_;  // fsync=always: the source's tombstone too
-  waiting_ = Wait::kCommit;
+  wait_ = CommitWait{.copy_reply = std::move(reply)};
   uint64_t gen = ++wait_gen_;
-  copy_reply_ = std::move(reply);
   std::shared_ptr<Connection> self = shared_from_this();
   std::shared_ptr<void> token = inflight_token();
   server_.context().store().copy_on_flash(
@@ -357,23 +354,23 @@ bool Connection::copy_on_flash(FlashCopyRequest request, CopyReply reply) {
 }
 
 void Connection::on_flash_copied(uint64_t gen, const Result<FlashCopyOutcome>& result) {
-  if (closed_ || waiting_ != Wait::kCommit || gen != wait_gen_) return;
+  if (closed_ || !waiting_for<CommitWait>() || gen != wait_gen_) return;
   if (result && *result == FlashCopyOutcome::kSourceInMemory) {
     // Rerun it; this time it copies in memory.
     flash_copy_declined_ = true;
-    waiting_ = Wait::kFetch;
+    wait_ = FetchWait{};
     return on_fetch_done(gen, Status::ok());
   }
   out_.set_proto(state_.proto);
   uint64_t errors_before = out_.error_count();
-  copy_reply_(out_, result);
-  copy_reply_ = nullptr;
+  ReplyDeferral::CopyReply reply = std::move(std::get<CommitWait>(wait_).copy_reply);
+  reply(out_, result);
   account(*deferred_spec_, deferred_clock_, out_.error_count() != errors_before);
   resume();
 }
 
 bool Connection::reply_later(ReplyLaterStart start) {
-  waiting_ = Wait::kCommit;
+  wait_ = CommitWait{};
   uint64_t gen = ++wait_gen_;
   std::shared_ptr<Connection> self = shared_from_this();
   std::shared_ptr<void> token = inflight_token();
@@ -385,7 +382,7 @@ bool Connection::reply_later(ReplyLaterStart start) {
 }
 
 void Connection::on_later_reply(uint64_t gen, const LaterReply& reply) {
-  if (closed_ || waiting_ != Wait::kCommit || gen != wait_gen_) return;
+  if (closed_ || !waiting_for<CommitWait>() || gen != wait_gen_) return;
   out_.set_proto(state_.proto);
   uint64_t errors_before = out_.error_count();
   reply(out_);
@@ -394,7 +391,7 @@ void Connection::on_later_reply(uint64_t gen, const LaterReply& reply) {
 }
 
 void Connection::resume() {
-  waiting_ = Wait::kNone;
+  wait_ = NoWait{};
   deferred_spec_ = nullptr;
   if (closed_) return;
   process_input();
