@@ -218,7 +218,7 @@ Status FlashTier::wipe_region_headers() {
     return Status::io_error(std::string("flash: fdatasync: ") + std::strerror(errno));
   }
   im.metrics.fsyncs.add();
-  im.dirty.store(false, std::memory_order_relaxed);
+  im.device_sync.mark_synced();
   return Status::ok();
 }
 

@@ -279,14 +279,7 @@ Status FlashTier::start_engine() {
                region_count_, options_.region_size >> 10, im.engine->name(),
                direct_io_ ? fmt::format("direct (align {})", io_alignment_) : "buffered",
                fsync_policy_name(options_.fsync));
-  if (options_.fsync == FsyncPolicy::kEverySec) {
-    im.sync_thread = std::thread([&im] {
-      std::unique_lock lock(im.sync_mu);
-      while (!im.sync_cv.wait_for(lock, std::chrono::seconds(1), [&] { return im.sync_stop; })) {
-        if (im.dirty.exchange(false) && ::fdatasync(im.fd.get()) == 0) im.metrics.fsyncs.add();
-      }
-    });
-  }
+  if (options_.fsync == FsyncPolicy::kEverySec) im.device_sync.start_every_second(im.fd.get());
   return Status::ok();
 }
 
@@ -298,14 +291,7 @@ FlashTier::~FlashTier() {
     wait_reads_idle();
   }
   im.reader.reset();  // stops its verifier threads
-  if (im.sync_thread.joinable()) {
-    {
-      std::lock_guard lock(im.sync_mu);
-      im.sync_stop = true;
-    }
-    im.sync_cv.notify_all();
-    im.sync_thread.join();
-  }
+  im.device_sync.stop();
   im.engine.reset();  // joins the I/O threads: no callback runs after this
   if (options_.fsync != FsyncPolicy::kNone && im.fd.get() >= 0) ::fdatasync(im.fd.get());
 }

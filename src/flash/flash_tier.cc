@@ -277,7 +277,7 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
   if (ok) {
     im.metrics.device_write_bytes.add(batch->used);
     im.metrics.user_write_bytes.add(user_bytes);
-    im.dirty.store(true, std::memory_order_relaxed);
+    im.device_sync.mark_dirty();
   } else {
     im.metrics.write_errors.add();
     log_write_error(*batch, result);
@@ -358,20 +358,10 @@ void FlashTier::index_landed(WriteBatch& batch, std::vector<Status>& outcomes,
 }
 
 void FlashTier::log_write_error(const WriteBatch& batch, int64_t result) {
-  Impl& im = *impl_;
-  const uint64_t now = mono_ns();
-  uint64_t not_logged = 0;
-  {
-    std::lock_guard lock(im.error_log_mu);
-    if (im.last_error_log_ns != 0 && now - im.last_error_log_ns < 1'000'000'000) {
-      ++im.errors_not_logged;
-      return;
-    }
-    im.last_error_log_ns = now;
-    not_logged = std::exchange(im.errors_not_logged, 0);
-  }
+  const std::optional<uint64_t> held_back = impl_->error_log.admit();
+  if (!held_back) return;
   spdlog::error("flash: write of {} bytes at offset {} failed: {} ({} more failures not logged)",
-                batch.used, batch.offset, std::strerror(static_cast<int>(-result)), not_logged);
+                batch.used, batch.offset, std::strerror(static_cast<int>(-result)), *held_back);
 }
 
 void FlashTier::flush() {
@@ -391,9 +381,7 @@ void FlashTier::flush() {
              !im.active;
     });
   }
-  if (options_.fsync != FsyncPolicy::kNone && im.dirty.exchange(false) &&
-      ::fdatasync(im.fd.get()) == 0)
-    im.metrics.fsyncs.add();
+  if (options_.fsync != FsyncPolicy::kNone) (void)im.device_sync.sync_if_dirty(im.fd.get());
 }
 
 void FlashTier::update_space_gauges_locked() {

@@ -15,8 +15,10 @@
 #include <absl/container/flat_hash_set.h>
 
 #include "core/aligned_buffer.h"
+#include "core/log_throttle.h"
 #include "core/metrics.h"
 #include "flash/chunk_reader.h"
+#include "flash/device_sync.h"
 #include "flash/flash_index.h"
 #include "flash/flash_metrics.h"
 #include "flash/flash_tier.h"
@@ -137,9 +139,7 @@ struct FlashTier::Impl {
   bool clearing = false;  // write_mu: clear() is waiting for writes to land
 
   // Write errors are logged at most once a second (device full: every write fails).
-  std::mutex error_log_mu;
-  uint64_t last_error_log_ns = 0;
-  uint64_t errors_not_logged = 0;
+  LogThrottle error_log;
 
   // Write side, guarded by write_mu.
   std::mutex write_mu;
@@ -169,7 +169,6 @@ struct FlashTier::Impl {
   std::condition_variable reclaim_idle;  // it found nothing to do
   bool reclaim_stop = false;
   std::thread reclaimer;
-  std::atomic<bool> dirty{false};  // written since the last fdatasync
 
   // Region pins (see FlashTier::RegionPins), guarded by pin_mu. Lock order:
   // write_mu, then pin_mu, then the index's shard locks. Sized once, at open.
@@ -183,11 +182,8 @@ struct FlashTier::Impl {
   // The read path below the index; made by start_engine().
   std::unique_ptr<ChunkReader> reader;
 
-  // fsync=everysec
-  std::mutex sync_mu;
-  std::condition_variable sync_cv;
-  bool sync_stop = false;
-  std::thread sync_thread;
+  // fdatasync when something landed; once a second with fsync=everysec.
+  DeviceSync device_sync{metrics.fsyncs};
 };
 
 }  // namespace tierkv::flash

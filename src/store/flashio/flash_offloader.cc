@@ -53,13 +53,10 @@ Status FlashOffloader::write_copy(memory::OffloadItem&& item, std::function<void
 
 // At most one line a second: a full disk fails every write.
 void FlashOffloader::log_write_error(std::string_view key, const Status& error) {
-  int64_t now = static_cast<int64_t>(mono_ns() / 1000000);
-  int64_t last = last_error_log_ms_.load(std::memory_order_relaxed);
-  uint64_t unlogged = unlogged_errors_.fetch_add(1, std::memory_order_relaxed);
-  if (now - last < 1000 || !last_error_log_ms_.compare_exchange_strong(last, now)) return;
-  unlogged_errors_.fetch_sub(unlogged + 1, std::memory_order_relaxed);
+  const std::optional<uint64_t> held_back = error_log_.admit();
+  if (!held_back) return;
   spdlog::warn("flash: writing '{}' failed: {} ({} more failures since the last report)", key,
-               error.to_string(), unlogged);
+               error.to_string(), *held_back);
 }
 
 Status FlashOffloader::submit(memory::OffloadItem&& in, std::function<void(Status)> done) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 
+#include "core/log_throttle.h"
 #include "core/metrics.h"
 #include "core/status.h"
 #include "flash/flash_tier.h"
@@ -41,8 +42,7 @@ class FlashOffloader final : public memory::LowerTier {
   Counter& write_errors_;
   Counter& busy_;
   std::function<void()> on_landed_;
-  std::atomic<int64_t> last_error_log_ms_{-1000000};
-  std::atomic<uint64_t> unlogged_errors_{0};
+  LogThrottle error_log_;
 };
 
 }  // namespace tierkv

@@ -1,0 +1,34 @@
+#include "flash/device_sync.h"
+
+#include <unistd.h>
+
+#include <chrono>
+
+namespace tierkv::flash {
+
+bool DeviceSync::sync_if_dirty(int fd) {
+  if (!dirty_.exchange(false)) return true;
+  if (::fdatasync(fd) != 0) return false;
+  fsyncs_.add();
+  return true;
+}
+
+void DeviceSync::start_every_second(int fd) {
+  thread_ = std::thread([this, fd] {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) {
+      (void)sync_if_dirty(fd);
+    }
+  });
+}
+
+void DeviceSync::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace tierkv::flash

@@ -1,0 +1,43 @@
+// DeviceSync: the fdatasync side of the flash file. Landed writes mark it
+// dirty; sync_if_dirty() calls fdatasync only if something was written since
+// the last one. With fsync=everysec a thread of its own does that once a
+// second. Counts the fdatasync calls that succeeded. Internal to the flash
+// tier.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "core/metrics.h"
+
+namespace tierkv::flash {
+
+class DeviceSync {
+ public:
+  explicit DeviceSync(Counter& fsyncs) : fsyncs_(fsyncs) {}
+  ~DeviceSync() { stop(); }
+  DeviceSync(const DeviceSync&) = delete;
+  DeviceSync& operator=(const DeviceSync&) = delete;
+
+  void mark_dirty() { dirty_.store(true, std::memory_order_relaxed); }
+  // A sync made by the caller itself (and counted by it).
+  void mark_synced() { dirty_.store(false, std::memory_order_relaxed); }
+  // fdatasync of `fd` if anything landed since the last one; false if it
+  // was needed and failed.
+  bool sync_if_dirty(int fd);
+  // fsync=everysec: sync_if_dirty(fd) once a second until stop().
+  void start_every_second(int fd);
+  void stop();
+
+ private:
+  Counter& fsyncs_;
+  std::atomic<bool> dirty_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tierkv::flash
