@@ -140,7 +140,7 @@ fi
 if has tsan; then
   stage "thread sanitizer build (concurrency tests)"
   # Only the concurrency tests run under TSan, so only they are built.
-  concurrent_targets=$(ls tests/*/*concurrent*_test.cc | xargs -n1 basename | sed 's/\.cc$//')
+  concurrent_targets=$(find tests -name '*concurrent*_test.cc' | xargs -n1 basename | sed 's/\.cc$//')
   # shellcheck disable=SC2086
   ./scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTIERKV_SANITIZE=thread -DTIERKV_BENCH=OFF -- $concurrent_targets

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/hash.h"
+#include "flash/exact_io.h"
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
@@ -17,7 +18,6 @@
 namespace tierkv::flash {
 
 // Writes exactly `length` bytes at `offset` (flash_open.cc).
-Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset);
 
 std::optional<FlashObjectInfo> FlashTier::lookup(std::string_view key) const {
   return impl_->index.object(key, hash64(key));
@@ -207,7 +207,7 @@ void FlashTier::clear() {
 // seq used before, so no stale record can match a new header.
 Status FlashTier::wipe_region_headers() {
   Impl& im = *impl_;
-  Result<uint64_t> watermark = take_seq_locked();
+  Result<uint64_t> watermark = impl_->super->take_seq();
   if (!watermark.is_ok()) return watermark.status();
   AlignedBuffer header(kBlockSize);
   for (uint32_t r = 0; r < region_count_; ++r) {

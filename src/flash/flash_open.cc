@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "core/hash.h"
+#include "flash/exact_io.h"
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
@@ -290,9 +291,12 @@ FlashTier::~FlashTier() {
     flush();
     wait_reads_idle();
   }
-  im.reader.reset();  // stops its verifier threads
   im.device_sync.stop();
   im.engine.reset();  // joins the I/O threads: no callback runs after this
+  // After the engine: a completion thread may still be inside the reader
+  // (waking a verifier) when the last read's callback, on that verifier,
+  // lets wait_reads_idle() return.
+  im.reader.reset();  // stops its verifier threads
   if (options_.fsync != FsyncPolicy::kNone && im.fd.get() >= 0) ::fdatasync(im.fd.get());
 }
 

@@ -16,14 +16,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "flash/exact_io.h"
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
 
 namespace tierkv::flash {
-
-Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
-Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset);
 
 namespace {
 
@@ -83,7 +81,7 @@ bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* 
 // reclaim that meets a read in progress), so written at once.
 void FlashTier::retire_region_header_locked(uint32_t region) {
   Impl& im = *impl_;
-  Result<uint64_t> watermark = take_seq_locked();
+  Result<uint64_t> watermark = impl_->super->take_seq();
   Status st = watermark.status();
   if (st.is_ok()) {
     AlignedBuffer header(kBlockSize);

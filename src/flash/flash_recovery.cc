@@ -21,26 +21,14 @@
 
 #include "core/clock.h"
 #include "core/hash.h"
+#include "flash/exact_io.h"
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
 
 namespace tierkv::flash {
 
-Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
-Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset);
-
 namespace {
-
-// Region sequence numbers reserved per superblock write: one write per this
-// many region openings (64 TiB of data with 64 MiB regions): at run time
-// the blocking superblock write practically never happens.
-constexpr uint64_t kSeqLease = uint64_t{1} << 20;
-
-uint64_t random_salt() {
-  std::random_device rd;
-  return (uint64_t{rd()} << 32) ^ rd();
-}
 
 // What recovery keeps of a record: no data (the read path verifies it).
 struct ParsedRecord {
@@ -283,88 +271,21 @@ uint64_t FlashTier::region_start(uint32_t region) const {
 }
 
 uint64_t FlashTier::salt() const {
-  return impl_->super.current.salt;
-}
-
-Status FlashTier::load_superblock() {
-  Impl& im = *impl_;
-  AlignedBuffer block(kBlockSize);
-  std::optional<Superblock> best;
-  for (uint64_t slot = 0; slot < kSuperblockSlots; ++slot) {
-    TIERKV_RETURN_IF_ERROR(read_exact(im.fd.get(), block.data(), kBlockSize, slot * kBlockSize));
-    Result<Superblock> sb = decode_superblock(block.data(), kBlockSize);
-    if (sb.is_ok() && (!best || sb->generation > best->generation)) {
-      best = *sb;
-      im.super.slot = slot;
-    }
-  }
-  if (best && best->region_size == options_.region_size) {
-    im.super.current = *best;
-    if (best->region_count != region_count_) {
-      spdlog::info("flash: region count changed from {} to {}", best->region_count, region_count_);
-    }
-    return Status::ok();
-  }
-  if (best) {
-    spdlog::warn("flash: region size changed from {} to {} bytes: starting empty",
-                 best->region_size, options_.region_size);
-  } else {
-    spdlog::info("flash: no superblock of format {} on {}: starting empty", kFormatVersion,
-                 file_path_);
-  }
-  im.super.current = Superblock{};
-  im.super.current.salt = random_salt();
-  im.super.current.generation = best ? best->generation : 0;
-  im.super.current.seq_limit = best ? best->seq_limit : 1;
-  im.super.slot = 1;  // the first write goes to slot 0
-  return Status::ok();
-}
-
-Status FlashTier::write_superblock(uint64_t seq_limit) {
-  Impl& im = *impl_;
-  Superblock next = im.super.current;
-  next.generation += 1;
-  next.region_size = options_.region_size;
-  next.region_count = region_count_;
-  next.seq_limit = seq_limit;
-  const uint64_t slot = (im.super.slot + 1) % kSuperblockSlots;
-  AlignedBuffer block(kBlockSize);
-  encode_superblock(block.data(), next);
-  TIERKV_RETURN_IF_ERROR(write_exact(im.fd.get(), block.data(), kBlockSize, slot * kBlockSize));
-  if (::fdatasync(im.fd.get()) != 0) {
-    return Status::io_error(std::string("flash: fdatasync of the superblock: ") +
-                            std::strerror(errno));
-  }
-  im.super.current = next;
-  im.super.slot = slot;
-  return Status::ok();
-}
-
-Result<uint64_t> FlashTier::take_seq_locked() {
-  Impl& im = *impl_;
-  if (im.next_seq >= im.super.current.seq_limit) {
-    TIERKV_RETURN_IF_ERROR(write_superblock(im.next_seq + kSeqLease));
-  }
-  return im.next_seq++;
+  return impl_->super->salt();
 }
 
 Status FlashTier::recover() {
   Impl& im = *impl_;
   const uint64_t start = mono_ns();
   if (options_.progress) options_.progress->start_ms.store(static_cast<uint64_t>(unix_time_ms()));
-  TIERKV_RETURN_IF_ERROR(load_superblock());
+  im.super.emplace(im.fd.get(), options_.region_size, region_count_);
+  TIERKV_RETURN_IF_ERROR(im.super->load(file_path_));
   im.regions.assign(region_count_, RegionState{});
   im.region_readers.assign(region_count_, 0);
   im.region_draining.assign(region_count_, false);
   const bool from_snapshot = load_snapshot();
   if (!from_snapshot) TIERKV_RETURN_IF_ERROR(scan_regions());
-  // Sequence numbers handed out before a crash may not all be visible in a
-  // header; the reservation on the device covers them. Writing the
-  // superblock also clears its record of the snapshot: used once.
-  im.next_seq = std::max(im.next_seq, im.super.current.seq_limit);
-  im.super.current.snapshot_length = 0;
-  im.super.current.snapshot_checksum = 0;
-  TIERKV_RETURN_IF_ERROR(write_superblock(im.next_seq + kSeqLease));
+  TIERKV_RETURN_IF_ERROR(im.super->finish_open());
   im.max_version_seen.store(recovered_max_version_);
   recovery_.from_snapshot = from_snapshot;
   recovery_.objects = im.index.object_count();
@@ -384,7 +305,7 @@ Status FlashTier::recover() {
 // Rebuilds the index by reading every live region (see the file comment).
 Status FlashTier::scan_regions() {
   Impl& im = *impl_;
-  const uint64_t salt = im.super.current.salt;
+  const uint64_t salt = im.super->salt();
   std::vector<std::pair<uint64_t, uint32_t>> live;  // (seq, region)
   AlignedBuffer header(kBlockSize);
   for (uint32_t r = 0; r < region_count_; ++r) {
@@ -402,7 +323,7 @@ Status FlashTier::scan_regions() {
     }
     // A header from another layout (region size changed) describes nothing here.
     if (h->region_index != r || h->region_size != options_.region_size || h->seq == 0) continue;
-    im.next_seq = std::max(im.next_seq, h->seq + 1);
+    im.super->saw_seq(h->seq);
     // Wiped by clear(): free, but later incarnations number above it.
     if (!(h->flags & kRegionFree)) live.emplace_back(h->seq, r);
   }

@@ -25,14 +25,12 @@
 #include <cstring>
 
 #include "core/clock.h"
+#include "flash/exact_io.h"
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
 
 namespace tierkv::flash {
-
-Status read_exact(int fd, char* buf, uint64_t length, uint64_t offset);
-Status write_exact(int fd, const char* buf, uint64_t length, uint64_t offset);
 
 namespace {
 
@@ -199,7 +197,7 @@ const char* FlashTier::parse_snapshot(SnapshotReader& in) {
     live[r] = true;
     im.fifo.push_back(r);
     im.used_bytes += im.regions[r].fill;
-    im.next_seq = std::max(im.next_seq, im.regions[r].seq + 1);
+    im.super->saw_seq(im.regions[r].seq);
   }
   std::string key;
   std::vector<uint64_t> locations;
@@ -270,9 +268,7 @@ Status FlashTier::write_snapshot() {
     return Status::io_error(std::string("flash: fdatasync of the snapshot: ") +
                             std::strerror(errno));
   }
-  im.super.current.snapshot_length = out.length();
-  im.super.current.snapshot_checksum = out.checksum();
-  TIERKV_RETURN_IF_ERROR(write_superblock(im.super.current.seq_limit));
+  TIERKV_RETURN_IF_ERROR(im.super->record_snapshot(out.length(), out.checksum()));
   im.snapshot_on_device = true;
   spdlog::info("flash: index snapshot of {} objects ({} bytes) written in {:.1f} ms", entries,
                out.length(), (mono_ns() - start) / 1e6);
@@ -283,9 +279,7 @@ Status FlashTier::write_snapshot() {
 Status FlashTier::drop_snapshot_locked() {
   Impl& im = *impl_;
   if (!im.snapshot_on_device) return Status::ok();
-  im.super.current.snapshot_length = 0;
-  im.super.current.snapshot_checksum = 0;
-  TIERKV_RETURN_IF_ERROR(write_superblock(im.super.current.seq_limit));
+  TIERKV_RETURN_IF_ERROR(im.super->drop_snapshot());
   im.snapshot_on_device = false;
   return Status::ok();
 }
@@ -294,7 +288,7 @@ Status FlashTier::drop_snapshot_locked() {
 // tier is left empty for the scan, and the log says why.
 bool FlashTier::load_snapshot() {
   Impl& im = *impl_;
-  const Superblock& sb = im.super.current;
+  const Superblock& sb = im.super->current();
   if (sb.snapshot_length == 0) {
     spdlog::info("flash: no index snapshot (the last stop was not clean): scanning");
     return false;
@@ -318,7 +312,7 @@ bool FlashTier::load_snapshot() {
   im.fifo.clear();
   im.free_regions.clear();
   im.used_bytes = 0;
-  im.next_seq = 1;
+  im.super->forget_seqs();
   if (progress) {
     progress->from_snapshot.store(false);
     progress->bytes_done.store(0);

@@ -149,7 +149,7 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
 Status FlashTier::open_region_locked() {
   Impl& im = *impl_;
   // Before anything changes: a failure here leaves the tier as it was.
-  Result<uint64_t> seq = take_seq_locked();
+  Result<uint64_t> seq = impl_->super->take_seq();
   if (!seq.is_ok()) return seq.status();
   uint32_t region = 0;
   if (!im.free_regions.empty()) {

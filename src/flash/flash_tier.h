@@ -430,13 +430,6 @@ class FlashTier {
   Status recover();
   Status scan_regions();
   void log_recovery() const;
-  // The superblock: read at open (a new one, with a new salt, if there is
-  // none of this format and layout), rewritten to reserve sequence numbers.
-  Status load_superblock();
-  Status write_superblock(uint64_t seq_limit);
-  // The next region sequence number; reserves more on the device first when
-  // the reserved ones run out. Needs write_mu (or open).
-  Result<uint64_t> take_seq_locked();
   uint64_t salt() const;
   // The snapshot (flash_snapshot.cc): loaded at open, if there is a valid
   // one; dropped before the first write after one was written.

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "flash/flash_tier.h"
 #include "flash/io_engine.h"
 #include "flash/record.h"
+#include "flash/superblock_store.h"
 
 namespace tierkv::flash {
 
@@ -84,12 +86,6 @@ struct KeyInFlight {
   std::vector<std::pair<std::string, uint64_t>> removed;  // key, up to version
 };
 
-// Where the device's superblock stands (guarded by write_mu after open).
-struct SuperblockState {
-  Superblock current;
-  uint64_t slot = 0;  // the slot `current` was read from or last written to
-};
-
 // One buffer write: consecutive records of one region.
 struct FlashTier::WriteBatch final : IoRequest {
   void on_complete(int64_t result) override;
@@ -121,7 +117,8 @@ struct FlashTier::Impl {
   explicit Impl(MetricsRegistry& registry) : metrics(registry) {}
 
   UniqueFd fd;
-  SuperblockState super;  // salt, layout, reserved region sequence numbers
+  // Salt, layout, reserved region sequence numbers; made by recover().
+  std::optional<SuperblockStore> super;
   std::unique_ptr<IoEngine> engine;
   FlashIndex index;
   FlashMetrics metrics;
@@ -157,7 +154,6 @@ struct FlashTier::Impl {
   // Tombstones and expiry records that found no room yet (the region to
   // reclaim still had writes in flight); retried in order as writes land.
   std::deque<PendingChunk> deferred_meta;
-  uint64_t next_seq = 1;
   // The newest version any record names (recovered or written since).
   std::atomic<uint64_t> max_version_seen{0};
   // A snapshot is on the device and still valid: the next record drops it.
