@@ -16,9 +16,9 @@
 #include "store/prefetch/prefetcher.h"
 #include "store/preheat/preheater.h"
 #include "store/promotion/promoter.h"
-#include "store/promotion/promotion_pool.h"
 #include "store/store_config.h"
 #include "store/stream/stream_context.h"
+#include "store/worker_pool.h"
 
 namespace tierkv {
 namespace {
@@ -142,9 +142,9 @@ void Store::open_flash(const Config& config) {
       std::memory_order_release);
   // The queue holds what the in-flight cap admits, twice over: a job takes
   // its slot before it is queued.
-  pool_ = std::make_unique<PromotionPool>(static_cast<size_t>(config.promotion_workers),
-                                          static_cast<size_t>(config.promotion_max_inflight) * 2,
-                                          hooks_.before_pool_job);
+  pool_ = std::make_unique<WorkerPool>(static_cast<size_t>(config.promotion_workers),
+                                       static_cast<size_t>(config.promotion_max_inflight) * 2,
+                                       hooks_.before_pool_job);
   streams_->pool.store(pool_.get(), std::memory_order_release);
   promoter_ = std::make_unique<Promoter>(
       *memory_, *flash_, *reader_, key_locks_, *pool_, *metrics_,

@@ -60,7 +60,7 @@ class FlashValueSink;
 class StagedPut;
 struct StagedPutOptions;
 class Promoter;
-class PromotionPool;
+class WorkerPool;
 class Writeback;
 class StreamReader;
 class Readahead;
@@ -496,7 +496,7 @@ class Store {
   uint64_t stream_collector_ = 0;
   // Runs promotions; stopped first at close, destroyed after flash_ (whose
   // last completions hand it continuations, which it then cancels).
-  std::unique_ptr<PromotionPool> pool_;
+  std::unique_ptr<WorkerPool> pool_;
   // Its thread stops before flash_ goes; it outlives flash_ for the
   // callbacks of copies still landing.
   std::unique_ptr<Writeback> writeback_;

@@ -6,9 +6,9 @@
 #include "store/flashio/staged_put.h"
 #include "store/preheat/preheat_source.h"
 #include "store/preheat/preheater.h"
-#include "store/promotion/promotion_pool.h"
 #include "store/store.h"
 #include "store/store_config.h"
+#include "store/worker_pool.h"
 
 namespace tierkv {
 
@@ -77,7 +77,7 @@ void Store::copy_on_flash(FlashCopyRequest request, ExclusiveRunner exclusive,
                           std::function<void(Result<FlashCopyOutcome>)> done) {
   if (!flash_) return done(no_flash());
   auto copy = std::make_shared<FlashCopy>(*this, *flash_, std::move(request), std::move(exclusive));
-  PromotionPool::Job job = [copy, done](bool run) {
+  WorkerPool::Job job = [copy, done](bool run) {
     done(run ? copy->run()
              : Result<FlashCopyOutcome>(Status::unavailable("the server is shutting down")));
   };

@@ -7,15 +7,15 @@
 
 #include "store/flashio/buffer_budget.h"
 #include "store/flashio/staged_put.h"
-#include "store/promotion/promotion_pool.h"
 #include "store/store.h"
+#include "store/worker_pool.h"
 
 namespace tierkv {
 
 // What the sink's pool jobs share with it; the last of them (or the sink)
 // to let go frees the staged put and the buffers.
 struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
-  Shared(std::unique_ptr<StagedPut> p, Store& s, PromotionPool& pl, std::shared_ptr<BufferBudget> b,
+  Shared(std::unique_ptr<StagedPut> p, Store& s, WorkerPool& pl, std::shared_ptr<BufferBudget> b,
          size_t w)
       : put(std::move(p)),
         store(s),
@@ -44,7 +44,7 @@ struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
 
   std::unique_ptr<StagedPut> put;
   Store& store;
-  PromotionPool& pool;
+  WorkerPool& pool;
   const std::shared_ptr<BufferBudget> budget;  // flash-write-buffer; null: no cap
   const size_t window;
 
@@ -225,7 +225,7 @@ Result<memory::WriteResult> FlashValueSink::Shared::commit_now() {
   return r;
 }
 
-FlashValueSink::FlashValueSink(std::unique_ptr<StagedPut> put, Store& store, PromotionPool& pool,
+FlashValueSink::FlashValueSink(std::unique_ptr<StagedPut> put, Store& store, WorkerPool& pool,
                                std::shared_ptr<BufferBudget> budget, size_t window)
     : size_(put->size()),
       chunk_size_(put->chunk_size()),

@@ -38,7 +38,7 @@
 namespace tierkv {
 
 class BufferBudget;
-class PromotionPool;
+class WorkerPool;
 class Store;
 
 class FlashValueSink final : public memory::ValueSink {
@@ -55,7 +55,7 @@ class FlashValueSink final : public memory::ValueSink {
   // Runs once, on a pool thread (or at once if the pool has stopped).
   using CommitDone = std::function<void(Result<memory::WriteResult>)>;
 
-  FlashValueSink(std::unique_ptr<StagedPut> put, Store& store, PromotionPool& pool,
+  FlashValueSink(std::unique_ptr<StagedPut> put, Store& store, WorkerPool& pool,
                  std::shared_ptr<BufferBudget> budget, size_t window);
   ~FlashValueSink() override;
   FlashValueSink(const FlashValueSink&) = delete;

@@ -16,7 +16,7 @@
 #include "store/preheat/piece_buffer.h"
 #include "store/preheat/preheat_source.h"
 #include "store/preheat/sha256.h"
-#include "store/promotion/promotion_pool.h"
+#include "store/worker_pool.h"
 
 namespace tierkv {
 
@@ -130,7 +130,7 @@ Preheater::Preheater(size_t workers, StartPut start_put, MetricsRegistry& metric
                      uint32_t chunk_size, std::function<void()> before_job)
     // Lanes queue as continuations, which the pool always takes: the queue
     // bound is the jobs' (max_jobs x pieces_inflight lanes at most).
-    : pool_(std::make_unique<PromotionPool>(workers, /*max_queued=*/0, std::move(before_job))),
+    : pool_(std::make_unique<WorkerPool>(workers, /*max_queued=*/0, std::move(before_job))),
       start_put_(std::move(start_put)),
       metrics_(metrics),
       buffers_(int64_t{256} << 20, buffer_metrics(metrics)),

@@ -47,7 +47,7 @@
 namespace tierkv {
 
 class PieceBuffer;
-class PromotionPool;
+class WorkerPool;
 
 struct PreheatLimits {
   std::vector<std::string> sources;  // allowlist of URL prefixes
@@ -130,7 +130,7 @@ class Preheater {
   void finish(Job& job, PreheatState state, std::string error);
   PreheatJobStatus status_of(const Job& job) const;
 
-  std::unique_ptr<PromotionPool> pool_;
+  std::unique_ptr<WorkerPool> pool_;
   StartPut start_put_;
   Metrics metrics_;
   BufferBudget buffers_;  // preheat-buffer

@@ -112,7 +112,7 @@ struct PromotionJob {
 };
 
 Promoter::Promoter(memory::MemoryTier& memory, flash::FlashTier& flash, FlashReader& reader,
-                   KeyLocks& locks, PromotionPool& pool, MetricsRegistry& metrics,
+                   KeyLocks& locks, WorkerPool& pool, MetricsRegistry& metrics,
                    const PromoterOptions& options)
     : memory_(memory),
       flash_(flash),

@@ -11,7 +11,7 @@
 //   and flash still holds that exact version, checked under the key's lock
 //   that removals also take, so a deleted or rewritten key never comes back.
 //
-// Jobs run on the store's PromotionPool: a worker re-checks residency (no
+// Jobs run on the store's WorkerPool: a worker re-checks residency (no
 // side effects), reserves memory (clean-only for speculative triggers),
 // starts the flash read, and the install runs on a worker again once the
 // read completes. A whole-object GET that is admitted copies the chunks as
@@ -34,7 +34,7 @@
 #include "store/flashio/flash_reader.h"
 #include "store/key_locks.h"
 #include "store/promotion/count_min.h"
-#include "store/promotion/promotion_pool.h"
+#include "store/worker_pool.h"
 
 namespace tierkv {
 
@@ -135,7 +135,7 @@ struct PromoterOptions {
 class Promoter {
  public:
   Promoter(memory::MemoryTier& memory, flash::FlashTier& flash, FlashReader& reader,
-           KeyLocks& locks, PromotionPool& pool, MetricsRegistry& metrics,
+           KeyLocks& locks, WorkerPool& pool, MetricsRegistry& metrics,
            const PromoterOptions& options);
 
   void set_limits(int64_t threshold, int64_t max_inflight, int64_t max_inflight_bytes);
@@ -202,7 +202,7 @@ class Promoter {
   flash::FlashTier& flash_;
   FlashReader& reader_;
   KeyLocks& locks_;
-  PromotionPool& pool_;
+  WorkerPool& pool_;
   CountMinSketch sketch_;
   std::atomic<int64_t> threshold_;
   std::atomic<bool> on_hit_;

@@ -14,7 +14,7 @@
 
 namespace tierkv {
 
-class PromotionPool;
+class WorkerPool;
 class Store;
 
 struct StreamMetrics {
@@ -60,7 +60,7 @@ struct StreamContext {
   // (set once flash is open): starting a read costs a submission system
   // call and a wake-up of the device or of the kernel's I/O worker, 10-20
   // us on a VM, which the consumer would otherwise pay on every take.
-  std::atomic<PromotionPool*> pool{nullptr};
+  std::atomic<WorkerPool*> pool{nullptr};
 
   // Runs `pump` on a store worker, once per `queued` (the caller's flag: a
   // pump already queued for it is enough, so a fast consumer does not fill

@@ -15,9 +15,9 @@
 #include <mutex>
 
 #include "core/clock.h"
-#include "store/promotion/promotion_pool.h"
 #include "store/stream/stream_context.h"
 #include "store/stream/stream_entry.h"
+#include "store/worker_pool.h"
 
 namespace tierkv {
 
@@ -68,7 +68,7 @@ void StreamContext::set_defaults(const Config& config) {
 }
 
 bool StreamContext::pump_on_worker(std::atomic<bool>& queued, std::function<void()> pump) const {
-  PromotionPool* p = pool.load(std::memory_order_acquire);
+  WorkerPool* p = pool.load(std::memory_order_acquire);
   if (p == nullptr) return false;
   if (queued.exchange(true, std::memory_order_acq_rel)) return true;
   // The flag lives as long as the pump's owner, which `pump` checks for

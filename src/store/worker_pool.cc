@@ -1,21 +1,21 @@
-#include "store/promotion/promotion_pool.h"
+#include "store/worker_pool.h"
 
 #include <algorithm>
 
 namespace tierkv {
 
-PromotionPool::PromotionPool(size_t workers, size_t max_queued, std::function<void()> before_job)
+WorkerPool::WorkerPool(size_t workers, size_t max_queued, std::function<void()> before_job)
     : max_queued_(std::max<size_t>(max_queued, 1)), before_job_(std::move(before_job)) {
   workers = std::max<size_t>(workers, 1);
   threads_.reserve(workers);
   for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
 }
 
-PromotionPool::~PromotionPool() {
+WorkerPool::~WorkerPool() {
   stop();
 }
 
-bool PromotionPool::try_submit(Job job) {
+bool WorkerPool::try_submit(Job job) {
   bool was_empty = false;
   {
     std::lock_guard lock(mu_);
@@ -30,7 +30,7 @@ bool PromotionPool::try_submit(Job job) {
   return true;
 }
 
-void PromotionPool::submit_continuation(Job job) {
+void WorkerPool::submit_continuation(Job job) {
   bool was_empty = false;
   {
     std::lock_guard lock(mu_);
@@ -47,7 +47,7 @@ void PromotionPool::submit_continuation(Job job) {
   if (was_empty) cv_.notify_one();
 }
 
-void PromotionPool::stop() {
+void WorkerPool::stop() {
   std::deque<Job> dropped;
   {
     std::lock_guard lock(mu_);
@@ -61,12 +61,12 @@ void PromotionPool::stop() {
   threads_.clear();
 }
 
-size_t PromotionPool::queued() const {
+size_t WorkerPool::queued() const {
   std::lock_guard lock(mu_);
   return queue_.size();
 }
 
-void PromotionPool::work() {
+void WorkerPool::work() {
   for (;;) {
     Job job;
     {

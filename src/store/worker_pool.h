@@ -1,6 +1,7 @@
-// PromotionPool: the store's bounded background pool. Promotions,
-// prefetches and demand kicks run here, never on a network thread or on a
-// flash I/O-completion thread.
+// WorkerPool: a bounded pool of background threads. The store runs two:
+// one for promotions, prefetches, demand kicks and staged-put commits
+// (promotion-workers), one for preheat jobs (preheat-workers). Their work
+// never runs on a network thread or on a flash I/O-completion thread.
 //
 // Jobs are queued up to max_queued; a continuation (the second half of a
 // job whose flash read completed) is always taken, since the in-flight cap
@@ -19,15 +20,15 @@
 
 namespace tierkv {
 
-class PromotionPool {
+class WorkerPool {
  public:
   using Job = std::function<void(bool run)>;
 
   // `before_job` (tests) runs on the worker before each job it takes.
-  PromotionPool(size_t workers, size_t max_queued, std::function<void()> before_job = {});
-  ~PromotionPool();
-  PromotionPool(const PromotionPool&) = delete;
-  PromotionPool& operator=(const PromotionPool&) = delete;
+  WorkerPool(size_t workers, size_t max_queued, std::function<void()> before_job = {});
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
 
   // False (and the job is not called) if the queue is full or the pool
   // stopped; the caller still owns what the job holds.
