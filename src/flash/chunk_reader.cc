@@ -71,7 +71,7 @@ std::unique_ptr<ChunkRead> ChunkReader::prepare(std::string_view key, uint64_t k
   return read;
 }
 
-void ChunkReader::submit(std::vector<std::unique_ptr<ChunkRead>> reads) {
+void ChunkReader::submit(std::span<std::unique_ptr<ChunkRead>> reads) {
   std::vector<IoRequest*> now;
   {
     std::lock_guard lock(mu_);

@@ -78,9 +78,9 @@ class ChunkReader {
   // A read of the chunk `found` says is at its location, found at `epoch`.
   std::unique_ptr<ChunkRead> prepare(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                                      const IndexedChunk& found, uint64_t epoch);
-  // Queues the reads (each with its callback and priority) and starts what
-  // the free slots allow.
-  void submit(std::vector<std::unique_ptr<ChunkRead>> reads);
+  // Takes the reads (each with its callback and priority; the pointers are
+  // left empty), queues them and starts what the free slots allow.
+  void submit(std::span<std::unique_ptr<ChunkRead>> reads);
   // Waits until no read is queued, in flight or in its callback.
   void wait_idle();
 

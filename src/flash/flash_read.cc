@@ -19,9 +19,7 @@ Status FlashTier::read_chunk(std::string_view key, uint32_t chunk_index,
   std::unique_ptr<ChunkRead> read = prepare_read(key, chunk_index, version);
   if (!read) return Status::not_found("chunk not on flash");
   read->done = std::move(done);
-  std::vector<std::unique_ptr<ChunkRead>> reads;
-  reads.push_back(std::move(read));
-  impl_->reader->submit(std::move(reads));
+  impl_->reader->submit(std::span(&read, 1));
   return Status::ok();
 }
 
@@ -39,7 +37,7 @@ void FlashTier::read_chunks(std::string_view key, std::span<const uint32_t> chun
     read->priority = priority;
     reads.push_back(std::move(read));
   }
-  if (!reads.empty()) impl_->reader->submit(std::move(reads));
+  if (!reads.empty()) impl_->reader->submit(reads);
 }
 
 std::optional<FlashTier::VersionLocations> FlashTier::locate_version(std::string_view key,
