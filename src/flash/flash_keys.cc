@@ -45,7 +45,7 @@ FlashTier::WriteCallback FlashTier::append_meta_locked(PendingChunk chunk,
   if (im.clearing) return std::move(chunk.done);
   im.deferred_meta.push_back(std::move(chunk));
   append_deferred_meta_locked();
-  kick_locked(to_submit);
+  im.log.kick(to_submit);
   return {};
 }
 
@@ -82,7 +82,7 @@ bool FlashTier::write_meta(std::string_view key, uint64_t key_hash, uint64_t ver
       unwritten = std::move(done);
     }
   }
-  submit_writes(to_submit);
+  im.log.submit(to_submit);
   if (unwritten) unwritten(Status::ok());
   return indexed;
 }
@@ -150,7 +150,7 @@ bool FlashTier::forget(std::string_view key, uint64_t below_version) {
 void FlashTier::clear() {
   Impl& im = *impl_;
   std::unique_lock lock(im.write_mu);
-  im.writes_idle.wait(lock, [&] { return !im.clearing; });
+  im.log.wait(lock, [&] { return !im.clearing; });
   im.clearing = true;  // new writes get Busy until the wipe is done
   {
     std::lock_guard landing(im.landing_mu);
@@ -161,15 +161,13 @@ void FlashTier::clear() {
   // Reads that started before find other records there now: a race, not corruption.
   im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
   std::vector<IoRequest*> to_submit;
-  seal_locked();
-  kick_locked(to_submit);
+  im.log.seal();
+  im.log.kick(to_submit);
   lock.unlock();
-  submit_writes(to_submit);
+  im.log.submit(to_submit);
   lock.lock();
   // A region header still in flight would bring its region back: wait.
-  im.writes_idle.wait(lock, [&] {
-    return im.writes_in_flight == 0 && im.writes_finishing == 0 && im.sealed.empty() && !im.active;
-  });
+  im.log.wait(lock, [&] { return im.log.idle(); });
   Status st = wipe_region_headers();
   if (!st.is_ok()) {
     spdlog::error(
@@ -177,25 +175,14 @@ void FlashTier::clear() {
         "data written before it",
         st.to_string());
   }
-  for (RegionState& region : im.regions) region = RegionState{};
-  {
-    // Every region is free now; a pinned read of a wiped region misses.
-    std::lock_guard pins(im.pin_mu);
-    im.region_draining.assign(region_count_, false);
-    im.regions_draining = 0;
-  }
-  im.free_regions.clear();
-  for (uint32_t r = 0; r < region_count_; ++r) im.free_regions.push_back(r);
-  im.fifo.clear();
-  im.active_region = -1;
-  im.active_offset = 0;
-  im.used_bytes = 0;
+  im.regions.free_all();
+  im.log.forget_active_region();
   // What they would have recorded is wiped: as good as landed.
   std::deque<PendingChunk> wiped = std::move(im.deferred_meta);
   im.deferred_meta.clear();
   im.clearing = false;
   update_space_gauges_locked();
-  im.writes_idle.notify_all();
+  im.log.notify();
   lock.unlock();
   for (PendingChunk& meta : wiped)
     if (meta.done) meta.done(Status::ok());

@@ -114,7 +114,11 @@ FlashTier::FlashTier(const FlashOptions& options, MetricsRegistry* metrics) : op
     owned_metrics_ = std::make_unique<MetricsRegistry>();
     metrics = owned_metrics_.get();
   }
-  impl_ = std::make_unique<Impl>(*metrics);
+  impl_ = std::make_unique<Impl>(
+      *metrics, LogWriter::Options{.region_size = options.region_size,
+                                   .write_buffer_size = options.write_buffer_size,
+                                   .max_write_inflight = options.max_write_inflight,
+                                   .fsync_always = options.fsync == FsyncPolicy::kAlways});
 }
 
 Result<std::unique_ptr<FlashTier>> FlashTier::open(const FlashOptions& options,
@@ -275,6 +279,8 @@ Status FlashTier::start_engine() {
                                                          .salt = salt(),
                                                          .buffer_pool = options_.buffer_pool},
                                     *im.engine, im.index, im.metrics, im.reclaim_epoch);
+  im.log.start(*im.engine, salt(),
+               [this](WriteBatch* batch, int64_t result) { on_write_done(batch, result); });
   start_reclaimer();
   spdlog::info("flash: {} ({} regions of {} KiB) via {}, {} I/O, fsync {}", file_path_,
                region_count_, options_.region_size >> 10, im.engine->name(),

@@ -47,8 +47,8 @@ std::optional<FlashTier::VersionLocations> FlashTier::locate_version(std::string
   const uint64_t key_hash = hash64(key);
   VersionLocations out;
   // See reclaim_locked(): the lookup and the pins are one step for it.
-  std::unique_lock pins(im.pin_mu, std::defer_lock);
-  if (pinning == Pinning::kPin) pins.lock();
+  std::unique_lock<std::mutex> pins;
+  if (pinning == Pinning::kPin) pins = im.regions.lock_pins();
   // Taken before the lookup, as for a read (see reclaim_locked()).
   out.reclaim_epoch = im.reclaim_epoch.load(std::memory_order_acquire);
   if (!im.index.version_locations(key, key_hash, version, &out.locations, &out.expire_at_ms))
@@ -61,7 +61,7 @@ std::optional<FlashTier::VersionLocations> FlashTier::locate_version(std::string
     const uint32_t region = location::region(where);
     if (std::find(regions.begin(), regions.end(), region) != regions.end()) continue;
     regions.push_back(region);
-    ++im.region_readers[region];
+    im.regions.pin_locked(region);
   }
   out.pins.tier_ = this;
   return out;

@@ -45,32 +45,22 @@ bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* 
     std::lock_guard landing(im.landing_mu);
     lose_staged_in_region_locked(region);
   }
-  bool writable;
-  bool read_by_others;
+  RegionManager::ReclaimPins pinned;
   {
-    // Under pin_mu: a read pins the region before this drops its chunks (and
-    // is waited for), or finds them gone and does not pin it.
-    std::lock_guard pins(im.pin_mu);
+    // Under the pin lock: a read pins the region before this drops its
+    // chunks (and is waited for), or finds them gone and does not pin it.
+    auto pins = im.regions.lock_pins();
     im.index.drop_region(region, hits);
     // Readers compare this epoch: a record that changed under a read after
     // a reclaim is a race, not corruption.
     im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
-    read_by_others = im.region_readers[region] > 0;
-    if (self_pin) ++im.region_readers[region];
-    writable = im.region_readers[region] == 0;
-    if (!writable) {
-      im.region_draining[region] = true;
-      im.metrics.regions_draining.set(static_cast<int64_t>(++im.regions_draining));
-    }
+    pinned = im.regions.reclaim_locked(region, self_pin);
   }
-  if (read_by_others) retire_region_header_locked(region);
-  RegionState& st = im.regions[region];
-  im.used_bytes -= st.fill;
-  st.fill = 0;
-  st.seq = 0;
+  if (pinned.read_by_others) retire_region_header_locked(region);
+  im.regions.empty(region);
   im.metrics.reclaims.add();
   update_space_gauges_locked();
-  return writable;
+  return pinned.writable;
 }
 
 // A draining region keeps its records for the reads that pin it, but must
@@ -98,33 +88,12 @@ void FlashTier::retire_region_header_locked(uint32_t region) {
   }
 }
 
-void FlashTier::unpin_region_locked(uint32_t region) {
-  Impl& im = *impl_;
-  std::lock_guard pins(im.pin_mu);
-  if (--im.region_readers[region] > 0 || !im.region_draining[region]) return;
-  im.region_draining[region] = false;
-  im.metrics.regions_draining.set(static_cast<int64_t>(--im.regions_draining));
-  im.free_regions.push_back(region);
-}
-
 void FlashTier::unpin_regions(std::span<const uint32_t> regions) const {
   Impl& im = *impl_;
-  absl::InlinedVector<uint32_t, 4> last_pins;
-  {
-    std::lock_guard pins(im.pin_mu);
-    for (uint32_t r : regions) {
-      // The last pin of a draining region frees it, which needs write_mu
-      // (taken before pin_mu): that pin is dropped below, under both.
-      if (im.region_readers[r] == 1 && im.region_draining[r]) {
-        last_pins.push_back(r);
-      } else {
-        --im.region_readers[r];
-      }
-    }
-  }
+  const absl::InlinedVector<uint32_t, 4> last_pins = im.regions.unpin(regions);
   if (last_pins.empty()) return;
   std::lock_guard lock(im.write_mu);
-  for (uint32_t r : last_pins) const_cast<FlashTier*>(this)->unpin_region_locked(r);
+  for (uint32_t r : last_pins) im.regions.unpin_last(r);
 }
 
 // Free regions the reclaimer keeps ahead of the writers (fewer on tiny
@@ -135,8 +104,9 @@ static size_t reclaim_target(size_t regions) {
 
 bool FlashTier::reclaim_wanted_locked() const {
   const Impl& im = *impl_;
-  return im.free_regions.size() < reclaim_target(region_count_) && im.fifo.size() > 1 &&
-         !im.clearing && im.regions[im.fifo.front()].pending_writes == 0;
+  return im.regions.free_count() < reclaim_target(region_count_) &&
+         im.regions.written().size() > 1 && !im.clearing &&
+         im.regions.state(*im.regions.oldest()).pending_writes == 0;
 }
 
 void FlashTier::start_reclaimer() {
@@ -180,8 +150,8 @@ void FlashTier::stop_reclaimer() {
 // Called with write_lock held; releases it while reading the device.
 void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
   Impl& im = *impl_;
-  const uint32_t region = im.fifo.front();
-  im.fifo.pop_front();
+  const uint32_t region = *im.regions.oldest();
+  im.regions.pop_oldest();
   std::vector<ReinsertCandidate> hits;
   // Its own pin: the hot chunks are read below, and streams may pin it too.
   reclaim_locked(region, &hits, /*self_pin=*/true);
@@ -225,7 +195,7 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
   const bool cleared = generation != im.generation || im.clearing;
   // Free first (unless a stream still reads it; clear() freed it already):
   // the copies may need a region of their own.
-  unpin_region_locked(region);
+  im.regions.unpin_last(region);
   std::vector<IoRequest*> to_submit;
   for (Reinsert& r : copies) {
     const PendingChunk& c = r.chunk;
@@ -233,9 +203,9 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
     if (st.is_ok()) st = append_locked(c, r.data);
     if (!st.is_ok()) im.index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.old_location);
   }
-  kick_locked(to_submit);
+  im.log.kick(to_submit);
   write_lock.unlock();
-  submit_writes(to_submit);
+  im.log.submit(to_submit);
   write_lock.lock();
 }
 

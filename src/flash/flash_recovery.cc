@@ -280,9 +280,7 @@ Status FlashTier::recover() {
   if (options_.progress) options_.progress->start_ms.store(static_cast<uint64_t>(unix_time_ms()));
   im.super.emplace(im.fd.get(), options_.region_size, region_count_);
   TIERKV_RETURN_IF_ERROR(im.super->load(file_path_));
-  im.regions.assign(region_count_, RegionState{});
-  im.region_readers.assign(region_count_, 0);
-  im.region_draining.assign(region_count_, false);
+  im.regions.reset(region_count_);
   const bool from_snapshot = load_snapshot();
   if (!from_snapshot) TIERKV_RETURN_IF_ERROR(scan_regions());
   TIERKV_RETURN_IF_ERROR(im.super->finish_open());
@@ -329,7 +327,6 @@ Status FlashTier::scan_regions() {
   }
   std::sort(live.begin(), live.end());
   if (options_.progress) options_.progress->bytes_total.store(live.size() * options_.region_size);
-  std::vector<bool> used(region_count_, false);
   RecoveryScan scan(im.index, recovery_);
   ParallelRegionReader reader(
       live.size(), options_.region_size, [&](size_t i, RegionScan& out, AlignedBuffer& buffer) {
@@ -344,19 +341,12 @@ Status FlashTier::scan_regions() {
     TIERKV_RETURN_IF_ERROR(scanned.status);
     for (const ParsedRecord& rec : scanned.records) scan.add(rec);
     recovery_.records_dropped += scanned.dropped;
-    im.regions[r].seq = seq;
-    im.regions[r].fill = scanned.fill;
-    im.regions[r].header_landed = true;
-    im.used_bytes += scanned.fill;
-    im.fifo.push_back(r);
-    used[r] = true;
+    im.regions.restore_written(r, seq, scanned.fill);
     ++recovery_.regions_scanned;
     if (options_.progress) options_.progress->bytes_done.fetch_add(options_.region_size);
   }
   scan.finish();
-  for (uint32_t r = 0; r < region_count_; ++r) {
-    if (!used[r]) im.free_regions.push_back(r);
-  }
+  im.regions.finish_restore();
   recovered_max_version_ = std::max(im.index.max_version(), scan.max_version_seen());
   return Status::ok();
 }
@@ -364,7 +354,8 @@ Status FlashTier::scan_regions() {
 void FlashTier::log_recovery() const {
   if (recovery_.from_snapshot) {
     spdlog::info("flash: index loaded from the snapshot: {} objects, {} regions in {:.1f} ms",
-                 recovery_.objects, impl_->fifo.size(), recovery_.duration_us / 1000.0);
+                 recovery_.objects, impl_->regions.written().size(),
+                 recovery_.duration_us / 1000.0);
     return;
   }
   spdlog::info(

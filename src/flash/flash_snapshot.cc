@@ -182,12 +182,14 @@ const char* FlashTier::parse_snapshot(SnapshotReader& in) {
   if (header.magic != kSnapshotMagic || header.format_version != kFormatVersion)
     return "another format";
   if (header.region_count != region_count_) return "another region count";
-  for (RegionState& r : im.regions) {
+  struct SeqFill {
+    uint64_t seq, fill;
+  };
+  std::vector<SeqFill> table(region_count_);
+  for (SeqFill& r : table) {
     uint64_t pair[2];
     if (!in.get(pair, sizeof(pair))) return "truncated region table";
-    r.seq = pair[0];
-    r.fill = pair[1];
-    r.header_landed = r.seq != 0;
+    r = {pair[0], pair[1]};
     if (r.fill > options_.region_size) return "implausible region fill";
   }
   std::vector<bool> live(region_count_, false);
@@ -195,9 +197,8 @@ const char* FlashTier::parse_snapshot(SnapshotReader& in) {
     uint32_t r = 0;
     if (!in.get(&r, sizeof(r)) || r >= region_count_ || live[r]) return "bad region order";
     live[r] = true;
-    im.fifo.push_back(r);
-    im.used_bytes += im.regions[r].fill;
-    im.super->saw_seq(im.regions[r].seq);
+    im.regions.restore_written(r, table[r].seq, table[r].fill);
+    im.super->saw_seq(table[r].seq);
   }
   std::string key;
   std::vector<uint64_t> locations;
@@ -220,9 +221,7 @@ const char* FlashTier::parse_snapshot(SnapshotReader& in) {
     im.index.restore({key, eh.version, eh.object_size, eh.expire_at_ms, locations});
   }
   if (!in.at_end()) return "trailing bytes";
-  for (uint32_t r = 0; r < region_count_; ++r) {
-    if (!live[r]) im.free_regions.push_back(r);
-  }
+  im.regions.finish_restore();
   recovered_max_version_ = header.max_version;
   return nullptr;
 }
@@ -233,22 +232,19 @@ Status FlashTier::write_snapshot() {
   flush();
   const uint64_t start = mono_ns();
   std::unique_lock lock(im.write_mu);
-  im.writes_idle.wait(lock, [&] {
-    return im.writes_in_flight == 0 && im.writes_finishing == 0 && im.sealed.empty() &&
-           !im.active && im.deferred_meta.empty();
-  });
+  im.log.wait(lock, [&] { return im.log.idle() && im.deferred_meta.empty(); });
   SnapshotWriter out(im.fd.get(), layout_.snapshot_offset, layout_.snapshot_bytes, salt());
   SnapshotHeader header;
   header.region_count = region_count_;
-  header.fifo_count = static_cast<uint32_t>(im.fifo.size());
+  header.fifo_count = static_cast<uint32_t>(im.regions.written().size());
   header.entries = im.index.object_count();
   header.max_version = std::max(recovered_max_version_, im.max_version_seen.load());
   bool fits = out.put(&header, sizeof(header));
-  for (const RegionState& r : im.regions) {
-    const uint64_t pair[2] = {r.seq, r.fill};
+  for (uint32_t r = 0; r < region_count_; ++r) {
+    const uint64_t pair[2] = {im.regions.state(r).seq, im.regions.state(r).fill};
     fits = fits && out.put(pair, sizeof(pair));
   }
-  for (uint32_t r : im.fifo) fits = fits && out.put(&r, sizeof(r));
+  for (uint32_t r : im.regions.written()) fits = fits && out.put(&r, sizeof(r));
   uint64_t entries = 0;
   im.index.for_each_entry([&](const EntryImage& e) {
     EntryHeader eh{static_cast<uint32_t>(e.key.size()), static_cast<uint32_t>(e.locations.size()),
@@ -308,10 +304,7 @@ bool FlashTier::load_snapshot() {
   if (why == nullptr) return true;
   spdlog::warn("flash: index snapshot rejected ({}): scanning", why);
   im.index.clear();
-  im.regions.assign(region_count_, RegionState{});
-  im.fifo.clear();
-  im.free_regions.clear();
-  im.used_bytes = 0;
+  im.regions.reset(region_count_);
   im.super->forget_seqs();
   if (progress) {
     progress->from_snapshot.store(false);

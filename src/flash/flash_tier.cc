@@ -1,5 +1,7 @@
-// FlashTier's write path: batches, group commit, landing and indexing, flush and stats. Reads:
-// flash_read.cc; opening and recovery: flash_open.cc.
+// FlashTier's writes: accepting chunks, choosing each new region, and
+// indexing what lands. Batching and group commit are LogWriter's; the
+// region table is RegionManager's. Reads: flash_read.cc; opening and
+// recovery: flash_open.cc.
 #include "flash/flash_tier.h"
 
 #include <spdlog/spdlog.h>
@@ -15,9 +17,6 @@
 
 namespace tierkv::flash {
 
-void FlashTier::WriteBatch::on_complete(int64_t result) {
-  tier->on_write_done(this, result);
-}
 // ---------------------------------------------------------------- writes
 
 Status FlashTier::write_chunk(const ChunkWrite& chunk, WriteCallback done) {
@@ -83,7 +82,8 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
   {
     std::lock_guard lock(im.write_mu);
     if (im.clearing) return Status::busy("flash is being cleared");
-    if (im.pending_bytes > 0 && im.pending_bytes + total > options_.max_pending_write_bytes) {
+    const uint64_t pending = im.log.pending_bytes();
+    if (pending > 0 && pending + total > options_.max_pending_write_bytes) {
       return Status::busy("flash write queue full");
     }
     size_t appended = 0;
@@ -108,40 +108,21 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
       std::lock_guard landing(im.landing_mu);
       for (size_t i = 0; i < appended; ++i) ++im.in_flight[hash64(chunks[i].key)].writes;
     }
-    kick_locked(to_submit);
+    im.log.kick(to_submit);
   }
-  submit_writes(to_submit);
+  im.log.submit(to_submit);
   return st;
 }
 
 Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
   Impl& im = *impl_;
   TIERKV_RETURN_IF_ERROR(drop_snapshot_locked());
-  const uint64_t size = record_size(chunk.key.size(), data.size());
   if (chunk.version > im.max_version_seen.load(std::memory_order_relaxed))
     im.max_version_seen.store(chunk.version, std::memory_order_relaxed);
-  if (im.active_region < 0 || im.active_offset + size > options_.region_size) {
+  if (!im.log.has_room(record_size(chunk.key.size(), data.size()))) {
     TIERKV_RETURN_IF_ERROR(open_region_locked());
   }
-  const auto region = static_cast<uint32_t>(im.active_region);
-  RegionState& st = im.regions[region];
-  if (!im.active || im.active->used + size > im.active->buffer.size()) {
-    seal_locked();
-    im.active = new_batch_locked(region, im.active_offset, size);
-  }
-  encode_record(im.active->buffer.data() + im.active->used, chunk.key, data,
-                {chunk.chunk_index, chunk.version, st.seq, chunk.object_size, chunk.record_flags,
-                 chunk.expire_at_ms, chunk.chunk_count},
-                {salt(), region_start(region) + im.active_offset});
-  chunk.location = location::pack(region, im.active_offset / kBlockSize,
-                                  record_length(chunk.key.size(), data.size()));
-  chunk.data_bytes = data.size();
-  im.active->used += size;
-  im.active->chunks.push_back(std::move(chunk));
-  im.active_offset += size;
-  st.fill += size;
-  im.used_bytes += size;
-  im.pending_bytes += size;
+  im.log.append(std::move(chunk), data);
   update_space_gauges_locked();
   return Status::ok();
 }
@@ -151,116 +132,27 @@ Status FlashTier::open_region_locked() {
   // Before anything changes: a failure here leaves the tier as it was.
   Result<uint64_t> seq = impl_->super->take_seq();
   if (!seq.is_ok()) return seq.status();
-  uint32_t region = 0;
-  if (!im.free_regions.empty()) {
-    region = im.free_regions.front();
-    im.free_regions.pop_front();
-  } else {
-    // The background reclaimer (reinsertion) fell behind: reclaim the oldest
-    // region here, without reinsertion, which would read the device. One
-    // that reads still pin drains; the next oldest goes too.
-    while (true) {
-      if (im.fifo.empty()) return Status::busy("flash: every region is being reclaimed or read");
-      region = im.fifo.front();
-      if (im.regions[region].pending_writes > 0) {
-        return Status::busy("flash: oldest region still has writes in flight");
-      }
-      im.fifo.pop_front();
-      if (reclaim_locked(region, nullptr)) break;
+  std::optional<uint32_t> region = im.regions.take_free();
+  // The background reclaimer (reinsertion) fell behind: reclaim the oldest
+  // region here, without reinsertion, which would read the device. One
+  // that reads still pin drains; the next oldest goes too.
+  while (!region) {
+    const std::optional<uint32_t> oldest = im.regions.oldest();
+    if (!oldest) return Status::busy("flash: every region is being reclaimed or read");
+    if (im.regions.state(*oldest).pending_writes > 0) {
+      return Status::busy("flash: oldest region still has writes in flight");
     }
+    im.regions.pop_oldest();
+    if (reclaim_locked(*oldest, nullptr)) region = oldest;
   }
-  seal_locked();
-  RegionState& st = im.regions[region];
-  st = RegionState{};
-  st.seq = *seq;
-  st.fill = kBlockSize;
-  im.used_bytes += kBlockSize;
-  im.pending_bytes += kBlockSize;
-  im.fifo.push_back(region);
-  im.active_region = region;
-  im.active = new_batch_locked(region, 0, kBlockSize);
-  encode_region_header(im.active->buffer.data(), region, st.seq, options_.region_size, salt());
-  im.active->used = kBlockSize;
-  im.active_offset = kBlockSize;
+  im.log.start_region(*region, *seq);
   update_space_gauges_locked();
   if (options_.reinsertion && reclaim_wanted_locked()) im.reclaim_cv.notify_one();
   return Status::ok();
 }
 
-std::unique_ptr<FlashTier::WriteBatch> FlashTier::new_batch_locked(uint32_t region, uint64_t offset,
-                                                                   uint64_t bytes) {
-  Impl& im = *impl_;
-  auto batch = std::make_unique<WriteBatch>();
-  batch->tier = this;
-  batch->op = IoRequest::Op::kWrite;
-  batch->region = region;
-  batch->region_offset = offset;
-  const uint64_t room = options_.region_size - offset;
-  const uint64_t capacity = std::min(std::max(options_.write_buffer_size, bytes), room);
-  if (capacity == options_.write_buffer_size && !im.spare_buffers.empty()) {
-    batch->buffer = std::move(im.spare_buffers.back());
-    im.spare_buffers.pop_back();
-  } else {
-    // Only the filled part is written, and records zero their own padding.
-    batch->buffer = AlignedBuffer(capacity, AlignedBuffer::Uninitialized{});
-  }
-  ++im.regions[region].pending_writes;
-  return batch;
-}
-
-void FlashTier::seal_locked() {
-  Impl& im = *impl_;
-  if (im.active) im.sealed.push_back(std::move(im.active));
-}
-
-void FlashTier::kick_locked(std::vector<IoRequest*>& to_submit) {
-  Impl& im = *impl_;
-  while (im.writes_in_flight < options_.max_write_inflight) {
-    WriteBatch* next = !im.sealed.empty() ? im.sealed.front().get() : im.active.get();
-    if (next == nullptr) break;
-    const RegionState& region = im.regions[next->region];
-    // In order: nothing of a region goes down before its header has landed.
-    if (!next->carries_header() && !region.header_landed && !region.header_failed) break;
-    std::unique_ptr<WriteBatch> batch;
-    if (!im.sealed.empty()) {
-      batch = std::move(im.sealed.front());
-      im.sealed.pop_front();
-    } else {
-      batch = std::move(im.active);  // group commit: whatever has gathered
-    }
-    batch->doomed = !batch->carries_header() && region.header_failed;
-    batch->buf = batch->buffer.data();
-    batch->length = batch->used;
-    batch->offset = region_start(batch->region) + batch->region_offset;
-    batch->done = 0;
-    ++im.writes_in_flight;
-    to_submit.push_back(batch.release());
-  }
-}
-
-void FlashTier::submit_writes(std::vector<IoRequest*>& batches) {
-  for (IoRequest* r : batches) {
-    auto* batch = static_cast<WriteBatch*>(r);
-    // Doomed batches still go through the engine (as a cheap fsync) so that
-    // their callbacks run on an I/O thread, never inside the caller's locks.
-    if (batch->doomed) {
-      batch->op = IoRequest::Op::kFsync;
-      batch->fsynced = true;
-    }
-  }
-  if (!batches.empty()) impl_->engine->submit(batches);
-  batches.clear();
-}
-
 void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
   Impl& im = *impl_;
-  if (raw->doomed) result = -EIO;
-  if (result >= 0 && options_.fsync == FsyncPolicy::kAlways && !raw->fsynced) {
-    raw->fsynced = true;
-    raw->op = IoRequest::Op::kFsync;
-    im.engine->submit(raw);
-    return;
-  }
   std::unique_ptr<WriteBatch> batch(raw);
   const bool ok = result >= 0;
   if (ok && batch->fsynced) im.metrics.fsyncs.add();
@@ -285,32 +177,18 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
   std::vector<IoRequest*> next;
   {
     std::lock_guard lock(im.write_mu);
-    --im.writes_in_flight;
-    ++im.writes_finishing;
-    RegionState& region = im.regions[batch->region];
-    --region.pending_writes;
-    if (batch->carries_header()) {
-      region.header_landed = ok;
-      region.header_failed = !ok;
-      // Later records must go to a region whose header is on the device.
-      if (!ok && im.active_region == static_cast<int64_t>(batch->region)) im.active_region = -1;
-    }
-    im.pending_bytes -= batch->used;
+    im.log.release_landed(*batch, ok);
     if (!im.deferred_meta.empty() && !im.clearing) append_deferred_meta_locked();
-    kick_locked(next);
-    if (batch->buffer.size() == options_.write_buffer_size &&
-        im.spare_buffers.size() < options_.max_write_inflight) {
-      im.spare_buffers.push_back(std::move(batch->buffer));
-    }
+    im.log.kick(next);
   }
-  submit_writes(next);
+  im.log.submit(next);
   update_index_gauges();
   for (size_t i = 0; i < batch->chunks.size(); ++i) {
     if (batch->chunks[i].done) batch->chunks[i].done(std::move(outcomes[i]));
   }
   // flush() returns only after the callbacks of what it waited for have run.
   std::lock_guard lock(im.write_mu);
-  if (--im.writes_finishing == 0 && im.writes_in_flight == 0) im.writes_idle.notify_all();
+  im.log.finish_callbacks();
 }
 
 // `outcomes` arrive as IOError for a failed batch, else OK.
@@ -370,25 +248,23 @@ void FlashTier::flush() {
   {
     std::lock_guard lock(im.write_mu);
     if (!im.clearing) append_deferred_meta_locked();
-    seal_locked();
-    kick_locked(to_submit);
+    im.log.seal();
+    im.log.kick(to_submit);
   }
-  submit_writes(to_submit);
+  im.log.submit(to_submit);
   {
     std::unique_lock lock(im.write_mu);
-    im.writes_idle.wait(lock, [&] {
-      return im.writes_in_flight == 0 && im.writes_finishing == 0 && im.sealed.empty() &&
-             !im.active;
-    });
+    im.log.wait(lock, [&] { return im.log.idle(); });
   }
   if (options_.fsync != FsyncPolicy::kNone) (void)im.device_sync.sync_if_dirty(im.fd.get());
 }
 
 void FlashTier::update_space_gauges_locked() {
   Impl& im = *impl_;
-  im.metrics.bytes_used.set(static_cast<int64_t>(im.used_bytes));
-  im.metrics.bytes_free.set(static_cast<int64_t>(capacity() - im.used_bytes));
-  im.metrics.regions_used.set(static_cast<int64_t>(im.fifo.size()));
+  const uint64_t used = im.regions.used_bytes();
+  im.metrics.bytes_used.set(static_cast<int64_t>(used));
+  im.metrics.bytes_free.set(static_cast<int64_t>(capacity() - used));
+  im.metrics.regions_used.set(static_cast<int64_t>(im.regions.written().size()));
 }
 
 void FlashTier::update_index_gauges() {
@@ -410,17 +286,14 @@ FlashStats FlashTier::stats() const {
   s.regions = region_count_;
   {
     std::lock_guard lock(im.write_mu);
-    s.used_bytes = im.used_bytes;
-    s.regions_used = im.fifo.size();
+    s.used_bytes = im.regions.used_bytes();
+    s.regions_used = im.regions.written().size();
   }
   s.objects = im.index.object_count();
   s.chunks = im.index.chunk_count();
   s.index_bytes = im.index.memory_bytes();
   s.reclaims = im.metrics.reclaims.value();
-  {
-    std::lock_guard pins(im.pin_mu);
-    s.regions_draining = im.regions_draining;
-  }
+  s.regions_draining = im.regions.draining_count();
   s.reinsertions = im.metrics.reinsertions.value();
   s.reads = im.metrics.reads.value();
   s.read_bytes = im.metrics.read_bytes.value();
@@ -438,7 +311,7 @@ FlashStats FlashTier::stats() const {
 
 uint64_t FlashTier::pending_write_bytes() const {
   std::lock_guard lock(impl_->write_mu);
-  return impl_->pending_bytes;
+  return impl_->log.pending_bytes();
 }
 
 std::string_view FlashTier::io_backend() const {

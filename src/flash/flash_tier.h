@@ -62,6 +62,7 @@ class IoEngine;
 struct IoRequest;
 struct PendingChunk;
 struct StagingEntry;
+struct WriteBatch;
 struct ChunkRead;
 class SnapshotReader;
 
@@ -422,7 +423,6 @@ class FlashTier {
 
  private:
   struct Impl;
-  struct WriteBatch;
   FlashTier(const FlashOptions& options, MetricsRegistry* metrics);
   // Opening (flash_open.cc).
   Status open_device();
@@ -481,15 +481,7 @@ class FlashTier {
   void unpin_regions(std::span<const uint32_t> regions) const;
   // Overwrites a draining region's header with a free one (see .cc).
   void retire_region_header_locked(uint32_t region);
-  // Drops one pin with write_mu held; a draining region left without pins
-  // becomes free.
-  void unpin_region_locked(uint32_t region);
   bool reclaim_wanted_locked() const;
-  std::unique_ptr<WriteBatch> new_batch_locked(uint32_t region, uint64_t offset, uint64_t bytes);
-  void seal_locked();
-  void kick_locked(std::vector<IoRequest*>& to_submit);
-  // Submits what kick_locked() chose; doomed batches complete at once.
-  void submit_writes(std::vector<IoRequest*>& batches);
   void on_write_done(WriteBatch* batch, int64_t result);
   void update_space_gauges_locked();
   void update_index_gauges();

@@ -24,7 +24,9 @@
 #include "flash/flash_metrics.h"
 #include "flash/flash_tier.h"
 #include "flash/io_engine.h"
+#include "flash/log_writer.h"
 #include "flash/record.h"
+#include "flash/region_manager.h"
 #include "flash/superblock_store.h"
 
 namespace tierkv::flash {
@@ -44,24 +46,6 @@ class UniqueFd {
 
  private:
   int fd_ = -1;
-};
-
-struct PendingChunk {
-  std::string key;
-  uint64_t key_hash = 0;
-  uint32_t chunk_index = 0;
-  uint64_t version = 0;
-  uint64_t object_size = 0;
-  uint32_t chunk_count = 0;
-  uint64_t location = 0;      // where it is being written
-  uint64_t old_location = 0;  // reinsertion only: where it came from
-  uint64_t data_bytes = 0;
-  int64_t expire_at_ms = 0;
-  uint64_t generation = 0;    // Impl::generation when accepted
-  uint16_t record_flags = 0;  // kRecordTombstone, kRecordExpiry: nothing to index
-  bool reinsertion = false;
-  std::shared_ptr<StagingEntry> staging;  // a chunk of a staged object
-  FlashTier::WriteCallback done;
 };
 
 // The landed chunks of a staged object (FlashTier::StagedObject), which
@@ -86,35 +70,9 @@ struct KeyInFlight {
   std::vector<std::pair<std::string, uint64_t>> removed;  // key, up to version
 };
 
-// One buffer write: consecutive records of one region.
-struct FlashTier::WriteBatch final : IoRequest {
-  void on_complete(int64_t result) override;
-
-  FlashTier* tier = nullptr;
-  AlignedBuffer buffer;
-  uint64_t used = 0;  // bytes filled (a whole number of blocks)
-  uint32_t region = 0;
-  uint64_t region_offset = 0;  // where buffer[0] lands inside the region
-  bool fsynced = false;
-  // Its region's header failed to land: completes with an error, unwritten.
-  bool doomed = false;
-  bool carries_header() const { return region_offset == 0; }
-  std::vector<PendingChunk> chunks;
-};
-
-struct RegionState {
-  uint64_t seq = 0;             // 0: free
-  uint64_t fill = 0;            // bytes written (header included)
-  uint32_t pending_writes = 0;  // batches for this region not yet landed
-  // Batches after the header batch wait until it has landed (and been
-  // fsynced with fsync=always): a record acknowledged in a region whose
-  // header is not on the device would not be found by recovery.
-  bool header_landed = false;
-  bool header_failed = false;
-};
-
 struct FlashTier::Impl {
-  explicit Impl(MetricsRegistry& registry) : metrics(registry) {}
+  Impl(MetricsRegistry& registry, const LogWriter::Options& log_options)
+      : metrics(registry), log(log_options, regions) {}
 
   UniqueFd fd;
   // Salt, layout, reserved region sequence numbers; made by recover().
@@ -138,19 +96,11 @@ struct FlashTier::Impl {
   // Write errors are logged at most once a second (device full: every write fails).
   LogThrottle error_log;
 
-  // Write side, guarded by write_mu.
+  // Write side, guarded by write_mu (the region table, the log writer, and
+  // what follows); RegionManager's pins nest inside it, then the index.
   std::mutex write_mu;
-  std::condition_variable writes_idle;
-  std::vector<RegionState> regions;
-  std::deque<uint32_t> free_regions;
-  std::deque<uint32_t> fifo;  // regions holding data, oldest first
-  int64_t active_region = -1;
-  uint64_t active_offset = 0;  // next record's offset in the active region
-  std::unique_ptr<WriteBatch> active;
-  std::deque<std::unique_ptr<WriteBatch>> sealed;  // waiting for a write slot
-  uint32_t writes_in_flight = 0;
-  uint32_t writes_finishing = 0;  // landed, callbacks still running
-  uint64_t pending_bytes = 0;
+  RegionManager regions{metrics.regions_draining};
+  LogWriter log;
   // Tombstones and expiry records that found no room yet (the region to
   // reclaim still had writes in flight); retried in order as writes land.
   std::deque<PendingChunk> deferred_meta;
@@ -158,22 +108,11 @@ struct FlashTier::Impl {
   std::atomic<uint64_t> max_version_seen{0};
   // A snapshot is on the device and still valid: the next record drops it.
   bool snapshot_on_device = false;
-  uint64_t used_bytes = 0;
-  std::vector<AlignedBuffer> spare_buffers;
   // The reinsertion reclaimer, woken when the last free region is taken.
   std::condition_variable reclaim_cv;
   std::condition_variable reclaim_idle;  // it found nothing to do
   bool reclaim_stop = false;
   std::thread reclaimer;
-
-  // Region pins (see FlashTier::RegionPins), guarded by pin_mu. Lock order:
-  // write_mu, then pin_mu, then the index's shard locks. Sized once, at open.
-  std::mutex pin_mu;
-  std::vector<uint32_t> region_readers;
-  // Reclaimed while pinned: out of the index, not yet free. clear() resets
-  // these (it frees every region itself).
-  std::vector<bool> region_draining;
-  uint64_t regions_draining = 0;
 
   // The read path below the index; made by start_engine().
   std::unique_ptr<ChunkReader> reader;

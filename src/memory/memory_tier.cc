@@ -26,7 +26,7 @@ MemoryTier::MemoryTier(const MemoryTierOptions& o)
       shard_count_(size_t{1} << shard_bits_),
       budget_(o.budget_bytes),
       next_version_(std::max<uint64_t>(o.first_version, 1)),
-      offload_wait_ms_(o.offload_wait_ms) {
+      evictor_(*this, o.offload_wait_ms) {
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[i];
     std::lock_guard lock(s.mu);

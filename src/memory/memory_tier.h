@@ -48,6 +48,7 @@
 #include "memory/absent_watches.h"
 #include "memory/active_expiry.h"
 #include "memory/chunk.h"
+#include "memory/evictor.h"
 #include "memory/lower_tier.h"
 #include "memory/object_view.h"
 #include "memory/object_writer.h"
@@ -250,7 +251,7 @@ class MemoryTier {
   // Clean shutdown: begin_flush() for every dirty object, handed to `fn`
   // outside the shard locks.
   void flush_all_dirty(const std::function<void(OffloadItem&&)>& fn);
-  void set_offload_wait_ms(int64_t ms) { offload_wait_ms_.store(ms); }
+  void set_offload_wait_ms(int64_t ms) { evictor_.set_offload_wait_ms(ms); }
   // --- background writeback (driven by the store's Writeback) ---
   // Chunk charge of the indexed objects that exist only here (kDirty).
   int64_t dirty_bytes() const { return dirty_bytes_.load(std::memory_order_relaxed); }
@@ -348,36 +349,25 @@ class MemoryTier {
 
  private:
   friend class ObjectWriter;
-  struct Shard;
+  friend class Evictor;
+  using Shard = MemoryShard;
 
   Shard& shard_for(uint64_t hash);
   // Adds `bytes` to used_ without passing the budget, evicting as needed.
-  Status reserve(int64_t bytes, uint64_t home_hash);
-  enum class EvictResult : uint8_t { kFreed, kOffloadStarted, kBusy, kNothing };
+  Status reserve(int64_t bytes, uint64_t home_hash) { return evictor_.reserve(bytes, home_hash); }
   void unreserve(int64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
-  EvictResult evict_one(size_t first_shard);
   // After a use-once read of obj: drops it if it is all use-once, clean
   // below and pinned by nobody but that reader.
   void drop_use_once_locked(Shard& s, Object* obj, ChunkList& to_release);
-  // Picks and takes out of the policy one victim chunk of the shard (locked).
-  Chunk* pick_victim_locked(Shard& s, int64_t now_ms);
   // True if the object is clean and the lower tier still holds its version.
   bool clean_below(const Object* obj) const;
-  // Starts offloading a dirty victim: fills `item`; the object stays indexed.
-  void begin_offload_locked(Shard& s, Object* obj, OffloadItem& item);
-  // After the lower tier refused an offload: the object is evictable again
-  // (kBusy) or dropped (kDrop).
-  void abort_offload(const OffloadItem& item, OffloadAnswer answer);
   OffloadItem make_item_locked(Object* obj, bool evicted);
-  void wait_for_offloads(int64_t deadline_ms);
   bool evictable(Chunk* c, int64_t now_ms);
-  // Unpinned (beyond `refs`) and unleased; ends a lease that ran out.
-  bool chunk_evictable(Chunk* c, uint32_t refs, int64_t now_ms);
   // A clean object of several chunks leaves memory one chunk at a time
   // (the lower tier holds them all): the chunk is the unit of residency.
   static bool evicts_by_chunk(const Object* obj);
-  void evict_chunk_locked(Shard& s, Chunk* c, ChunkList& to_release);
-  void evict_whole_locked(Shard& s, Object* obj, ChunkList& to_release);
+  // Unpinned (beyond `refs`) and unleased; ends a lease that ran out.
+  bool chunk_evictable(Chunk* c, uint32_t refs, int64_t now_ms);
   // Every chunk of [offset, offset + length) is in memory.
   bool range_resident(const Object* obj, uint64_t offset, uint64_t length) const;
   // A read of c: the policy's touch, the end of a lease.
@@ -399,8 +389,7 @@ class MemoryTier {
   // may already hold some); on error the lock is not held and nothing is.
   Status lock_with_index_room(Shard& s, uint64_t hash, bool adds_ttl, int64_t& reserved);
   void settle_index_charge(Shard& s, int64_t reserved);
-  // Evicts until used <= budget; false if only pinned/leased data is left.
-  bool trim_to_budget();
+  bool trim_to_budget() { return evictor_.trim_to_budget(); }
   // now_ms == 0: read the clock if a lease needs it.
   ObjectView view_locked(Object* obj, const GetOptions& options, int64_t now_ms);
   void begin_lease_locked(Shard& s, Chunk* c);
@@ -431,8 +420,7 @@ class MemoryTier {
   std::atomic<int64_t> leased_{0};
   std::atomic<uint64_t> next_version_{1};
   std::shared_ptr<AbsentWatches> absent_watches_ = std::make_shared<AbsentWatches>();
-  std::atomic<size_t> evict_cursor_{0};
-  std::atomic<uint64_t> evicted_objects_{0}, evicted_chunks_{0}, expired_objects_{0};
+  std::atomic<uint64_t> expired_objects_{0};
   std::atomic<uint64_t> lease_refused_{0}, lease_expired_unread_{0};
   std::atomic<uint64_t> prefetch_reads_{0}, prefetch_wasted_{0};
   std::atomic<double> use_once_max_fraction_{0.25};
@@ -452,9 +440,9 @@ class MemoryTier {
   std::atomic<size_t> writeback_cursor_{0};
   void take_cold_dirty_locked(Shard& s, int64_t max_bytes, size_t max_steps, int64_t now_ms,
                               std::vector<OffloadItem>& out, int64_t& taken);
-  // Eviction chose an object whose copy is under way: rather than pass it
-  // over (and keep the coldest data for another round), it leaves memory
-  // when the copy lands, as an offload would (kOffloading).
+  // The object leaves memory when its copy lands (kOffloading), and no
+  // policy picks it meanwhile: an offload, or an eviction that chose an
+  // object whose copy is under way (rather than pass over the coldest data).
   void leave_when_copied_locked(Shard& s, Object* obj);
   // That copy failed: the object stays, dirty, as the newest entry.
   void keep_after_failed_copy_locked(Shard& s, Object* obj);
@@ -464,11 +452,7 @@ class MemoryTier {
   // a full round first (its write failed).
   enum class Relink : uint8_t { kColdest, kNewest };
   void relink_victim_locked(Shard& s, Object* obj, Relink where);
-  std::atomic<uint64_t> offloads_inflight_{0};
-  std::atomic<uint64_t> offloads_{0}, offload_busy_{0}, offload_dropped_{0}, offload_waits_{0};
-  std::atomic<int64_t> offload_wait_ms_;
-  std::mutex offload_mu_;
-  std::condition_variable offload_cv_;
+  Evictor evictor_;
 
   std::atomic<int64_t> freed_since_trim_{0};
   // Asks the background thread to return freed memory once evictions freed

@@ -39,7 +39,7 @@ using ObjectIndex = absl::flat_hash_set<Object*, ObjectHash, ObjectEq>;
 
 // std::mutex, not absl::Mutex: Debian's abseil is built with its debug-mode
 // deadlock detection on, which cost ~25% of a cached get.
-struct alignas(64) MemoryTier::Shard {
+struct alignas(64) MemoryShard {
   mutable std::mutex mu;
   ObjectIndex index ABSL_GUARDED_BY(mu);
   std::unique_ptr<EvictionPolicy> policy ABSL_GUARDED_BY(mu);

@@ -21,7 +21,7 @@ Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t ha
   // A part without the rest (its copy below was reclaimed) is no object:
   // dropped on sight, as an expired one is.
   if (obj->partial() && !clean_below(obj)) {
-    evict_whole_locked(s, obj, to_release);
+    evictor_.evict_whole_locked(s, obj, to_release);
     return nullptr;
   }
   if (obj->expire_at_ms == 0) return obj;
@@ -357,8 +357,7 @@ MemoryTierStats MemoryTier::stats() const {
   st.used_bytes = used_bytes();
   st.budget_bytes = budget_bytes();
   st.leased_bytes = leased_.load();
-  st.evicted_objects = evicted_objects_.load();
-  st.evicted_chunks = evicted_chunks_.load();
+  evictor_.add_stats(st);
   st.expired_objects = expired_objects_.load();
   st.lease_refused = lease_refused_.load();
   st.lease_expired_unread = lease_expired_unread_.load();
@@ -366,11 +365,6 @@ MemoryTierStats MemoryTier::stats() const {
   st.prefetch_reads = prefetch_reads_.load();
   st.prefetch_wasted = prefetch_wasted_.load();
   st.offloading_bytes = offloading_bytes_.load();
-  st.offloads_inflight = offloads_inflight_.load();
-  st.offloads = offloads_.load();
-  st.offload_busy = offload_busy_.load();
-  st.offload_dropped = offload_dropped_.load();
-  st.offload_waits = offload_waits_.load();
   st.clean_objects = static_cast<uint64_t>(std::max<int64_t>(clean_objects_.load(), 0));
   st.dirty_bytes = dirty_bytes();
   st.use_once_bytes = use_once_bytes();

@@ -44,9 +44,9 @@ void MemoryTier::take_cold_dirty_locked(Shard& s, int64_t max_bytes, size_t max_
 }
 
 void MemoryTier::leave_when_copied_locked(Shard& s, Object* obj) {
-  // Out of every policy list, as begin_offload_locked() does; the copy's
-  // landing (finish_flash_write) then drops it. No new write, no offload
-  // counted: the copy under way is the one that was going to be made.
+  // Out of every policy list, so no one picks it again; the copy's landing
+  // (finish_flash_write) then drops it. Eviction of a copy under way needs
+  // no new write; an offload (Evictor) starts one.
   for (Chunk* c : obj->chunks) {
     if (!c || !c->hook.linked) continue;
     if (c->flags & Chunk::kUseOnce)

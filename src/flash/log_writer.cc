@@ -1,0 +1,165 @@
+#include "flash/log_writer.h"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "flash/flash_index.h"
+#include "flash/record.h"
+
+namespace tierkv::flash {
+
+void WriteBatch::on_complete(int64_t result) {
+  writer->on_batch_complete(this, result);
+}
+
+LogWriter::LogWriter(const Options& options, RegionManager& regions)
+    : options_(options), regions_(regions) {}
+
+void LogWriter::start(IoEngine& engine, uint64_t salt, Landed landed) {
+  engine_ = &engine;
+  salt_ = salt;
+  landed_ = std::move(landed);
+}
+
+bool LogWriter::has_room(uint64_t bytes) const {
+  return active_region_ >= 0 && active_offset_ + bytes <= options_.region_size;
+}
+
+void LogWriter::start_region(uint32_t r, uint64_t seq) {
+  seal();
+  regions_.start_written(r, seq);
+  regions_.add_fill(r, kBlockSize);
+  pending_bytes_ += kBlockSize;
+  active_region_ = r;
+  active_ = new_batch(r, 0, kBlockSize);
+  encode_region_header(active_->buffer.data(), r, seq, options_.region_size, salt_);
+  active_->used = kBlockSize;
+  active_offset_ = kBlockSize;
+}
+
+void LogWriter::append(PendingChunk chunk, std::string_view data) {
+  const uint64_t size = record_size(chunk.key.size(), data.size());
+  const auto region = static_cast<uint32_t>(active_region_);
+  if (!active_ || active_->used + size > active_->buffer.size()) {
+    seal();
+    active_ = new_batch(region, active_offset_, size);
+  }
+  encode_record(active_->buffer.data() + active_->used, chunk.key, data,
+                {chunk.chunk_index, chunk.version, regions_.state(region).seq, chunk.object_size,
+                 chunk.record_flags, chunk.expire_at_ms, chunk.chunk_count},
+                {salt_, region_offset(region, options_.region_size) + active_offset_});
+  chunk.location = location::pack(region, active_offset_ / kBlockSize,
+                                  record_length(chunk.key.size(), data.size()));
+  chunk.data_bytes = data.size();
+  active_->used += size;
+  active_->chunks.push_back(std::move(chunk));
+  active_offset_ += size;
+  regions_.add_fill(region, size);
+  pending_bytes_ += size;
+}
+
+std::unique_ptr<WriteBatch> LogWriter::new_batch(uint32_t region, uint64_t offset, uint64_t bytes) {
+  auto batch = std::make_unique<WriteBatch>();
+  batch->writer = this;
+  batch->op = IoRequest::Op::kWrite;
+  batch->region = region;
+  batch->region_offset = offset;
+  const uint64_t room = options_.region_size - offset;
+  const uint64_t capacity = std::min(std::max(options_.write_buffer_size, bytes), room);
+  if (capacity == options_.write_buffer_size && !spare_buffers_.empty()) {
+    batch->buffer = std::move(spare_buffers_.back());
+    spare_buffers_.pop_back();
+  } else {
+    // Only the filled part is written, and records zero their own padding.
+    batch->buffer = AlignedBuffer(capacity, AlignedBuffer::Uninitialized{});
+  }
+  ++regions_.state(region).pending_writes;
+  return batch;
+}
+
+void LogWriter::seal() {
+  if (active_) sealed_.push_back(std::move(active_));
+}
+
+void LogWriter::kick(std::vector<IoRequest*>& to_submit) {
+  while (writes_in_flight_ < options_.max_write_inflight) {
+    WriteBatch* next = !sealed_.empty() ? sealed_.front().get() : active_.get();
+    if (next == nullptr) break;
+    const RegionState& region = regions_.state(next->region);
+    // In order: nothing of a region goes down before its header has landed.
+    if (!next->carries_header() && !region.header_landed && !region.header_failed) break;
+    std::unique_ptr<WriteBatch> batch;
+    if (!sealed_.empty()) {
+      batch = std::move(sealed_.front());
+      sealed_.pop_front();
+    } else {
+      batch = std::move(active_);  // group commit: whatever has gathered
+    }
+    batch->doomed = !batch->carries_header() && region.header_failed;
+    batch->buf = batch->buffer.data();
+    batch->length = batch->used;
+    batch->offset = region_offset(batch->region, options_.region_size) + batch->region_offset;
+    batch->done = 0;
+    ++writes_in_flight_;
+    to_submit.push_back(batch.release());
+  }
+}
+
+void LogWriter::submit(std::vector<IoRequest*>& batches) {
+  for (IoRequest* r : batches) {
+    auto* batch = static_cast<WriteBatch*>(r);
+    // Doomed batches still go through the engine (as a cheap fsync) so that
+    // their callbacks run on an I/O thread, never inside the caller's locks.
+    if (batch->doomed) {
+      batch->op = IoRequest::Op::kFsync;
+      batch->fsynced = true;
+    }
+  }
+  if (!batches.empty()) engine_->submit(batches);
+  batches.clear();
+}
+
+void LogWriter::on_batch_complete(WriteBatch* batch, int64_t result) {
+  if (batch->doomed) result = -EIO;
+  if (result >= 0 && options_.fsync_always && !batch->fsynced) {
+    batch->fsynced = true;
+    batch->op = IoRequest::Op::kFsync;
+    IoRequest* again = batch;
+    engine_->submit(std::span(&again, 1));
+    return;
+  }
+  landed_(batch, result);
+}
+
+void LogWriter::release_landed(WriteBatch& batch, bool ok) {
+  --writes_in_flight_;
+  ++writes_finishing_;
+  RegionState& region = regions_.state(batch.region);
+  --region.pending_writes;
+  if (batch.carries_header()) {
+    region.header_landed = ok;
+    region.header_failed = !ok;
+    // Later records must go to a region whose header is on the device.
+    if (!ok && active_region_ == static_cast<int64_t>(batch.region)) active_region_ = -1;
+  }
+  pending_bytes_ -= batch.used;
+  if (batch.buffer.size() == options_.write_buffer_size &&
+      spare_buffers_.size() < options_.max_write_inflight) {
+    spare_buffers_.push_back(std::move(batch.buffer));
+  }
+}
+
+void LogWriter::finish_callbacks() {
+  if (--writes_finishing_ == 0 && writes_in_flight_ == 0) changed_.notify_all();
+}
+
+void LogWriter::forget_active_region() {
+  active_region_ = -1;
+  active_offset_ = 0;
+}
+
+bool LogWriter::idle() const {
+  return writes_in_flight_ == 0 && writes_finishing_ == 0 && sealed_.empty() && !active_;
+}
+
+}  // namespace tierkv::flash

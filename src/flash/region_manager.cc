@@ -1,0 +1,116 @@
+#include "flash/region_manager.h"
+
+namespace tierkv::flash {
+
+void RegionManager::reset(uint32_t count) {
+  states_.assign(count, RegionState{});
+  free_.clear();
+  fifo_.clear();
+  used_bytes_ = 0;
+  std::lock_guard pins(pin_mu_);
+  readers_.assign(count, 0);
+  draining_.assign(count, false);
+  draining_count_ = 0;
+  draining_gauge_.set(0);
+}
+
+void RegionManager::restore_written(uint32_t r, uint64_t seq, uint64_t fill) {
+  RegionState& st = states_[r];
+  st = RegionState{};
+  st.seq = seq;
+  st.fill = fill;
+  st.header_landed = true;
+  used_bytes_ += fill;
+  fifo_.push_back(r);
+}
+
+void RegionManager::finish_restore() {
+  std::vector<bool> written(states_.size(), false);
+  for (uint32_t r : fifo_) written[r] = true;
+  for (uint32_t r = 0; r < count(); ++r) {
+    if (!written[r]) free_.push_back(r);
+  }
+}
+
+void RegionManager::free_all() {
+  for (RegionState& st : states_) st = RegionState{};
+  free_.clear();
+  for (uint32_t r = 0; r < count(); ++r) free_.push_back(r);
+  fifo_.clear();
+  used_bytes_ = 0;
+  std::lock_guard pins(pin_mu_);
+  draining_.assign(states_.size(), false);
+  draining_count_ = 0;
+  draining_gauge_.set(0);
+}
+
+std::optional<uint32_t> RegionManager::take_free() {
+  if (free_.empty()) return std::nullopt;
+  const uint32_t r = free_.front();
+  free_.pop_front();
+  return r;
+}
+
+void RegionManager::start_written(uint32_t r, uint64_t seq) {
+  states_[r] = RegionState{};
+  states_[r].seq = seq;
+  fifo_.push_back(r);
+}
+
+void RegionManager::add_fill(uint32_t r, uint64_t bytes) {
+  states_[r].fill += bytes;
+  used_bytes_ += bytes;
+}
+
+std::optional<uint32_t> RegionManager::oldest() const {
+  if (fifo_.empty()) return std::nullopt;
+  return fifo_.front();
+}
+
+void RegionManager::empty(uint32_t r) {
+  RegionState& st = states_[r];
+  used_bytes_ -= st.fill;
+  st.fill = 0;
+  st.seq = 0;
+}
+
+RegionManager::ReclaimPins RegionManager::reclaim_locked(uint32_t r, bool self_pin) {
+  ReclaimPins out;
+  out.read_by_others = readers_[r] > 0;
+  if (self_pin) ++readers_[r];
+  out.writable = readers_[r] == 0;
+  if (!out.writable) {
+    draining_[r] = true;
+    draining_gauge_.set(static_cast<int64_t>(++draining_count_));
+  }
+  return out;
+}
+
+absl::InlinedVector<uint32_t, 4> RegionManager::unpin(std::span<const uint32_t> regions) {
+  absl::InlinedVector<uint32_t, 4> last_pins;
+  std::lock_guard pins(pin_mu_);
+  for (uint32_t r : regions) {
+    // Freeing a region needs the write lock, taken before pin_mu.
+    if (readers_[r] == 1 && draining_[r]) {
+      last_pins.push_back(r);
+    } else {
+      --readers_[r];
+    }
+  }
+  return last_pins;
+}
+
+void RegionManager::unpin_last(uint32_t r) {
+  std::lock_guard pins(pin_mu_);
+  if (--readers_[r] > 0 || !draining_[r]) return;
+  draining_[r] = false;
+  draining_gauge_.set(static_cast<int64_t>(--draining_count_));
+  free_.push_back(r);
+}
+
+uint64_t RegionManager::draining_count() const {
+  std::lock_guard pins(pin_mu_);
+  return draining_count_;
+}
+
+}  // namespace tierkv::flash

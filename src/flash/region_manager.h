@@ -1,0 +1,110 @@
+// RegionManager: which of the flash log's regions are free, written or
+// draining, how full each is, and which reads pin them.
+//
+// A region is free (in the free pool), written (it holds records; written
+// regions form a FIFO, and the oldest is reclaimed first), or draining
+// (reclaimed while reads pinned it: its records stay readable until the last
+// pin goes, and that unpin returns it to the free pool).
+//
+// Locking, the contract: the region table, the free pool, the FIFO and the
+// byte counts are guarded by the owner's write lock (FlashTier's write_mu),
+// which callers of every method not marked otherwise hold. Pins have a mutex
+// of their own (taken by lock_pins()), nested inside the write lock, because
+// reads pin and unpin without the write lock. Lock order: write lock, pins,
+// then the index's shard locks.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <absl/container/inlined_vector.h>
+
+#include "core/metrics.h"
+
+namespace tierkv::flash {
+
+struct RegionState {
+  uint64_t seq = 0;             // 0: free
+  uint64_t fill = 0;            // bytes written (header included)
+  uint32_t pending_writes = 0;  // batches for this region not yet landed
+  // Batches after the header batch wait until it has landed (and been
+  // fsynced with fsync=always): a record acknowledged in a region whose
+  // header is not on the device would not be found by recovery.
+  bool header_landed = false;
+  bool header_failed = false;
+};
+
+class RegionManager {
+ public:
+  // `draining` follows the number of draining regions.
+  explicit RegionManager(Gauge& draining) : draining_gauge_(draining) {}
+
+  // Sizes the table for `count` regions, none written or pinned, and the
+  // free pool empty: recovery restores what is written, then finish_restore().
+  void reset(uint32_t count);
+  // Recovery: region `r` holds records (seq, fill), newer than the regions
+  // restored before it.
+  void restore_written(uint32_t r, uint64_t seq, uint64_t fill);
+  // Recovery: every region not restored as written is free.
+  void finish_restore();
+  // clear(): every region is free and none drains. Pins held stay counted:
+  // their readers drop them later, and a read of a wiped region misses.
+  void free_all();
+
+  uint32_t count() const { return static_cast<uint32_t>(states_.size()); }
+  RegionState& state(uint32_t r) { return states_[r]; }
+  const RegionState& state(uint32_t r) const { return states_[r]; }
+
+  std::optional<uint32_t> take_free();
+  size_t free_count() const { return free_.size(); }
+
+  // Region `r` (just taken) starts a new incarnation numbered `seq`, the
+  // newest written region.
+  void start_written(uint32_t r, uint64_t seq);
+  void add_fill(uint32_t r, uint64_t bytes);
+  // Oldest first.
+  const std::deque<uint32_t>& written() const { return fifo_; }
+  std::optional<uint32_t> oldest() const;
+  void pop_oldest() { fifo_.pop_front(); }
+  // Region `r`, out of the FIFO, no longer counts as holding data.
+  void empty(uint32_t r);
+  uint64_t used_bytes() const { return used_bytes_; }
+
+  // Pins. The lock makes an index lookup and the pins it leads to one step,
+  // against a reclaim that drops the region's entries under the same lock.
+  [[nodiscard]] std::unique_lock<std::mutex> lock_pins() const { return std::unique_lock(pin_mu_); }
+  // Pins held (lock_pins()).
+  void pin_locked(uint32_t r) { ++readers_[r]; }
+  struct ReclaimPins {
+    bool read_by_others = false;  // pinned by reads when reclaimed
+    bool writable = false;        // no pin at all: reusable at once
+  };
+  // Pins held: region `r` is being reclaimed; pinned, it drains. With
+  // `self_pin` the reclaimer keeps a pin of its own (it reads the region).
+  ReclaimPins reclaim_locked(uint32_t r, bool self_pin);
+  // Without the write lock: drops pins, except each last pin of a draining
+  // region. Those are returned, for unpin_last() under the write lock.
+  absl::InlinedVector<uint32_t, 4> unpin(std::span<const uint32_t> regions);
+  // Write lock held: drops one pin; a draining region left without pins is free.
+  void unpin_last(uint32_t r);
+  uint64_t draining_count() const;
+
+ private:
+  std::vector<RegionState> states_;
+  std::deque<uint32_t> free_;
+  std::deque<uint32_t> fifo_;
+  uint64_t used_bytes_ = 0;
+
+  mutable std::mutex pin_mu_;
+  std::vector<uint32_t> readers_;
+  // Reclaimed while pinned: out of the index, not yet free.
+  std::vector<bool> draining_;
+  uint64_t draining_count_ = 0;
+  Gauge& draining_gauge_;
+};
+
+}  // namespace tierkv::flash
