@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
   liburing-dev libasio-dev libabsl-dev libxxhash-dev libcli11-dev libtomlplusplus-dev
-  libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev libhiredis-dev
+  libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev libhiredis-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-redis python3-pytest python3-pytest-xdist python3-matplotlib ccache
   redis-server redis-tools memcached fio nginx-light
