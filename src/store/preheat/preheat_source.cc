@@ -1,5 +1,7 @@
 #include "store/preheat/preheat_source.h"
 
+#include "core/curl_handle.h"
+
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -150,19 +152,6 @@ class FileSource final : public PreheatSource {
 
 // --- http(s):// ---
 
-void global_curl_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-struct CurlHandle {
-  CurlHandle() = default;
-  CurlHandle(const CurlHandle&) = delete;
-  CurlHandle& operator=(const CurlHandle&) = delete;
-  ~CurlHandle() { curl_easy_cleanup(curl); }
-  CURL* curl = curl_easy_init();
-};
-
 // What one HTTP exchange gathered.
 struct HttpReply {
   long code = 0;
@@ -205,19 +194,6 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   return bytes;
 }
 
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  return static_cast<std::stop_token*>(user)->stop_requested() ? 1 : 0;
-}
-
-// Makes a stop request abort the handle's transfer. curl calls the progress
-// function often while data flows and about once a second while a server
-// stalls (connecting included). `stop` must outlive the transfer.
-void watch_stop(CURL* curl, std::stop_token& stop) {
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &stop);
-}
-
 std::string validator_of(const HttpReply& r) {
   if (!r.etag.empty()) return "etag:" + r.etag;
   if (!r.last_modified.empty()) return "last-modified:" + r.last_modified;
@@ -227,23 +203,22 @@ std::string validator_of(const HttpReply& r) {
 class HttpSource final : public PreheatSource {
  public:
   static Result<std::unique_ptr<PreheatSource>> open(const std::string& url, std::stop_token stop) {
-    global_curl_init();
     auto source = std::unique_ptr<HttpSource>(new HttpSource(url));
     CurlHandle h;
     HttpReply reply;
-    source->prepare(h.curl, reply);
-    watch_stop(h.curl, stop);
-    curl_easy_setopt(h.curl, CURLOPT_NOBODY, 1L);
-    const CURLcode rc = curl_easy_perform(h.curl);
+    source->prepare(h.get(), reply);
+    watch_stop(h.get(), stop);
+    curl_easy_setopt(h.get(), CURLOPT_NOBODY, 1L);
+    const CURLcode rc = curl_easy_perform(h.get());
     if (rc == CURLE_ABORTED_BY_CALLBACK) return Status::unavailable("cancelled");
     if (rc != CURLE_OK) return Status::io_error(url + ": " + curl_easy_strerror(rc));
-    curl_easy_getinfo(h.curl, CURLINFO_RESPONSE_CODE, &reply.code);
+    curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &reply.code);
     if (reply.code == 404) return Status::not_found(url + ": HTTP 404");
     if (reply.code != 200) {
       return Status::io_error(url + ": HTTP " + std::to_string(reply.code));
     }
     curl_off_t length = -1;
-    curl_easy_getinfo(h.curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+    curl_easy_getinfo(h.get(), CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
     if (length < 0) return Status::invalid_argument(url + ": the server gives no length");
     source->info_ = {static_cast<uint64_t>(length), validator_of(reply)};
     return std::unique_ptr<PreheatSource>(std::move(source));
@@ -264,15 +239,15 @@ class HttpSource final : public PreheatSource {
   Status read_with(CurlHandle& h, uint64_t offset, std::span<char> out, std::stop_token& stop) {
     HttpReply reply;
     reply.out = out;
-    prepare(h.curl, reply);
-    watch_stop(h.curl, stop);
+    prepare(h.get(), reply);
+    watch_stop(h.get(), stop);
     const std::string range =
         std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1);
-    curl_easy_setopt(h.curl, CURLOPT_RANGE, range.c_str());
-    curl_easy_setopt(h.curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h.curl, CURLOPT_WRITEDATA, &reply);
-    const CURLcode rc = curl_easy_perform(h.curl);
-    curl_easy_getinfo(h.curl, CURLINFO_RESPONSE_CODE, &reply.code);
+    curl_easy_setopt(h.get(), CURLOPT_RANGE, range.c_str());
+    curl_easy_setopt(h.get(), CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h.get(), CURLOPT_WRITEDATA, &reply);
+    const CURLcode rc = curl_easy_perform(h.get());
+    curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &reply.code);
     if (rc == CURLE_ABORTED_BY_CALLBACK) return Status::unavailable("cancelled");
     if (reply.overflow) return Status::conflict("source changed: " + url_ + " sent too much");
     if (rc != CURLE_OK) return Status::io_error(url_ + ": " + curl_easy_strerror(rc));

@@ -1,0 +1,179 @@
+#include "cluster/member.h"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cluster/etcd_client.h"
+#include "core/clock.h"
+
+namespace tierkv::cluster {
+namespace {
+
+int64_t steady_ms() {
+  return static_cast<int64_t>(mono_ns() / 1'000'000);
+}
+
+// Counts what one thread's client did into the member's totals.
+class ClientTally {
+ public:
+  ClientTally(std::atomic<uint64_t>& trips, std::atomic<uint64_t>& failures)
+      : trips_(trips), failures_(failures) {}
+  void publish(const EtcdClient& client) {
+    trips_.fetch_add(client.round_trips() - trips_seen_, std::memory_order_relaxed);
+    failures_.fetch_add(client.failures() - failures_seen_, std::memory_order_relaxed);
+    trips_seen_ = client.round_trips();
+    failures_seen_ = client.failures();
+  }
+
+ private:
+  std::atomic<uint64_t>& trips_;
+  std::atomic<uint64_t>& failures_;
+  uint64_t trips_seen_ = 0, failures_seen_ = 0;
+};
+
+}  // namespace
+
+std::string cluster_prefix(std::string_view cluster_name) {
+  return "/tierkv/" + std::string(cluster_name) + "/";
+}
+
+std::string node_key(std::string_view cluster_name, std::string_view node_id) {
+  return cluster_prefix(cluster_name) + "nodes/" + std::string(node_id);
+}
+
+std::string slot_map_key(std::string_view cluster_name) {
+  return cluster_prefix(cluster_name) + "slotmap";
+}
+
+std::string node_to_json(const ClusterNode& node) {
+  return nlohmann::json{
+      {"id", node.id}, {"host", node.host}, {"port", node.port}, {"weight", node.weight}}
+      .dump();
+}
+
+Result<ClusterNode> node_from_json(std::string_view text) {
+  // A map of one node, no slots: SlotMap's parser checks the node.
+  const nlohmann::json node = nlohmann::json::parse(text, nullptr, false);
+  if (node.is_discarded()) return Status::invalid_argument("node: not JSON");
+  const nlohmann::json one{
+      {"version", 0}, {"nodes", nlohmann::json::array({node})}, {"slots", nlohmann::json::array()}};
+  Result<SlotMap> map = SlotMap::from_json(one.dump());
+  if (!map.is_ok()) return map.status();
+  return map->nodes().front();
+}
+
+Member::Member(MemberOptions options)
+    : options_(std::move(options)),
+      keeper_([this](std::stop_token stop) { keep(stop); }),
+      watcher_([this](std::stop_token stop) { watch(stop); }) {}
+
+Member::~Member() {
+  keeper_.request_stop();
+  watcher_.request_stop();
+  wake_.notify_all();
+  keeper_.join();
+  watcher_.join();
+  if (lease_ != 0) {
+    EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout});
+    (void)client.revoke(lease_);
+  }
+}
+
+bool Member::pause(std::stop_token& stop, std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  return !wake_.wait_for(lock, stop, d, [] { return false; });
+}
+
+void Member::keep(std::stop_token stop) {
+  EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout});
+  ClientTally tally(round_trips_, failures_);
+  const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl) / 3;
+  const std::string key = node_key(options_.cluster_name, options_.self.id);
+  const std::string value = node_to_json(options_.self);
+  int64_t lease = 0;
+  while (!stop.stop_requested()) {
+    if (lease == 0) {
+      Result<int64_t> granted = client.grant_lease(options_.lease_ttl.count());
+      if (granted.is_ok() && client.put(key, value, *granted).is_ok()) {
+        lease = *granted;
+        {
+          std::lock_guard lock(mu_);
+          lease_ = lease;
+        }
+        registrations_.fetch_add(1, std::memory_order_relaxed);
+        renewed_at_ms_.store(steady_ms());
+        spdlog::info("cluster: registered as {} in '{}' (lease {:x})", options_.self.id,
+                     options_.cluster_name, lease);
+      }
+    } else {
+      Result<int64_t> ttl = client.keep_alive(lease);
+      if (ttl.is_ok()) {
+        renewals_.fetch_add(1, std::memory_order_relaxed);
+        renewed_at_ms_.store(steady_ms());
+      } else if (ttl.status().code() == StatusCode::kNotFound) {
+        spdlog::warn("cluster: lease lost ({}); registering again", ttl.status().to_string());
+        lease = 0;
+        continue;
+      }
+    }
+    tally.publish(client);
+    if (!pause(stop, every)) break;
+  }
+  tally.publish(client);
+}
+
+void Member::watch(std::stop_token stop) {
+  EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout});
+  ClientTally tally(round_trips_, failures_);
+  const std::string key = slot_map_key(options_.cluster_name);
+  while (!stop.stop_requested()) {
+    // Read, then watch from the revision after the read: nothing is missed.
+    Result<EtcdRange> now = client.get(key);
+    tally.publish(client);
+    if (!now.is_ok()) {
+      if (!pause(stop, std::chrono::milliseconds(200))) break;
+      continue;
+    }
+    if (!now->kvs.empty()) offer_map(now->kvs[0].value);
+    (void)client.watch(key, now->revision + 1, stop, [&](const std::vector<EtcdEvent>& events) {
+      for (const EtcdEvent& e : events)
+        if (!e.deleted) offer_map(e.kv.value);
+      return true;
+    });
+    tally.publish(client);
+    if (!pause(stop, std::chrono::milliseconds(200))) break;
+  }
+}
+
+void Member::offer_map(std::string_view text) {
+  Result<SlotMap> parsed = SlotMap::from_json(text);
+  if (!parsed.is_ok()) {
+    spdlog::error("cluster: slot map refused: {}", parsed.status().to_string());
+    return;
+  }
+  auto next = std::make_shared<const SlotMap>(std::move(*parsed));
+  std::lock_guard lock(mu_);
+  if (map_ && map_->version() >= next->version()) return;
+  map_ = std::move(next);
+  maps_seen_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::shared_ptr<const SlotMap> Member::map() const {
+  std::lock_guard lock(mu_);
+  return map_;
+}
+
+bool Member::up() const {
+  const int64_t renewed = renewed_at_ms_.load();
+  const auto ttl_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl).count();
+  return renewed != 0 && steady_ms() - renewed < ttl_ms && map() != nullptr;
+}
+
+Member::Stats Member::stats() const {
+  return {renewals_.load(), registrations_.load(), maps_seen_.load(), round_trips_.load(),
+          failures_.load()};
+}
+
+}  // namespace tierkv::cluster

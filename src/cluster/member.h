@@ -1,0 +1,86 @@
+// Member: this node's place in a cluster whose truth is in etcd.
+//
+// Keys, under /tierkv/<cluster-name>/:
+//   nodes/<id>  this node's ClusterNode (JSON), attached to its lease: it
+//               vanishes when the node stops renewing (dies, or loses etcd);
+//   slotmap     the SlotMap (JSON), written by the controller.
+//
+// A keeper thread renews the lease every third of its TTL. If the lease was
+// lost (etcd expired it while this node could not reach it), it takes a new
+// one and registers again. A watcher thread follows the slot map and keeps
+// the newest version it has seen; it never goes back to an older one.
+//
+// up() is false while the last renewal that etcd acknowledged is older than
+// the lease TTL (the controller may have given this node's slots away), and
+// before the first map arrives. The server then answers -CLUSTERDOWN.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/slot_map.h"
+
+namespace tierkv::cluster {
+
+struct MemberOptions {
+  std::vector<std::string> etcd_endpoints;
+  std::string cluster_name = "tierkv";
+  ClusterNode self;
+  std::chrono::seconds lease_ttl{5};
+  std::chrono::milliseconds etcd_timeout{1000};
+};
+
+// The etcd keys of a cluster.
+std::string cluster_prefix(std::string_view cluster_name);
+std::string node_key(std::string_view cluster_name, std::string_view node_id);
+std::string slot_map_key(std::string_view cluster_name);
+std::string node_to_json(const ClusterNode& node);
+Result<ClusterNode> node_from_json(std::string_view text);
+
+class Member {
+ public:
+  explicit Member(MemberOptions options);
+  ~Member();  // revokes the lease: the node leaves at once, not after the TTL
+  Member(const Member&) = delete;
+  Member& operator=(const Member&) = delete;
+
+  // The newest slot map seen; null before the first.
+  std::shared_ptr<const SlotMap> map() const;
+  bool up() const;
+  const ClusterNode& self() const { return options_.self; }
+
+  struct Stats {
+    uint64_t renewals = 0;       // keep-alives etcd acknowledged
+    uint64_t registrations = 0;  // leases taken (1 unless one was lost)
+    uint64_t maps_seen = 0;      // newer map versions taken
+    uint64_t etcd_round_trips = 0, etcd_failures = 0;
+  };
+  Stats stats() const;
+
+ private:
+  void keep(std::stop_token stop);
+  void watch(std::stop_token stop);
+  // Takes `text` as the map if it parses and is newer than the one held.
+  void offer_map(std::string_view text);
+  // Sleeps `d` or until stop; false if stopped.
+  bool pause(std::stop_token& stop, std::chrono::milliseconds d);
+
+  const MemberOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable_any wake_;
+  std::shared_ptr<const SlotMap> map_;
+  int64_t lease_ = 0;
+  std::atomic<int64_t> renewed_at_ms_{0};  // steady clock
+  std::atomic<uint64_t> renewals_{0}, registrations_{0}, maps_seen_{0};
+  std::atomic<uint64_t> round_trips_{0}, failures_{0};
+  std::jthread keeper_;
+  std::jthread watcher_;
+};
+
+}  // namespace tierkv::cluster

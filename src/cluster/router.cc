@@ -1,0 +1,73 @@
+#include "cluster/router.h"
+
+#include <fmt/format.h>
+
+namespace tierkv::cluster {
+namespace {
+
+std::string address_of(const ClusterNode& node) {
+  return fmt::format("{}:{}", node.host, node.port);
+}
+
+Route redirect(Route::Kind kind, uint16_t slot, const ClusterNode& node) {
+  return Route{kind, slot, address_of(node)};
+}
+
+Route refuse(Route::Kind kind, uint16_t slot = 0) {
+  return Route{kind, slot, {}};
+}
+
+}  // namespace
+
+std::string Route::error() const {
+  switch (kind) {
+    case Kind::kServe:
+      return {};
+    case Kind::kMoved:
+      return fmt::format("MOVED {} {}", slot, address);
+    case Kind::kAsk:
+      return fmt::format("ASK {} {}", slot, address);
+    case Kind::kCrossSlot:
+      return "CROSSSLOT Keys in request don't hash to the same slot";
+    case Kind::kDown:
+      return "CLUSTERDOWN The cluster is down";
+    case Kind::kUnserved:
+      return "CLUSTERDOWN Hash slot not served";
+    case Kind::kTryAgain:
+      return "TRYAGAIN Multiple keys request during rehashing of slot";
+  }
+  return {};
+}
+
+std::optional<uint16_t> common_slot(std::span<const std::string_view> keys) {
+  if (keys.empty()) return std::nullopt;
+  const uint16_t slot = key_slot(keys[0]);
+  for (std::string_view key : keys.subspan(1))
+    if (key_slot(key) != slot) return std::nullopt;
+  return slot;
+}
+
+Route route(const SlotMap& map, size_t self, const RouteQuery& query) {
+  if (query.keys.empty()) return {};
+  const std::optional<uint16_t> slot = common_slot(query.keys);
+  if (!slot) return refuse(Route::Kind::kCrossSlot);
+  if (!query.cluster_up) return refuse(Route::Kind::kDown, *slot);
+  const size_t owner = map.owner(*slot);
+  if (owner == SlotMap::kNoNode) return refuse(Route::Kind::kUnserved, *slot);
+  const size_t moving_to = map.moving_to(*slot);
+  const bool moving_here = moving_to == self && query.asking;
+  if (owner != self && !moving_here)
+    return redirect(Route::Kind::kMoved, *slot, map.nodes()[owner]);
+  if (moving_to == SlotMap::kNoNode) return {};
+  size_t missing = 0;
+  for (std::string_view key : query.keys)
+    if (!query.exists || !query.exists(key)) ++missing;
+  if (missing == 0) return {};
+  const bool multi_key = query.keys.size() > 1;
+  if (moving_here) return multi_key ? refuse(Route::Kind::kTryAgain, *slot) : Route{};
+  // Moving away: what is missing here may be there already.
+  if (multi_key && missing < query.keys.size()) return refuse(Route::Kind::kTryAgain, *slot);
+  return redirect(Route::Kind::kAsk, *slot, map.nodes()[moving_to]);
+}
+
+}  // namespace tierkv::cluster

@@ -1,0 +1,56 @@
+// Router: whether this node serves a command's keys, and if not, what to
+// answer, as Redis Cluster 7 decides it (cluster.c, getNodeByQuery):
+//
+// * keys in more than one slot: -CROSSSLOT;
+// * the cluster is down (no map, or etcd out of reach for longer than the
+//   lease): -CLUSTERDOWN, whatever the keys;
+// * a slot nobody owns: -CLUSTERDOWN Hash slot not served;
+// * a slot another node owns: -MOVED slot host:port, unless the slot is
+//   moving here and the client said ASKING (then it is served here);
+// * a slot this node owns that is moving away: served here while every key
+//   is still here; a missing key is answered -ASK slot host:port (the new
+//   owner may have it), or -TRYAGAIN for a multi-key command whose keys are
+//   split between the two nodes;
+// * a slot moving here, with ASKING: a multi-key command that misses some
+//   of its keys gets -TRYAGAIN.
+//
+// A command without keys is always served here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "cluster/slot_map.h"
+
+namespace tierkv::cluster {
+
+struct Route {
+  enum class Kind : uint8_t { kServe, kMoved, kAsk, kCrossSlot, kDown, kUnserved, kTryAgain };
+  Kind kind = Kind::kServe;
+  uint16_t slot = 0;
+  std::string address;  // host:port, for kMoved and kAsk
+
+  bool serve() const { return kind == Kind::kServe; }
+  // The error line (without '-' and CRLF) for anything but kServe.
+  std::string error() const;
+};
+
+struct RouteQuery {
+  std::span<const std::string_view> keys;
+  bool asking = false;  // the client sent ASKING just before
+  bool cluster_up = true;
+  // Whether a key is held here (memory or flash); asked only for a slot
+  // that is moving.
+  std::function<bool(std::string_view)> exists;
+};
+
+// `self`: this node's index in `map`.
+Route route(const SlotMap& map, size_t self, const RouteQuery& query);
+
+// The slot all of `keys` share; nullopt if they span slots (or are none).
+std::optional<uint16_t> common_slot(std::span<const std::string_view> keys);
+
+}  // namespace tierkv::cluster

@@ -1,0 +1,83 @@
+// Router's answers, case by case, as Redis Cluster 7 gives them; the
+// integration tests compare the same cases with a redis-server cluster.
+#include "cluster/router.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+namespace tierkv::cluster {
+namespace {
+
+class RouterTest : public ::testing::Test {
+ protected:
+  RouterTest() {
+    map.upsert_node({"me", "127.0.0.1", 7001, 1});
+    map.upsert_node({"other", "127.0.0.1", 7002, 1});
+    for (uint32_t s = 0; s < kSlotCount; ++s)
+      map.set_owner(static_cast<uint16_t>(s), s < 8192 ? 0 : 1);
+  }
+  Route ask(std::vector<std::string_view> keys, bool asking = false, bool up = true) {
+    RouteQuery q;
+    q.keys = keys;
+    q.asking = asking;
+    q.cluster_up = up;
+    q.exists = [this](std::string_view k) { return here.count(std::string(k)) > 0; };
+    return route(map, 0, q);
+  }
+  SlotMap map;
+  std::set<std::string> here;
+};
+
+// "bar" is slot 5061 (ours), "foo" 12182 (the other node's).
+TEST_F(RouterTest, OwnSlotsAreServedAndOthersMoved) {
+  EXPECT_TRUE(ask({"bar"}).serve());
+  const Route moved = ask({"foo"});
+  EXPECT_EQ(moved.kind, Route::Kind::kMoved);
+  EXPECT_EQ(moved.error(), "MOVED 12182 127.0.0.1:7002");
+  EXPECT_TRUE(ask({}).serve());
+}
+
+TEST_F(RouterTest, KeysInTwoSlotsAreCrossSlotEvenWhenDown) {
+  EXPECT_EQ(ask({"bar", "foo"}).error(), "CROSSSLOT Keys in request don't hash to the same slot");
+  EXPECT_EQ(ask({"bar", "foo"}, false, false).kind, Route::Kind::kCrossSlot);
+  EXPECT_TRUE(ask({"{bar}.a", "{bar}.b", "bar"}).serve());
+}
+
+TEST_F(RouterTest, DownAndUnservedSlots) {
+  EXPECT_EQ(ask({"bar"}, false, /*up=*/false).error(), "CLUSTERDOWN The cluster is down");
+  map.set_owner(5061, SlotMap::kNoNode);
+  EXPECT_EQ(ask({"bar"}).error(), "CLUSTERDOWN Hash slot not served");
+}
+
+TEST_F(RouterTest, MovingAwayAsksForMissingKeys) {
+  map.set_moving(5061, 1);
+  here = {"bar"};
+  EXPECT_TRUE(ask({"bar"}).serve());  // still here
+  const Route missing = ask({"{bar}x"});
+  EXPECT_EQ(missing.error(), "ASK 5061 127.0.0.1:7002");
+  EXPECT_EQ(ask({"bar", "{bar}x"}).error(),
+            "TRYAGAIN Multiple keys request during rehashing of slot");
+  EXPECT_EQ(ask({"{bar}y", "{bar}x"}).kind, Route::Kind::kAsk);  // all gone: ask
+}
+
+TEST_F(RouterTest, MovingHereServesOnlyAfterAsking) {
+  map.set_moving(12182, 0);  // "foo": the other node's, coming here
+  EXPECT_EQ(ask({"foo"}).kind, Route::Kind::kMoved);
+  EXPECT_TRUE(ask({"foo"}, /*asking=*/true).serve());  // missing, single key: served
+  EXPECT_EQ(ask({"foo", "{foo}2"}, true).kind, Route::Kind::kTryAgain);
+  here = {"foo", "{foo}2"};
+  EXPECT_TRUE(ask({"foo", "{foo}2"}, true).serve());
+}
+
+TEST(CommonSlotTest, OneSlotOrNone) {
+  const std::vector<std::string_view> same = {"{a}1", "{a}2"};
+  const std::vector<std::string_view> split = {"bar", "foo"};
+  EXPECT_EQ(common_slot(same), key_slot("a"));
+  EXPECT_EQ(common_slot(split), std::nullopt);
+  EXPECT_EQ(common_slot({}), std::nullopt);
+}
+
+}  // namespace
+}  // namespace tierkv::cluster
