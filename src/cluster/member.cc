@@ -1,5 +1,7 @@
 #include "cluster/member.h"
 
+#include <fmt/format.h>
+#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
@@ -50,6 +52,16 @@ std::string node_to_json(const ClusterNode& node) {
   return nlohmann::json{
       {"id", node.id}, {"host", node.host}, {"port", node.port}, {"weight", node.weight}}
       .dump();
+}
+
+std::string node_id_for(std::string_view cluster_name, std::string_view host, uint16_t port) {
+  const std::string text = fmt::format("{}/{}:{}", cluster_name, host, port);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha1(), nullptr);
+  std::string id;
+  for (unsigned int i = 0; i < length; ++i) id += fmt::format("{:02x}", digest[i]);
+  return id;
 }
 
 Result<ClusterNode> node_from_json(std::string_view text) {

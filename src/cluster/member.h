@@ -41,6 +41,9 @@ std::string cluster_prefix(std::string_view cluster_name);
 std::string node_key(std::string_view cluster_name, std::string_view node_id);
 std::string slot_map_key(std::string_view cluster_name);
 std::string node_to_json(const ClusterNode& node);
+// A node's id: 40 hex digits, as Redis's, derived from the cluster name and
+// the announced address, so a node that restarts keeps its id.
+std::string node_id_for(std::string_view cluster_name, std::string_view host, uint16_t port);
 Result<ClusterNode> node_from_json(std::string_view text);
 
 class Member {

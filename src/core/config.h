@@ -122,6 +122,15 @@ struct Config {
   // the cap on the buffers of all values written to flash as they arrive
   // (SETs larger than large-value-memory-fraction of memory)
   int64_t flash_write_buffer = int64_t{256} << 20;
+  // cluster (see docs/cluster.md): Redis Cluster's protocol, with the
+  // membership and the slot map in etcd
+  bool cluster_enabled = false;
+  std::vector<std::string> cluster_etcd = {"http://127.0.0.1:2379"};
+  std::string cluster_name = "tierkv";
+  std::string cluster_announce_host;  // empty: bind
+  int64_t cluster_announce_port = 0;  // 0: port
+  int64_t cluster_weight = 1;
+  int64_t cluster_lease_ttl_s = 5;
   // preheat (see docs/preheat.md)
   std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
   int64_t preheat_max_jobs = 2;

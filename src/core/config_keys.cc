@@ -356,6 +356,26 @@ const std::vector<KeySpec>& specs() {
                   "is done, on average (0: never skip)",
                   A::kPrefetch},
                  &C::prefetch_min_window_share, 0, 1),
+      bool_key({"cluster-enabled",
+                "speak Redis Cluster's protocol, with membership and the slot map in etcd"},
+               &C::cluster_enabled),
+      list_key(
+          {"cluster-etcd", "etcd endpoints of the cluster (http://host:port, comma-separated)"},
+          &C::cluster_etcd),
+      string_key({"cluster-name", "the cluster's name: its keys in etcd are under /tierkv/<name>/"},
+                 &C::cluster_name),
+      string_key({"cluster-announce-host",
+                  "address clients are sent to for this node's slots (empty: bind)"},
+                 &C::cluster_announce_host),
+      int_key({"cluster-announce-port", "port clients are sent to for this node (0: port)"},
+              &C::cluster_announce_port, 0, 65535),
+      int_key({"cluster-weight",
+               "this node's share of the slots relative to the others' (0: none, e.g. to drain)"},
+              &C::cluster_weight, 0, 1e12),
+      int_key({"cluster-lease-ttl",
+               "seconds without reaching etcd after which the node leaves the cluster and "
+               "answers -CLUSTERDOWN"},
+              &C::cluster_lease_ttl_s, 2, 600, ConfigKind::kSeconds),
       list_key({"preheat-sources",
                 "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
                 "empty: preheat is refused",
@@ -510,6 +530,10 @@ Status config_validate(const Config& c) {
     return Status::invalid_argument(
         "invalid value for 'eviction-policy', 'flash-fsync', 'offload-policy' or 'log-level': "
         "not one of its choices");
+  if (c.cluster_enabled && c.cluster_etcd.empty())
+    return Status::invalid_argument("'cluster-enabled yes' needs 'cluster-etcd' endpoints");
+  if (c.cluster_enabled && c.port == 0 && c.cluster_announce_port == 0)
+    return Status::invalid_argument("'cluster-enabled yes' needs a TCP 'port' to announce");
   if (!std::has_single_bit(static_cast<uint64_t>(c.chunk_size)))
     return Status::invalid_argument(
         fmt::format("invalid value '{}' for 'chunk-size': must be a power of two", c.chunk_size));

@@ -56,9 +56,20 @@ struct ClientState {
   // Its ranged reads without a stream: sequential ones are read ahead
   // (readahead.h). Made at the first ranged read.
   std::shared_ptr<Readahead> readahead;
+  // Cluster mode: ASKING was the previous command (it lets the next one
+  // reach a slot being imported), and READONLY (no replicas: a flag only).
+  bool asking = false;
+  bool readonly = false;
 };
 
 class ServerContext;
+}  // namespace tierkv::server
+
+namespace tierkv::cluster {
+class Member;
+}  // namespace tierkv::cluster
+
+namespace tierkv::server {
 
 // How a handler finishes its reply later, without blocking its thread. The
 // connection implements it; a caller that may block (tests, tools) passes
@@ -186,7 +197,14 @@ struct CommandSpec {
   // With kReadsValue: if nonzero, only the keys up to this argument are
   // read as values (RENAME reads its source, not the key it replaces).
   int value_last_key = 0;
+  // If set, the index past the last key, for a command whose trailing
+  // options are not keys (TIER.EXISTS ... PREFETCH, TIER.STREAM ... DEPTH d).
+  size_t (*keys_end)(std::span<const std::string_view> argv) = nullptr;
 };
+
+// The keys of a command, as its key positions and keys_end say.
+std::vector<std::string_view> command_keys(const CommandSpec& spec,
+                                           std::span<const std::string_view> argv);
 
 // Adds a finished command to SLOWLOG; the caller checked
 // server.slowlog().wants(ns), which is all a fast command costs.
@@ -232,6 +250,13 @@ void register_rename_commands(CommandTable& table);    // RENAME RENAMENX COPY
 void register_object_commands(CommandTable& table);    // OBJECT MEMORY WAIT
 void register_slowlog_commands(CommandTable& table);   // SLOWLOG
 void register_preheat_commands(CommandTable& table);   // TIER.PREHEAT TIER.JOB TIER.JOBS
+void register_cluster_commands(CommandTable& table);   // CLUSTER ASKING READONLY READWRITE
+
+// Cluster mode: the error a command gets instead of running here (-MOVED,
+// -ASK, -CROSSSLOT, -TRYAGAIN, -CLUSTERDOWN), or "" to run it. Consumes the
+// client's ASKING. EXEC is judged by the keys of its queued commands.
+std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
+                            std::span<const std::string_view> argv, ClientState& client);
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {
@@ -341,8 +366,14 @@ class ServerContext {
   // For what may outlive the server (a preheat job's publish runner).
   std::shared_ptr<const ClientPause> shared_client_pause() const { return client_pause_; }
   int64_t start_time_ms() const { return start_time_ms_; }
+  // Cluster mode (cluster-enabled): this node's membership, set by the
+  // server once it listens, and kept until every connection is gone; null
+  // otherwise.
+  cluster::Member* cluster() const { return cluster_.load(std::memory_order_acquire); }
+  void set_cluster(cluster::Member* member) { cluster_.store(member, std::memory_order_release); }
 
  private:
+  std::atomic<cluster::Member*> cluster_{nullptr};
   mutable std::mutex config_mu_;
   Config config_;
   Store& store_;

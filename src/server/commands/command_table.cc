@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "server/commands/command.h"
+#include "server/commands/transaction.h"
 #include "server/net/hardening.h"
 
 namespace tierkv::server {
@@ -91,6 +92,14 @@ void subcommand_arity_error(CommandContext& ctx, std::string_view parent, std::s
 void unknown_subcommand(CommandContext& ctx, std::string_view parent_upper) {
   ctx.reply.error(fmt::format("ERR unknown subcommand '{}'. Try {} HELP.",
                               ctx.arg(1).substr(0, 128), parent_upper));
+}
+
+std::vector<std::string_view> command_keys(const CommandSpec& spec,
+                                           std::span<const std::string_view> argv) {
+  const size_t end = spec.keys_end ? std::min(spec.keys_end(argv), argv.size()) : argv.size();
+  std::vector<std::string_view> keys;
+  for_each_key_index(spec, end, [&](size_t i) { keys.push_back(argv[i]); });
+  return keys;
 }
 
 void help_reply(CommandContext& ctx, std::initializer_list<std::string_view> lines) {

@@ -66,38 +66,47 @@ void tier_read_command(CommandContext& ctx) {
   reply_range(ctx, ctx.arg(1), *offset, *length, /*absent_is_null=*/true, use_once);
 }
 
-// Parses the trailing options of TIER.STREAM; `end` becomes the index past
-// the last key. False after an error reply.
-bool parse_stream_options(CommandContext& ctx, size_t& end, StreamOptions& o) {
+// TIER.STREAM's arguments: options are taken from the end; `end` is the
+// index past the last key. `error` is set if an option's value is bad.
+struct StreamArgs {
+  size_t end = 0;
+  StreamOptions options;
+  std::string error;
+};
+
+StreamArgs parse_stream_args(std::span<const std::string_view> argv) {
+  StreamArgs a;
+  a.end = argv.size();
   for (;;) {
-    if (end > 2 && iequals(ctx.arg(end - 1), "useonce")) {
-      o.use_once = true;
-      --end;
+    if (a.end > 2 && iequals(argv[a.end - 1], "useonce")) {
+      a.options.use_once = true;
+      --a.end;
       continue;
     }
-    if (end <= 3) return true;
-    std::string_view name = ctx.arg(end - 2);
+    if (a.end <= 3) return a;
+    std::string_view name = argv[a.end - 2];
     const bool depth = iequals(name, "depth");
-    if (!depth && !iequals(name, "channels")) return true;
-    std::optional<int64_t> v = parse_int64(ctx.arg(end - 1));
+    if (!depth && !iequals(name, "channels")) return a;
+    std::optional<int64_t> v = parse_int64(argv[a.end - 1]);
     if (!v) {
-      ctx.reply.error(errors::kNotInteger);
-      return false;
+      a.error = errors::kNotInteger;
+    } else if (depth && (*v < 0 || *v > kMaxDepth)) {
+      a.error = fmt::format("ERR DEPTH must be between 0 and {}", kMaxDepth);
+    } else if (!depth && (*v < 1 || *v > kMaxChannels)) {
+      a.error = fmt::format("ERR CHANNELS must be between 1 and {}", kMaxChannels);
     }
-    if (depth && (*v < 0 || *v > kMaxDepth)) {
-      ctx.reply.error(fmt::format("ERR DEPTH must be between 0 and {}", kMaxDepth));
-      return false;
-    }
-    if (!depth && (*v < 1 || *v > kMaxChannels)) {
-      ctx.reply.error(fmt::format("ERR CHANNELS must be between 1 and {}", kMaxChannels));
-      return false;
-    }
+    if (!a.error.empty()) return a;
     if (depth)
-      o.depth = static_cast<int32_t>(*v);
+      a.options.depth = static_cast<int32_t>(*v);
     else
-      o.channels = static_cast<uint32_t>(*v);
-    end -= 2;
+      a.options.channels = static_cast<uint32_t>(*v);
+    a.end -= 2;
   }
+}
+
+size_t tier_stream_keys_end(std::span<const std::string_view> argv) {
+  if (argv.size() == 2 && iequals(argv[1], "reset")) return 1;
+  return parse_stream_args(argv).end;
 }
 
 void tier_stream_command(CommandContext& ctx) {
@@ -106,9 +115,10 @@ void tier_stream_command(CommandContext& ctx) {
     ctx.client.stream.reset();
     return ctx.reply.ok();
   }
-  size_t end = ctx.argc();
-  StreamOptions options;
-  if (!parse_stream_options(ctx, end, options)) return;
+  StreamArgs args = parse_stream_args(ctx.inv.argv);
+  if (!args.error.empty()) return ctx.reply.error(args.error);
+  const size_t end = args.end;
+  StreamOptions& options = args.options;
   if (end < 2) return ctx.reply.error(errors::wrong_arity("tier.stream"));
   std::vector<std::string> keys;
   keys.reserve(end - 1);
@@ -135,8 +145,9 @@ ReadStart client_read(CommandContext& ctx, std::string_view key, uint64_t offset
 void register_stream_commands(CommandTable& table) {
   table.add({"tier.read", -4, kReadOnly | kMayStream, 1, 1, 1, tier_read_command,
              "Read a byte range of a value, from memory or flash; USEONCE: do not keep it"});
-  table.add({"tier.stream", -2, kReadOnly, 0, 0, 0, tier_stream_command,
-             "Declare the keys this connection reads next, in order, to be read ahead"});
+  table.add({"tier.stream", -2, kReadOnly, 1, -1, 1, tier_stream_command,
+             "Declare the keys this connection reads next, in order, to be read ahead", 0, nullptr,
+             nullptr, 0, tier_stream_keys_end});
 }
 
 }  // namespace tierkv::server

@@ -63,14 +63,16 @@ void tier_stat_command(CommandContext& ctx) {
   for (const ChunkResidency& c : r->chunks) reply_chunk(ctx.reply, c);
 }
 
+// A trailing PREFETCH is the option, not a key, once at least one key precedes it.
+size_t tier_exists_keys_end(std::span<const std::string_view> argv) {
+  const size_t end = argv.size();
+  return end >= 3 && iequals(argv[end - 1], "prefetch") ? end - 1 : end;
+}
+
 void tier_exists_command(CommandContext& ctx) {
-  // A trailing PREFETCH is the option, not a key, once at least one key precedes it.
-  size_t end = ctx.argc();
+  const size_t end = tier_exists_keys_end(ctx.inv.argv);
   ExistOptions options;
-  if (end >= 3 && iequals(ctx.arg(end - 1), "prefetch")) {
-    options.prefetch_to_memory = true;
-    --end;
-  }
+  options.prefetch_to_memory = end < ctx.argc();
   std::span<const std::string_view> keys =
       std::span<const std::string_view>(ctx.inv.argv).subspan(1, end - 1);
   ctx.reply.integer(count_existing(ctx, keys, options));
@@ -82,7 +84,8 @@ void register_tier_commands(CommandTable& table) {
   table.add({"tier.stat", 2, kReadOnly, 1, 1, 1, tier_stat_command,
              "Size, version, TTL, tier state and per-chunk residency of an object"});
   table.add({"tier.exists", -2, kReadOnly | kFast, 1, -1, 1, tier_exists_command,
-             "Count existing keys; PREFETCH starts promoting them to memory"});
+             "Count existing keys; PREFETCH starts promoting them to memory", 0, nullptr, nullptr,
+             0, tier_exists_keys_end});
 }
 
 }  // namespace tierkv::server

@@ -317,6 +317,10 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
              (value_refused_loading_ || server_.context().store().loading())) {
     stats.rejected->add();
     refuse_command(state_.txn, spec, errors::kLoading, out_);
+  } else if (std::string refusal = cluster_refusal(server_.context(), *spec, inv_.argv, state_);
+             !refusal.empty()) {
+    stats.rejected->add();
+    refuse_command(state_.txn, spec, refusal, out_);
   } else if (held_by_pause(*spec)) {
     // Runs when the pause ends: dispatched again then.
   } else if (!value_error_.is_ok()) {

@@ -86,6 +86,7 @@ void Server::register_commands() {
   register_rename_commands(t);
   register_object_commands(t);
   register_slowlog_commands(t);
+  register_cluster_commands(t);
   register_preheat_commands(t);
   for (const CommandSpec& spec : t.all()) {
     std::string label = fmt::format("cmd=\"{}\"", spec.name);
@@ -149,6 +150,7 @@ Status Server::start() {
         adopt(t, std::move(socket), addr, addr);
       });
   TIERKV_RETURN_IF_ERROR(listener_->listen(config.bind, config.port, config.unixsocket));
+  if (config.cluster_enabled) join_cluster(config);
 
   if (config.metrics_port > 0) {
     http_ = std::make_unique<HttpMetricsServer>(*this, main_io);
@@ -357,6 +359,21 @@ void Server::wait() {
   stop();
 }
 
+void Server::join_cluster(const Config& config) {
+  cluster::MemberOptions o;
+  o.etcd_endpoints = config.cluster_etcd;
+  o.cluster_name = config.cluster_name;
+  const std::string host =
+      config.cluster_announce_host.empty() ? config.bind : config.cluster_announce_host;
+  const auto port = static_cast<uint16_t>(
+      config.cluster_announce_port > 0 ? config.cluster_announce_port : tcp_port());
+  o.self = {cluster::node_id_for(config.cluster_name, host, port), host, port,
+            static_cast<uint64_t>(config.cluster_weight)};
+  o.lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s);
+  cluster_ = std::make_unique<cluster::Member>(std::move(o));
+  context_.set_cluster(cluster_.get());
+}
+
 void Server::stop() {
   {
     std::lock_guard lock(stop_mu_);
@@ -399,6 +416,9 @@ void Server::stop() {
   for (auto& t : threads_) {
     if (t->thread.joinable()) t->thread.join();
   }
+  // No connection is left to route: leave the cluster (the lease goes now).
+  context_.set_cluster(nullptr);
+  cluster_.reset();
   bool save;
   {
     std::lock_guard lock(stop_mu_);

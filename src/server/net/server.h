@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cluster/member.h"
 #include "core/metrics.h"
 #include "server/commands/command.h"
 #include "server/net/client_registry.h"
@@ -125,6 +126,9 @@ class Server {
   std::vector<std::unique_ptr<IoThread>> threads_;
   std::atomic<size_t> next_thread_{0};
   std::unique_ptr<Listener> listener_;
+  // Cluster mode: this node in etcd; made once the port is known.
+  std::unique_ptr<cluster::Member> cluster_;
+  void join_cluster(const Config& config);
   std::unique_ptr<asio::signal_set> signals_;
   std::unique_ptr<asio::steady_timer> ops_timer_;
   std::unique_ptr<asio::steady_timer> client_eviction_timer_;

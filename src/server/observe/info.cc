@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "cluster/member.h"
 #include "server/net/loading.h"
 #include "server/net/server.h"
 
@@ -255,6 +256,22 @@ void section_persistence(Server& s, std::string& out) {
   render_persistence(s.loading_figures(), out);
 }
 
+void section_cluster(Server& s, std::string& out) {
+  out += "# Cluster\r\n";
+  const cluster::Member* member = s.context().cluster();
+  out += fmt::format("cluster_enabled:{}\r\n", member ? 1 : 0);
+  if (member == nullptr) return;
+  const std::shared_ptr<const cluster::SlotMap> map = member->map();
+  const std::optional<size_t> self = map ? map->index_of(member->self().id) : std::nullopt;
+  const cluster::Member::Stats st = member->stats();
+  out += fmt::format(
+      "cluster_state:{}\r\ncluster_slot_map_version:{}\r\ncluster_slots_owned:{}\r\n"
+      "cluster_lease_renewals:{}\r\ncluster_registrations:{}\r\ncluster_etcd_round_trips:{}\r\n"
+      "cluster_etcd_failures:{}\r\n",
+      member->up() ? "ok" : "fail", map ? map->version() : 0, self ? map->slots_owned_by(*self) : 0,
+      st.renewals, st.registrations, st.etcd_round_trips, st.etcd_failures);
+}
+
 void section_keyspace(Server& s, std::string& out) {
   out += "# Keyspace\r\n";
   Store& store = s.context().store();
@@ -317,6 +334,7 @@ std::string render_info(Server& server, std::string_view section) {
       {"prefetch", section_prefetch, true},
       {"preheat", section_preheat, true},
       {"stream", section_stream, true},
+      {"cluster", section_cluster, true},
       {"keyspace", section_keyspace, true},
   };
   bool all = iequal(section, "all") || iequal(section, "everything");

@@ -1,0 +1,203 @@
+// Cluster mode (cluster-enabled yes): which commands this node serves, and
+// the CLUSTER family, as Redis Cluster 7 answers them.
+//
+//   CLUSTER KEYSLOT key | MYID | INFO | SLOTS | SHARDS | NODES
+//   ASKING, READONLY, READWRITE
+//
+// The slot map comes from etcd (cluster::Member); routing decisions are
+// cluster::route()'s. With cluster mode off, these answer as a Redis
+// without cluster support does.
+#include <fmt/format.h>
+
+#include "cluster/member.h"
+#include "cluster/router.h"
+#include "server/commands/command.h"
+#include "server/commands/string_common.h"
+
+namespace tierkv::server {
+namespace {
+
+constexpr std::string_view kDisabled = "ERR This instance has cluster support disabled";
+
+// The membership, or null after replying the error for cluster mode off.
+cluster::Member* member_or_error(CommandContext& ctx) {
+  cluster::Member* member = ctx.server.cluster();
+  if (member == nullptr) ctx.reply.error(kDisabled);
+  return member;
+}
+
+// The map, or an empty one before the first arrives.
+std::shared_ptr<const cluster::SlotMap> map_of(const cluster::Member& member) {
+  std::shared_ptr<const cluster::SlotMap> map = member.map();
+  return map ? map : std::make_shared<const cluster::SlotMap>();
+}
+
+void reply_node(CommandContext& ctx, const cluster::ClusterNode& node) {
+  ctx.reply.array(3);
+  ctx.reply.bulk(node.host);
+  ctx.reply.integer(node.port);
+  ctx.reply.bulk(node.id);
+}
+
+void cluster_slots(CommandContext& ctx, const cluster::SlotMap& map) {
+  const std::vector<cluster::SlotRange> ranges = map.ranges();
+  ctx.reply.array(ranges.size());
+  for (const cluster::SlotRange& r : ranges) {
+    ctx.reply.array(3);
+    ctx.reply.integer(r.first);
+    ctx.reply.integer(r.last);
+    reply_node(ctx, map.nodes()[r.node]);
+  }
+}
+
+void cluster_shards(CommandContext& ctx, const cluster::SlotMap& map) {
+  const std::vector<cluster::SlotRange> ranges = map.ranges();
+  ctx.reply.array(map.nodes().size());
+  for (size_t n = 0; n < map.nodes().size(); ++n) {
+    const cluster::ClusterNode& node = map.nodes()[n];
+    ctx.reply.map(2);
+    ctx.reply.bulk("slots");
+    size_t owned = 0;
+    for (const cluster::SlotRange& r : ranges) owned += r.node == n ? 1 : 0;
+    ctx.reply.array(2 * owned);
+    for (const cluster::SlotRange& r : ranges) {
+      if (r.node != n) continue;
+      ctx.reply.integer(r.first);
+      ctx.reply.integer(r.last);
+    }
+    ctx.reply.bulk("nodes");
+    ctx.reply.array(1);
+    ctx.reply.map(7);
+    ctx.reply.bulk("id");
+    ctx.reply.bulk(node.id);
+    ctx.reply.bulk("port");
+    ctx.reply.integer(node.port);
+    ctx.reply.bulk("ip");
+    ctx.reply.bulk(node.host);
+    ctx.reply.bulk("endpoint");
+    ctx.reply.bulk(node.host);
+    ctx.reply.bulk("role");
+    ctx.reply.bulk("master");
+    ctx.reply.bulk("replication-offset");
+    ctx.reply.integer(0);
+    ctx.reply.bulk("health");
+    ctx.reply.bulk("online");
+  }
+}
+
+std::string cluster_nodes_text(const cluster::SlotMap& map, std::string_view self_id) {
+  const std::vector<cluster::SlotRange> ranges = map.ranges();
+  std::string out;
+  for (size_t n = 0; n < map.nodes().size(); ++n) {
+    const cluster::ClusterNode& node = map.nodes()[n];
+    out += fmt::format("{} {}:{}@{} {}master - 0 0 {} connected", node.id, node.host, node.port,
+                       node.port + 10000, node.id == self_id ? "myself," : "", map.version());
+    for (const cluster::SlotRange& r : ranges) {
+      if (r.node != n) continue;
+      out +=
+          r.first == r.last ? fmt::format(" {}", r.first) : fmt::format(" {}-{}", r.first, r.last);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string cluster_info_text(const cluster::Member& member, const cluster::SlotMap& map) {
+  const size_t assigned = cluster::kSlotCount - map.unowned_slots();
+  size_t owning = 0;
+  for (size_t n = 0; n < map.nodes().size(); ++n) owning += map.slots_owned_by(n) > 0 ? 1 : 0;
+  const bool ok = member.up() && assigned == cluster::kSlotCount;
+  return fmt::format(
+      "cluster_state:{}\r\ncluster_slots_assigned:{}\r\ncluster_slots_ok:{}\r\n"
+      "cluster_slots_pfail:0\r\ncluster_slots_fail:{}\r\ncluster_known_nodes:{}\r\n"
+      "cluster_size:{}\r\ncluster_current_epoch:{}\r\ncluster_my_epoch:{}\r\n",
+      ok ? "ok" : "fail", assigned, member.up() ? assigned : 0, member.up() ? 0 : assigned,
+      map.nodes().size(), owning, map.version(), map.version());
+}
+
+void cluster_command(CommandContext& ctx) {
+  const std::string_view sub = ctx.arg(1);
+  if (iequals(sub, "help")) {
+    return help_reply(ctx, {"CLUSTER <subcommand> [<arg> ...]. Subcommands are:", "KEYSLOT <key>",
+                            "MYID", "INFO", "SLOTS", "SHARDS", "NODES"});
+  }
+  if (iequals(sub, "keyslot")) {
+    if (ctx.argc() != 3) return ctx.reply.error(errors::wrong_arity("cluster|keyslot"));
+    if (member_or_error(ctx) == nullptr) return;  // Redis too refuses it with cluster mode off
+    return ctx.reply.integer(cluster::key_slot(ctx.arg(2)));
+  }
+  cluster::Member* member = member_or_error(ctx);
+  if (member == nullptr) return;
+  const std::shared_ptr<const cluster::SlotMap> map = map_of(*member);
+  if (ctx.argc() != 2) {
+    return ctx.reply.error(fmt::format(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.", sub));
+  }
+  if (iequals(sub, "myid")) return ctx.reply.bulk(member->self().id);
+  if (iequals(sub, "info")) return ctx.reply.verbatim(cluster_info_text(*member, *map));
+  if (iequals(sub, "slots")) return cluster_slots(ctx, *map);
+  if (iequals(sub, "shards")) return cluster_shards(ctx, *map);
+  if (iequals(sub, "nodes")) return ctx.reply.verbatim(cluster_nodes_text(*map, member->self().id));
+  ctx.reply.error(fmt::format(
+      "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.", sub));
+}
+
+void asking_command(CommandContext& ctx) {
+  if (member_or_error(ctx) == nullptr) return;
+  ctx.client.asking = true;
+  ctx.reply.ok();
+}
+
+void readonly_command(CommandContext& ctx) {
+  if (member_or_error(ctx) == nullptr) return;
+  ctx.client.readonly = true;
+  ctx.reply.ok();
+}
+
+void readwrite_command(CommandContext& ctx) {
+  if (member_or_error(ctx) == nullptr) return;
+  ctx.client.readonly = false;
+  ctx.reply.ok();
+}
+
+}  // namespace
+
+std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
+                            std::span<const std::string_view> argv, ClientState& client) {
+  cluster::Member* member = server.cluster();
+  if (member == nullptr) return {};
+  // ASKING holds for the one command after it.
+  const bool asking = std::exchange(client.asking, false);
+  std::vector<std::string_view> keys;
+  if (spec.flags & kRunsQueue) {
+    // EXEC: the keys of every queued command must share one slot.
+    for (const QueuedCommand& q : client.txn.queue) {
+      std::vector<std::string_view> args(q.args.begin(), q.args.end());
+      for (std::string_view k : command_keys(*q.spec, args)) keys.push_back(k);
+    }
+  } else {
+    keys = command_keys(spec, argv);
+  }
+  if (keys.empty()) return {};
+  std::shared_ptr<const cluster::SlotMap> map = member->map();
+  const std::optional<size_t> self = map ? map->index_of(member->self().id) : std::nullopt;
+  cluster::RouteQuery query;
+  query.keys = keys;
+  query.asking = asking;
+  query.cluster_up = member->up() && self.has_value();
+  query.exists = [&server](std::string_view key) { return server.store().exists(key); };
+  const cluster::Route route = cluster::route(map ? *map : cluster::SlotMap(),
+                                              self.value_or(cluster::SlotMap::kNoNode), query);
+  return route.serve() ? std::string() : route.error();
+}
+
+void register_cluster_commands(CommandTable& table) {
+  table.add({"cluster", -2, kAdmin, 0, 0, 0, cluster_command,
+             "Slots, nodes and the state of the cluster (cluster mode)"});
+  table.add({"asking", 1, kFast, 0, 0, 0, asking_command,
+             "Lets the next command reach a slot being imported"});
+  table.add({"readonly", 1, kFast, 0, 0, 0, readonly_command, "Reads from replicas (none here)"});
+  table.add({"readwrite", 1, kFast, 0, 0, 0, readwrite_command, "Ends READONLY"});
+}
+
+}  // namespace tierkv::server

@@ -1,0 +1,102 @@
+"""Cluster-mode helpers: a single-member etcd in a temporary folder, its v3
+JSON gateway, and slot maps in the form tierkv reads (src/cluster/slot_map.h).
+etcd comes from Debian's etcd-server (scripts/install-deps.sh installs it)."""
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+from conftest import free_ports
+
+SLOTS = 16384
+
+
+class Etcd:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="etcd-")
+        self.client_port, self.peer_port = free_ports(2)
+        self.endpoint = f"http://127.0.0.1:{self.client_port}"
+        self.proc = None
+        self.start()
+
+    def start(self):
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        etcd = shutil.which("etcd")
+        assert etcd, "etcd is not installed (Debian's etcd-server; scripts/install-deps.sh)"
+        self.log = open(os.path.join(self.dir, "etcd.log"), "ab")
+        self.proc = subprocess.Popen(
+            [etcd, "--name", "default", "--data-dir", os.path.join(self.dir, "data"),
+             "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"default={peer}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                self.get("ready?")
+                return
+            except OSError:
+                assert self.proc.poll() is None, "etcd exited; see " + self.dir
+                time.sleep(0.1)
+        raise AssertionError("etcd did not start; see " + self.dir)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _call(self, path, body):
+        req = urllib.request.Request(self.endpoint + path, data=json.dumps(body).encode(),
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read())
+
+    def put(self, key, value):
+        self._call("/v3/kv/put", {"key": b64(key), "value": b64(value)})
+
+    def get(self, key):
+        kvs = self._call("/v3/kv/range", {"key": b64(key)}).get("kvs", [])
+        return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
+
+
+def b64(text):
+    return base64.b64encode(text.encode()).decode()
+
+
+def slot_map(version, nodes, owners):
+    """The JSON slot map: `nodes` as (id, host, port), `owners` one node index per slot."""
+    ranges = []
+    for slot, owner in enumerate(owners):
+        if ranges and ranges[-1][2] == owner and ranges[-1][1] == slot - 1:
+            ranges[-1][1] = slot
+        else:
+            ranges.append([slot, slot, owner])
+    return json.dumps({
+        "version": version,
+        "nodes": [{"id": i, "host": h, "port": p, "weight": 1} for i, h, p in nodes],
+        "slots": [[a, b, nodes[o][0]] for a, b, o in ranges],
+        "moving": [],
+    })
+
+
+def even_owners(n):
+    """Slots split into n contiguous, even ranges."""
+    return [min(slot * n // SLOTS, n - 1) for slot in range(SLOTS)]
+
+
+def wait_until(cond, timeout=15.0, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,172 @@
+"""Cluster mode over the wire: three tierkv nodes, their slot map in a real
+etcd, against redis-py's RedisCluster, redis-cli -c and redis-server.
+
+The contract: a node serves exactly the slots the newest map gives it and
+answers -MOVED (to the owner's address) for the others, -CROSSSLOT for keys
+in more than one slot, with Redis Cluster's texts; with cluster mode off,
+the CLUSTER family answers as a Redis without cluster support does."""
+import random
+import subprocess
+
+import pytest
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+
+from cluster_util import SLOTS, Etcd, even_owners, slot_map, wait_until
+from conftest import reply_of
+
+
+def test_cluster_commands_without_cluster_mode_match_redis(pair):
+    for cmd in (["CLUSTER", "INFO"], ["CLUSTER", "KEYSLOT", "foo"], ["CLUSTER", "MYID"],
+                ["ASKING"], ["READONLY"], ["READWRITE"]):
+        pair.same(*cmd)
+    assert pair.ours.info("cluster")["cluster_enabled"] == 0
+    assert pair.theirs.info("cluster")["cluster_enabled"] == 0
+
+
+@pytest.fixture
+def cluster(make_tierkv):
+    etcd = Etcd()
+    nodes = [make_tierkv("--flash-size", "0", "--cluster-enabled", "yes",
+                         "--cluster-etcd", etcd.endpoint, "--cluster-name", "t",
+                         "--cluster-lease-ttl", "2")
+             for _ in range(3)]
+    ids = [n.client().execute_command("CLUSTER", "MYID").decode() for n in nodes]
+    members = [(ids[i], "127.0.0.1", nodes[i].port) for i in range(3)]
+    etcd.put("/tierkv/t/slotmap", slot_map(1, members, even_owners(3)))
+    for n in nodes:
+        wait_until(lambda: n.client().info("cluster").get("cluster_state") == "ok",
+                   what="every node up with the map")
+    yield etcd, nodes
+    etcd.close()
+
+
+def owner_of(nodes, key):
+    slot = nodes[0].client().execute_command("CLUSTER", "KEYSLOT", key)
+    return nodes[min(slot * 3 // SLOTS, 2)], slot
+
+
+def test_keyslot_matches_redis_in_cluster_mode(cluster, make_redis):
+    _, nodes = cluster
+    theirs = make_redis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf").client()
+    rng = random.Random(28)
+    keys = ["foo", "bar", "", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap",
+            "foo{bar}{zap}", "{chunk}:metadata", "{chunk}:kv_bytes"]
+    keys += ["".join(rng.choice("ab{}:x") for _ in range(rng.randint(1, 12))) for _ in range(300)]
+    ours = nodes[0].client()
+    for k in keys:
+        assert ours.execute_command("CLUSTER", "KEYSLOT", k) == \
+            theirs.execute_command("CLUSTER", "KEYSLOT", k), k
+
+
+def test_each_node_serves_its_slots_and_moves_the_rest(cluster):
+    _, nodes = cluster
+    for i in range(60):
+        key = f"key:{i}"
+        owner, slot = owner_of(nodes, key)
+        assert owner.client().set(key, f"v{i}")
+        for n in nodes:
+            if n is owner:
+                assert n.client().get(key) == f"v{i}".encode()
+                continue
+            with pytest.raises(redis.ResponseError) as e:
+                n.client().get(key)
+            assert str(e.value) == f"MOVED {slot} 127.0.0.1:{owner.port}"
+
+
+def test_crossslot_and_hash_tags(cluster, make_redis):
+    _, nodes = cluster
+    owner, _ = owner_of(nodes, "{chunk7}")
+    c = owner.client()
+    assert c.mset({"{chunk7}:metadata": "m", "{chunk7}:kv_bytes": "kv"})
+    assert c.mget("{chunk7}:metadata", "{chunk7}:kv_bytes") == [b"m", b"kv"]
+    assert c.execute_command("TIER.EXISTS", "{chunk7}:metadata", "{chunk7}:kv_bytes",
+                             "PREFETCH") == 2
+    with pytest.raises(redis.ResponseError) as e:
+        c.mset({"{chunk7}:a": "1", "{chunk8}:b": "2"})
+    assert str(e.value) == "CROSSSLOT Keys in request don't hash to the same slot"
+    with pytest.raises(redis.ResponseError) as e:
+        c.execute_command("TIER.STREAM", "{chunk7}:a", "{chunk8}:b", "DEPTH", "2")
+    assert str(e.value).startswith("CROSSSLOT")
+    # A transaction whose commands touch two slots fails at EXEC.
+    p = c.pipeline(transaction=True)
+    p.set("{chunk7}:x", "1")
+    p.set("{chunk8}:y", "1")
+    with pytest.raises(redis.ResponseError) as e:
+        p.execute()
+    assert "CROSSSLOT" in str(e.value) or "MOVED" in str(e.value)
+
+
+def test_redis_py_cluster_client_runs_a_session(cluster):
+    _, nodes = cluster
+    rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", nodes[0].port)],
+                      decode_responses=True)
+    model = {}
+    rng = random.Random(7)
+    for i in range(400):
+        key = f"k{rng.randrange(150)}"
+        op = rng.random()
+        if op < 0.5:
+            model[key] = f"v{i}"
+            assert rc.set(key, model[key])
+        elif op < 0.8:
+            assert rc.get(key) == model.get(key)
+        else:
+            assert rc.delete(key) == (1 if model.pop(key, None) is not None else 0)
+    for key, value in model.items():
+        owner, _ = owner_of(nodes, key)
+        assert owner.client().get(key) == value.encode()
+    rc.close()
+
+
+def test_redis_cli_follows_redirects(cluster):
+    _, nodes = cluster
+    out = subprocess.run(["redis-cli", "-c", "-p", str(nodes[0].port), "SET", "foo", "bar"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.stdout.strip() == "OK"
+    out = subprocess.run(["redis-cli", "-c", "-p", str(nodes[2].port), "GET", "foo"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.stdout.strip() == "bar"
+
+
+def test_cluster_slots_nodes_and_info(cluster):
+    _, nodes = cluster
+    c = nodes[1].client()
+    slots = c.execute_command("CLUSTER", "SLOTS")
+    assert [(s[0], s[1], s[2][1]) for s in slots] == \
+        [(0, 5461, nodes[0].port), (5462, 10922, nodes[1].port), (10923, 16383, nodes[2].port)]
+    text = c.execute_command("CLUSTER", "NODES").decode()
+    mine = [line for line in text.splitlines() if "myself" in line]
+    assert len(mine) == 1 and mine[0].endswith("5462-10922")
+    info = c.info("cluster")
+    assert info["cluster_enabled"] == 1 and info["cluster_slots_owned"] == 5461
+    assert info["cluster_slot_map_version"] == 1
+
+
+def test_a_newer_map_moves_slots_and_an_older_one_is_ignored(cluster):
+    etcd, nodes = cluster
+    ids = [n.client().execute_command("CLUSTER", "MYID").decode() for n in nodes]
+    members = [(ids[i], "127.0.0.1", nodes[i].port) for i in range(3)]
+    everything_on_0 = [0] * SLOTS
+    etcd.put("/tierkv/t/slotmap", slot_map(2, members, everything_on_0))
+    wait_until(lambda: nodes[2].client().info("cluster")["cluster_slot_map_version"] == 2)
+    owner_of_foo = nodes[0]
+    with pytest.raises(redis.ResponseError) as e:
+        nodes[2].client().get("foo")
+    assert str(e.value) == f"MOVED 12182 127.0.0.1:{owner_of_foo.port}"
+    etcd.put("/tierkv/t/slotmap", slot_map(1, members, even_owners(3)))  # older: ignored
+    etcd.put("/tierkv/t/slotmap", slot_map(3, members, everything_on_0))
+    wait_until(lambda: nodes[2].client().info("cluster")["cluster_slot_map_version"] == 3)
+
+
+def test_etcd_down_means_clusterdown_then_recovery(cluster):
+    etcd, nodes = cluster
+    owner, _ = owner_of(nodes, "foo")
+    assert owner.client().set("foo", "1")
+    etcd.stop()
+    wait_until(lambda: reply_of(owner.client(), "GET", "foo")
+               == ("error", "CLUSTERDOWN The cluster is down"), timeout=10,
+               what="-CLUSTERDOWN after the lease")
+    etcd.start()
+    wait_until(lambda: reply_of(owner.client(), "GET", "foo") == b"1", timeout=15,
+               what="serving again once etcd is back")
