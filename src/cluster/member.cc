@@ -167,6 +167,7 @@ void Member::offer_map(std::string_view text) {
   auto next = std::make_shared<const SlotMap>(std::move(*parsed));
   std::lock_guard lock(mu_);
   if (map_ && map_->version() >= next->version()) return;
+  if (options_.before_publish) options_.before_publish(map_.get(), *next);
   map_ = std::move(next);
   maps_seen_.fetch_add(1, std::memory_order_relaxed);
 }

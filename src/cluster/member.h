@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +35,9 @@ struct MemberOptions {
   ClusterNode self;
   std::chrono::seconds lease_ttl{5};
   std::chrono::milliseconds etcd_timeout{1000};
+  // Runs with each newer map before it is served (`old`: the map served
+  // until now, null for the first). Must not call back into the Member.
+  std::function<void(const SlotMap* old, const SlotMap& next)> before_publish;
 };
 
 // The etcd keys of a cluster.

@@ -13,7 +13,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from cluster_util import SLOTS, Etcd, even_owners, slot_map, wait_until
-from conftest import reply_of
+from conftest import free_port, reply_of
 
 
 def test_cluster_commands_without_cluster_mode_match_redis(pair):
@@ -48,7 +48,9 @@ def owner_of(nodes, key):
 
 def test_keyslot_matches_redis_in_cluster_mode(cluster, make_redis):
     _, nodes = cluster
-    theirs = make_redis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf").client()
+    # The bus port is given: port + 10000 may pass 65535.
+    theirs = make_redis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-port", str(free_port())).client()
     rng = random.Random(28)
     keys = ["foo", "bar", "", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap",
             "foo{bar}{zap}", "{chunk}:metadata", "{chunk}:kv_bytes"]
@@ -170,3 +172,29 @@ def test_etcd_down_means_clusterdown_then_recovery(cluster):
     etcd.start()
     wait_until(lambda: reply_of(owner.client(), "GET", "foo") == b"1", timeout=15,
                what="serving again once etcd is back")
+
+
+def test_a_slot_that_comes_back_never_serves_its_old_keys(cluster):
+    """A node that regains a slot drops what it kept of it: the writes made
+    meanwhile went to another node, so its copy is older than theirs."""
+    etcd, nodes = cluster
+    ids = [n.client().execute_command("CLUSTER", "MYID").decode() for n in nodes]
+    members = [(ids[i], "127.0.0.1", nodes[i].port) for i in range(3)]
+    owners = even_owners(3)
+    a, slot = owner_of(nodes, "foo")  # slot 12182: node 2
+    b = nodes[0]
+    assert a.client().set("foo", "old") and a.client().set("{foo}2", "old2")
+    kept, _ = owner_of(nodes, "key:3")
+    assert kept is a and a.client().set("key:3", "stays")  # another slot of node 2
+    moved = list(owners)
+    moved[slot] = 0
+    etcd.put("/tierkv/t/slotmap", slot_map(2, members, moved))
+    wait_until(lambda: reply_of(b.client(), "SET", "foo", "new") is True, what="slot on b")
+    etcd.put("/tierkv/t/slotmap", slot_map(3, members, owners))  # back to a
+    wait_until(lambda: a.client().info("cluster")["cluster_slot_map_version"] == 3)
+    wait_until(lambda: not str(reply_of(a.client(), "GET", "foo")).startswith("('error', 'TRYAGAIN"),
+               what="the purge to finish")
+    assert a.client().get("foo") is None  # a miss, never "old"
+    assert a.client().get("{foo}2") is None
+    assert a.client().get("key:3") == b"stays"
+    assert a.client().info("cluster")["cluster_keys_purged"] == 2

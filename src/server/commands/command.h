@@ -70,6 +70,7 @@ class Member;
 }  // namespace tierkv::cluster
 
 namespace tierkv::server {
+class SlotPurger;
 
 // How a handler finishes its reply later, without blocking its thread. The
 // connection implements it; a caller that may block (tests, tools) passes
@@ -370,10 +371,16 @@ class ServerContext {
   // server once it listens, and kept until every connection is gone; null
   // otherwise.
   cluster::Member* cluster() const { return cluster_.load(std::memory_order_acquire); }
-  void set_cluster(cluster::Member* member) { cluster_.store(member, std::memory_order_release); }
+  // Gained slots whose old keys are being removed (slot_purger.h).
+  const SlotPurger* slot_purger() const { return purger_.load(std::memory_order_acquire); }
+  void set_cluster(cluster::Member* member, const SlotPurger* purger) {
+    purger_.store(purger, std::memory_order_release);
+    cluster_.store(member, std::memory_order_release);
+  }
 
  private:
   std::atomic<cluster::Member*> cluster_{nullptr};
+  std::atomic<const SlotPurger*> purger_{nullptr};
   mutable std::mutex config_mu_;
   Config config_;
   Store& store_;

@@ -11,6 +11,7 @@
 
 #include "cluster/member.h"
 #include "cluster/router.h"
+#include "server/cluster/slot_purger.h"
 #include "server/commands/command.h"
 #include "server/commands/string_common.h"
 
@@ -188,7 +189,11 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
   query.exists = [&server](std::string_view key) { return server.store().exists(key); };
   const cluster::Route route = cluster::route(map ? *map : cluster::SlotMap(),
                                               self.value_or(cluster::SlotMap::kNoNode), query);
-  return route.serve() ? std::string() : route.error();
+  if (!route.serve()) return route.error();
+  const SlotPurger* purger = server.slot_purger();
+  if (purger != nullptr && purger->purging(cluster::key_slot(keys.front())))
+    return "TRYAGAIN Slot gained just now: its old keys are being removed";
+  return {};
 }
 
 void register_cluster_commands(CommandTable& table) {

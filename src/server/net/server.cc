@@ -370,8 +370,13 @@ void Server::join_cluster(const Config& config) {
   o.self = {cluster::node_id_for(config.cluster_name, host, port), host, port,
             static_cast<uint64_t>(config.cluster_weight)};
   o.lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s);
+  slot_purger_ = std::make_unique<SlotPurger>(store_, o.self.id);
+  o.before_publish = [purger = slot_purger_.get()](const cluster::SlotMap* old,
+                                                   const cluster::SlotMap& next) {
+    purger->mark(old, next);
+  };
   cluster_ = std::make_unique<cluster::Member>(std::move(o));
-  context_.set_cluster(cluster_.get());
+  context_.set_cluster(cluster_.get(), slot_purger_.get());
 }
 
 void Server::stop() {
@@ -417,8 +422,9 @@ void Server::stop() {
     if (t->thread.joinable()) t->thread.join();
   }
   // No connection is left to route: leave the cluster (the lease goes now).
-  context_.set_cluster(nullptr);
+  context_.set_cluster(nullptr, nullptr);
   cluster_.reset();
+  slot_purger_.reset();
   bool save;
   {
     std::lock_guard lock(stop_mu_);

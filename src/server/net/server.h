@@ -23,6 +23,7 @@
 
 #include "cluster/member.h"
 #include "core/metrics.h"
+#include "server/cluster/slot_purger.h"
 #include "server/commands/command.h"
 #include "server/net/client_registry.h"
 #include "server/net/listener.h"
@@ -127,6 +128,7 @@ class Server {
   std::atomic<size_t> next_thread_{0};
   std::unique_ptr<Listener> listener_;
   // Cluster mode: this node in etcd; made once the port is known.
+  std::unique_ptr<SlotPurger> slot_purger_;  // before cluster_: Member calls it
   std::unique_ptr<cluster::Member> cluster_;
   void join_cluster(const Config& config);
   std::unique_ptr<asio::signal_set> signals_;
