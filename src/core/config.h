@@ -131,6 +131,7 @@ struct Config {
   int64_t cluster_announce_port = 0;  // 0: port
   int64_t cluster_weight = 1;
   int64_t cluster_lease_ttl_s = 5;
+  bool cluster_controller = true;  // stand for controller (slot assignment)
   // preheat (see docs/preheat.md)
   std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
   int64_t preheat_max_jobs = 2;

@@ -376,6 +376,10 @@ const std::vector<KeySpec>& specs() {
                "seconds without reaching etcd after which the node leaves the cluster and "
                "answers -CLUSTERDOWN"},
               &C::cluster_lease_ttl_s, 2, 600, ConfigKind::kSeconds),
+      bool_key({"cluster-controller",
+                "stand in the election of the controller, which assigns slots to the live nodes "
+                "(no: the slot map is written by hand or by other nodes)"},
+               &C::cluster_controller),
       list_key({"preheat-sources",
                 "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
                 "empty: preheat is refused",

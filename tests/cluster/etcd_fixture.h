@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -35,6 +36,17 @@ inline int free_port() {
     port = ntohs(addr.sin_port);
   ::close(fd);
   return port;
+}
+
+// Polls `cond` every 50 ms for at most `limit`; its last answer.
+inline bool eventually(const std::function<bool()>& cond,
+                       std::chrono::milliseconds limit = std::chrono::milliseconds(15000)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return cond();
 }
 
 class EtcdProcess {

@@ -16,16 +16,7 @@ namespace tierkv::cluster {
 namespace {
 
 using std::chrono::milliseconds;
-
-// Polls `cond` every 50 ms for at most `limit`.
-bool eventually(const std::function<bool()>& cond, milliseconds limit = milliseconds(10000)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return cond();
-}
+using testing::eventually;
 
 class MemberTest : public ::testing::Test {
  protected:

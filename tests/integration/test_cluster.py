@@ -7,6 +7,7 @@ in more than one slot, with Redis Cluster's texts; with cluster mode off,
 the CLUSTER family answers as a Redis without cluster support does."""
 import random
 import subprocess
+import time
 
 import pytest
 import redis
@@ -29,7 +30,7 @@ def cluster(make_tierkv):
     etcd = Etcd()
     nodes = [make_tierkv("--flash-size", "0", "--cluster-enabled", "yes",
                          "--cluster-etcd", etcd.endpoint, "--cluster-name", "t",
-                         "--cluster-lease-ttl", "2")
+                         "--cluster-lease-ttl", "2", "--cluster-controller", "no")
              for _ in range(3)]
     ids = [n.client().execute_command("CLUSTER", "MYID").decode() for n in nodes]
     members = [(ids[i], "127.0.0.1", nodes[i].port) for i in range(3)]
@@ -198,3 +199,51 @@ def test_a_slot_that_comes_back_never_serves_its_old_keys(cluster):
     assert a.client().get("{foo}2") is None
     assert a.client().get("key:3") == b"stays"
     assert a.client().info("cluster")["cluster_keys_purged"] == 2
+
+
+@pytest.fixture
+def managed(make_tierkv):
+    """Three nodes whose controller assigns the slots (no map by hand)."""
+    etcd = Etcd()
+
+    def start():
+        return make_tierkv("--flash-size", "0", "--cluster-enabled", "yes",
+                           "--cluster-etcd", etcd.endpoint, "--cluster-name", "m",
+                           "--cluster-lease-ttl", "2")
+
+    nodes = [start() for _ in range(3)]
+    yield etcd, nodes, start
+    etcd.close()
+
+
+def owned(nodes):
+    return [n.client().info("cluster").get("cluster_slots_owned", 0) for n in nodes]
+
+
+def test_the_controller_assigns_slots_and_follows_deaths_and_joins(managed):
+    etcd, nodes, start = managed
+    wait_until(lambda: sum(owned(nodes)) == SLOTS and min(owned(nodes)) > 5000,
+               what="an even split of every slot")
+    leaders = [n.client().info("cluster")["cluster_controller"] for n in nodes]
+    assert leaders.count("leading") == 1, leaders
+    rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", nodes[0].port)],
+                      decode_responses=True)
+    for i in range(100):
+        assert rc.set(f"k{i}", i)
+    # kill -9: within the lease (2 s) and a controller round the survivors
+    # own every slot; its keys are misses there, never wrong.
+    victim = nodes.pop(2)
+    victim.proc.kill()
+    victim.proc.wait()
+    start_time = time.time()
+    wait_until(lambda: sum(owned(nodes)) == SLOTS, timeout=15, what="survivors own all")
+    assert time.time() - start_time < 2 + 2 + 3  # TTL + 2 s, plus a poll's slack on a busy box
+    rc.close()
+    rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", nodes[0].port)],
+                      decode_responses=True)
+    for i in range(100):
+        assert rc.get(f"k{i}") in (str(i), None)
+    nodes.append(start())  # a fourth node joins and gets its share
+    wait_until(lambda: min(owned(nodes)) > 5000 and sum(owned(nodes)) == SLOTS,
+               what="the new node's share")
+    rc.close()

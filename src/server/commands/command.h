@@ -66,6 +66,7 @@ class ServerContext;
 }  // namespace tierkv::server
 
 namespace tierkv::cluster {
+class Controller;
 class Member;
 }  // namespace tierkv::cluster
 
@@ -373,7 +374,13 @@ class ServerContext {
   cluster::Member* cluster() const { return cluster_.load(std::memory_order_acquire); }
   // Gained slots whose old keys are being removed (slot_purger.h).
   const SlotPurger* slot_purger() const { return purger_.load(std::memory_order_acquire); }
-  void set_cluster(cluster::Member* member, const SlotPurger* purger) {
+  // This node's controller candidate (cluster-controller), or null.
+  const cluster::Controller* controller() const {
+    return controller_.load(std::memory_order_acquire);
+  }
+  void set_cluster(cluster::Member* member, const SlotPurger* purger,
+                   const cluster::Controller* controller) {
+    controller_.store(controller, std::memory_order_release);
     purger_.store(purger, std::memory_order_release);
     cluster_.store(member, std::memory_order_release);
   }
@@ -381,6 +388,7 @@ class ServerContext {
  private:
   std::atomic<cluster::Member*> cluster_{nullptr};
   std::atomic<const SlotPurger*> purger_{nullptr};
+  std::atomic<const cluster::Controller*> controller_{nullptr};
   mutable std::mutex config_mu_;
   Config config_;
   Store& store_;

@@ -375,8 +375,17 @@ void Server::join_cluster(const Config& config) {
                                                    const cluster::SlotMap& next) {
     purger->mark(old, next);
   };
+  const std::string self_id = o.self.id;
   cluster_ = std::make_unique<cluster::Member>(std::move(o));
-  context_.set_cluster(cluster_.get(), slot_purger_.get());
+  context_.set_cluster(cluster_.get(), slot_purger_.get(), nullptr);
+  if (config.cluster_controller) {
+    controller_ = std::make_unique<cluster::Controller>(
+        cluster::ControllerOptions{.etcd_endpoints = config.cluster_etcd,
+                                   .cluster_name = config.cluster_name,
+                                   .self_id = self_id,
+                                   .lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s)});
+    context_.set_cluster(cluster_.get(), slot_purger_.get(), controller_.get());
+  }
 }
 
 void Server::stop() {
@@ -422,7 +431,8 @@ void Server::stop() {
     if (t->thread.joinable()) t->thread.join();
   }
   // No connection is left to route: leave the cluster (the lease goes now).
-  context_.set_cluster(nullptr, nullptr);
+  context_.set_cluster(nullptr, nullptr, nullptr);
+  controller_.reset();
   cluster_.reset();
   slot_purger_.reset();
   bool save;

@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cluster/controller.h"
 #include "cluster/member.h"
 #include "core/metrics.h"
 #include "server/cluster/slot_purger.h"
@@ -130,6 +131,7 @@ class Server {
   // Cluster mode: this node in etcd; made once the port is known.
   std::unique_ptr<SlotPurger> slot_purger_;  // before cluster_: Member calls it
   std::unique_ptr<cluster::Member> cluster_;
+  std::unique_ptr<cluster::Controller> controller_;
   void join_cluster(const Config& config);
   std::unique_ptr<asio::signal_set> signals_;
   std::unique_ptr<asio::steady_timer> ops_timer_;

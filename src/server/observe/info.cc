@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "cluster/controller.h"
 #include "cluster/member.h"
 #include "server/cluster/slot_purger.h"
 #include "server/net/loading.h"
@@ -266,13 +267,17 @@ void section_cluster(Server& s, std::string& out) {
   const std::optional<size_t> self = map ? map->index_of(member->self().id) : std::nullopt;
   const cluster::Member::Stats st = member->stats();
   const SlotPurger* purger = s.context().slot_purger();
+  const cluster::Controller* controller = s.context().controller();
   out += fmt::format(
       "cluster_state:{}\r\ncluster_slot_map_version:{}\r\ncluster_slots_owned:{}\r\n"
       "cluster_lease_renewals:{}\r\ncluster_registrations:{}\r\ncluster_etcd_round_trips:{}\r\n"
-      "cluster_etcd_failures:{}\r\ncluster_keys_purged:{}\r\n",
+      "cluster_etcd_failures:{}\r\ncluster_keys_purged:{}\r\ncluster_controller:{}\r\n"
+      "cluster_controller_maps_written:{}\r\n",
       member->up() ? "ok" : "fail", map ? map->version() : 0, self ? map->slots_owned_by(*self) : 0,
       st.renewals, st.registrations, st.etcd_round_trips, st.etcd_failures,
-      purger ? purger->keys_purged() : 0);
+      purger ? purger->keys_purged() : 0,
+      controller == nullptr ? "off" : (controller->leading() ? "leading" : "standing"),
+      controller ? controller->maps_written() : 0);
 }
 
 void section_keyspace(Server& s, std::string& out) {

@@ -1,0 +1,126 @@
+#include "cluster/controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "cluster/etcd_client.h"
+#include "cluster/member.h"
+
+namespace tierkv::cluster {
+namespace {
+
+std::string controller_key(std::string_view cluster_name) {
+  return cluster_prefix(cluster_name) + "controller";
+}
+
+bool same_nodes(const SlotMap& map, const std::vector<ClusterNode>& live) {
+  if (map.nodes().size() != live.size()) return false;
+  for (const ClusterNode& n : live) {
+    const std::optional<size_t> i = map.index_of(n.id);
+    if (!i || !(map.nodes()[*i] == n)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+SlotMap next_map(const SlotMap* current, const std::vector<ClusterNode>& live) {
+  SlotMap next = current ? *current : SlotMap();
+  const bool all_owned = current && current->unowned_slots() == 0;
+  if (current && all_owned && same_nodes(*current, live)) return next;
+  for (const ClusterNode& old : std::vector<ClusterNode>(next.nodes())) {
+    const bool alive =
+        std::any_of(live.begin(), live.end(), [&](const ClusterNode& n) { return n.id == old.id; });
+    if (!alive) next.remove_node(old.id);
+  }
+  for (const ClusterNode& n : live) next.upsert_node(n);
+  const std::vector<size_t> owners = balanced_owners(next);
+  for (uint32_t s = 0; s < kSlotCount; ++s) next.set_owner(static_cast<uint16_t>(s), owners[s]);
+  next.set_version(next.version() + 1);
+  return next;
+}
+
+Controller::Controller(ControllerOptions options)
+    : options_(std::move(options)), thread_([this](std::stop_token stop) { run(stop); }) {}
+
+Controller::~Controller() {
+  thread_.request_stop();
+  wake_.notify_all();
+  thread_.join();
+  if (lease_ != 0) {
+    EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+    (void)etcd.revoke(lease_);  // the next leader need not wait for the TTL
+  }
+}
+
+void Controller::run(std::stop_token stop) {
+  EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+  while (!stop.stop_requested()) {
+    const bool was = leading_.load();
+    const bool now = campaign(etcd) && lead_once(etcd);
+    leading_.store(now, std::memory_order_release);
+    if (now && !was) {
+      terms_.fetch_add(1, std::memory_order_relaxed);
+      spdlog::info("cluster: {} leads the controller", options_.self_id);
+    }
+    std::unique_lock lock(mu_);
+    wake_.wait_for(lock, stop, options_.interval, [] { return false; });
+  }
+}
+
+// Holds the controller key, or takes it if it is free; renews the lease.
+bool Controller::campaign(EtcdClient& etcd) {
+  if (lease_ != 0) {
+    if (etcd.keep_alive(lease_).is_ok()) {
+      Result<EtcdRange> holder = etcd.get(controller_key(options_.cluster_name));
+      if (holder.is_ok() && !holder->kvs.empty() && holder->kvs[0].value == options_.self_id)
+        return true;
+    }
+    lease_ = 0;  // lost: expired, or etcd unreachable (campaign again later)
+  }
+  Result<int64_t> lease = etcd.grant_lease(options_.lease_ttl.count());
+  if (!lease.is_ok()) return false;
+  Result<bool> won =
+      etcd.put_if(controller_key(options_.cluster_name), options_.self_id, 0, *lease);
+  if (won.is_ok() && *won) {
+    lease_ = *lease;
+    return true;
+  }
+  (void)etcd.revoke(*lease);
+  return false;
+}
+
+bool Controller::lead_once(EtcdClient& etcd) {
+  const std::string prefix = cluster_prefix(options_.cluster_name) + "nodes/";
+  Result<EtcdRange> nodes = etcd.get_prefix(prefix);
+  Result<EtcdRange> stored = etcd.get(slot_map_key(options_.cluster_name));
+  if (!nodes.is_ok() || !stored.is_ok()) return true;  // try again next round
+  std::vector<ClusterNode> live;
+  for (const EtcdKeyValue& kv : nodes->kvs) {
+    Result<ClusterNode> node = node_from_json(kv.value);
+    if (node.is_ok()) live.push_back(std::move(*node));
+  }
+  std::sort(live.begin(), live.end(),
+            [](const ClusterNode& a, const ClusterNode& b) { return a.id < b.id; });
+  if (live.empty()) return true;
+  std::optional<SlotMap> current;
+  int64_t revision = 0;  // 0: no map yet
+  if (!stored->kvs.empty()) {
+    Result<SlotMap> parsed = SlotMap::from_json(stored->kvs[0].value);
+    revision = stored->kvs[0].mod_revision;
+    if (parsed.is_ok()) current = std::move(*parsed);
+  }
+  SlotMap next = next_map(current ? &*current : nullptr, live);
+  if (current && next.version() == current->version()) return true;
+  // Above the stored revision too: a map that did not parse had some version.
+  next.set_version(std::max<uint64_t>(next.version(), static_cast<uint64_t>(revision) + 1));
+  Result<bool> written = etcd.put_if(slot_map_key(options_.cluster_name), next.to_json(), revision);
+  if (written.is_ok() && *written) {
+    maps_written_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::info("cluster: slot map version {} for {} nodes", next.version(), live.size());
+  }
+  return true;
+}
+
+}  // namespace tierkv::cluster
