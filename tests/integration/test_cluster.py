@@ -8,6 +8,7 @@ the CLUSTER family answers as a Redis without cluster support does."""
 import random
 import subprocess
 import time
+import urllib.request
 
 import pytest
 import redis
@@ -40,6 +41,10 @@ def cluster(make_tierkv):
                    what="every node up with the map")
     yield etcd, nodes
     etcd.close()
+
+
+def metrics_port(node):
+    return int(node.client().config_get("metrics-port")["metrics-port"])
 
 
 def owner_of(nodes, key):
@@ -75,6 +80,10 @@ def test_each_node_serves_its_slots_and_moves_the_rest(cluster):
             with pytest.raises(redis.ResponseError) as e:
                 n.client().get(key)
             assert str(e.value) == f"MOVED {slot} 127.0.0.1:{owner.port}"
+    assert sum(n.client().info("cluster")["cluster_moved"] for n in nodes) == 120
+    body = urllib.request.urlopen(
+        f"http://127.0.0.1:{metrics_port(nodes[0])}/metrics", timeout=5).read().decode()
+    assert 'tierkv_cluster_refusals_total{reply="moved"}' in body
 
 
 def test_crossslot_and_hash_tags(cluster, make_redis):
@@ -98,6 +107,18 @@ def test_crossslot_and_hash_tags(cluster, make_redis):
     with pytest.raises(redis.ResponseError) as e:
         p.execute()
     assert "CROSSSLOT" in str(e.value) or "MOVED" in str(e.value)
+
+
+def test_preheat_lands_on_the_keys_owner(cluster):
+    _, nodes = cluster
+    owner, slot = owner_of(nodes, "foo")
+    other = next(n for n in nodes if n is not owner)
+    with pytest.raises(redis.ResponseError) as e:
+        other.client().execute_command("TIER.PREHEAT", "foo", "file:///nonexistent")
+    assert str(e.value) == f"MOVED {slot} 127.0.0.1:{owner.port}"
+    with pytest.raises(redis.ResponseError) as e:
+        other.client().execute_command("TIER.PREHEAT", "PREFIX", "p:", "file:///tmp/")
+    assert "not available in cluster mode" in str(e.value)
 
 
 def test_redis_py_cluster_client_runs_a_session(cluster):

@@ -10,6 +10,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/router.h"
 #include "core/config.h"
 #include "core/metrics.h"
 #include "server/commands/exec_gate.h"
@@ -374,6 +376,10 @@ class ServerContext {
   cluster::Member* cluster() const { return cluster_.load(std::memory_order_acquire); }
   // Gained slots whose old keys are being removed (slot_purger.h).
   const SlotPurger* slot_purger() const { return purger_.load(std::memory_order_acquire); }
+  // Commands answered -MOVED, -ASK, ... (tierkv_cluster_refusals_total).
+  Counter& cluster_refusals(cluster::Route::Kind kind) {
+    return *cluster_refusals_[static_cast<size_t>(kind)];
+  }
   // This node's controller candidate (cluster-controller), or null.
   const cluster::Controller* controller() const {
     return controller_.load(std::memory_order_acquire);
@@ -389,6 +395,7 @@ class ServerContext {
   std::atomic<cluster::Member*> cluster_{nullptr};
   std::atomic<const SlotPurger*> purger_{nullptr};
   std::atomic<const cluster::Controller*> controller_{nullptr};
+  std::array<Counter*, 7> cluster_refusals_{};  // by Route::Kind; kServe unused
   mutable std::mutex config_mu_;
   Config config_;
   Store& store_;

@@ -115,6 +115,17 @@ ServerContext::ServerContext(Config config, Store& store, MetricsRegistry& metri
                          std::chrono::system_clock::now().time_since_epoch())
                          .count()) {
   publish_limits();
+  constexpr std::pair<cluster::Route::Kind, const char*> kRefusals[] = {
+      {cluster::Route::Kind::kServe, "served"},     {cluster::Route::Kind::kMoved, "moved"},
+      {cluster::Route::Kind::kAsk, "ask"},          {cluster::Route::Kind::kCrossSlot, "crossslot"},
+      {cluster::Route::Kind::kDown, "down"},        {cluster::Route::Kind::kUnserved, "unserved"},
+      {cluster::Route::Kind::kTryAgain, "tryagain"}};
+  for (const auto& [kind, name] : kRefusals) {
+    cluster_refusals_[static_cast<size_t>(kind)] =
+        &metrics_.counter("tierkv_cluster_refusals_total",
+                          "commands answered with a cluster redirection or error, by reply",
+                          fmt::format("reply=\"{}\"", name));
+  }
   slowlog_.configure(config_.slowlog_log_slower_than, config_.slowlog_max_len);
 }
 

@@ -189,10 +189,15 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
   query.exists = [&server](std::string_view key) { return server.store().exists(key); };
   const cluster::Route route = cluster::route(map ? *map : cluster::SlotMap(),
                                               self.value_or(cluster::SlotMap::kNoNode), query);
-  if (!route.serve()) return route.error();
+  if (!route.serve()) {
+    server.cluster_refusals(route.kind).add();
+    return route.error();
+  }
   const SlotPurger* purger = server.slot_purger();
-  if (purger != nullptr && purger->purging(cluster::key_slot(keys.front())))
+  if (purger != nullptr && purger->purging(cluster::key_slot(keys.front()))) {
+    server.cluster_refusals(cluster::Route::Kind::kTryAgain).add();
     return "TRYAGAIN Slot gained just now: its old keys are being removed";
+  }
   return {};
 }
 

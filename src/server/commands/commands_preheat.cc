@@ -135,6 +135,11 @@ void reply_ids(ReplyBuffer& reply, const Result<std::vector<uint64_t>>& ids) {
 // The folder is walked on a preheat worker, not on this network thread
 // (it may hold many thousands of files); inside EXEC, in place.
 void preheat_prefix(CommandContext& ctx) {
+  if (ctx.server.cluster() != nullptr) {
+    return ctx.reply.error(
+        "ERR TIER.PREHEAT PREFIX is not available in cluster mode: the files' keys fall in every "
+        "slot; preheat them key by key");
+  }
   PreheatRequest options;
   options.exclusive = publish_runner(ctx);
   if (!parse_preheat_options(ctx, 4, options)) return;
@@ -150,6 +155,11 @@ void preheat_prefix(CommandContext& ctx) {
   };
   if (ctx.defer != nullptr && ctx.defer->reply_later(walk)) return;
   reply_ids(ctx.reply, store.preheat_folder(prefix, dir, options));
+}
+
+// The PREFIX form (an even argument count) names no key of its own.
+size_t tier_preheat_keys_end(std::span<const std::string_view> argv) {
+  return argv.size() % 2 == 0 ? 1 : argv.size();
 }
 
 void tier_preheat_command(CommandContext& ctx) {
@@ -226,7 +236,8 @@ void tier_jobs_command(CommandContext& ctx) {
 
 void register_preheat_commands(CommandTable& table) {
   table.add({"tier.preheat", -3, kWrite, 1, 1, 1, tier_preheat_command,
-             "Start a job that loads a file or URL into flash and memory; returns its id"});
+             "Start a job that loads a file or URL into flash and memory; returns its id", 0,
+             nullptr, nullptr, 0, tier_preheat_keys_end});
   table.add({"tier.job", -2, kAdmin, 0, 0, 0, tier_job_command,
              "State and progress of a preheat job; CANCEL id stops it"});
   table.add({"tier.jobs", -1, kAdmin, 0, 0, 0, tier_jobs_command,

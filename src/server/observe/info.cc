@@ -268,16 +268,23 @@ void section_cluster(Server& s, std::string& out) {
   const cluster::Member::Stats st = member->stats();
   const SlotPurger* purger = s.context().slot_purger();
   const cluster::Controller* controller = s.context().controller();
+  auto refusals = [&](cluster::Route::Kind kind) {
+    return s.context().cluster_refusals(kind).value();
+  };
   out += fmt::format(
       "cluster_state:{}\r\ncluster_slot_map_version:{}\r\ncluster_slots_owned:{}\r\n"
       "cluster_lease_renewals:{}\r\ncluster_registrations:{}\r\ncluster_etcd_round_trips:{}\r\n"
       "cluster_etcd_failures:{}\r\ncluster_keys_purged:{}\r\ncluster_controller:{}\r\n"
-      "cluster_controller_maps_written:{}\r\n",
+      "cluster_controller_maps_written:{}\r\ncluster_moved:{}\r\ncluster_ask:{}\r\n"
+      "cluster_crossslot:{}\r\ncluster_tryagain:{}\r\ncluster_down:{}\r\n",
       member->up() ? "ok" : "fail", map ? map->version() : 0, self ? map->slots_owned_by(*self) : 0,
       st.renewals, st.registrations, st.etcd_round_trips, st.etcd_failures,
       purger ? purger->keys_purged() : 0,
       controller == nullptr ? "off" : (controller->leading() ? "leading" : "standing"),
-      controller ? controller->maps_written() : 0);
+      controller ? controller->maps_written() : 0, refusals(cluster::Route::Kind::kMoved),
+      refusals(cluster::Route::Kind::kAsk), refusals(cluster::Route::Kind::kCrossSlot),
+      refusals(cluster::Route::Kind::kTryAgain),
+      refusals(cluster::Route::Kind::kDown) + refusals(cluster::Route::Kind::kUnserved));
 }
 
 void section_keyspace(Server& s, std::string& out) {
