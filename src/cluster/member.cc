@@ -94,7 +94,8 @@ Member::~Member() {
 
 bool Member::pause(std::stop_token& stop, std::chrono::milliseconds d) {
   std::unique_lock lock(mu_);
-  return !wake_.wait_for(lock, stop, d, [] { return false; });
+  wake_.wait_for(lock, stop, d, [] { return false; });
+  return !stop.stop_requested();
 }
 
 void Member::keep(std::stop_token stop) {
@@ -177,11 +178,15 @@ std::shared_ptr<const SlotMap> Member::map() const {
   return map_;
 }
 
-bool Member::up() const {
+bool Member::lease_current() const {
   const int64_t renewed = renewed_at_ms_.load();
   const auto ttl_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl).count();
-  return renewed != 0 && steady_ms() - renewed < ttl_ms && map() != nullptr;
+  return renewed != 0 && steady_ms() - renewed < ttl_ms;
+}
+
+bool Member::up() const {
+  return lease_current() && map() != nullptr;
 }
 
 Member::Stats Member::stats() const {

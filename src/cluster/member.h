@@ -60,6 +60,9 @@ class Member {
   // The newest slot map seen; null before the first.
   std::shared_ptr<const SlotMap> map() const;
   bool up() const;
+  // The last renewal etcd acknowledged is younger than the lease TTL (up()
+  // without the map's lock, for a caller that holds the map already).
+  bool lease_current() const;
   const ClusterNode& self() const { return options_.self; }
 
   struct Stats {
@@ -75,7 +78,7 @@ class Member {
   void watch(std::stop_token stop);
   // Takes `text` as the map if it parses and is newer than the one held.
   void offer_map(std::string_view text);
-  // Sleeps `d` or until stop; false if stopped.
+  // Sleeps `d` or until stop is requested; false if it was.
   bool pause(std::stop_token& stop, std::chrono::milliseconds d);
 
   const MemberOptions options_;

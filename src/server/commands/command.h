@@ -9,6 +9,7 @@
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 
 #include <array>
 #include <atomic>
@@ -207,8 +208,8 @@ struct CommandSpec {
 };
 
 // The keys of a command, as its key positions and keys_end say.
-std::vector<std::string_view> command_keys(const CommandSpec& spec,
-                                           std::span<const std::string_view> argv);
+using CommandKeys = absl::InlinedVector<std::string_view, 8>;
+CommandKeys command_keys(const CommandSpec& spec, std::span<const std::string_view> argv);
 
 // Adds a finished command to SLOWLOG; the caller checked
 // server.slowlog().wants(ns), which is all a fast command costs.

@@ -94,10 +94,9 @@ void unknown_subcommand(CommandContext& ctx, std::string_view parent_upper) {
                               ctx.arg(1).substr(0, 128), parent_upper));
 }
 
-std::vector<std::string_view> command_keys(const CommandSpec& spec,
-                                           std::span<const std::string_view> argv) {
+CommandKeys command_keys(const CommandSpec& spec, std::span<const std::string_view> argv) {
   const size_t end = spec.keys_end ? std::min(spec.keys_end(argv), argv.size()) : argv.size();
-  std::vector<std::string_view> keys;
+  CommandKeys keys;
   for_each_key_index(spec, end, [&](size_t i) { keys.push_back(argv[i]); });
   return keys;
 }

@@ -169,7 +169,7 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
   if (member == nullptr) return {};
   // ASKING holds for the one command after it.
   const bool asking = std::exchange(client.asking, false);
-  std::vector<std::string_view> keys;
+  CommandKeys keys;
   if (spec.flags & kRunsQueue) {
     // EXEC: the keys of every queued command must share one slot.
     for (const QueuedCommand& q : client.txn.queue) {
@@ -180,15 +180,18 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
     keys = command_keys(spec, argv);
   }
   if (keys.empty()) return {};
+  // Before any map, or while the lease is stale, route() answers from the
+  // keys alone (CROSSSLOT, else CLUSTERDOWN): the empty map is never read.
+  static const cluster::SlotMap kNoMap;
   std::shared_ptr<const cluster::SlotMap> map = member->map();
   const std::optional<size_t> self = map ? map->index_of(member->self().id) : std::nullopt;
   cluster::RouteQuery query;
   query.keys = keys;
   query.asking = asking;
-  query.cluster_up = member->up() && self.has_value();
+  query.cluster_up = self.has_value() && member->lease_current();
   query.exists = [&server](std::string_view key) { return server.store().exists(key); };
-  const cluster::Route route = cluster::route(map ? *map : cluster::SlotMap(),
-                                              self.value_or(cluster::SlotMap::kNoNode), query);
+  const cluster::Route route =
+      cluster::route(map ? *map : kNoMap, self.value_or(cluster::SlotMap::kNoNode), query);
   if (!route.serve()) {
     server.cluster_refusals(route.kind).add();
     return route.error();
