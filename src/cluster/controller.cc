@@ -6,6 +6,7 @@
 
 #include "cluster/etcd_client.h"
 #include "cluster/member.h"
+#include "cluster/move_report.h"
 
 namespace tierkv::cluster {
 namespace {
@@ -25,18 +26,75 @@ bool same_nodes(const SlotMap& map, const std::vector<ClusterNode>& live) {
 
 }  // namespace
 
-SlotMap next_map(const SlotMap* current, const std::vector<ClusterNode>& live) {
+namespace {
+
+// Whether every key of `slot` has moved from its owner to its target, by
+// the owner's report for `map`'s version.
+bool move_done(const SlotMap& map, uint16_t slot,
+               const std::map<std::string, MoveReport>& reports) {
+  const size_t owner = map.owner(slot), target = map.moving_to(slot);
+  if (owner == SlotMap::kNoNode || target == SlotMap::kNoNode) return false;
+  auto it = reports.find(map.nodes()[owner].id);
+  return it != reports.end() && it->second.version == map.version() &&
+         it->second.moved_to(slot, map.nodes()[target].id);
+}
+
+bool same_slots(const SlotMap& a, const SlotMap& b) {
+  for (uint32_t s = 0; s < kSlotCount; ++s) {
+    const auto slot = static_cast<uint16_t>(s);
+    if (a.owner(slot) != b.owner(slot) || a.moving_to(slot) != b.moving_to(slot)) return false;
+  }
+  return true;
+}
+
+// Nodes asked to drain (`tierkv cluster drain`) weigh 0, so the balance
+// moves every slot off them; unless every node is draining, which would
+// leave the slots nowhere.
+void apply_drains(std::vector<ClusterNode>& live, const EtcdRange& drains) {
+  size_t draining = 0;
+  for (const ClusterNode& n : live) {
+    for (const EtcdKeyValue& kv : drains.kvs)
+      draining += kv.key.ends_with("/" + n.id) && n.weight > 0 ? 1 : 0;
+  }
+  size_t weighted = 0;
+  for (const ClusterNode& n : live) weighted += n.weight > 0 ? 1 : 0;
+  if (draining == 0 || draining >= weighted) return;
+  for (ClusterNode& n : live) {
+    for (const EtcdKeyValue& kv : drains.kvs)
+      if (kv.key.ends_with("/" + n.id)) n.weight = 0;
+  }
+}
+
+}  // namespace
+
+SlotMap next_map(const SlotMap* current, const std::vector<ClusterNode>& live,
+                 const std::map<std::string, MoveReport>& reports) {
   SlotMap next = current ? *current : SlotMap();
-  const bool all_owned = current && current->unowned_slots() == 0;
-  if (current && all_owned && same_nodes(*current, live)) return next;
+  // Moves reported done flip first (under the version they were reported
+  // for), so the balance below starts from the new owners.
+  if (current) {
+    for (uint32_t s = 0; s < kSlotCount; ++s) {
+      const auto slot = static_cast<uint16_t>(s);
+      if (move_done(*current, slot, reports)) next.set_owner(slot, current->moving_to(slot));
+    }
+  }
   for (const ClusterNode& old : std::vector<ClusterNode>(next.nodes())) {
     const bool alive =
         std::any_of(live.begin(), live.end(), [&](const ClusterNode& n) { return n.id == old.id; });
     if (!alive) next.remove_node(old.id);
   }
   for (const ClusterNode& n : live) next.upsert_node(n);
-  const std::vector<size_t> owners = balanced_owners(next);
-  for (uint32_t s = 0; s < kSlotCount; ++s) next.set_owner(static_cast<uint16_t>(s), owners[s]);
+  const std::vector<size_t> wanted = balanced_owners(next);
+  for (uint32_t s = 0; s < kSlotCount; ++s) {
+    const auto slot = static_cast<uint16_t>(s);
+    const size_t owner = next.owner(slot);
+    if (owner == SlotMap::kNoNode || owner == wanted[s]) {
+      next.set_owner(slot, wanted[s]);  // an orphan has no keys to move
+    } else {
+      next.set_moving(slot, wanted[s]);  // its owner streams its keys over first
+    }
+  }
+  if (current && same_slots(*current, next) && same_nodes(*current, live)) return *current;
   next.set_version(next.version() + 1);
   return next;
 }
@@ -95,7 +153,13 @@ bool Controller::lead_once(EtcdClient& etcd) {
   const std::string prefix = cluster_prefix(options_.cluster_name) + "nodes/";
   Result<EtcdRange> nodes = etcd.get_prefix(prefix);
   Result<EtcdRange> stored = etcd.get(slot_map_key(options_.cluster_name));
-  if (!nodes.is_ok() || !stored.is_ok()) return true;  // try again next round
+  Result<EtcdRange> moved = etcd.get_prefix(cluster_prefix(options_.cluster_name) + "moved/");
+  if (!nodes.is_ok() || !stored.is_ok() || !moved.is_ok()) return true;  // next round
+  std::map<std::string, MoveReport> reports;
+  for (const EtcdKeyValue& kv : moved->kvs) {
+    Result<MoveReport> r = MoveReport::from_json(kv.value);
+    if (r.is_ok()) reports[kv.key.substr(kv.key.rfind('/') + 1)] = std::move(*r);
+  }
   std::vector<ClusterNode> live;
   for (const EtcdKeyValue& kv : nodes->kvs) {
     Result<ClusterNode> node = node_from_json(kv.value);
@@ -104,6 +168,9 @@ bool Controller::lead_once(EtcdClient& etcd) {
   std::sort(live.begin(), live.end(),
             [](const ClusterNode& a, const ClusterNode& b) { return a.id < b.id; });
   if (live.empty()) return true;
+  Result<EtcdRange> drains = etcd.get_prefix(cluster_prefix(options_.cluster_name) + "drain/");
+  if (!drains.is_ok()) return true;
+  apply_drains(live, *drains);
   std::optional<SlotMap> current;
   int64_t revision = 0;  // 0: no map yet
   if (!stored->kvs.empty()) {
@@ -111,7 +178,7 @@ bool Controller::lead_once(EtcdClient& etcd) {
     revision = stored->kvs[0].mod_revision;
     if (parsed.is_ok()) current = std::move(*parsed);
   }
-  SlotMap next = next_map(current ? &*current : nullptr, live);
+  SlotMap next = next_map(current ? &*current : nullptr, live, reports);
   if (current && next.version() == current->version()) return true;
   // Above the stored revision too: a map that did not parse had some version.
   next.set_version(std::max<uint64_t>(next.version(), static_cast<uint64_t>(revision) + 1));

@@ -7,24 +7,29 @@
 // node's next attempt takes it.
 //
 // The leader, every `interval`:
-// * reads the live nodes (nodes/, each under its node's lease) and the map;
-// * if the map's nodes or weights differ from the live ones, writes the
-//   next version: live nodes in, dead ones out, every slot owned, shares
-//   by weight (balanced_owners(): only surplus slots move).
-// A dead node's slots go to the survivors, where their keys are misses.
-// Until slot migration exists, so do the slots a joining node takes. The
-// write is a compare-and-swap on the map's revision: two leaders (the old
-// one not yet aware its lease expired) never interleave their maps.
+// * reads the live nodes (nodes/, each under its node's lease), the map,
+//   the move reports (moved/, see move_report.h), and the nodes asked to
+//   drain (drain/<id>: they weigh 0, unless every node is draining);
+// * writes the next version if it differs (next_map()).
+// A dead node's slots go to the survivors at once, where their keys are
+// misses. A live node's surplus slots (a node joined, or one drains with
+// weight 0) first move: the map marks them moving to their new owner, the
+// owner streams their keys over (slot_migrator.h) and reports it, and the
+// next map flips them. The write is a compare-and-swap on the map's
+// revision: two leaders (the old one not yet aware its lease expired) never
+// interleave their maps.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cluster/move_report.h"
 #include "cluster/slot_map.h"
 
 namespace tierkv::cluster {
@@ -41,8 +46,14 @@ struct ControllerOptions {
 };
 
 // The map that `live` nodes should have, starting from `current` (null:
-// none yet); `current` itself (same version) if nothing changes.
-SlotMap next_map(const SlotMap* current, const std::vector<ClusterNode>& live);
+// none yet); `current` itself (same version) if nothing changes:
+// * moving slots whose owner reported them moved (`reports`, by node id,
+//   for current's version) flip to their target;
+// * dead nodes go, and their slots are owned by the balance at once;
+// * every other slot whose owner is not the one the balance wants starts
+//   (or keeps) moving to it.
+SlotMap next_map(const SlotMap* current, const std::vector<ClusterNode>& live,
+                 const std::map<std::string, MoveReport>& reports = {});
 
 class Controller {
  public:

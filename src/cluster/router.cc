@@ -55,7 +55,7 @@ Route route(const SlotMap& map, size_t self, const RouteQuery& query) {
   const size_t owner = map.owner(*slot);
   if (owner == SlotMap::kNoNode) return refuse(Route::Kind::kUnserved, *slot);
   const size_t moving_to = map.moving_to(*slot);
-  const bool moving_here = moving_to == self && query.asking;
+  const bool moving_here = self != SlotMap::kNoNode && moving_to == self && query.asking;
   if (owner != self && !moving_here)
     return redirect(Route::Kind::kMoved, *slot, map.nodes()[owner]);
   if (moving_to == SlotMap::kNoNode) return {};

@@ -47,7 +47,8 @@ struct RouteQuery {
   std::function<bool(std::string_view)> exists;
 };
 
-// `self`: this node's index in `map`.
+// `self`: this node's index in `map`, or kNoNode if the map does not have
+// it yet (a node that just joined): it serves nothing, and redirects.
 Route route(const SlotMap& map, size_t self, const RouteQuery& query);
 
 // The slot all of `keys` share; nullopt if they span slots (or are none).

@@ -310,7 +310,9 @@ class Store {
   // Blocking reads (they wait for flash; not for network threads).
   Result<ObjectView> get(std::string_view key);
   // Bytes [offset, offset + length) clipped to the object; NotFound if absent.
-  Result<ObjectView> get_range(std::string_view key, uint64_t offset, uint64_t length);
+  // `options` as for read() (count_access false: a copy that is no access).
+  Result<ObjectView> get_range(std::string_view key, uint64_t offset, uint64_t length,
+                               const ReadOptions& options = {});
   std::vector<Result<ObjectView>> get_batch(std::span<const std::string_view> keys);
   // One answer per key, in order. Never blocks on I/O, with or without prefetch.
   std::vector<bool> exist(std::span<const std::string_view> keys, const ExistOptions& options = {});
@@ -439,7 +441,8 @@ class Store {
   void load(const Config& config);
   void open_flash(const Config& config);
   void open_preheater(const Config& config);
-  Result<ObjectView> get_range_once(std::string_view key, uint64_t offset, uint64_t length);
+  Result<ObjectView> get_range_once(std::string_view key, uint64_t offset, uint64_t length,
+                                    const ReadOptions& options);
   void after_write(std::string_view key, uint64_t version);
   bool remove_both_tiers(std::string_view key, std::optional<uint64_t> if_version,
                          DurableCallback durable);

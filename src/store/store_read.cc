@@ -268,15 +268,17 @@ void Store::fetch(std::span<const std::string_view> keys, std::function<void(Sta
 
 // The blocking read: waits for the flash pieces and gathers them into one
 // buffer outside the memory budget (the caller holds it, not the cache).
-Result<ObjectView> Store::get_range(std::string_view key, uint64_t offset, uint64_t length) {
-  Result<ObjectView> r = get_range_once(key, offset, length);
+Result<ObjectView> Store::get_range(std::string_view key, uint64_t offset, uint64_t length,
+                                    const ReadOptions& options) {
+  Result<ObjectView> r = get_range_once(key, offset, length, options);
   // An object that moved between tiers mid-read is simply read again.
   for (int attempt = 0; attempt < 3 && !r && r.status().code() == StatusCode::kConflict; ++attempt)
-    r = get_range_once(key, offset, length);
+    r = get_range_once(key, offset, length, options);
   return r;
 }
 
-Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, uint64_t length) {
+Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, uint64_t length,
+                                         const ReadOptions& options) {
   struct Wait {
     std::mutex mu;
     std::condition_variable cv;
@@ -320,7 +322,7 @@ Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, 
     pin = memory::ChunkPin(wait->buffer);
     wait->buffer->release();  // the pin holds it now
   }
-  ReadStart start = read(key, offset, length, std::move(cb));
+  ReadStart start = read(key, offset, length, std::move(cb), options);
   if (start.where == ReadStart::Where::kMemory) return std::move(start.view);
   if (start.where == ReadStart::Where::kAbsent) return Status::not_found();
   std::unique_lock lock(wait->mu);

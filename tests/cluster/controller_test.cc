@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "cluster/etcd_client.h"
@@ -23,27 +24,103 @@ ClusterNode node(const std::string& id, uint64_t weight = 1) {
   return {id, "127.0.0.1", 7000, weight};
 }
 
-TEST(NextMapTest, JoinsLeavesAndStaysPut) {
+// Every slot moving in `map` reported moved by its owner, for map's version.
+std::map<std::string, MoveReport> all_moved(const SlotMap& map) {
+  std::map<std::string, MoveReport> reports;
+  for (uint32_t s = 0; s < kSlotCount; ++s) {
+    const auto slot = static_cast<uint16_t>(s);
+    if (map.moving_to(slot) == SlotMap::kNoNode) continue;
+    MoveReport& r = reports[map.nodes()[map.owner(slot)].id];
+    r.version = map.version();
+    r.add(slot, map.nodes()[map.moving_to(slot)].id);
+  }
+  return reports;
+}
+
+size_t moving_to(const SlotMap& map, std::string_view id) {
+  size_t n = 0;
+  for (uint32_t s = 0; s < kSlotCount; ++s)
+    n += map.moving_to(static_cast<uint16_t>(s)) == *map.index_of(id) ? 1 : 0;
+  return n;
+}
+
+TEST(NextMapTest, JoinsMoveThenFlipLeavesDoNot) {
   const SlotMap first = next_map(nullptr, {node("a"), node("b")});
   EXPECT_EQ(first.version(), 1u);
   EXPECT_EQ(first.unowned_slots(), 0u);
   EXPECT_EQ(first.slots_owned_by(0), 8192u);
   EXPECT_EQ(next_map(&first, {node("a"), node("b")}).version(), 1u);  // nothing changed
+  // A join: c's share moves to it, still owned by a and b meanwhile.
   const SlotMap joined = next_map(&first, {node("a"), node("b"), node("c", 2)});
   EXPECT_EQ(joined.version(), 2u);
-  EXPECT_EQ(joined.slots_owned_by(*joined.index_of("c")), 8192u);
-  const SlotMap left = next_map(&joined, {node("a"), node("c", 2)});
+  EXPECT_EQ(joined.slots_owned_by(*joined.index_of("c")), 0u);
+  EXPECT_EQ(moving_to(joined, "c"), 8192u);
+  EXPECT_EQ(next_map(&joined, {node("a"), node("b"), node("c", 2)}).version(), 2u);
+  // A report for another version flips nothing.
+  std::map<std::string, MoveReport> stale = all_moved(joined);
+  for (auto& [id, r] : stale) r.version = 1;
+  EXPECT_EQ(next_map(&joined, {node("a"), node("b"), node("c", 2)}, stale).version(), 2u);
+  // Only a's report: a's slots flip, b's keep moving.
+  std::map<std::string, MoveReport> from_a = all_moved(joined);
+  from_a.erase("b");
+  const SlotMap half = next_map(&joined, {node("a"), node("b"), node("c", 2)}, from_a);
+  EXPECT_EQ(half.version(), 3u);
+  EXPECT_EQ(half.slots_owned_by(*half.index_of("c")), 4096u);
+  EXPECT_EQ(moving_to(half, "c"), 4096u);
+  const SlotMap flipped = next_map(&half, {node("a"), node("b"), node("c", 2)}, all_moved(half));
+  EXPECT_EQ(flipped.slots_owned_by(*flipped.index_of("c")), 8192u);
+  EXPECT_EQ(moving_to(flipped, "c"), 0u);
+  // A death: b's slots go to the survivors at once (nothing to move from).
+  const SlotMap left = next_map(&flipped, {node("a"), node("c", 2)});
   EXPECT_FALSE(left.index_of("b"));
   EXPECT_EQ(left.unowned_slots(), 0u);
-  // a kept every slot it had: only b's went, to both survivors.
   for (uint32_t s = 0; s < kSlotCount; ++s) {
     const auto slot = static_cast<uint16_t>(s);
-    if (joined.owner(slot) == *joined.index_of("a")) {
+    EXPECT_EQ(left.moving_to(slot), SlotMap::kNoNode);
+    // a kept every slot it had: only b's went.
+    if (flipped.owner(slot) == *flipped.index_of("a")) {
       EXPECT_EQ(left.owner(slot), *left.index_of("a"));
     }
   }
-  const SlotMap drained = next_map(&left, {node("a", 0), node("c", 2)});
+  // A drain (weight 0): every slot of a moves to c, then flips.
+  const SlotMap draining = next_map(&left, {node("a", 0), node("c", 2)});
+  EXPECT_EQ(moving_to(draining, "c"), left.slots_owned_by(*left.index_of("a")));
+  const SlotMap drained = next_map(&draining, {node("a", 0), node("c", 2)}, all_moved(draining));
   EXPECT_EQ(drained.slots_owned_by(*drained.index_of("a")), 0u);
+  EXPECT_EQ(drained.slots_owned_by(*drained.index_of("c")), kSlotCount);
+}
+
+TEST(NextMapTest, AMoveToANodeThatDiesStops) {
+  const SlotMap first = next_map(nullptr, {node("a")});
+  const SlotMap joined = next_map(&first, {node("a"), node("b")});
+  EXPECT_EQ(moving_to(joined, "b"), 8192u);
+  const SlotMap back = next_map(&joined, {node("a")});
+  EXPECT_EQ(back.slots_owned_by(*back.index_of("a")), kSlotCount);
+  for (uint32_t s = 0; s < kSlotCount; ++s)
+    EXPECT_EQ(back.moving_to(static_cast<uint16_t>(s)), SlotMap::kNoNode);
+}
+
+TEST(MoveReportTest, RoundTripsAndRefusesBadRanges) {
+  MoveReport r;
+  r.version = 9;
+  for (uint16_t s = 10; s <= 20; ++s) r.add(s, "b");
+  r.add(21, "c");
+  r.add(40, "c");
+  ASSERT_EQ(r.moved.size(), 3u);
+  EXPECT_EQ(r.moved[0], (MovedSlots{10, 20, "b"}));
+  Result<MoveReport> back = MoveReport::from_json(r.to_json());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->version, 9u);
+  EXPECT_EQ(back->moved, r.moved);
+  EXPECT_TRUE(back->moved_to(15, "b"));
+  EXPECT_FALSE(back->moved_to(15, "c"));
+  EXPECT_FALSE(back->moved_to(30, "c"));
+  for (std::string_view bad :
+       {"", "[]", R"({"version":-1,"moved":[]})", R"({"version":1,"moved":[[5,4,"b"]]})",
+        R"({"version":1,"moved":[[1,16384,"b"]]})", R"({"version":1,"moved":[[1,2]]})",
+        R"({"version":1})"}) {
+    EXPECT_FALSE(MoveReport::from_json(bad).is_ok()) << bad;
+  }
 }
 
 class ControllerTest : public ::testing::Test {
@@ -93,6 +170,16 @@ TEST_F(ControllerTest, OneLeadsAndTheMapFollowsTheNodes) {
   ASSERT_TRUE(eventually([&] {
     auto m = stored_map();
     return m && m->version() > version && m->index_of("c").has_value();
+  }));
+  // c's share moves first; once its owner reports it moved, c owns it.
+  const SlotMap moving = *stored_map();
+  EXPECT_EQ(moving.slots_owned_by(*moving.index_of("c")), 0u);
+  ASSERT_EQ(moving_to(moving, "c"), kSlotCount / 2);
+  for (const auto& [id, report] : all_moved(moving))
+    ASSERT_TRUE(client.put(moved_key("t", id), report.to_json()).is_ok());
+  ASSERT_TRUE(eventually([&] {
+    auto m = stored_map();
+    return m && m->slots_owned_by(*m->index_of("c")) == kSlotCount / 2 && moving_to(*m, "c") == 0;
   }));
 }
 

@@ -51,6 +51,20 @@ TEST_F(RouterTest, DownAndUnservedSlots) {
   EXPECT_EQ(ask({"bar"}).error(), "CLUSTERDOWN Hash slot not served");
 }
 
+// A node the map does not name yet (it just joined) serves nothing, not
+// even with ASKING, and sends every key to its owner.
+TEST_F(RouterTest, ANodeNotInTheMapRedirects) {
+  RouteQuery q;
+  std::vector<std::string_view> keys{"bar"};
+  q.keys = keys;
+  q.asking = true;
+  EXPECT_EQ(route(map, SlotMap::kNoNode, q).error(), "MOVED 5061 127.0.0.1:7001");
+  map.set_moving(5061, 1);
+  EXPECT_EQ(route(map, SlotMap::kNoNode, q).kind, Route::Kind::kMoved);
+  map.set_owner(5061, SlotMap::kNoNode);
+  EXPECT_EQ(route(map, SlotMap::kNoNode, q).kind, Route::Kind::kUnserved);
+}
+
 TEST_F(RouterTest, MovingAwayAsksForMissingKeys) {
   map.set_moving(5061, 1);
   here = {"bar"};

@@ -2,6 +2,7 @@
 JSON gateway, and slot maps in the form tierkv reads (src/cluster/slot_map.h).
 etcd comes from Debian's etcd-server (scripts/install-deps.sh installs it)."""
 import base64
+import binascii
 import json
 import os
 import shutil
@@ -9,6 +10,8 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+
+import redis
 
 from conftest import free_ports
 
@@ -100,3 +103,70 @@ def wait_until(cond, timeout=15.0, what="condition"):
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def key_slot(key):
+    """Redis Cluster's slot of `key` (CRC16/XMODEM of its hash tag)."""
+    k = key.encode() if isinstance(key, str) else key
+    start = k.find(b"{")
+    if start >= 0:
+        end = k.find(b"}", start + 1)
+        if end > start + 1:
+            k = k[start + 1:end]
+    return binascii.crc_hqx(k, 0) % SLOTS
+
+
+class SlotClient:
+    """A minimal cluster client that follows the protocol to the letter:
+    a slot table from CLUSTER SLOTS, -MOVED updates it, -ASK sends ASKING
+    and the command once to the node named, -TRYAGAIN waits and retries.
+    Unlike redis-py 4.x (redis-py#2432), it follows -ASK to a node that owns
+    no slot yet: a node that just joined."""
+
+    def __init__(self, port):
+        self.conns = {}
+        self.slots = [None] * SLOTS
+        self.refresh(("127.0.0.1", port))
+
+    def conn(self, addr):
+        if addr not in self.conns:
+            self.conns[addr] = redis.Redis(host=addr[0], port=addr[1])
+        return self.conns[addr]
+
+    def refresh(self, addr):
+        for first, last, primary, *_ in self.conn(addr).execute_command("CLUSTER", "SLOTS"):
+            owner = (primary[0].decode(), primary[1])
+            for s in range(first, last + 1):
+                self.slots[s] = owner
+
+    def call(self, key, *args):
+        slot = key_slot(key)
+        addr, asking = self.slots[slot], False
+        for _ in range(200):
+            try:
+                if not asking:
+                    return self.conn(addr).execute_command(*args)
+                pipe = self.conn(addr).pipeline(transaction=False)
+                pipe.execute_command("ASKING")
+                pipe.execute_command(*args)
+                reply = pipe.execute(raise_on_error=False)[1]
+                if isinstance(reply, Exception):
+                    raise reply
+                return reply
+            except redis.exceptions.ResponseError as e:
+                kind, *rest = str(e).split(" ")
+                if kind in ("MOVED", "ASK"):
+                    host, port = rest[1].rsplit(":", 1)
+                    addr, asking = (host, int(port)), kind == "ASK"
+                    if kind == "MOVED":
+                        self.refresh(addr)
+                elif kind == "TRYAGAIN":
+                    addr, asking = self.slots[slot], False
+                    time.sleep(0.01)
+                else:
+                    raise
+        raise AssertionError(f"{args} kept being redirected")
+
+    def close(self):
+        for c in self.conns.values():
+            c.close()

@@ -20,7 +20,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "cli/tierkv/resp_client.h"
+#include "core/resp_client.h"
 
 namespace tierkv::cli {
 namespace {

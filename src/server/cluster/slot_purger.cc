@@ -25,10 +25,15 @@ void SlotPurger::mark(const cluster::SlotMap* old, const cluster::SlotMap& next)
   size_t marked = 0;
   std::lock_guard lock(mu_);
   const uint64_t generation = ++generation_;
+  // A slot is this node's when it owns it or imports it (its keys arrive
+  // before the map flips): either way, keys it kept from before are stale.
+  auto mine = [](const cluster::SlotMap& map, uint16_t slot, size_t self) {
+    return map.owner(slot) == self || map.moving_to(slot) == self;
+  };
   for (uint32_t s = 0; s < cluster::kSlotCount; ++s) {
     const auto slot = static_cast<uint16_t>(s);
-    const bool had = self_old && old->owner(slot) == *self_old;
-    if (next.owner(slot) != *self_next || had) continue;
+    const bool had = self_old && mine(*old, slot, *self_old);
+    if (!mine(next, slot, *self_next) || had) continue;
     pending_[s].store(generation, std::memory_order_release);
     ++marked;
   }

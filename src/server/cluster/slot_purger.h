@@ -1,6 +1,8 @@
 // SlotPurger: a node that gains a slot it held before must not serve the
 // keys it kept from then: the slot's newer writes went to another node
-// meanwhile. Until keys move with their slot, a gained slot starts empty.
+// meanwhile. A gained slot starts empty, and gets its keys from the old
+// owner (slot_migrator.h) or from clients. A slot being imported counts as
+// gained: imports wait (-TRYAGAIN) until its old keys are gone.
 //
 // Member calls mark() with each new map before it serves it, so no command
 // can see the new map before the gained slots are marked. Marked slots

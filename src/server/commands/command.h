@@ -27,6 +27,7 @@
 #include "cluster/router.h"
 #include "core/config.h"
 #include "core/metrics.h"
+#include "server/cluster/key_fence.h"
 #include "server/commands/exec_gate.h"
 #include "server/commands/txn_state.h"
 #include "server/net/client_pause.h"
@@ -74,6 +75,7 @@ class Member;
 }  // namespace tierkv::cluster
 
 namespace tierkv::server {
+class SlotMigrator;
 class SlotPurger;
 
 // How a handler finishes its reply later, without blocking its thread. The
@@ -260,8 +262,11 @@ void register_cluster_commands(CommandTable& table);   // CLUSTER ASKING READONL
 // Cluster mode: the error a command gets instead of running here (-MOVED,
 // -ASK, -CROSSSLOT, -TRYAGAIN, -CLUSTERDOWN), or "" to run it. Consumes the
 // client's ASKING. EXEC is judged by the keys of its queued commands.
+// A command on keys of a slot moving away from this node gets a pass of the
+// key fence in `pass`, to hold until it has finished.
 std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
-                            std::span<const std::string_view> argv, ClientState& client);
+                            std::span<const std::string_view> argv, ClientState& client,
+                            std::optional<KeyFence::Pass>& pass);
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {
@@ -385,18 +390,36 @@ class ServerContext {
   const cluster::Controller* controller() const {
     return controller_.load(std::memory_order_acquire);
   }
-  void set_cluster(cluster::Member* member, const SlotPurger* purger,
-                   const cluster::Controller* controller) {
-    controller_.store(controller, std::memory_order_release);
-    purger_.store(purger, std::memory_order_release);
-    cluster_.store(member, std::memory_order_release);
+  // Keys moved between nodes with their slots (tierkv_cluster_keys_migrated_total).
+  Counter& cluster_keys_migrated(bool in) { return in ? *keys_migrated_in_ : *keys_migrated_out_; }
+  // Keys of slots moving away: commands enter it (key_fence.h).
+  KeyFence* key_fence() const { return fence_.load(std::memory_order_acquire); }
+  const SlotMigrator* slot_migrator() const { return migrator_.load(std::memory_order_acquire); }
+
+  struct ClusterParts {
+    cluster::Member* member = nullptr;
+    const SlotPurger* purger = nullptr;
+    const cluster::Controller* controller = nullptr;
+    KeyFence* fence = nullptr;
+    const SlotMigrator* migrator = nullptr;
+  };
+  void set_cluster(const ClusterParts& parts) {
+    controller_.store(parts.controller, std::memory_order_release);
+    purger_.store(parts.purger, std::memory_order_release);
+    fence_.store(parts.fence, std::memory_order_release);
+    migrator_.store(parts.migrator, std::memory_order_release);
+    cluster_.store(parts.member, std::memory_order_release);
   }
 
  private:
   std::atomic<cluster::Member*> cluster_{nullptr};
   std::atomic<const SlotPurger*> purger_{nullptr};
   std::atomic<const cluster::Controller*> controller_{nullptr};
+  std::atomic<KeyFence*> fence_{nullptr};
+  std::atomic<const SlotMigrator*> migrator_{nullptr};
   std::array<Counter*, 7> cluster_refusals_{};  // by Route::Kind; kServe unused
+  Counter* keys_migrated_in_ = nullptr;
+  Counter* keys_migrated_out_ = nullptr;
   mutable std::mutex config_mu_;
   Config config_;
   Store& store_;

@@ -125,6 +125,11 @@ ServerContext::ServerContext(Config config, Store& store, MetricsRegistry& metri
                           "commands answered with a cluster redirection or error, by reply",
                           fmt::format("reply=\"{}\"", name));
   }
+  for (Counter** c : {&keys_migrated_in_, &keys_migrated_out_}) {
+    *c = &metrics_.counter("tierkv_cluster_keys_migrated_total",
+                           "keys moved to or from this node with their slot, by direction",
+                           c == &keys_migrated_in_ ? "direction=\"in\"" : "direction=\"out\"");
+  }
   slowlog_.configure(config_.slowlog_log_slower_than, config_.slowlog_max_len);
 }
 

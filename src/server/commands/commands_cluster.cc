@@ -11,6 +11,7 @@
 
 #include "cluster/member.h"
 #include "cluster/router.h"
+#include "server/cluster/slot_migrator.h"
 #include "server/cluster/slot_purger.h"
 #include "server/commands/command.h"
 #include "server/commands/string_common.h"
@@ -164,7 +165,8 @@ void readwrite_command(CommandContext& ctx) {
 }  // namespace
 
 std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
-                            std::span<const std::string_view> argv, ClientState& client) {
+                            std::span<const std::string_view> argv, ClientState& client,
+                            std::optional<KeyFence::Pass>& pass) {
   cluster::Member* member = server.cluster();
   if (member == nullptr) return {};
   // ASKING holds for the one command after it.
@@ -188,16 +190,33 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
   cluster::RouteQuery query;
   query.keys = keys;
   query.asking = asking;
-  query.cluster_up = self.has_value() && member->lease_current();
+  // A node its map does not name yet (it just joined, and the map that adds
+  // it is on its way) redirects by that map, as Redis does, rather than
+  // answering that the cluster is down.
+  query.cluster_up = map != nullptr && member->lease_current();
   query.exists = [&server](std::string_view key) { return server.store().exists(key); };
-  const cluster::Route route =
-      cluster::route(map ? *map : kNoMap, self.value_or(cluster::SlotMap::kNoNode), query);
+  // Entered before route() asks whether the keys are here: a key the
+  // migrator takes away after that waits until this command is done.
+  KeyFence* fence = server.key_fence();
+  const uint16_t slot = cluster::key_slot(keys.front());
+  const size_t self_index = self.value_or(cluster::SlotMap::kNoNode);
+  if (fence != nullptr && map && self_index != cluster::SlotMap::kNoNode &&
+      map->owner(slot) == self_index && map->moving_to(slot) != cluster::SlotMap::kNoNode) {
+    pass = fence->enter(keys);
+    if (!pass) {
+      server.cluster_refusals(cluster::Route::Kind::kTryAgain).add();
+      return "TRYAGAIN The key is moving to the slot's new owner";
+    }
+  }
+  const cluster::Route route = cluster::route(map ? *map : kNoMap, self_index, query);
   if (!route.serve()) {
     server.cluster_refusals(route.kind).add();
     return route.error();
   }
+  // The keys another node's SlotMigrator sends (its connection's name).
+  if (asking && client.name == kMigratorClientName) server.cluster_keys_migrated(true).add();
   const SlotPurger* purger = server.slot_purger();
-  if (purger != nullptr && purger->purging(cluster::key_slot(keys.front()))) {
+  if (purger != nullptr && purger->purging(slot)) {
     server.cluster_refusals(cluster::Route::Kind::kTryAgain).add();
     return "TRYAGAIN Slot gained just now: its old keys are being removed";
   }

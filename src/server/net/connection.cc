@@ -317,7 +317,8 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
              (value_refused_loading_ || server_.context().store().loading())) {
     stats.rejected->add();
     refuse_command(state_.txn, spec, errors::kLoading, out_);
-  } else if (std::string refusal = cluster_refusal(server_.context(), *spec, inv_.argv, state_);
+  } else if (std::string refusal =
+                 cluster_refusal(server_.context(), *spec, inv_.argv, state_, fence_pass_);
              !refusal.empty()) {
     stats.rejected->add();
     refuse_command(state_.txn, spec, refusal, out_);
@@ -342,6 +343,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
   // A command waiting for a fetch or a pause runs later, with its streamed
   // value.
   if (!waiting_for<FetchWait>() && !waiting_for<PauseWait>()) end_command();
+  if (!waiting()) fence_pass_.reset();  // else resume() drops it
   publish_multi();
 }
 

@@ -196,6 +196,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   Invocation inv_;
   ClientState state_;
   std::optional<ObjectWriter> value_writer_;
+  // Cluster mode: the running command's hold on keys of a slot moving away
+  // (key_fence.h); kept until the command is done, even past a close while
+  // its write is still landing.
+  std::optional<KeyFence::Pass> fence_pass_;
   std::unique_ptr<FlashValueSink> flash_value_;
   bool flash_room_wait_ = false;
   Status value_error_;

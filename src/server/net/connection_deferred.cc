@@ -392,6 +392,7 @@ void Connection::on_later_reply(uint64_t gen, const LaterReply& reply) {
 
 void Connection::resume() {
   wait_ = NoWait{};
+  fence_pass_.reset();  // the command that waited is done
   deferred_spec_ = nullptr;
   if (closed_) return;
   process_input();

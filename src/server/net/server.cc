@@ -371,21 +371,31 @@ void Server::join_cluster(const Config& config) {
             static_cast<uint64_t>(config.cluster_weight)};
   o.lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s);
   slot_purger_ = std::make_unique<SlotPurger>(store_, o.self.id);
-  o.before_publish = [purger = slot_purger_.get()](const cluster::SlotMap* old,
-                                                   const cluster::SlotMap& next) {
+  key_fence_ = std::make_unique<KeyFence>();
+  slot_migrator_ =
+      std::make_unique<SlotMigrator>(store_, *key_fence_, context_.cluster_keys_migrated(false),
+                                     SlotMigratorOptions{.etcd_endpoints = config.cluster_etcd,
+                                                         .cluster_name = config.cluster_name,
+                                                         .self_id = o.self.id});
+  o.before_publish = [purger = slot_purger_.get(), migrator = slot_migrator_.get()](
+                         const cluster::SlotMap* old, const cluster::SlotMap& next) {
     purger->mark(old, next);
+    migrator->on_map(next);
   };
   const std::string self_id = o.self.id;
   cluster_ = std::make_unique<cluster::Member>(std::move(o));
-  context_.set_cluster(cluster_.get(), slot_purger_.get(), nullptr);
   if (config.cluster_controller) {
     controller_ = std::make_unique<cluster::Controller>(
         cluster::ControllerOptions{.etcd_endpoints = config.cluster_etcd,
                                    .cluster_name = config.cluster_name,
                                    .self_id = self_id,
                                    .lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s)});
-    context_.set_cluster(cluster_.get(), slot_purger_.get(), controller_.get());
   }
+  context_.set_cluster({.member = cluster_.get(),
+                        .purger = slot_purger_.get(),
+                        .controller = controller_.get(),
+                        .fence = key_fence_.get(),
+                        .migrator = slot_migrator_.get()});
 }
 
 void Server::stop() {
@@ -431,9 +441,11 @@ void Server::stop() {
     if (t->thread.joinable()) t->thread.join();
   }
   // No connection is left to route: leave the cluster (the lease goes now).
-  context_.set_cluster(nullptr, nullptr, nullptr);
+  context_.set_cluster({});
   controller_.reset();
   cluster_.reset();
+  slot_migrator_.reset();
+  key_fence_.reset();
   slot_purger_.reset();
   bool save;
   {

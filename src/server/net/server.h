@@ -24,6 +24,8 @@
 #include "cluster/controller.h"
 #include "cluster/member.h"
 #include "core/metrics.h"
+#include "server/cluster/key_fence.h"
+#include "server/cluster/slot_migrator.h"
 #include "server/cluster/slot_purger.h"
 #include "server/commands/command.h"
 #include "server/net/client_registry.h"
@@ -129,7 +131,10 @@ class Server {
   std::atomic<size_t> next_thread_{0};
   std::unique_ptr<Listener> listener_;
   // Cluster mode: this node in etcd; made once the port is known.
-  std::unique_ptr<SlotPurger> slot_purger_;  // before cluster_: Member calls it
+  // Before cluster_: Member calls them.
+  std::unique_ptr<SlotPurger> slot_purger_;
+  std::unique_ptr<KeyFence> key_fence_;
+  std::unique_ptr<SlotMigrator> slot_migrator_;
   std::unique_ptr<cluster::Member> cluster_;
   std::unique_ptr<cluster::Controller> controller_;
   void join_cluster(const Config& config);

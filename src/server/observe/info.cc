@@ -11,6 +11,7 @@
 
 #include "cluster/controller.h"
 #include "cluster/member.h"
+#include "server/cluster/slot_migrator.h"
 #include "server/cluster/slot_purger.h"
 #include "server/net/loading.h"
 #include "server/net/server.h"
@@ -268,6 +269,8 @@ void section_cluster(Server& s, std::string& out) {
   const cluster::Member::Stats st = member->stats();
   const SlotPurger* purger = s.context().slot_purger();
   const cluster::Controller* controller = s.context().controller();
+  const SlotMigrator* migrator = s.context().slot_migrator();
+  const SlotMigrator::Stats mig = migrator ? migrator->stats() : SlotMigrator::Stats{};
   auto refusals = [&](cluster::Route::Kind kind) {
     return s.context().cluster_refusals(kind).value();
   };
@@ -276,7 +279,11 @@ void section_cluster(Server& s, std::string& out) {
       "cluster_lease_renewals:{}\r\ncluster_registrations:{}\r\ncluster_etcd_round_trips:{}\r\n"
       "cluster_etcd_failures:{}\r\ncluster_keys_purged:{}\r\ncluster_controller:{}\r\n"
       "cluster_controller_maps_written:{}\r\ncluster_moved:{}\r\ncluster_ask:{}\r\n"
-      "cluster_crossslot:{}\r\ncluster_tryagain:{}\r\ncluster_down:{}\r\n",
+      "cluster_crossslot:{}\r\ncluster_tryagain:{}\r\ncluster_down:{}\r\n"
+      "cluster_keys_migrated_in:{}\r\ncluster_keys_migrated_out:{}\r\n"
+      "cluster_bytes_migrated_out:{}\r\ncluster_keys_migration_dropped:{}\r\n"
+      "cluster_slots_migrating_out:{}\r\ncluster_migration_passes:{}\r\n"
+      "cluster_migration_retries:{}\r\ncluster_migration_progress:{:.3f}\r\n",
       member->up() ? "ok" : "fail", map ? map->version() : 0, self ? map->slots_owned_by(*self) : 0,
       st.renewals, st.registrations, st.etcd_round_trips, st.etcd_failures,
       purger ? purger->keys_purged() : 0,
@@ -284,7 +291,10 @@ void section_cluster(Server& s, std::string& out) {
       controller ? controller->maps_written() : 0, refusals(cluster::Route::Kind::kMoved),
       refusals(cluster::Route::Kind::kAsk), refusals(cluster::Route::Kind::kCrossSlot),
       refusals(cluster::Route::Kind::kTryAgain),
-      refusals(cluster::Route::Kind::kDown) + refusals(cluster::Route::Kind::kUnserved));
+      refusals(cluster::Route::Kind::kDown) + refusals(cluster::Route::Kind::kUnserved),
+      s.context().cluster_keys_migrated(true).value(),
+      s.context().cluster_keys_migrated(false).value(), mig.bytes_out, mig.keys_dropped,
+      mig.slots_moving, mig.passes, mig.retries, mig.pass_progress);
 }
 
 void section_keyspace(Server& s, std::string& out) {

@@ -1,7 +1,8 @@
-#include "cli/tierkv/resp_client.h"
+#include "core/resp_client.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-namespace tierkv::cli {
+namespace tierkv {
 
 namespace {
 constexpr int kMaxDepth = 8;
@@ -22,7 +23,19 @@ const RespValue* RespValue::field(std::string_view name) const {
   return nullptr;
 }
 
-Result<RespClient> RespClient::connect(const std::string& address) {
+namespace {
+void set_timeouts(int fd, std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return;
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));  // bounds connect() too
+}
+}  // namespace
+
+Result<RespClient> RespClient::connect(const std::string& address,
+                                       std::chrono::milliseconds timeout) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
     return Status::invalid_argument("server address must be host:port, not '" + address + "'");
@@ -38,6 +51,7 @@ Result<RespClient> RespClient::connect(const std::string& address) {
   std::string why = "no address";
   for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd >= 0) set_timeouts(fd, timeout);
     if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
       why = std::strerror(errno);
       ::close(fd);
@@ -56,16 +70,32 @@ RespClient::~RespClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void RespClient::append_command(std::string& out, const std::vector<std::string_view>& args) {
+  out += "*" + std::to_string(args.size()) + "\r\n";
+  for (std::string_view a : args) {
+    out += "$" + std::to_string(a.size()) + "\r\n";
+    out += a;
+    out += "\r\n";
+  }
+}
+
 Result<RespValue> RespClient::command(const std::vector<std::string>& args) {
-  std::string out = "*" + std::to_string(args.size()) + "\r\n";
-  for (const std::string& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
-  for (size_t sent = 0; sent < out.size();) {
-    const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+  std::string out;
+  append_command(out, std::vector<std::string_view>(args.begin(), args.end()));
+  TIERKV_RETURN_IF_ERROR(send(out));
+  return read_value(0);
+}
+
+Status RespClient::send(std::string_view bytes) {
+  for (size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return Status::io_error("timed out sending to the server");
     if (n <= 0) return Status::io_error(std::string("connection lost: ") + std::strerror(errno));
     sent += static_cast<size_t>(n);
   }
-  return read_value(0);
+  return Status::ok();
 }
 
 Status RespClient::fill() {
@@ -78,6 +108,8 @@ Status RespClient::fill() {
     const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) return Status::io_error("connection closed by the server");
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return Status::io_error("timed out waiting for the server");
     if (n < 0) return Status::io_error(std::string("connection lost: ") + std::strerror(errno));
     buffer_.append(chunk, static_cast<size_t>(n));
     return Status::ok();
@@ -152,4 +184,4 @@ Result<RespValue> RespClient::read_value(int depth) {
   }
 }
 
-}  // namespace tierkv::cli
+}  // namespace tierkv

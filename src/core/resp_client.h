@@ -1,0 +1,62 @@
+// RespClient: a blocking Redis-protocol client (the tierkv CLI, and a
+// cluster node moving keys to another). Replies come back as a tree of
+// RespValue; an error reply is a value of type kError, a broken connection,
+// a timeout or a reply that does not parse is a Status, after which the
+// client is unusable (the stream may be cut mid-reply).
+//
+// command() is one round trip. A caller that pipelines, or streams a value
+// too large to hold, writes the request itself with send() (append_command()
+// encodes one) and reads each reply with read_reply().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tierkv {
+
+struct RespValue {
+  enum class Type : uint8_t { kSimple, kError, kInteger, kBulk, kNull, kArray };
+  Type type = Type::kNull;
+  std::string text;  // simple, error, bulk
+  int64_t integer = 0;
+  std::vector<RespValue> items;  // array (RESP2 maps are flat arrays)
+
+  // For a flat array of name/value pairs (TIER.JOB): the value of `name`.
+  const RespValue* field(std::string_view name) const;
+};
+
+class RespClient {
+ public:
+  // "host:port" (host may be a name or an address). `timeout` bounds the
+  // connect and every send or receive that waits (zero: no bound).
+  static Result<RespClient> connect(const std::string& address,
+                                    std::chrono::milliseconds timeout = {});
+  RespClient(RespClient&& o) noexcept;
+  RespClient& operator=(RespClient&&) = delete;
+  ~RespClient();
+
+  Result<RespValue> command(const std::vector<std::string>& args);
+  Status send(std::string_view bytes);
+  Result<RespValue> read_reply() { return read_value(0); }
+
+  // Appends the RESP encoding of `args` to `out`.
+  static void append_command(std::string& out, const std::vector<std::string_view>& args);
+
+ private:
+  explicit RespClient(int fd) : fd_(fd) {}
+  Status fill();
+  Result<std::string> line();
+  Result<std::string> exact(size_t n);
+  Result<RespValue> read_value(int depth);
+
+  int fd_ = -1;
+  std::string buffer_;
+  size_t pos_ = 0;
+};
+
+}  // namespace tierkv

@@ -1,0 +1,68 @@
+// KeyFence: makes moving a key to another node atomic with respect to this
+// node's commands, as Redis's MIGRATE is (Redis blocks the source while it
+// moves a key; tierkv blocks only the key).
+//
+// A command on a key of a slot that is moving away enters the fence before
+// it is routed, and holds its Pass until it has finished (its reply may
+// still wait for durability). The migrator fences a batch of keys: from
+// then on, commands on them are refused (-TRYAGAIN, which cluster clients
+// retry), and fence() returns once the commands that entered before are
+// done. While a key is fenced nothing on this node changes it, so the
+// value the migrator copies is the last one, and removing it after the new
+// owner acknowledged leaves no write behind.
+//
+// Only slots that are moving pay for the fence (one mutex); the rest of the
+// key space never reaches it.
+#pragma once
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tierkv::server {
+
+class KeyFence {
+ public:
+  // A command's hold on its keys: fence() waits for it to go.
+  class Pass {
+   public:
+    Pass(Pass&& o) noexcept : fence_(std::exchange(o.fence_, nullptr)), keys_(std::move(o.keys_)) {}
+    Pass& operator=(Pass&& o) noexcept;
+    ~Pass() { leave(); }
+
+   private:
+    friend class KeyFence;
+    Pass(KeyFence* fence, std::vector<std::string> keys) : fence_(fence), keys_(std::move(keys)) {}
+    void leave();
+    KeyFence* fence_;
+    std::vector<std::string> keys_;
+  };
+
+  // A pass for `keys`, or nullopt if one of them is fenced.
+  std::optional<Pass> enter(std::span<const std::string_view> keys);
+  // Fences `keys`, then waits until no pass holds one of them. False (and
+  // nothing fenced) if that takes longer than `timeout`.
+  bool fence(std::span<const std::string> keys, std::chrono::milliseconds timeout);
+  void unfence(std::span<const std::string> keys);
+  bool fenced(std::string_view key) const;
+
+ private:
+  void leave(std::span<const std::string> keys);
+  bool held(std::span<const std::string> keys) const;  // mu_ held
+
+  mutable std::mutex mu_;
+  std::condition_variable left_;
+  absl::flat_hash_map<std::string, uint32_t> passes_;  // key -> passes holding it
+  absl::flat_hash_set<std::string> fenced_;
+};
+
+}  // namespace tierkv::server

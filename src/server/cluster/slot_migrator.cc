@@ -1,0 +1,322 @@
+#include "server/cluster/slot_migrator.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+
+#include "cluster/etcd_client.h"
+#include "cluster/key_slot.h"
+#include "core/clock.h"
+
+namespace tierkv::server {
+namespace {
+
+constexpr size_t kScanCount = 1000;
+constexpr auto kRetryPause = std::chrono::milliseconds(200);
+// A copy for the new owner is no access: it neither warms nor promotes.
+const ReadOptions kNoAccess{.window = {}, .use_once = false, .count_access = false};
+
+std::string address_of(const cluster::ClusterNode& node) {
+  return fmt::format("{}:{}", node.host, node.port);
+}
+
+// The request up to the value's bytes, and after them: ASKING, then
+// SET key <value> [PXAT ms].
+std::string set_head(std::string_view key, uint64_t size, int64_t expire_at_ms) {
+  std::string out;
+  RespClient::append_command(out, {"ASKING"});
+  out += fmt::format("*{}\r\n$3\r\nSET\r\n${}\r\n", expire_at_ms > 0 ? 5 : 3, key.size());
+  out += key;
+  out += fmt::format("\r\n${}\r\n", size);
+  return out;
+}
+
+std::string set_tail(int64_t expire_at_ms) {
+  std::string out = "\r\n";
+  if (expire_at_ms > 0) {
+    const std::string at = std::to_string(expire_at_ms);
+    out += fmt::format("$4\r\nPXAT\r\n${}\r\n{}\r\n", at.size(), at);
+  }
+  return out;
+}
+
+// Refusals that pass: the target has not seen the map yet (MOVED,
+// CLUSTERDOWN), is still clearing the slot (TRYAGAIN), loading, or full.
+bool worth_retrying(std::string_view error) {
+  for (std::string_view p : {"TRYAGAIN", "MOVED", "ASK", "CLUSTERDOWN", "LOADING", "BUSY", "OOM"}) {
+    if (error.starts_with(p)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+struct SlotMigrator::Connection {
+  std::string address;
+  RespClient client;
+};
+
+bool SlotMigrator::Plan::empty() const {
+  return std::all_of(target_of.begin(), target_of.end(), [](uint16_t t) { return t == kStay; });
+}
+
+const cluster::ClusterNode* SlotMigrator::Plan::target(uint16_t slot) const {
+  return target_of[slot] == kStay ? nullptr : &targets[target_of[slot]];
+}
+
+bool SlotMigrator::Plan::same_moves(const Plan& other) const {
+  for (uint32_t s = 0; s < cluster::kSlotCount; ++s) {
+    const cluster::ClusterNode* a = target(static_cast<uint16_t>(s));
+    const cluster::ClusterNode* b = other.target(static_cast<uint16_t>(s));
+    if ((a == nullptr) != (b == nullptr) || (a != nullptr && !(*a == *b))) return false;
+  }
+  return true;
+}
+
+SlotMigrator::SlotMigrator(Store& store, KeyFence& fence, Counter& keys_out,
+                           SlotMigratorOptions options)
+    : store_(store),
+      fence_(fence),
+      keys_out_(keys_out),
+      options_(std::move(options)),
+      thread_([this](std::stop_token stop) { run(stop); }) {}
+
+SlotMigrator::~SlotMigrator() {
+  thread_.request_stop();
+  wake_.notify_all();
+}
+
+void SlotMigrator::on_map(const cluster::SlotMap& next) {
+  Plan plan;
+  plan.version = next.version();
+  const std::optional<size_t> self = next.index_of(options_.self_id);
+  std::map<size_t, uint16_t> index;  // map's node index -> plan's
+  uint64_t moving = 0;
+  for (uint32_t s = 0; self && s < cluster::kSlotCount; ++s) {
+    const auto slot = static_cast<uint16_t>(s);
+    const size_t to = next.moving_to(slot);
+    if (next.owner(slot) != *self || to == cluster::SlotMap::kNoNode) continue;
+    auto [it, added] = index.try_emplace(to, static_cast<uint16_t>(plan.targets.size()));
+    if (added) plan.targets.push_back(next.nodes()[to]);
+    plan.target_of[s] = it->second;
+    ++moving;
+  }
+  slots_moving_.store(moving, std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  latest_ = std::move(plan);
+  ++generation_;
+  wake_.notify_all();
+}
+
+SlotMigrator::Stats SlotMigrator::stats() const {
+  Stats s;
+  s.bytes_out = bytes_out_.load(std::memory_order_relaxed);
+  s.keys_dropped = keys_dropped_.load(std::memory_order_relaxed);
+  s.passes = passes_.load(std::memory_order_relaxed);
+  s.retries = retries_.load(std::memory_order_relaxed);
+  s.slots_moving = slots_moving_.load(std::memory_order_relaxed);
+  s.pass_progress = static_cast<double>(progress_cursor_.load(std::memory_order_relaxed)) /
+                    18446744073709551616.0;  // 2^64: the scan cursor is a hash
+  return s;
+}
+
+void SlotMigrator::run(std::stop_token stop) {
+  std::optional<Plan> done;  // the last plan fully moved and reported
+  uint64_t seen = 0;
+  bool retry = false;
+  while (!stop.stop_requested()) {
+    Plan plan;
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, stop, [&] { return retry || generation_ != seen; });
+      if (stop.stop_requested()) return;
+      seen = generation_;
+      plan = latest_;
+    }
+    retry = false;
+    if (plan.empty()) continue;
+    if (!done || !done->same_moves(plan)) {
+      if (!pass(stop, plan)) {
+        retry = !stop.stop_requested() && current(plan) && pause(stop, kRetryPause);
+        continue;
+      }
+      done = plan;
+    }
+    if (!report(plan)) retry = pause(stop, kRetryPause);
+  }
+}
+
+bool SlotMigrator::current(const Plan& plan) const {
+  std::lock_guard lock(mu_);
+  return latest_.same_moves(plan);
+}
+
+bool SlotMigrator::pause(std::stop_token& stop, std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  wake_.wait_for(lock, stop, d, [] { return false; });
+  return !stop.stop_requested();
+}
+
+bool SlotMigrator::pass(std::stop_token& stop, const Plan& plan) {
+  spdlog::info("cluster: moving the keys of slots leaving with map version {}", plan.version);
+  uint64_t cursor = 0;
+  do {
+    ScanPage page = store_.scan(cursor, kScanCount);
+    std::vector<std::vector<std::string>> by_target(plan.targets.size());
+    for (std::string& key : page.keys) {
+      const uint16_t t = plan.target_of[cluster::key_slot(key)];
+      if (t != Plan::kStay) by_target[t].push_back(std::move(key));
+    }
+    for (size_t t = 0; t < by_target.size(); ++t) {
+      std::vector<std::string>& keys = by_target[t];
+      for (size_t i = 0; i < keys.size(); i += options_.batch_keys) {
+        const size_t end = std::min(keys.size(), i + options_.batch_keys);
+        std::vector<std::string> batch(std::make_move_iterator(keys.begin() + i),
+                                       std::make_move_iterator(keys.begin() + end));
+        if (!move_batch(stop, plan, plan.targets[t], std::move(batch))) return false;
+      }
+    }
+    cursor = page.next_cursor;
+    progress_cursor_.store(cursor, std::memory_order_relaxed);
+  } while (cursor != 0 && !stop.stop_requested());
+  progress_cursor_.store(0, std::memory_order_relaxed);
+  passes_.fetch_add(1, std::memory_order_relaxed);
+  return !stop.stop_requested();
+}
+
+bool SlotMigrator::move_batch(std::stop_token& stop, const Plan& plan,
+                              const cluster::ClusterNode& target, std::vector<std::string> keys) {
+  while (!fence_.fence(keys, options_.fence_timeout)) {
+    // A command on one of them runs long (a large value still streaming in).
+    if (!current(plan) || !pause(stop, kRetryPause)) return false;
+  }
+  bool moved = false;
+  for (;;) {
+    const std::string address = address_of(target);
+    if (!link_ || link_->address != address) {
+      link_.reset();
+      Result<RespClient> c = RespClient::connect(address, options_.io_timeout);
+      if (c.is_ok() && c->command({"CLIENT", "SETNAME", std::string(kMigratorClientName)}).is_ok())
+        link_.reset(new Connection{address, std::move(*c)});
+    }
+    Status st = link_ ? send_batch(*link_, keys) : Status::io_error("cannot connect");
+    if (st.is_ok()) {
+      moved = true;
+      break;
+    }
+    if (st.code() != StatusCode::kBusy) link_.reset();  // the stream may be cut mid-request
+    retries_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("cluster: moving keys to {}: {}; again", address, st.to_string());
+    if (!current(plan) || !pause(stop, kRetryPause)) break;
+  }
+  fence_.unfence(keys);
+  return moved;
+}
+
+Status SlotMigrator::send_batch(Connection& link, const std::vector<std::string>& keys) {
+  std::string out;
+  struct Sent {
+    const std::string* key;
+    uint64_t version, size;
+  };
+  std::vector<Sent> sent;
+  auto settle_all = [&]() -> Status {
+    TIERKV_RETURN_IF_ERROR(link.client.send(out));
+    out.clear();
+    Status first = Status::ok();
+    for (const Sent& s : sent) {
+      Status st = settle(link, *s.key, s.version, s.size);
+      if (!st.is_ok() && st.code() != StatusCode::kBusy) return st;  // the link is gone
+      if (first.is_ok()) first = st;
+    }
+    sent.clear();
+    return first;
+  };
+  Status busy = Status::ok();
+  for (const std::string& key : keys) {
+    std::optional<ObjectInfo> info = store_.stat_brief(key);
+    if (!info) continue;  // gone already (moved by an earlier attempt, or expired)
+    if (info->expire_at_ms > 0 && info->expire_at_ms <= unix_time_ms()) {
+      store_.remove(key, info->version);
+      continue;
+    }
+    if (info->size > options_.batch_bytes) {
+      Status st = settle_all();
+      if (st.is_ok()) st = send_large(link, key, *info);
+      if (!st.is_ok() && st.code() != StatusCode::kBusy) return st;
+      if (busy.is_ok()) busy = st;
+      continue;
+    }
+    Result<ObjectView> view = store_.get_range(key, 0, info->size, kNoAccess);
+    if (!view.is_ok()) continue;  // gone meanwhile
+    out += set_head(key, view->length(), view->expire_at_ms());
+    view->append_to(out);
+    out += set_tail(view->expire_at_ms());
+    sent.push_back({&key, view->version(), view->length()});
+  }
+  Status st = settle_all();
+  return st.is_ok() ? busy : st;
+}
+
+Status SlotMigrator::send_large(Connection& link, const std::string& key, const ObjectInfo& info) {
+  TIERKV_RETURN_IF_ERROR(link.client.send(set_head(key, info.size, info.expire_at_ms)));
+  for (uint64_t offset = 0; offset < info.size;) {
+    const uint64_t length = std::min(options_.piece_bytes, info.size - offset);
+    Result<ObjectView> piece = store_.get_range(key, offset, length, kNoAccess);
+    // Changed or gone under the fence (expiry, eviction): cut the link, so
+    // the target drops what it received.
+    if (!piece.is_ok() || piece->version() != info.version || piece->length() != length)
+      return Status::io_error("value changed while it was sent");
+    for (size_t i = 0; i < piece->segment_count(); ++i)
+      TIERKV_RETURN_IF_ERROR(link.client.send(piece->segment(i)));
+    offset += length;
+  }
+  TIERKV_RETURN_IF_ERROR(link.client.send(set_tail(info.expire_at_ms)));
+  return settle(link, key, info.version, info.size);
+}
+
+Status SlotMigrator::settle(Connection& link, const std::string& key, uint64_t version,
+                            uint64_t size) {
+  Result<RespValue> asking = link.client.read_reply();
+  if (!asking.is_ok()) return asking.status();
+  Result<RespValue> set = link.client.read_reply();
+  if (!set.is_ok()) return set.status();
+  if (set->type == RespValue::Type::kError) {
+    if (worth_retrying(set->text)) return Status::busy(set->text);
+    spdlog::warn("cluster: {} refused key of {} bytes ({}); dropped here", link.address, size,
+                 set->text);
+    keys_dropped_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    keys_out_.add();
+    bytes_out_.fetch_add(size, std::memory_order_relaxed);
+  }
+  if (!store_.remove(key, version)) {
+    // Changed after all (nothing should, under the fence): the target has
+    // an older value, so the batch goes again with the new one.
+    std::optional<ObjectInfo> now = store_.stat_brief(key);
+    if (now && now->version != version) return Status::busy("key changed while it moved");
+  }
+  return Status::ok();
+}
+
+bool SlotMigrator::report(const Plan& plan) {
+  cluster::MoveReport r;
+  r.version = plan.version;
+  for (uint32_t s = 0; s < cluster::kSlotCount; ++s) {
+    if (const cluster::ClusterNode* t = plan.target(static_cast<uint16_t>(s)))
+      r.add(static_cast<uint16_t>(s), t->id);
+  }
+  cluster::EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+  Status st =
+      etcd.put(cluster::moved_key(options_.cluster_name, options_.self_id), r.to_json()).status();
+  if (st.is_ok()) {
+    spdlog::info("cluster: slots leaving with map version {} have moved", plan.version);
+  } else {
+    spdlog::warn("cluster: cannot report moved slots: {}", st.to_string());
+  }
+  return st.is_ok();
+}
+
+}  // namespace tierkv::server
