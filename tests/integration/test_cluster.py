@@ -67,6 +67,36 @@ def test_keyslot_matches_redis_in_cluster_mode(cluster, make_redis):
             theirs.execute_command("CLUSTER", "KEYSLOT", k), k
 
 
+def test_keys_in_slot_match_redis(cluster, make_redis):
+    """COUNTKEYSINSLOT and GETKEYSINSLOT on each slot's owner answer as a
+    one-node redis-server cluster holding the same keys, errors included."""
+    _, nodes = cluster
+    theirs = make_redis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-port", str(free_port())).client()
+    theirs.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, SLOTS - 1)
+    wait_until(lambda: b"cluster_state:ok" in theirs.execute_command("CLUSTER", "INFO"),
+               what="redis-server's cluster up")
+    keys = [f"{{t{i % 7}}}:{i}" for i in range(70)] + ["foo", "bar", "k:1", "k:2"]
+    for k in keys:
+        assert owner_of(nodes, k)[0].client().set(k, "v")
+        assert theirs.set(k, "v")
+    slots = {theirs.execute_command("CLUSTER", "KEYSLOT", k) for k in keys} | {0, SLOTS - 1}
+    for slot in slots:
+        ours = nodes[min(slot * 3 // SLOTS, 2)].client()
+        assert ours.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == \
+            theirs.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot), slot
+        assert sorted(ours.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)) == \
+            sorted(theirs.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)), slot
+        assert len(ours.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 3)) == \
+            len(theirs.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 3)), slot
+    ours = nodes[0].client()
+    for bad in (["COUNTKEYSINSLOT", "-1"], ["COUNTKEYSINSLOT", "16384"], ["COUNTKEYSINSLOT", "x"],
+                ["GETKEYSINSLOT", "5", "-1"], ["GETKEYSINSLOT", "16384", "1"],
+                ["GETKEYSINSLOT", "x", "1"], ["GETKEYSINSLOT", "1", "y"],
+                ["COUNTKEYSINSLOT"], ["GETKEYSINSLOT", "1"]):
+        assert reply_of(ours, "CLUSTER", *bad) == reply_of(theirs, "CLUSTER", *bad), bad
+
+
 def test_each_node_serves_its_slots_and_moves_the_rest(cluster):
     _, nodes = cluster
     for i in range(60):

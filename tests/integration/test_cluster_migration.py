@@ -6,13 +6,18 @@ The contract: a slot changes owner only after every key of it has moved,
 memory and flash alike, with its TTL, a value larger than memory included.
 No key is lost or duplicated by a move that does not fail, and a read never
 returns an older value than the last write, nor a key that was deleted."""
+import os
 import random
+import subprocess
+import tempfile
 import time
 
 import pytest
 from redis.cluster import ClusterNode, RedisCluster
 
 from cluster_util import SLOTS, Etcd, SlotClient, wait_until
+from conftest import free_port
+from test_preheat import tierkv_cli
 
 MIB = 1 << 20
 
@@ -167,4 +172,58 @@ def test_a_model_through_a_join_and_a_drain(managed):
     assert nodes[0].client().dbsize() == 0
     assert sum(info(n)["cluster_keys_migrated_in"] for n in nodes) > 0
     assert sum(info(n)["cluster_ask"] for n in nodes) > 0  # clients did follow -ASK
+    rc.close()
+
+
+def cluster_cli(etcd, *args, timeout=120):
+    return subprocess.run([tierkv_cli(), "cluster", *args, "--etcd", etcd.endpoint,
+                           "--name", "mig", "--timeout", "90"],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_drains_rebalances_and_preheats_on_the_owner(managed):
+    """tierkv cluster drain / rebalance / status steer the cluster through
+    etcd with progress and exit codes; tierkv preheat follows -MOVED to the
+    key's owner. Keys survive the round trip off a node and back."""
+    etcd, start = managed
+    src = tempfile.mkdtemp(prefix="tierkv-cli-src-")
+    nodes = [start("--preheat-sources", f"file://{src}/") for _ in range(2)]
+    wait_until(lambda: settled(nodes, lambda i, c: c > 8000), what="an even split")
+    rc = SlotClient(nodes[0].port)
+    for i in range(300):
+        assert rc.call(f"c{i}", "SET", f"c{i}", f"v{i}")
+    a, b = nodes
+    address = f"127.0.0.1:{a.port}"
+    drained = cluster_cli(etcd, "drain", address)
+    assert drained.returncode == 0, drained.stderr
+    assert "drained" in drained.stdout and "100.0%" in drained.stderr
+    assert info(a)["cluster_slots_owned"] == 0 and a.client().dbsize() == 0
+    status = cluster_cli(etcd, "status")
+    assert status.returncode == 0, status.stderr
+    row = next(line for line in status.stdout.splitlines() if address in line)
+    assert row.split()[3] == "0" and row.endswith("draining"), status.stdout
+    back = cluster_cli(etcd, "rebalance")
+    assert back.returncode == 0, back.stderr
+    assert settled(nodes, lambda i, c: c > 8000)
+    for i in range(300):
+        assert rc.call(f"c{i}", "GET", f"c{i}") == f"v{i}".encode()
+    assert a.client().dbsize() + b.client().dbsize() == 300
+    # preheat through the node that does not own the key lands on its owner.
+    data = os.urandom(3 * MIB)
+    with open(os.path.join(src, "w.bin"), "wb") as f:
+        f.write(data)
+    key = next(f"w{i}" for i in range(100) if owner([a, b], f"w{i}") is b)
+    run = subprocess.run([tierkv_cli(), "preheat", os.path.join(src, "w.bin"), "--key", key,
+                          "--server", address, "--quiet"], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert b.client().get(key) == data
+    # Bad input: one line, exit 2.
+    for args in (["drain", "no-such-node"], ["drain"], ["frobnicate"]):
+        bad = cluster_cli(etcd, *args)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1, (args, bad.stderr)
+    gone = subprocess.run([tierkv_cli(), "cluster", "status", "--etcd",
+                           f"http://127.0.0.1:{free_port()}"], capture_output=True, text=True,
+                          timeout=30)
+    assert gone.returncode == 2 and gone.stderr.startswith("tierkv: etcd"), gone.stderr
     rc.close()

@@ -2,145 +2,27 @@
 //
 //   tierkv preheat SOURCE --key K [--no-cache] [--digest sha256:HEX] [--piece SIZE]
 //                         [--ttl SECONDS] [--server HOST:PORT] [--quiet] [--no-wait]
+//   tierkv cluster status | drain NODE | rebalance [NODE...]
+//                  [--etcd URL]... [--name NAME] [--timeout S] [--quiet] [--no-wait]
 //
 // preheat starts a TIER.PREHEAT job on a running server and shows its
-// progress (bytes, rate, ETA) until it ends. SOURCE is an http(s):// or
-// file:// URL, or a local path (made absolute; the server reads it, so it
-// must be on the server's machine). Ctrl-C cancels the job. The exit code
-// is 0 when the job is done, 1 when it failed or was cancelled, 2 for a
-// usage or connection error; each failure prints one line.
-#include <fmt/format.h>
-#include <unistd.h>
+// progress (bytes, rate, ETA) until it ends (preheat.h). SOURCE is an
+// http(s):// or file:// URL, or a local path (made absolute; the server
+// reads it, so it must be on the server's machine). Ctrl-C cancels the job.
+// cluster shows and steers a cluster through etcd (cluster_admin.h).
+// The exit code is 0 when done, 1 when the work failed, was cancelled or
+// timed out, 2 for a usage or connection error; each failure prints one
+// line.
 #include <CLI/CLI.hpp>
-
-#include <atomic>
-#include <chrono>
 #include <csignal>
-#include <cstdio>
-#include <filesystem>
-#include <thread>
 
-#include "core/resp_client.h"
+#include "cli/tierkv/cli_common.h"
+#include "cli/tierkv/cluster_admin.h"
+#include "cli/tierkv/preheat.h"
 
-namespace tierkv::cli {
 namespace {
 
-std::atomic<bool> interrupted{false};
-
-struct PreheatArgs {
-  std::string source, key, digest, piece, server = "127.0.0.1:6380";
-  int64_t ttl = 0;
-  bool no_cache = false, quiet = false, no_wait = false;
-};
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.{}f} {}", b, u == 0 ? 0 : 2, units[u]);
-}
-
-std::string source_url(const std::string& source) {
-  if (source.find("://") != std::string::npos) return source;
-  return "file://" + std::filesystem::absolute(source).lexically_normal().string();
-}
-
-int fail(const std::string& message, int code) {
-  std::fprintf(stderr, "tierkv: %s\n", message.c_str());
-  return code;
-}
-
-int64_t int_field(const RespValue& job, std::string_view name) {
-  const RespValue* v = job.field(name);
-  return v && v->type == RespValue::Type::kInteger ? v->integer : 0;
-}
-
-std::string text_field(const RespValue& job, std::string_view name) {
-  const RespValue* v = job.field(name);
-  return v ? v->text : "";
-}
-
-void show_progress(const RespValue& job, bool tty) {
-  const double done = static_cast<double>(int_field(job, "bytes_done"));
-  const double total = static_cast<double>(int_field(job, "bytes_total"));
-  const double rate = static_cast<double>(int_field(job, "rate_bytes_per_sec"));
-  const double pct = total > 0 ? 100.0 * done / total : 0;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(pct / 100 * kWidth);
-  std::string eta = rate > 0 && total > done ? fmt::format("{:.0f}s", (total - done) / rate) : "-";
-  std::fprintf(stderr, "%s[%s%s] %5.1f%%  %s / %s  %s/s  ETA %s   %s", tty ? "\r" : "",
-               std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(), pct,
-               human_bytes(done).c_str(), human_bytes(total).c_str(), human_bytes(rate).c_str(),
-               eta.c_str(), tty ? "" : "\n");
-  std::fflush(stderr);
-}
-
-std::vector<std::string> preheat_command(const PreheatArgs& a) {
-  std::vector<std::string> args = {"TIER.PREHEAT", a.key, source_url(a.source), "CACHE",
-                                   a.no_cache ? "no" : "yes"};
-  if (!a.digest.empty()) args.insert(args.end(), {"DIGEST", a.digest});
-  if (!a.piece.empty()) args.insert(args.end(), {"PIECE", a.piece});
-  if (a.ttl > 0) args.insert(args.end(), {"TTL", std::to_string(a.ttl)});
-  return args;
-}
-
-int run_preheat(const PreheatArgs& a) {
-  Result<RespClient> client = RespClient::connect(a.server);
-  if (!client) return fail(client.status().message(), 2);
-  Result<RespValue> started = client->command(preheat_command(a));
-  if (!started) return fail(started.status().message(), 2);
-  if (started->type == RespValue::Type::kError) return fail(started->text, 1);
-  const std::string id = std::to_string(started->integer);
-  if (a.no_wait) {
-    std::printf("%s\n", id.c_str());
-    return 0;
-  }
-  const bool tty = ::isatty(STDERR_FILENO) != 0;
-  auto last_shown = std::chrono::steady_clock::now() - std::chrono::hours(1);
-  for (;;) {
-    if (interrupted.load()) {
-      (void)client->command({"TIER.JOB", "CANCEL", id});
-      if (tty && !a.quiet) std::fputc('\n', stderr);
-      return fail("preheat of '" + a.key + "' cancelled (job " + id + ")", 1);
-    }
-    Result<RespValue> job = client->command({"TIER.JOB", id});
-    if (!job) return fail(job.status().message(), 2);
-    if (job->type == RespValue::Type::kError) return fail(job->text, 1);
-    const std::string state = text_field(*job, "state");
-    const auto now = std::chrono::steady_clock::now();
-    const bool ended = state != "queued" && state != "running";
-    if (!a.quiet && (ended || now - last_shown >= (tty ? std::chrono::milliseconds(200)
-                                                       : std::chrono::milliseconds(2000)))) {
-      show_progress(*job, tty);
-      last_shown = now;
-    }
-    if (ended) {
-      if (tty && !a.quiet) std::fputc('\n', stderr);
-      if (state != "done") {
-        return fail("preheat of '" + a.key + "' " + state + ": " + text_field(*job, "error"), 1);
-      }
-      const double ms =
-          static_cast<double>(int_field(*job, "finished_ms") - int_field(*job, "started_ms"));
-      std::printf("preheated '%s': %s in %.2f s%s\n", a.key.c_str(),
-                  human_bytes(static_cast<double>(int_field(*job, "bytes_total"))).c_str(),
-                  ms / 1000, int_field(*job, "cached") ? ", in memory and on flash" : ", on flash");
-      return 0;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
-}  // namespace
-}  // namespace tierkv::cli
-
-int main(int argc, char** argv) {
-  using tierkv::cli::PreheatArgs;
-  CLI::App app{"tierkv: the operator's tool for a tierkv server"};
-  app.require_subcommand(1);
-  PreheatArgs a;
+void add_preheat(CLI::App& app, tierkv::cli::PreheatArgs& a) {
   CLI::App* preheat = app.add_subcommand(
       "preheat", "Load a file or URL into the server's flash and memory, with progress");
   preheat->add_option("source", a.source, "http(s):// or file:// URL, or a local path")->required();
@@ -150,9 +32,43 @@ int main(int argc, char** argv) {
   preheat->add_option("--piece", a.piece, "Piece size (e.g. 8mb; default: size / 500, 4-64 MiB)");
   preheat->add_option("--ttl", a.ttl, "Expire the key after this many seconds")
       ->check(CLI::PositiveNumber);
-  preheat->add_option("--server", a.server, "Server address")->capture_default_str();
+  preheat->add_option("--server", a.server, "Server address (any node of a cluster)")
+      ->capture_default_str();
   preheat->add_flag("--quiet", a.quiet, "No progress bar");
   preheat->add_flag("--no-wait", a.no_wait, "Print the job id and return at once");
+}
+
+CLI::App* add_cluster(CLI::App& app, tierkv::cli::ClusterArgs& a) {
+  CLI::App* cluster =
+      app.add_subcommand("cluster", "Show and steer a cluster through etcd (its slot map)");
+  cluster->require_subcommand(1);
+  cluster->fallthrough();  // options given after the subcommand are the cluster's
+  cluster->add_option("--etcd", a.etcd, "etcd endpoint (repeat for more)")->capture_default_str();
+  cluster->add_option("--name", a.name, "Cluster name (cluster-name)")->capture_default_str();
+  cluster->add_option("--timeout", a.timeout_s, "Stop watching after this many seconds (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  cluster->add_flag("--quiet", a.quiet, "No progress bar");
+  cluster->add_flag("--no-wait", a.no_wait, "Ask, and return at once");
+  cluster->add_subcommand("status", "The map, and each node's slots and moves");
+  cluster->add_subcommand("drain", "Move every slot off a node, with progress")
+      ->add_option("node", a.nodes, "Node id, id prefix (6+ characters) or host:port")
+      ->required()
+      ->expected(1);
+  cluster->add_subcommand("rebalance", "End drains (of NODE, or all), with progress")
+      ->add_option("node", a.nodes, "Node id, id prefix or host:port");
+  return cluster;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace cli = tierkv::cli;
+  CLI::App app{"tierkv: the operator's tool for a tierkv server"};
+  app.require_subcommand(1);
+  cli::PreheatArgs preheat;
+  cli::ClusterArgs cluster;
+  add_preheat(app, preheat);
+  CLI::App* cluster_app = add_cluster(app, cluster);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -160,6 +76,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tierkv: %s\n", e.what());
     return 2;
   }
-  std::signal(SIGINT, [](int) { tierkv::cli::interrupted.store(true); });
-  return tierkv::cli::run_preheat(a);
+  std::signal(SIGINT, [](int) { cli::interrupted.store(true); });
+  if (!cluster_app->parsed()) return cli::run_preheat(preheat);
+  if (cluster_app->got_subcommand("status")) return cli::run_cluster_status(cluster);
+  if (cluster_app->got_subcommand("drain")) return cli::run_cluster_drain(cluster);
+  return cli::run_cluster_rebalance(cluster);
 }

@@ -18,10 +18,9 @@ SlotPurger::~SlotPurger() {
 }
 
 void SlotPurger::mark(const cluster::SlotMap* old, const cluster::SlotMap& next) {
-  if (old == nullptr) return;
   const std::optional<size_t> self_next = next.index_of(self_id_);
   if (!self_next) return;
-  const std::optional<size_t> self_old = old->index_of(self_id_);
+  const std::optional<size_t> self_old = old ? old->index_of(self_id_) : std::nullopt;
   size_t marked = 0;
   std::lock_guard lock(mu_);
   const uint64_t generation = ++generation_;
@@ -32,7 +31,10 @@ void SlotPurger::mark(const cluster::SlotMap* old, const cluster::SlotMap& next)
   };
   for (uint32_t s = 0; s < cluster::kSlotCount; ++s) {
     const auto slot = static_cast<uint16_t>(s);
-    const bool had = self_old && mine(*old, slot, *self_old);
+    // The first map (after a start): owned slots keep what flash kept, but
+    // a slot being imported starts over, as its old owner sends it all again.
+    const bool had =
+        old == nullptr ? next.owner(slot) == *self_next : self_old && mine(*old, slot, *self_old);
     if (!mine(next, slot, *self_next) || had) continue;
     pending_[s].store(generation, std::memory_order_release);
     ++marked;

@@ -8,8 +8,8 @@
 // can see the new map before the gained slots are marked. Marked slots
 // answer -TRYAGAIN (cluster clients retry it) while a background thread
 // scans the key space through Store and removes their keys; then they
-// serve. A node's first map marks nothing: what it holds after a restart is
-// what it had when it last owned those slots.
+// serve. A node's first map marks only the slots it imports: what it holds
+// of its own slots after a restart is what it had when it stopped.
 #pragma once
 
 #include <atomic>
@@ -32,8 +32,9 @@ class SlotPurger {
   SlotPurger(const SlotPurger&) = delete;
   SlotPurger& operator=(const SlotPurger&) = delete;
 
-  // Marks the slots `next` gives this node that `old` gave another node
-  // (or nobody); null `old`: the first map, nothing is marked.
+  // Marks the slots `next` gives this node (owned, or moving here) that
+  // `old` did not; null `old`: the first map, whose slots moving here are
+  // marked (owned ones keep what this node held when it stopped).
   void mark(const cluster::SlotMap* old, const cluster::SlotMap& next);
   // True while `slot`'s old keys are being removed.
   bool purging(uint16_t slot) const { return pending_[slot].load(std::memory_order_acquire) != 0; }

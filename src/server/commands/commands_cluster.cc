@@ -2,6 +2,7 @@
 // the CLUSTER family, as Redis Cluster 7 answers them.
 //
 //   CLUSTER KEYSLOT key | MYID | INFO | SLOTS | SHARDS | NODES
+//           | COUNTKEYSINSLOT slot | GETKEYSINSLOT slot count
 //   ASKING, READONLY, READWRITE
 //
 // The slot map comes from etcd (cluster::Member); routing decisions are
@@ -15,6 +16,7 @@
 #include "server/cluster/slot_purger.h"
 #include "server/commands/command.h"
 #include "server/commands/string_common.h"
+#include "server/protocol/number_text.h"
 
 namespace tierkv::server {
 namespace {
@@ -117,11 +119,43 @@ std::string cluster_info_text(const cluster::Member& member, const cluster::Slot
       map.nodes().size(), owning, map.version(), map.version());
 }
 
+// Keys of `slot` held here, up to `limit`, by one walk of the key space:
+// O(keys on this node), which bounds these commands' cost.
+std::vector<std::string> keys_in_slot(Store& store, uint16_t slot, uint64_t limit) {
+  std::vector<std::string> out;
+  uint64_t cursor = 0;
+  do {
+    ScanPage page = store.scan(cursor, 1000);
+    for (std::string& key : page.keys) {
+      if (out.size() < limit && cluster::key_slot(key) == slot) out.push_back(std::move(key));
+    }
+    cursor = page.next_cursor;
+  } while (cursor != 0 && out.size() < limit);
+  return out;
+}
+
+// CLUSTER COUNTKEYSINSLOT slot | GETKEYSINSLOT slot count, with Redis 7's
+// error texts.
+void keys_in_slot_command(CommandContext& ctx, bool get) {
+  const std::optional<int64_t> slot = parse_int64(ctx.arg(2));
+  const std::optional<int64_t> count = get ? parse_int64(ctx.arg(3)) : std::optional<int64_t>(0);
+  if (!slot || !count) return ctx.reply.error(errors::kNotInteger);
+  const bool bad_slot = *slot < 0 || *slot >= cluster::kSlotCount;
+  if (!get && bad_slot) return ctx.reply.error("ERR Invalid slot");
+  if (get && (bad_slot || *count < 0)) return ctx.reply.error("ERR Invalid slot or number of keys");
+  const auto limit = get ? static_cast<uint64_t>(*count) : UINT64_MAX;
+  std::vector<std::string> keys = keys_in_slot(ctx.store, static_cast<uint16_t>(*slot), limit);
+  if (!get) return ctx.reply.integer(static_cast<int64_t>(keys.size()));
+  ctx.reply.array(keys.size());
+  for (const std::string& k : keys) ctx.reply.bulk(k);
+}
+
 void cluster_command(CommandContext& ctx) {
   const std::string_view sub = ctx.arg(1);
   if (iequals(sub, "help")) {
     return help_reply(ctx, {"CLUSTER <subcommand> [<arg> ...]. Subcommands are:", "KEYSLOT <key>",
-                            "MYID", "INFO", "SLOTS", "SHARDS", "NODES"});
+                            "MYID", "INFO", "SLOTS", "SHARDS", "NODES", "COUNTKEYSINSLOT <slot>",
+                            "GETKEYSINSLOT <slot> <count>"});
   }
   if (iequals(sub, "keyslot")) {
     if (ctx.argc() != 3) return ctx.reply.error(errors::wrong_arity("cluster|keyslot"));
@@ -130,6 +164,13 @@ void cluster_command(CommandContext& ctx) {
   }
   cluster::Member* member = member_or_error(ctx);
   if (member == nullptr) return;
+  if (iequals(sub, "countkeysinslot") || iequals(sub, "getkeysinslot")) {
+    const bool get = iequals(sub, "getkeysinslot");
+    if (ctx.argc() != (get ? 4 : 3))
+      return ctx.reply.error(
+          errors::wrong_arity(get ? "cluster|getkeysinslot" : "cluster|countkeysinslot"));
+    return keys_in_slot_command(ctx, get);
+  }
   const std::shared_ptr<const cluster::SlotMap> map = map_of(*member);
   if (ctx.argc() != 2) {
     return ctx.reply.error(fmt::format(
