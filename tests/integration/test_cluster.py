@@ -6,6 +6,7 @@ answers -MOVED (to the owner's address) for the others, -CROSSSLOT for keys
 in more than one slot, with Redis Cluster's texts; with cluster mode off,
 the CLUSTER family answers as a Redis without cluster support does."""
 import random
+import re
 import subprocess
 import time
 import urllib.request
@@ -116,6 +117,69 @@ def test_each_node_serves_its_slots_and_moves_the_rest(cluster):
     assert 'tierkv_cluster_refusals_total{reply="moved"}' in body
 
 
+@pytest.fixture
+def redis_cluster(make_redis):
+    """redis-server 7 in cluster mode: three masters, no replicas."""
+    servers = [make_redis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                          "--cluster-port", str(free_port())) for _ in range(3)]
+    created = subprocess.run(["redis-cli", "--cluster", "create",
+                              *[f"127.0.0.1:{s.port}" for s in servers],
+                              "--cluster-replicas", "0", "--cluster-yes"],
+                             capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stdout + created.stderr
+    for s in servers:
+        wait_until(lambda: b"cluster_state:ok" in s.client().execute_command("CLUSTER", "INFO"),
+                   what="redis-server's cluster up")
+    return servers
+
+
+def owner_in(servers, key):
+    """The redis-server of `redis_cluster` that owns `key`."""
+    slot = servers[0].client().execute_command("CLUSTER", "KEYSLOT", key)
+    for first, last, primary, *_ in servers[0].client().execute_command("CLUSTER", "SLOTS"):
+        if first <= slot <= last:
+            return next(s for s in servers if s.port == primary[1])
+
+
+def test_crossslot_matches_a_three_master_redis_cluster(cluster, redis_cluster):
+    """Multi-key commands and transactions over two slots, sent to the first
+    key's owner, get the answers redis-server's cluster gives."""
+    _, nodes = cluster
+    commands = [["MGET", "{a}1", "{b}2"], ["MSET", "{a}1", "x", "{b}2", "y"],
+                ["MSETNX", "{a}1", "x", "{b}2", "y"], ["DEL", "{a}1", "{b}2"],
+                ["EXISTS", "{a}1", "{b}2"], ["RENAME", "{a}1", "{b}2"],
+                ["RENAMENX", "{a}1", "{b}2"], ["COPY", "{a}1", "{b}2"], ["UNLINK", "{a}1", "{b}2"],
+                ["TOUCH", "{a}1", "{b}2"], ["MGET", "{a}1", "{a}2"], ["DEL", "{a}1", "{a}2"]]
+    ours, theirs = owner_of(nodes, "{a}")[0].client(), owner_in(redis_cluster, "{a}").client()
+    for c in (ours, theirs):
+        c.set("{a}1", "v")
+    for cmd in commands:
+        assert reply_of(ours, *cmd) == reply_of(theirs, *cmd), cmd
+    # A transaction: the command that brings a second slot is refused when
+    # queued, and EXEC then aborts.
+    a_slot = theirs.execute_command("CLUSTER", "KEYSLOT", "{a}")
+    near = next(f"{{t{i}}}" for i in range(1000)
+                if 0 < abs(theirs.execute_command("CLUSTER", "KEYSLOT", f"{{t{i}}}") - a_slot) < 500)
+    for script in ([["SET", "{a}x", "1"], ["SET", "{b}y", "1"]],
+                   [["SET", "{a}x", "1"], ["SET", f"{near}y", "1"]],  # same node, two slots
+                   [["SET", "{a}x", "1"], ["GET", "{a}y"]]):
+        replies = []
+        for c in (ours, theirs):
+            conn = c.connection_pool.get_connection("MULTI")
+            try:
+                got = []
+                for cmd in [["MULTI"], *script, ["EXEC"]]:
+                    conn.send_command(*cmd)
+                    try:
+                        got.append(conn.read_response())
+                    except redis.ResponseError as e:  # the owner's port differs
+                        got.append(("error", re.sub(r"^(MOVED \d+) .*", r"\1", str(e))))
+                replies.append(got)
+            finally:
+                c.connection_pool.release(conn)
+        assert replies[0] == replies[1], script
+
+
 def test_crossslot_and_hash_tags(cluster, make_redis):
     _, nodes = cluster
     owner, _ = owner_of(nodes, "{chunk7}")
@@ -181,6 +245,25 @@ def test_redis_cli_follows_redirects(cluster):
     out = subprocess.run(["redis-cli", "-c", "-p", str(nodes[2].port), "GET", "foo"],
                          capture_output=True, text=True, timeout=10)
     assert out.stdout.strip() == "bar"
+
+
+def test_redis_benchmark_cluster_mode(cluster):
+    """redis-benchmark --cluster finds the masters from CLUSTER NODES and
+    sends each key to its owner: it ends without errors, and every node
+    holds only keys of its own slots."""
+    _, nodes = cluster
+    run = subprocess.run(["redis-benchmark", "--cluster", "-h", "127.0.0.1", "-p",
+                          str(nodes[0].port), "-t", "set,get", "-n", "3000", "-r", "1000", "-q"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "SET:" in run.stdout and "GET:" in run.stdout, run.stdout
+    assert "error" not in (run.stdout + run.stderr).lower(), run.stdout + run.stderr
+    total = 0
+    for n in nodes:
+        keys = list(n.client().scan_iter(count=1000))
+        total += len(keys)
+        assert all(owner_of(nodes, k)[0] is n for k in keys)
+    assert total > 100
 
 
 def test_cluster_slots_nodes_and_info(cluster):

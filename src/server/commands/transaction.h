@@ -70,6 +70,17 @@ inline void refuse_command(TxnState& txn, const CommandSpec* spec, std::string_v
   reply.error(text);
 }
 
+// A command that cluster mode sends elsewhere (-MOVED, -CROSSSLOT, ...): as
+// refuse_command(), except that EXEC discards its queue and answers the
+// redirection as it is, as Redis 7 does, so that the client can follow it.
+inline void refuse_routed(TxnState& txn, const CommandSpec* spec, std::string_view error,
+                          ReplyBuffer& reply) {
+  if (spec == nullptr || !(spec->flags & kRunsQueue))
+    return refuse_command(txn, spec, error, reply);
+  txn.clear();
+  reply.error(error);
+}
+
 // The keys whose values the queued commands read (kReadsValue, or a GET
 // that could stream): EXEC needs them in memory before it runs, because it
 // cannot wait for flash while it holds the gate. Views into the queue.

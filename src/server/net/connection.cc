@@ -321,7 +321,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
                  cluster_refusal(server_.context(), *spec, inv_.argv, state_, fence_pass_);
              !refusal.empty()) {
     stats.rejected->add();
-    refuse_command(state_.txn, spec, refusal, out_);
+    refuse_routed(state_.txn, spec, refusal, out_);
   } else if (held_by_pause(*spec)) {
     // Runs when the pause ends: dispatched again then.
   } else if (!value_error_.is_ok()) {
