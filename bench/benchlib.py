@@ -22,6 +22,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOADED_ABOVE = 1.5
 
 
+def resp(*args):
+    """One command in the Redis protocol (arguments as bytes, or anything
+    str() makes one)."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -200,3 +210,17 @@ def plot_bars(path, title, bars, ylabel):
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def fio_sequential(directory, size, rw):
+    """fio's sequential O_DIRECT `rw` ("read" or "write") of a `size`-byte
+    file in `directory` (1 MiB blocks, QD 16, io_uring): GB/s."""
+    path = os.path.join(directory, "fio.dat")
+    args = ["fio", "--name=sequential", f"--filename={path}", f"--rw={rw}", "--direct=1",
+            "--ioengine=io_uring", "--bs=1m", "--iodepth=16", f"--size={size}",
+            "--output-format=json"]
+    out = subprocess.run(args, capture_output=True, text=True, check=False, timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()[:200]}")
+    job = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
+    return job["write" if rw == "write" else "read"]["bw_bytes"] / 1e9

@@ -43,7 +43,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (RunRecord, free_port, parse_args_with_quick, plot_bars, server_info, wait_for_port, wait_loaded,  # noqa: E402
+from benchlib import (RunRecord, free_port, resp as command, parse_args_with_quick, plot_bars, server_info, wait_for_port, wait_loaded,  # noqa: E402
                       write_json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,14 +53,6 @@ FILLER_VALUE, FILLER_BYTES = 256 << 10, 96 << 20
 DEPTH = 32  # pipelined SETs of the loading
 CONNECTIONS = 8
 GROUPS = ("DEL seq", "EXPIRE seq", "DEL c8", "EXPIRE c8")
-
-
-def command(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 class Conn:

@@ -43,7 +43,6 @@ docs/benchmarks-preheat.md.
 """
 import argparse
 import hashlib
-import json
 import os
 import random
 import resource
@@ -58,8 +57,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (RunRecord, free_port, parse_size, server_info, wait_for_port,  # noqa: E402
-                      wait_loaded, write_json)
+from benchlib import (RunRecord, fio_sequential, free_port, parse_size, server_info,  # noqa: E402
+                      wait_for_port, wait_loaded, write_json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = os.path.join(ROOT, "bench", "results")
@@ -571,18 +570,6 @@ def small_gets(conn, n_keys, depth, rounds, block):
     return total, time.monotonic() - t
 
 
-def fio(directory, size, rw):
-    path = os.path.join(directory, "fio.dat")
-    args = ["fio", "--name=preheat-ctx", f"--filename={path}", f"--rw={rw}", "--direct=1",
-            "--ioengine=io_uring", "--bs=1m", "--iodepth=16", f"--size={size}",
-            "--output-format=json"]
-    out = subprocess.run(args, capture_output=True, text=True, check=False, timeout=300)
-    if out.returncode != 0:
-        raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()[:200]}")
-    job = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
-    return job["write" if rw == "write" else "read"]["bw_bytes"] / 1e9
-
-
 def record_phase(r, name, nbytes, m, extra=None):
     """Stores one measured phase (a finished Meter) in the run's dict."""
     r["phases"][name] = {"bytes": nbytes, "seconds": m.wall, "gbps": gbps(nbytes, m.wall),
@@ -938,8 +925,8 @@ def main():
               f"{time.monotonic() - t:.1f} s", flush=True)
         if not args.no_fio and shutil.which("fio"):
             n = min(GIB, args.size_bytes)
-            disk = {"fio_write_gbps": fio(workdir, n, "write"),
-                    "fio_read_gbps": fio(workdir, n, "read")}
+            disk = {"fio_write_gbps": fio_sequential(workdir, n, "write"),
+                    "fio_read_gbps": fio_sequential(workdir, n, "read")}
             os.unlink(os.path.join(workdir, "fio.dat"))
             print(f"disk (fio, O_DIRECT, 1 MiB QD16): write {disk['fio_write_gbps']:.2f} GB/s, "
                   f"read {disk['fio_read_gbps']:.2f} GB/s", flush=True)

@@ -29,7 +29,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import RunRecord, free_port, pyplot, wait_for_port, wait_loaded, write_json  # noqa: E402,E501
+from benchlib import (RunRecord, free_port, pyplot, resp, wait_for_port, wait_loaded,  # noqa: E402
+                      write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
@@ -77,14 +78,6 @@ def benchmark(port, size, clients, pipeline, requests):
             "p99_ms": float(row["p99_latency_ms"]),
         }
     return result
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 def txn_benchmark(port, clients, batch, requests, size=100):

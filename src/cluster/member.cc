@@ -171,6 +171,7 @@ void Member::offer_map(std::string_view text) {
   if (options_.before_publish) options_.before_publish(map_.get(), *next);
   map_ = std::move(next);
   maps_seen_.fetch_add(1, std::memory_order_relaxed);
+  published_.fetch_add(1, std::memory_order_release);
 }
 
 std::shared_ptr<const SlotMap> Member::map() const {
@@ -182,7 +183,9 @@ bool Member::lease_current() const {
   const int64_t renewed = renewed_at_ms_.load();
   const auto ttl_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl).count();
-  return renewed != 0 && steady_ms() - renewed < ttl_ms;
+  // The coarse clock may lag by a tick: the lease looks current a few ms
+  // longer, well inside the controller's own round before it reassigns.
+  return renewed != 0 && coarse_mono_ms() - renewed < ttl_ms;
 }
 
 bool Member::up() const {

@@ -59,6 +59,9 @@ class Member {
 
   // The newest slot map seen; null before the first.
   std::shared_ptr<const SlotMap> map() const;
+  // Maps published by every Member of this process so far: a caller that
+  // caches a map per thread asks map() again only when this has moved.
+  static uint64_t publications() { return published_.load(std::memory_order_acquire); }
   bool up() const;
   // The last renewal etcd acknowledged is younger than the lease TTL (up()
   // without the map's lock, for a caller that holds the map already).
@@ -89,6 +92,7 @@ class Member {
   std::atomic<int64_t> renewed_at_ms_{0};  // steady clock
   std::atomic<uint64_t> renewals_{0}, registrations_{0}, maps_seen_{0};
   std::atomic<uint64_t> round_trips_{0}, failures_{0};
+  static inline std::atomic<uint64_t> published_{0};
   std::jthread keeper_;
   std::jthread watcher_;
 };

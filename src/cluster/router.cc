@@ -49,7 +49,7 @@ std::optional<uint16_t> common_slot(std::span<const std::string_view> keys) {
 
 Route route(const SlotMap& map, size_t self, const RouteQuery& query) {
   if (query.keys.empty()) return {};
-  const std::optional<uint16_t> slot = common_slot(query.keys);
+  const std::optional<uint16_t> slot = query.slot ? *query.slot : common_slot(query.keys);
   if (!slot) return refuse(Route::Kind::kCrossSlot);
   if (!query.cluster_up) return refuse(Route::Kind::kDown, *slot);
   const size_t owner = map.owner(*slot);

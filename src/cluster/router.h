@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,6 +41,9 @@ struct Route {
 
 struct RouteQuery {
   std::span<const std::string_view> keys;
+  // common_slot(keys), if the caller has it already (route() computes it
+  // otherwise).
+  std::optional<std::optional<uint16_t>> slot;
   bool asking = false;  // the client sent ASKING just before
   bool cluster_up = true;
   // Whether a key is held here (memory or flash); asked only for a slot

@@ -117,6 +117,8 @@ SlotMigrator::Stats SlotMigrator::stats() const {
   s.passes = passes_.load(std::memory_order_relaxed);
   s.retries = retries_.load(std::memory_order_relaxed);
   s.slots_moving = slots_moving_.load(std::memory_order_relaxed);
+  s.last_pass_ms = last_pass_ms_.load(std::memory_order_relaxed);
+  s.last_pass_bytes = last_pass_bytes_.load(std::memory_order_relaxed);
   s.pass_progress = static_cast<double>(progress_cursor_.load(std::memory_order_relaxed)) /
                     18446744073709551616.0;  // 2^64: the scan cursor is a hash
   return s;
@@ -161,6 +163,8 @@ bool SlotMigrator::pause(std::stop_token& stop, std::chrono::milliseconds d) {
 
 bool SlotMigrator::pass(std::stop_token& stop, const Plan& plan) {
   spdlog::info("cluster: moving the keys of slots leaving with map version {}", plan.version);
+  const auto started = std::chrono::steady_clock::now();
+  const uint64_t bytes_before = bytes_out_.load(std::memory_order_relaxed);
   uint64_t cursor = 0;
   do {
     ScanPage page = store_.scan(cursor, kScanCount);
@@ -182,8 +186,15 @@ bool SlotMigrator::pass(std::stop_token& stop, const Plan& plan) {
     progress_cursor_.store(cursor, std::memory_order_relaxed);
   } while (cursor != 0 && !stop.stop_requested());
   progress_cursor_.store(0, std::memory_order_relaxed);
+  if (stop.stop_requested()) return false;
   passes_.fetch_add(1, std::memory_order_relaxed);
-  return !stop.stop_requested();
+  const auto took = std::chrono::steady_clock::now() - started;
+  last_pass_ms_.store(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+      std::memory_order_relaxed);
+  last_pass_bytes_.store(bytes_out_.load(std::memory_order_relaxed) - bytes_before,
+                         std::memory_order_relaxed);
+  return true;
 }
 
 bool SlotMigrator::move_batch(std::stop_token& stop, const Plan& plan,
@@ -255,6 +266,12 @@ Status SlotMigrator::send_batch(Connection& link, const std::vector<std::string>
     view->append_to(out);
     out += set_tail(view->expire_at_ms());
     sent.push_back({&key, view->version(), view->length()});
+    // Out the door once a piece is buffered: the batch stays pipelined, but
+    // never held whole (64 values of 4 MiB would be 256 MiB here).
+    if (out.size() >= options_.piece_bytes) {
+      if (Status st = link.client.send(out); !st.is_ok()) return st;
+      out.clear();
+    }
   }
   Status st = settle_all();
   return st.is_ok() ? busy : st;

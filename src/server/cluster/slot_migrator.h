@@ -76,6 +76,7 @@ class SlotMigrator {
     uint64_t passes = 0, retries = 0;
     uint64_t slots_moving = 0;  // away from this node, in the newest map
     double pass_progress = 0;   // of the pass running now, 0..1 of the key space
+    uint64_t last_pass_ms = 0, last_pass_bytes = 0;  // the last pass to finish
   };
   Stats stats() const;
 
@@ -117,6 +118,7 @@ class SlotMigrator {
   std::unique_ptr<Connection> link_;  // the migrator thread's only
   std::atomic<uint64_t> bytes_out_{0}, keys_dropped_{0}, passes_{0}, retries_{0};
   std::atomic<uint64_t> slots_moving_{0}, progress_cursor_{0};
+  std::atomic<uint64_t> last_pass_ms_{0}, last_pass_bytes_{0};
   std::jthread thread_;
 };
 

@@ -203,6 +203,30 @@ void readwrite_command(CommandContext& ctx) {
   ctx.reply.ok();
 }
 
+// This thread's copy of the newest map and this node's index in it: the
+// hot path neither locks the Member nor touches the map's shared count
+// (which two I/O threads would bounce between their caches).
+struct CachedMap {
+  const cluster::Member* member = nullptr;
+  uint64_t publications = 0;
+  std::shared_ptr<const cluster::SlotMap> map;
+  size_t self = cluster::SlotMap::kNoNode;
+};
+
+const CachedMap& cached_map(const cluster::Member& member) {
+  thread_local CachedMap cached;
+  const uint64_t publications = cluster::Member::publications();
+  if (cached.member != &member || cached.publications != publications || !cached.map) {
+    cached.member = &member;
+    cached.publications = publications;
+    cached.map = member.map();
+    cached.self = cached.map
+                      ? cached.map->index_of(member.self().id).value_or(cluster::SlotMap::kNoNode)
+                      : cluster::SlotMap::kNoNode;
+  }
+  return cached;
+}
+
 }  // namespace
 
 std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
@@ -226,8 +250,9 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
   // Before any map, or while the lease is stale, route() answers from the
   // keys alone (CROSSSLOT, else CLUSTERDOWN): the empty map is never read.
   static const cluster::SlotMap kNoMap;
-  std::shared_ptr<const cluster::SlotMap> map = member->map();
-  const std::optional<size_t> self = map ? map->index_of(member->self().id) : std::nullopt;
+  const CachedMap& cached = cached_map(*member);
+  const cluster::SlotMap* map = cached.map.get();
+  const size_t self_index = cached.self;
   cluster::RouteQuery query;
   query.keys = keys;
   query.asking = asking;
@@ -239,10 +264,11 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
   // Entered before route() asks whether the keys are here: a key the
   // migrator takes away after that waits until this command is done.
   KeyFence* fence = server.key_fence();
-  const uint16_t slot = cluster::key_slot(keys.front());
-  const size_t self_index = self.value_or(cluster::SlotMap::kNoNode);
-  if (fence != nullptr && map && self_index != cluster::SlotMap::kNoNode &&
-      map->owner(slot) == self_index && map->moving_to(slot) != cluster::SlotMap::kNoNode) {
+  query.slot = cluster::common_slot(keys);  // once: the CRC is most of routing's cost
+  const uint16_t slot = query.slot->value_or(0);
+  if (fence != nullptr && query.slot->has_value() && map &&
+      self_index != cluster::SlotMap::kNoNode && map->owner(slot) == self_index &&
+      map->moving_to(slot) != cluster::SlotMap::kNoNode) {
     pass = fence->enter(keys);
     if (!pass) {
       server.cluster_refusals(cluster::Route::Kind::kTryAgain).add();

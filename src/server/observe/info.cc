@@ -283,7 +283,8 @@ void section_cluster(Server& s, std::string& out) {
       "cluster_keys_migrated_in:{}\r\ncluster_keys_migrated_out:{}\r\n"
       "cluster_bytes_migrated_out:{}\r\ncluster_keys_migration_dropped:{}\r\n"
       "cluster_slots_migrating_out:{}\r\ncluster_migration_passes:{}\r\n"
-      "cluster_migration_retries:{}\r\ncluster_migration_progress:{:.3f}\r\n",
+      "cluster_migration_retries:{}\r\ncluster_migration_progress:{:.3f}\r\n"
+      "cluster_migration_last_pass_ms:{}\r\ncluster_migration_last_pass_bytes:{}\r\n",
       member->up() ? "ok" : "fail", map ? map->version() : 0, self ? map->slots_owned_by(*self) : 0,
       st.renewals, st.registrations, st.etcd_round_trips, st.etcd_failures,
       purger ? purger->keys_purged() : 0,
@@ -294,7 +295,8 @@ void section_cluster(Server& s, std::string& out) {
       refusals(cluster::Route::Kind::kDown) + refusals(cluster::Route::Kind::kUnserved),
       s.context().cluster_keys_migrated(true).value(),
       s.context().cluster_keys_migrated(false).value(), mig.bytes_out, mig.keys_dropped,
-      mig.slots_moving, mig.passes, mig.retries, mig.pass_progress);
+      mig.slots_moving, mig.passes, mig.retries, mig.pass_progress, mig.last_pass_ms,
+      mig.last_pass_bytes);
 }
 
 void section_keyspace(Server& s, std::string& out) {

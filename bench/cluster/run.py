@@ -1,0 +1,388 @@
+#!/usr/bin/python3
+"""Cluster mode: what it costs per request, and how fast a slot moves.
+
+cost   two tierkv-servers on loopback, one with cluster-enabled no and one
+       with cluster-enabled yes as a one-node cluster (its own etcd) that
+       owns every slot, so nothing is redirected; the same redis-benchmark
+       rows against each, alternating (each arm first in every other round),
+       --rounds rounds, the median round counts. ratio = cluster ops/s /
+       plain ops/s (goal >= 0.95, that is a cost of at most 1.05x).
+move   two nodes under the controller. First a drain of an empty node
+       (etcd writes, the controller's rounds, map watches, one scan pass),
+       then back. Then --size bytes of 1 MiB values in one slot
+       (hash tag), and a drain of that slot's owner, timed from the drain
+       key to the map that flips it, and the source's pass alone. Twice: with memory larger than the
+       data (every byte is in memory at both ends), and with --small-memory
+       (most of it on flash at both ends).
+bound  measured in the same run:
+       loopback  one socket copy of --size bytes between two threads with
+                 8 MiB buffers: what the kernel moves, nothing parsed;
+       disk      the flash bytes the move read (source) and wrote (target),
+                 from INFO flash, at fio's sequential O_DIRECT read and
+                 write rates of this one virtual disk, one after the other.
+       ratio = max(loopback, disk) time / the source's pass time (INFO
+       cluster_migration_last_pass_ms: the scan that moves the keys). The
+       whole move (drain key to flipped map) and an empty one are printed
+       too: the difference is the controller's rounds and map watches.
+       (redis-server is no bound here: a Python client filling it is
+       slower than our migrator.)
+
+Prints a table, writes bench/results/cluster.json and cluster.png; the last
+line is `RESULT name=cluster ratio=<worst cost ratio> ...`.
+
+    /usr/bin/python3 bench/cluster/run.py [--size 1g] [--rounds 4] [--quick]
+"""
+import argparse
+import base64
+import csv
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import (RunRecord, fio_sequential, free_port, parse_args_with_quick,  # noqa: E402
+                      parse_size, plot_bars, resp, server_info, wait_for_port, wait_loaded,
+                      write_json)
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SERVER = os.path.join(ROOT, "build", "src", "server", "tierkv-server")
+BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
+SLOTS = 16384
+MIB = 1 << 20
+
+# name, value bytes, clients, pipeline, requests per test (SET and GET each)
+ROWS = [("100B -P16", 100, 50, 16, 400_000), ("4KiB", 4096, 50, 1, 60_000)]
+
+
+class Etcd:
+    """A single-member etcd in `workdir`, for one cluster."""
+
+    def __init__(self, workdir):
+        os.makedirs(workdir, exist_ok=True)
+        self.port, peer_port = free_port(), free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        peer = f"http://127.0.0.1:{peer_port}"
+        self.log = open(os.path.join(workdir, "etcd.log"), "wb")
+        self.proc = subprocess.Popen(
+            ["etcd", "--name", "b", "--data-dir", os.path.join(workdir, "etcd"),
+             "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"b={peer}"], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for_port(self.port, self.proc)
+
+    def call(self, path, body):
+        req = urllib.request.Request(self.endpoint + path, data=json.dumps(body).encode(),
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read())
+
+    def put(self, key, value=""):
+        self.call("/v3/kv/put", {"key": b64(key), "value": b64(value)})
+
+    def delete(self, key):
+        self.call("/v3/kv/deleterange", {"key": b64(key)})
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+
+def b64(text):
+    return base64.b64encode(text.encode()).decode()
+
+
+class Node:
+    def __init__(self, workdir, name, memory, etcd=None, flash="4g"):
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir)
+        self.port = free_port()
+        argv = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--memory", memory,
+                "--metrics-port", str(free_port()),
+                "--flash-path", os.path.join(self.dir, "flash.dat"), "--flash-size", flash]
+        if etcd:
+            argv += ["--cluster-enabled", "yes", "--cluster-etcd", etcd.endpoint,
+                     "--cluster-name", "bench", "--cluster-lease-ttl", "3"]
+        self.log = open(os.path.join(self.dir, "server.log"), "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir)
+        wait_for_port(self.port, self.proc)
+        wait_loaded(self.port, self.proc)
+
+    def command(self, *args):
+        return resp_call(self.port, *args)
+
+    def info(self):
+        return server_info(self.port, "cluster")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def read_reply(f):
+    line = f.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind in (b"+", b":"):
+        return rest
+    if kind == b"-":
+        raise RuntimeError(rest.decode())
+    if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2]
+    if kind == b"*":
+        return [read_reply(f) for _ in range(int(rest))]
+    raise RuntimeError(f"bad reply {line!r}")
+
+
+def resp_call(port, *args):
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(resp(*args))
+        return read_reply(s.makefile("rb"))
+
+
+def benchmark(port, size, clients, pipeline, requests):
+    cmd = [BENCHMARK, "-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-d", str(size),
+           "-c", str(clients), "-P", str(pipeline), "-n", str(requests), "--csv"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
+    return {row["test"]: float(row["rps"]) for row in csv.DictReader(io.StringIO(out.stdout))}
+
+
+def cost(args, workdir):
+    """Per row and test: (plain ops/s, cluster ops/s) medians over rounds."""
+    etcd = Etcd(os.path.join(workdir, "cost-etcd"))
+    plain = Node(workdir, "plain", "1gb")
+    clustered = Node(workdir, "clustered", "1gb", etcd)
+    try:
+        wait_until(lambda: clustered.info().get("cluster_slots_owned") == str(SLOTS), 30,
+                   "the one-node cluster to own every slot")
+        samples = {}
+        for round_no in range(args.rounds):
+            arms = (("plain", plain), ("cluster", clustered))
+            for name, size, clients, pipeline, requests in ROWS:
+                requests = max(1000, int(requests * args.scale))
+                # Each arm goes first in every other round: neither always
+                # meets the machine as the other left it.
+                for arm, node in arms[::-1] if round_no % 2 else arms:
+                    for test, ops in benchmark(node.port, size, clients, pipeline,
+                                               requests).items():
+                        samples.setdefault((name, test), {}).setdefault(arm, []).append(ops)
+        redirects = int(clustered.info().get("cluster_moved", "0"))
+    finally:
+        for n in (plain, clustered):
+            n.stop()
+        etcd.stop()
+    out = []
+    for (name, test), arms in samples.items():
+        p, c = median(arms["plain"]), median(arms["cluster"])
+        out.append({"row": f"{test} {name}", "plain_ops": p, "cluster_ops": c, "ratio": c / p,
+                    "plain_rounds": arms["plain"], "cluster_rounds": arms["cluster"]})
+    return out, redirects
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def wait_until(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def settled(nodes, owner=None):
+    infos = [n.info() for n in nodes]
+    if any(i.get("cluster_slots_migrating_out") != "0" for i in infos):
+        return False
+    owned = [int(i.get("cluster_slots_owned", "0")) for i in infos]
+    if sum(owned) != SLOTS:
+        return False
+    return owner is None or owned[nodes.index(owner)] == SLOTS
+
+
+def drain_and_wait(etcd, nodes, node):
+    """Drains `node`; seconds until the other node owns every slot."""
+    other = next(n for n in nodes if n is not node)
+    node_id = node.command("CLUSTER", "MYID").decode()
+    t0 = time.monotonic()
+    etcd.put(f"/tierkv/bench/drain/{node_id}")
+    wait_until(lambda: settled(nodes, other), 600, "the drain to finish")
+    seconds = time.monotonic() - t0
+    etcd.delete(f"/tierkv/bench/drain/{node_id}")
+    wait_until(lambda: settled(nodes) and all(int(n.info()["cluster_slots_owned"]) > 0
+                                              for n in nodes), 600, "the rebalance")
+    return seconds
+
+
+def owner_of(nodes, key):
+    slot = int(nodes[0].command("CLUSTER", "KEYSLOT", key))
+    for first, last, primary, *_ in nodes[0].command("CLUSTER", "SLOTS"):
+        if int(first) <= slot <= int(last):
+            return next(n for n in nodes if n.port == int(primary[1]))
+    raise RuntimeError("no owner")
+
+
+def fill_slot(node, size):
+    """`size` bytes of 1 MiB values under one hash tag, pipelined."""
+    value = os.urandom(MIB)
+    count = size // MIB
+    with socket.create_connection(("127.0.0.1", node.port), timeout=120) as s:
+        f = s.makefile("rb")
+        for start in range(0, count, 16):
+            batch = range(start, min(count, start + 16))
+            s.sendall(b"".join(resp("SET", f"{{slot}}:{i}", value) for i in batch))
+            for _ in batch:
+                read_reply(f)
+    return count
+
+
+def flash_bytes(node, which):
+    return int(server_info(node.port, "flash").get(f"flash_{which}_bytes", "0"))
+
+
+def move(args, workdir, label, memory):
+    """(control s, move s, the source's pass s, keys, bytes moved, flash
+    bytes read and written) for one memory size."""
+    etcd = Etcd(os.path.join(workdir, f"{label}-etcd"))
+    nodes = []
+    try:
+        nodes.append(Node(workdir, f"{label}-a", memory, etcd))
+        wait_until(lambda: settled(nodes), 30, "the first node to own every slot")
+        nodes.append(Node(workdir, f"{label}-b", memory, etcd))
+        wait_until(lambda: settled(nodes) and all(int(n.info()["cluster_slots_owned"]) > 0
+                                                  for n in nodes), 60, "the join")
+        control = drain_and_wait(etcd, nodes, nodes[0])
+        holder = owner_of(nodes, "{slot}")
+        other = next(n for n in nodes if n is not holder)
+        keys = fill_slot(holder, args.size)
+        moved_before = int(holder.info()["cluster_bytes_migrated_out"])
+        read_before = flash_bytes(holder, "read")
+        written_before = flash_bytes(other, "write")
+        seconds = drain_and_wait(etcd, nodes, holder)
+        info = holder.info()
+        moved = int(info["cluster_bytes_migrated_out"]) - moved_before
+        pass_s = int(info["cluster_migration_last_pass_ms"]) / 1000
+        if moved < keys * MIB:
+            raise RuntimeError(f"{label}: {moved} bytes moved, {keys * MIB} expected")
+        flash = {"read": flash_bytes(holder, "read") - read_before,
+                 "written": flash_bytes(other, "write") - written_before}
+        return control, seconds, pass_s, keys, moved, flash
+    finally:
+        for n in nodes:
+            n.stop()
+        etcd.stop()
+
+
+def loopback_seconds(size):
+    """One socket copy of `size` bytes between two threads, 8 MiB buffers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    got = [0]
+
+    def receive():
+        conn, _ = listener.accept()
+        buf = bytearray(8 * MIB)
+        view = memoryview(buf)
+        with conn:
+            while True:
+                n = conn.recv_into(view)
+                if n == 0:
+                    break
+                got[0] += n
+
+    t = threading.Thread(target=receive)
+    t.start()
+    chunk = os.urandom(8 * MIB)
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        for _ in range(size // len(chunk)):
+            s.sendall(chunk)
+    t.join()
+    seconds = time.monotonic() - t0
+    listener.close()
+    assert got[0] == size // len(chunk) * len(chunk)
+    return seconds
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="1g", help="bytes in the slot that moves")
+    ap.add_argument("--small-memory", default="256mb", help="memory of the flash case's nodes")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--scale", type=float, default=1.0, help="of the cost rows' request counts")
+    ap.add_argument("--dir", default=None, help="working folder (default: a temp dir)")
+    args = parse_args_with_quick(ap, {"size": "256m", "rounds": 1, "scale": 0.1})
+    args.size = parse_size(args.size)
+    run = RunRecord("cluster")
+    workdir = tempfile.mkdtemp(prefix="tierkv-bench-cluster-", dir=args.dir)
+    try:
+        rows, redirects = cost(args, workdir)
+        mem = move(args, workdir, "memory", f"{max(2 * args.size, 1 << 30) // MIB}mb")
+        flash = move(args, workdir, "flash", args.small_memory)
+        loop = loopback_seconds(args.size)
+        write_gbps = fio_sequential(workdir, args.size, "write")
+        read_gbps = fio_sequential(workdir, args.size, "read")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    def disk(flash):
+        return flash["read"] / 1e9 / read_gbps + flash["written"] / 1e9 / write_gbps
+
+    print(f"{'cost row':<22}{'plain ops/s':>14}{'cluster ops/s':>15}{'ratio':>8}")
+    for r in rows:
+        print(f"{r['row']:<22}{r['plain_ops']:>14.0f}{r['cluster_ops']:>15.0f}{r['ratio']:>8.3f}")
+    moves = []
+    for label, (control, seconds, data, keys, moved, flash_io) in (("memory", mem),
+                                                                    ("flash", flash)):
+        bound = max(loop, disk(flash_io))
+        moves.append({"case": label, "control_s": control, "move_s": seconds, "keys": keys,
+                      "bytes": moved, "pass_s": data, "mb_s": moved / 1e6 / data,
+                      "flash_read": flash_io["read"], "flash_written": flash_io["written"],
+                      "disk_s": disk(flash_io), "bound_s": bound, "ratio": bound / data})
+    print(f"\n{'move of one slot':<18}{'bytes':>12}{'empty s':>9}{'total s':>9}{'pass s':>8}"
+          f"{'MB/s':>7}{'bound s':>9}{'ratio':>7}")
+    for m in moves:
+        print(f"{m['case']:<18}{m['bytes']:>12}{m['control_s']:>9.2f}{m['move_s']:>9.2f}"
+              f"{m['pass_s']:>8.2f}{m['mb_s']:>7.0f}{m['bound_s']:>9.2f}{m['ratio']:>7.3f}")
+    for m in moves:
+        print(f"  {m['case']}: flash read {m['flash_read'] / 1e6:.0f} MB, written "
+              f"{m['flash_written'] / 1e6:.0f} MB -> disk {m['disk_s']:.2f} s")
+    print(f"bounds: socket copy {loop:.2f} s ({args.size / 1e6 / loop:.0f} MB/s); fio read "
+          f"{read_gbps:.2f} GB/s, write {write_gbps:.2f} GB/s; redirects in the cost runs: "
+          f"{redirects}")
+    worst = min(rows, key=lambda r: r["ratio"])
+    results = os.path.join(ROOT, "bench", "results")
+    write_json(os.path.join(results, "cluster.json"),
+               {"cost": rows, "moves": moves, "loopback_s": loop,
+                "fio_read_gbps": read_gbps,
+                "fio_write_gbps": write_gbps, "size": args.size, "redirects": redirects}, run)
+    plot_bars(os.path.join(results, "cluster.png"), "cluster mode: cost ratio and move ratio",
+              {**{r["row"]: r["ratio"] for r in rows},
+               **{f"move {m['case']}": m["ratio"] for m in moves}}, "ratio to the bound")
+    print(run.result_line({
+        "ratio": f"{worst['ratio']:.3f}", "worst_cost_row": f"'{worst['row']}'",
+        "move_mem_ratio": f"{moves[0]['ratio']:.3f}", "move_flash_ratio": f"{moves[1]['ratio']:.3f}",
+        "move_mem_mb_s": f"{moves[0]['mb_s']:.0f}", "move_flash_mb_s": f"{moves[1]['mb_s']:.0f}",
+        "control_s": f"{moves[0]['control_s']:.2f}",
+        "loopback_mb_s": f"{args.size / 1e6 / loop:.0f}",
+        "size": args.size}))
+
+
+if __name__ == "__main__":
+    main()
