@@ -14,6 +14,8 @@ namespace tierkv::cluster {
 inline constexpr uint32_t kSlotCount = 16384;
 
 uint16_t crc16(std::string_view bytes);
+// The same, a byte at a time: the textbook form crc16() is tested against.
+uint16_t crc16_bytewise(std::string_view bytes);
 // The part of `key` that decides its slot: its hash tag, or the whole key.
 std::string_view hashed_part(std::string_view key);
 uint16_t key_slot(std::string_view key);

@@ -5,12 +5,26 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+
 namespace tierkv::cluster {
 namespace {
 
 TEST(KeySlotTest, Crc16IsXmodem) {
   EXPECT_EQ(crc16("123456789"), 0x31C3);  // the spec's check value
   EXPECT_EQ(crc16(""), 0);
+}
+
+TEST(KeySlotTest, SlicedCrcMatchesTheBytewiseOne) {
+  std::mt19937 rng(16);
+  for (size_t length = 0; length <= 70; ++length) {
+    for (int round = 0; round < 50; ++round) {
+      std::string s(length, '\0');
+      for (char& c : s) c = static_cast<char>(rng());
+      ASSERT_EQ(crc16(s), crc16_bytewise(s)) << length;
+    }
+  }
 }
 
 TEST(KeySlotTest, KnownSlots) {

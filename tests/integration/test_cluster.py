@@ -115,6 +115,14 @@ def test_each_node_serves_its_slots_and_moves_the_rest(cluster):
     body = urllib.request.urlopen(
         f"http://127.0.0.1:{metrics_port(nodes[0])}/metrics", timeout=5).read().decode()
     assert 'tierkv_cluster_refusals_total{reply="moved"}' in body
+    # The figures INFO cluster shows, as gauges and counters.
+    info = nodes[0].client().info("cluster")
+    for name, value in (("tierkv_cluster_slot_map_version", info["cluster_slot_map_version"]),
+                        ("tierkv_cluster_slots_owned", info["cluster_slots_owned"]),
+                        ("tierkv_cluster_up", 1), ("tierkv_cluster_slots_migrating_out", 0),
+                        ("tierkv_cluster_controller_leading", 0)):
+        assert f"\n{name} {value}\n" in body, name
+    assert 'tierkv_cluster_keys_migrated_total{direction="in"} 0' in body
 
 
 @pytest.fixture

@@ -104,6 +104,33 @@ void gauge(std::string& out, std::string_view name, std::string_view help, std::
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
 }
 
+void render_cluster(std::string& out, const ClusterFigures& c) {
+  auto n = [](uint64_t v) { return static_cast<int64_t>(v); };
+  gauge(out, "tierkv_cluster_up", "1 while the lease is current and a map is held", "gauge",
+        c.up ? 1 : 0);
+  gauge(out, "tierkv_cluster_slot_map_version", "version of the slot map served", "gauge",
+        n(c.map_version));
+  gauge(out, "tierkv_cluster_slots_owned", "slots this node owns", "gauge", n(c.slots_owned));
+  gauge(out, "tierkv_cluster_lease_renewals_total", "lease keep-alives etcd acknowledged",
+        "counter", n(c.lease_renewals));
+  gauge(out, "tierkv_cluster_etcd_round_trips_total", "requests to etcd", "counter",
+        n(c.etcd_round_trips));
+  gauge(out, "tierkv_cluster_etcd_failures_total", "requests to etcd that failed", "counter",
+        n(c.etcd_failures));
+  gauge(out, "tierkv_cluster_keys_purged_total", "old keys of regained slots removed", "counter",
+        n(c.keys_purged));
+  gauge(out, "tierkv_cluster_controller_leading", "1 while this node's controller leads", "gauge",
+        std::string_view(c.controller) == "leading" ? 1 : 0);
+  gauge(out, "tierkv_cluster_controller_maps_written_total", "slot maps this controller wrote",
+        "counter", n(c.controller_maps_written));
+  gauge(out, "tierkv_cluster_slots_migrating_out", "slots moving from this node", "gauge",
+        n(c.slots_migrating_out));
+  gauge(out, "tierkv_cluster_bytes_migrated_out_total", "value bytes moved to new owners",
+        "counter", n(c.bytes_migrated_out));
+  gauge(out, "tierkv_cluster_keys_migration_dropped_total",
+        "keys a new owner refused for good (misses)", "counter", n(c.keys_migration_dropped));
+}
+
 }  // namespace
 
 HttpMetricsServer::HttpMetricsServer(Server& server, asio::io_context& io)
@@ -198,6 +225,7 @@ std::string HttpMetricsServer::render() const {
   gauge(out, "tierkv_connected_clients", "connected clients", "gauge",
         static_cast<int64_t>(server_.client_count()));
   gauge(out, "tierkv_process_resident_memory_bytes", "resident set size", "gauge", m.rss_bytes);
+  if (const std::optional<ClusterFigures> c = cluster_figures(server_)) render_cluster(out, *c);
   return out;
 }
 

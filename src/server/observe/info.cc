@@ -261,16 +261,9 @@ void section_persistence(Server& s, std::string& out) {
 
 void section_cluster(Server& s, std::string& out) {
   out += "# Cluster\r\n";
-  const cluster::Member* member = s.context().cluster();
-  out += fmt::format("cluster_enabled:{}\r\n", member ? 1 : 0);
-  if (member == nullptr) return;
-  const std::shared_ptr<const cluster::SlotMap> map = member->map();
-  const std::optional<size_t> self = map ? map->index_of(member->self().id) : std::nullopt;
-  const cluster::Member::Stats st = member->stats();
-  const SlotPurger* purger = s.context().slot_purger();
-  const cluster::Controller* controller = s.context().controller();
-  const SlotMigrator* migrator = s.context().slot_migrator();
-  const SlotMigrator::Stats mig = migrator ? migrator->stats() : SlotMigrator::Stats{};
+  const std::optional<ClusterFigures> c = cluster_figures(s);
+  out += fmt::format("cluster_enabled:{}\r\n", c ? 1 : 0);
+  if (!c) return;
   auto refusals = [&](cluster::Route::Kind kind) {
     return s.context().cluster_refusals(kind).value();
   };
@@ -285,18 +278,16 @@ void section_cluster(Server& s, std::string& out) {
       "cluster_slots_migrating_out:{}\r\ncluster_migration_passes:{}\r\n"
       "cluster_migration_retries:{}\r\ncluster_migration_progress:{:.3f}\r\n"
       "cluster_migration_last_pass_ms:{}\r\ncluster_migration_last_pass_bytes:{}\r\n",
-      member->up() ? "ok" : "fail", map ? map->version() : 0, self ? map->slots_owned_by(*self) : 0,
-      st.renewals, st.registrations, st.etcd_round_trips, st.etcd_failures,
-      purger ? purger->keys_purged() : 0,
-      controller == nullptr ? "off" : (controller->leading() ? "leading" : "standing"),
-      controller ? controller->maps_written() : 0, refusals(cluster::Route::Kind::kMoved),
+      c->up ? "ok" : "fail", c->map_version, c->slots_owned, c->lease_renewals, c->registrations,
+      c->etcd_round_trips, c->etcd_failures, c->keys_purged, c->controller,
+      c->controller_maps_written, refusals(cluster::Route::Kind::kMoved),
       refusals(cluster::Route::Kind::kAsk), refusals(cluster::Route::Kind::kCrossSlot),
       refusals(cluster::Route::Kind::kTryAgain),
       refusals(cluster::Route::Kind::kDown) + refusals(cluster::Route::Kind::kUnserved),
       s.context().cluster_keys_migrated(true).value(),
-      s.context().cluster_keys_migrated(false).value(), mig.bytes_out, mig.keys_dropped,
-      mig.slots_moving, mig.passes, mig.retries, mig.pass_progress, mig.last_pass_ms,
-      mig.last_pass_bytes);
+      s.context().cluster_keys_migrated(false).value(), c->bytes_migrated_out,
+      c->keys_migration_dropped, c->slots_migrating_out, c->migration_passes, c->migration_retries,
+      c->migration_progress, c->migration_last_pass_ms, c->migration_last_pass_bytes);
 }
 
 void section_keyspace(Server& s, std::string& out) {
@@ -374,6 +365,39 @@ std::string render_info(Server& server, std::string_view section) {
     }
   }
   return out;
+}
+
+std::optional<ClusterFigures> cluster_figures(Server& s) {
+  const cluster::Member* member = s.context().cluster();
+  if (member == nullptr) return std::nullopt;
+  ClusterFigures c;
+  const std::shared_ptr<const cluster::SlotMap> map = member->map();
+  const std::optional<size_t> self = map ? map->index_of(member->self().id) : std::nullopt;
+  const cluster::Member::Stats st = member->stats();
+  c.up = member->up();
+  c.map_version = map ? map->version() : 0;
+  c.slots_owned = self ? map->slots_owned_by(*self) : 0;
+  c.lease_renewals = st.renewals;
+  c.registrations = st.registrations;
+  c.etcd_round_trips = st.etcd_round_trips;
+  c.etcd_failures = st.etcd_failures;
+  if (const SlotPurger* purger = s.context().slot_purger()) c.keys_purged = purger->keys_purged();
+  if (const cluster::Controller* controller = s.context().controller()) {
+    c.controller = controller->leading() ? "leading" : "standing";
+    c.controller_maps_written = controller->maps_written();
+  }
+  if (const SlotMigrator* migrator = s.context().slot_migrator()) {
+    const SlotMigrator::Stats m = migrator->stats();
+    c.bytes_migrated_out = m.bytes_out;
+    c.keys_migration_dropped = m.keys_dropped;
+    c.slots_migrating_out = m.slots_moving;
+    c.migration_passes = m.passes;
+    c.migration_retries = m.retries;
+    c.migration_progress = m.pass_progress;
+    c.migration_last_pass_ms = m.last_pass_ms;
+    c.migration_last_pass_bytes = m.last_pass_bytes;
+  }
+  return c;
 }
 
 }  // namespace tierkv::server

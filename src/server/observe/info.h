@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -40,5 +41,22 @@ struct MemoryFigures {
   int64_t rss_bytes = 0;
 };
 MemoryFigures memory_figures(Server& server);
+
+// Cluster-mode figures shared by INFO cluster and /metrics (the refusal and
+// migrated-keys counters are in the registry already).
+struct ClusterFigures {
+  bool up = false;
+  uint64_t map_version = 0, slots_owned = 0;
+  uint64_t lease_renewals = 0, registrations = 0, etcd_round_trips = 0, etcd_failures = 0;
+  uint64_t keys_purged = 0;
+  const char* controller = "off";  // leading, standing or off
+  uint64_t controller_maps_written = 0;
+  uint64_t bytes_migrated_out = 0, keys_migration_dropped = 0, slots_migrating_out = 0;
+  uint64_t migration_passes = 0, migration_retries = 0;
+  double migration_progress = 0;
+  uint64_t migration_last_pass_ms = 0, migration_last_pass_bytes = 0;
+};
+// Nullopt with cluster mode off.
+std::optional<ClusterFigures> cluster_figures(Server& server);
 
 }  // namespace tierkv::server
