@@ -260,7 +260,6 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
   // it is on its way) redirects by that map, as Redis does, rather than
   // answering that the cluster is down.
   query.cluster_up = map != nullptr && member->lease_current();
-  query.exists = [&server](std::string_view key) { return server.store().exists(key); };
   // Entered before route() asks whether the keys are here: a key the
   // migrator takes away after that waits until this command is done.
   KeyFence* fence = server.key_fence();
@@ -275,6 +274,9 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
       return "TRYAGAIN The key is moving to the slot's new owner";
     }
   }
+  // Asked only for a moving slot: the common path builds no callback.
+  if (map && query.slot->has_value() && map->moving_to(slot) != cluster::SlotMap::kNoNode)
+    query.exists = [&server](std::string_view key) { return server.store().exists(key); };
   const cluster::Route route = cluster::route(map ? *map : kNoMap, self_index, query);
   if (!route.serve()) {
     server.cluster_refusals(route.kind).add();
