@@ -377,7 +377,8 @@ def main():
                **{f"move {m['case']}": m["ratio"] for m in moves}}, "ratio to the bound")
     print(run.result_line({
         "ratio": f"{worst['ratio']:.3f}", "worst_cost_row": worst["row"].replace(" ", "_"),
-        "move_mem_ratio": f"{moves[0]['ratio']:.3f}", "move_flash_ratio": f"{moves[1]['ratio']:.3f}",
+        "move_mem_ratio": f"{moves[0]['ratio']:.3f}",
+        "move_flash_ratio": f"{moves[1]['ratio']:.3f}",
         "move_mem_mb_s": f"{moves[0]['mb_s']:.0f}", "move_flash_mb_s": f"{moves[1]['mb_s']:.0f}",
         "control_s": f"{moves[0]['control_s']:.2f}",
         "loopback_mb_s": f"{args.size / 1e6 / loop:.0f}",

@@ -269,3 +269,31 @@ def test_kill_9_during_a_move_loses_keys_never_values(managed, victim):
         hits += got is not None
     assert hits > 0
     rc.close()
+
+
+def test_a_key_the_target_refuses_is_dropped_and_the_move_finishes(managed):
+    """A value larger than the target's proto-max-bulk-len cannot move: the
+    target refuses it, the source drops it (a miss, counted), and the rest
+    of the slot moves and flips."""
+    etcd, start = managed
+    source = start("--flash-size", "0")
+    wait_until(lambda: settled([source], lambda i, c: c == SLOTS), what="one node owning all")
+    target = start("--flash-size", "0", "--proto-max-bulk-len", "1mb",
+                   "--max-object-size", "1mb")
+    nodes = [source, target]
+    wait_until(lambda: settled(nodes, lambda i, c: c > 8000), what="an even split")
+    rc = SlotClient(source.port)
+    big = next(f"big{i}" for i in range(100) if owner(nodes, f"big{i}") is source)
+    assert rc.call(big, "SET", big, b"x" * (2 * MIB))
+    small = {f"s{i}": f"v{i}".encode() for i in range(200)}
+    for k, v in small.items():
+        assert rc.call(k, "SET", k, v)
+    drain(etcd, source)
+    wait_until(lambda: settled(nodes, lambda i, c: c == (0 if i == 0 else SLOTS)), timeout=60,
+               what="the drain to finish")
+    assert info(source)["cluster_keys_migration_dropped"] == 1
+    assert rc.call(big, "GET", big) is None
+    for k, v in small.items():
+        assert rc.call(k, "GET", k) == v
+    assert source.client().dbsize() == 0
+    rc.close()
