@@ -132,6 +132,9 @@ struct Config {
   int64_t cluster_weight = 1;
   int64_t cluster_lease_ttl_s = 5;
   bool cluster_controller = true;  // stand for controller (slot assignment)
+  int64_t cluster_migrate_batch_keys = 64;
+  int64_t cluster_migrate_inline_bytes = 4 << 20;
+  int64_t cluster_migrate_timeout_ms = 10000;
   // preheat (see docs/preheat.md)
   std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
   int64_t preheat_max_jobs = 2;

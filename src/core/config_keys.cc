@@ -380,6 +380,17 @@ const std::vector<KeySpec>& specs() {
                 "stand in the election of the controller, which assigns slots to the live nodes "
                 "(no: the slot map is written by hand or by other nodes)"},
                &C::cluster_controller),
+      int_key({"cluster-migrate-batch-keys",
+               "keys a node moving a slot away sends per batch (fenced and pipelined together)"},
+              &C::cluster_migrate_batch_keys, 1, 100000),
+      bytes_key({"cluster-migrate-inline-bytes",
+                 "values up to this size are pipelined whole when a slot moves; larger ones "
+                 "stream alone, 1 MiB at a time"},
+                &C::cluster_migrate_inline_bytes, 4096, 1 << 30),
+      millis_key({"cluster-migrate-timeout-ms",
+                  "how long a slot move waits on the new owner's connection before it sends "
+                  "the batch again"},
+                 &C::cluster_migrate_timeout_ms, 100, 3600000),
       list_key({"preheat-sources",
                 "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
                 "empty: preheat is refused",

@@ -76,7 +76,9 @@ def owner(nodes, key):
 def test_a_drain_moves_every_key_memory_and_flash_with_ttls(managed):
     etcd, start = managed
     # Memory far smaller than the data: most values live on flash only.
-    nodes = [start("--memory", "32mb") for _ in range(2)]
+    # Small batches, and values over 64 KiB streaming in 64 KiB pieces.
+    nodes = [start("--memory", "32mb", "--cluster-migrate-batch-keys", "7",
+                   "--cluster-migrate-inline-bytes", "64kb") for _ in range(2)]
     wait_until(lambda: settled(nodes, lambda i, c: c > 8000), what="an even split")
     rc = client_of(nodes)
     rng = random.Random(7)

@@ -372,11 +372,15 @@ void Server::join_cluster(const Config& config) {
   o.lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s);
   slot_purger_ = std::make_unique<SlotPurger>(store_, o.self.id);
   key_fence_ = std::make_unique<KeyFence>();
-  slot_migrator_ =
-      std::make_unique<SlotMigrator>(store_, *key_fence_, context_.cluster_keys_migrated(false),
-                                     SlotMigratorOptions{.etcd_endpoints = config.cluster_etcd,
-                                                         .cluster_name = config.cluster_name,
-                                                         .self_id = o.self.id});
+  SlotMigratorOptions moves{.etcd_endpoints = config.cluster_etcd,
+                            .cluster_name = config.cluster_name,
+                            .self_id = o.self.id};
+  moves.batch_keys = static_cast<size_t>(config.cluster_migrate_batch_keys);
+  moves.batch_bytes = static_cast<uint64_t>(config.cluster_migrate_inline_bytes);
+  moves.piece_bytes = std::min<uint64_t>(moves.piece_bytes, moves.batch_bytes);
+  moves.io_timeout = std::chrono::milliseconds(config.cluster_migrate_timeout_ms);
+  slot_migrator_ = std::make_unique<SlotMigrator>(
+      store_, *key_fence_, context_.cluster_keys_migrated(false), std::move(moves));
   o.before_publish = [purger = slot_purger_.get(), migrator = slot_migrator_.get()](
                          const cluster::SlotMap* old, const cluster::SlotMap& next) {
     purger->mark(old, next);
