@@ -95,6 +95,10 @@ Result<RespValue> RespClient::command(const std::vector<std::string>& args) {
   return read_value(0);
 }
 
+void RespClient::shutdown() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
 Status RespClient::send(std::string_view bytes) {
   for (size_t sent = 0; sent < bytes.size();) {
     const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);

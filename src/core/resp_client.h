@@ -42,6 +42,9 @@ class RespClient {
 
   Result<RespValue> command(const std::vector<std::string>& args);
   Status send(std::string_view bytes);
+  // Ends a send or receive blocked in another thread (it fails at once);
+  // the client is unusable afterwards.
+  void shutdown();
   Result<RespValue> read_reply() { return read_value(0); }
 
   // Appends the RESP encoding of `args` to `out`.

@@ -1,6 +1,7 @@
 #include "cli/tierkv/cluster_admin.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <thread>
@@ -103,21 +104,25 @@ Result<ClusterNode> find_node(const ClusterView& v, const std::string& which) {
                                                 : "'" + which + "' names more than one node");
 }
 
-// The INFO cluster figure `field` of a node (nullopt if it cannot be asked).
-std::optional<int64_t> node_figure(const ClusterNode& n, std::string_view field) {
+// A node's INFO cluster text ("" if it cannot be asked): one round trip
+// for all of its figures.
+std::string node_info(const ClusterNode& n) {
   Result<RespClient> c =
       RespClient::connect(fmt::format("{}:{}", n.host, n.port), std::chrono::milliseconds(1000));
-  if (!c) return std::nullopt;
+  if (!c) return {};
   Result<RespValue> info = c->command({"INFO", "cluster"});
-  if (!info || info->type != RespValue::Type::kBulk) return std::nullopt;
-  const std::string key = std::string(field) + ":";
-  const size_t at = info->text.find(key);
-  if (at == std::string::npos) return std::nullopt;
-  return std::stoll(info->text.substr(at + key.size()));
+  return info && info->type == RespValue::Type::kBulk ? info->text : std::string();
 }
 
-std::string figure_text(std::optional<int64_t> v) {
-  return v ? std::to_string(*v) : "-";
+// The figure `field` of an INFO text, or "-".
+std::string figure_text(const std::string& info, std::string_view field) {
+  const std::string key = "\n" + std::string(field) + ":";
+  const size_t at = info.find(key);
+  if (at == std::string::npos) return "-";
+  const char* begin = info.data() + at + key.size();
+  int64_t v = 0;
+  if (std::from_chars(begin, info.data() + info.size(), v).ec != std::errc()) return "-";
+  return std::to_string(v);
 }
 
 void print_status(const ClusterView& v, const std::string& name) {
@@ -135,9 +140,8 @@ void print_status(const ClusterView& v, const std::string& name) {
                         : v.is_draining(n.id) ? "draining"
                         : !in_map             ? "joining"
                                               : "up";
-    const auto figure = [&](std::string_view field) {
-      return figure_text(live ? node_figure(n, field) : std::nullopt);
-    };
+    const std::string info = live ? node_info(n) : std::string();
+    const auto figure = [&](std::string_view field) { return figure_text(info, field); };
     std::printf("%-10s %-22s %6llu %6zu %6zu %6zu %9s %9s  %s\n", n.id.substr(0, 8).c_str(),
                 fmt::format("{}:{}", n.host, n.port).c_str(),
                 static_cast<unsigned long long>(n.weight), in_map ? v.map->slots_owned_by(i) : 0,

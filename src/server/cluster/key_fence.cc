@@ -5,14 +5,14 @@ namespace tierkv::server {
 KeyFence::Pass& KeyFence::Pass::operator=(Pass&& o) noexcept {
   if (this != &o) {
     leave();
-    fence_ = std::exchange(o.fence_, nullptr);
+    fence_ = std::move(o.fence_);
     keys_ = std::move(o.keys_);
   }
   return *this;
 }
 
 void KeyFence::Pass::leave() {
-  if (fence_ != nullptr) std::exchange(fence_, nullptr)->leave(keys_);
+  if (std::shared_ptr<KeyFence> fence = std::move(fence_)) fence->leave(keys_);
 }
 
 std::optional<KeyFence::Pass> KeyFence::enter(std::span<const std::string_view> keys) {
@@ -22,7 +22,7 @@ std::optional<KeyFence::Pass> KeyFence::enter(std::span<const std::string_view> 
     if (fenced_.contains(k)) return std::nullopt;
   }
   for (const std::string& k : held) ++passes_[k];
-  return Pass(this, std::move(held));
+  return Pass(shared_from_this(), std::move(held));
 }
 
 void KeyFence::leave(std::span<const std::string> keys) {

@@ -12,7 +12,9 @@
 // owner acknowledged leaves no write behind.
 //
 // Only slots that are moving pay for the fence (one mutex); the rest of the
-// key space never reaches it.
+// key space never reaches it. A pass shares ownership of its fence: a
+// connection whose write was still landing at shutdown may be destroyed
+// after the server let the fence go.
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
@@ -21,6 +23,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -30,24 +33,26 @@
 
 namespace tierkv::server {
 
-class KeyFence {
+class KeyFence : public std::enable_shared_from_this<KeyFence> {
  public:
   // A command's hold on its keys: fence() waits for it to go.
   class Pass {
    public:
-    Pass(Pass&& o) noexcept : fence_(std::exchange(o.fence_, nullptr)), keys_(std::move(o.keys_)) {}
+    Pass(Pass&& o) noexcept : fence_(std::move(o.fence_)), keys_(std::move(o.keys_)) {}
     Pass& operator=(Pass&& o) noexcept;
     ~Pass() { leave(); }
 
    private:
     friend class KeyFence;
-    Pass(KeyFence* fence, std::vector<std::string> keys) : fence_(fence), keys_(std::move(keys)) {}
+    Pass(std::shared_ptr<KeyFence> fence, std::vector<std::string> keys)
+        : fence_(std::move(fence)), keys_(std::move(keys)) {}
     void leave();
-    KeyFence* fence_;
+    std::shared_ptr<KeyFence> fence_;
     std::vector<std::string> keys_;
   };
 
-  // A pass for `keys`, or nullopt if one of them is fenced.
+  // A pass for `keys`, or nullopt if one of them is fenced. The fence must
+  // be owned by a shared_ptr.
   std::optional<Pass> enter(std::span<const std::string_view> keys);
   // Fences `keys`, then waits until no pass holds one of them. False (and
   // nothing fenced) if that takes longer than `timeout`.

@@ -56,6 +56,7 @@ bool worth_retrying(std::string_view error) {
 struct SlotMigrator::Connection {
   std::string address;
   RespClient client;
+  std::string out;  // requests being built, reused: no fresh pages per batch
 };
 
 bool SlotMigrator::Plan::empty() const {
@@ -86,6 +87,8 @@ SlotMigrator::SlotMigrator(Store& store, KeyFence& fence, Counter& keys_out,
 SlotMigrator::~SlotMigrator() {
   thread_.request_stop();
   wake_.notify_all();
+  std::lock_guard lock(link_mu_);
+  if (link_) link_->client.shutdown();  // a blocked send or receive ends now
 }
 
 void SlotMigrator::on_map(const cluster::SlotMap& next) {
@@ -207,17 +210,17 @@ bool SlotMigrator::move_batch(std::stop_token& stop, const Plan& plan,
   for (;;) {
     const std::string address = address_of(target);
     if (!link_ || link_->address != address) {
-      link_.reset();
+      set_link(nullptr);
       Result<RespClient> c = RespClient::connect(address, options_.io_timeout);
       if (c.is_ok() && c->command({"CLIENT", "SETNAME", std::string(kMigratorClientName)}).is_ok())
-        link_.reset(new Connection{address, std::move(*c)});
+        set_link(std::make_unique<Connection>(Connection{address, std::move(*c), {}}));
     }
     Status st = link_ ? send_batch(*link_, keys) : Status::io_error("cannot connect");
     if (st.is_ok()) {
       moved = true;
       break;
     }
-    if (st.code() != StatusCode::kBusy) link_.reset();  // the stream may be cut mid-request
+    if (st.code() != StatusCode::kBusy) set_link(nullptr);  // the stream may be cut mid-request
     retries_.fetch_add(1, std::memory_order_relaxed);
     spdlog::debug("cluster: moving keys to {}: {}; again", address, st.to_string());
     if (!current(plan) || !pause(stop, kRetryPause)) break;
@@ -226,8 +229,16 @@ bool SlotMigrator::move_batch(std::stop_token& stop, const Plan& plan,
   return moved;
 }
 
+void SlotMigrator::set_link(std::unique_ptr<Connection> link) {
+  std::lock_guard lock(link_mu_);
+  link_ = std::move(link);
+  // Made after the destructor cut the old one: cut it too.
+  if (link_ && thread_.get_stop_token().stop_requested()) link_->client.shutdown();
+}
+
 Status SlotMigrator::send_batch(Connection& link, const std::vector<std::string>& keys) {
-  std::string out;
+  std::string& out = link.out;
+  out.clear();
   struct Sent {
     const std::string* key;
     uint64_t version, size;

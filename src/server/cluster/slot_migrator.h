@@ -104,6 +104,7 @@ class SlotMigrator {
   // Reads the ASKING and SET replies of `key` and acts on them.
   Status settle(Connection& link, const std::string& key, uint64_t version, uint64_t size);
   bool current(const Plan& plan) const;
+  void set_link(std::unique_ptr<Connection> link);
   bool report(const Plan& plan);  // false if etcd did not take it
   bool pause(std::stop_token& stop, std::chrono::milliseconds d);
 
@@ -115,7 +116,10 @@ class SlotMigrator {
   std::condition_variable_any wake_;
   Plan latest_;  // of the newest map
   uint64_t generation_ = 0;
-  std::unique_ptr<Connection> link_;  // the migrator thread's only
+  // The migrator thread's link; link_mu_ guards swapping it, so that the
+  // destructor can cut a send or receive that is blocked on it.
+  std::mutex link_mu_;
+  std::unique_ptr<Connection> link_;
   std::atomic<uint64_t> bytes_out_{0}, keys_dropped_{0}, passes_{0}, retries_{0};
   std::atomic<uint64_t> slots_moving_{0}, progress_cursor_{0};
   std::atomic<uint64_t> last_pass_ms_{0}, last_pass_bytes_{0};

@@ -371,7 +371,7 @@ void Server::join_cluster(const Config& config) {
             static_cast<uint64_t>(config.cluster_weight)};
   o.lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s);
   slot_purger_ = std::make_unique<SlotPurger>(store_, o.self.id);
-  key_fence_ = std::make_unique<KeyFence>();
+  key_fence_ = std::make_shared<KeyFence>();
   SlotMigratorOptions moves{.etcd_endpoints = config.cluster_etcd,
                             .cluster_name = config.cluster_name,
                             .self_id = o.self.id};

@@ -133,7 +133,7 @@ class Server {
   // Cluster mode: this node in etcd; made once the port is known.
   // Before cluster_: Member calls them.
   std::unique_ptr<SlotPurger> slot_purger_;
-  std::unique_ptr<KeyFence> key_fence_;
+  std::shared_ptr<KeyFence> key_fence_;  // connections' passes share it
   std::unique_ptr<SlotMigrator> slot_migrator_;
   std::unique_ptr<cluster::Member> cluster_;
   std::unique_ptr<cluster::Controller> controller_;

@@ -16,7 +16,8 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(KeyFenceTest, FencedKeysRefuseNewPasses) {
-  KeyFence fence;
+  auto shared = std::make_shared<KeyFence>();
+  KeyFence& fence = *shared;
   const std::vector<std::string> a{"a"};
   ASSERT_TRUE(fence.fence(a, milliseconds(10)));
   std::vector<std::string_view> both{"a", "b"}, b{"b"};
@@ -26,10 +27,15 @@ TEST(KeyFenceTest, FencedKeysRefuseNewPasses) {
   fence.unfence(a);
   EXPECT_FALSE(fence.fenced("a"));
   EXPECT_TRUE(fence.enter(both));
+  // A pass keeps its fence alive: the server may drop it first.
+  std::optional<KeyFence::Pass> late = fence.enter(b);
+  shared.reset();
+  late.reset();
 }
 
 TEST(KeyFenceTest, FenceWaitsForPassesOrGivesUp) {
-  KeyFence fence;
+  auto shared = std::make_shared<KeyFence>();
+  KeyFence& fence = *shared;
   std::vector<std::string_view> a{"a"};
   std::optional<KeyFence::Pass> pass = fence.enter(a);
   ASSERT_TRUE(pass);
@@ -52,7 +58,8 @@ TEST(KeyFenceTest, FenceWaitsForPassesOrGivesUp) {
 }
 
 TEST(KeyFenceTest, NoPassHoldsAFencedKey) {
-  KeyFence fence;
+  auto shared = std::make_shared<KeyFence>();
+  KeyFence& fence = *shared;
   constexpr int kKeys = 4;
   std::array<std::atomic<int>, kKeys> holders{};
   std::array<std::atomic<bool>, kKeys> fenced{};
