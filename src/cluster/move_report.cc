@@ -52,6 +52,24 @@ Result<MoveReport> MoveReport::from_json(std::string_view text) {
   }
 }
 
+std::string MoveStall::to_json() const {
+  return nlohmann::json{{"version", version}, {"target", target}, {"error", error}}.dump();
+}
+
+Result<MoveStall> MoveStall::from_json(std::string_view text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("version") ||
+      !j["version"].is_number_unsigned() || !j.contains("target") || !j["target"].is_string() ||
+      !j.contains("error") || !j["error"].is_string())
+    return Status::invalid_argument("move stall: not the JSON of one");
+  return MoveStall{j["version"].get<uint64_t>(), j["target"].get<std::string>(),
+                   j["error"].get<std::string>()};
+}
+
+std::string stall_key(std::string_view cluster_name, std::string_view node_id) {
+  return cluster_prefix(cluster_name) + "stalled/" + std::string(node_id);
+}
+
 std::string moved_key(std::string_view cluster_name, std::string_view node_id) {
   return cluster_prefix(cluster_name) + "moved/" + std::string(node_id);
 }

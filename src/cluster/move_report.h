@@ -39,4 +39,26 @@ struct MoveReport {
 
 std::string moved_key(std::string_view cluster_name, std::string_view node_id);
 
+// MoveStall: why a node's keys are not moving, for the operator (tierkv
+// cluster drain|rebalance exit 1 with it, status shows it). The node
+// writes it when its new owner refuses a key for a reason that does not
+// pass on its own (a wrong masterauth, the owner's I/O errors), or when a
+// batch has failed for longer than the migrator's timeout; it deletes it
+// once a batch lands again; while the stall lasts it writes it again every
+// second, so a watcher can tell a stall said since it began watching. The
+// keys stay on the node meanwhile, and it keeps trying.
+//
+// Kept in etcd at /tierkv/<name>/stalled/<node-id> (stall_key()), as JSON:
+//   {"version": 7, "target": "target-id", "error": "WRONGPASS ..."}
+struct MoveStall {
+  uint64_t version = 0;
+  std::string target;
+  std::string error;
+
+  std::string to_json() const;
+  static Result<MoveStall> from_json(std::string_view text);
+};
+
+std::string stall_key(std::string_view cluster_name, std::string_view node_id);
+
 }  // namespace tierkv::cluster

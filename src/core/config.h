@@ -135,6 +135,10 @@ struct Config {
   int64_t cluster_migrate_batch_keys = 64;
   int64_t cluster_migrate_inline_bytes = 4 << 20;
   int64_t cluster_migrate_timeout_ms = 10000;
+  // The login of a node moving keys to another (Redis's names for a
+  // replica's login to its master); masterauth empty: requirepass.
+  std::string masteruser;
+  std::string masterauth;
   // preheat (see docs/preheat.md)
   std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
   int64_t preheat_max_jobs = 2;

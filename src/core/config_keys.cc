@@ -36,6 +36,21 @@ Status bad_value(std::string_view key, std::string_view value, std::string_view 
   return Status::invalid_argument(fmt::format("invalid value '{}' for '{}': {}", value, key, why));
 }
 
+// A node announces where the others and clients reach it, and its id is
+// derived from that address: a wildcard would give every node one id.
+Status check_announce_host(const Config& c) {
+  const bool own = !c.cluster_announce_host.empty();
+  const std::string& host = own ? c.cluster_announce_host : c.bind;
+  for (std::string_view wildcard : {"", "0.0.0.0", "::", "[::]", "*", "::0"}) {
+    if (host != wildcard) continue;
+    if (own) return bad_value("cluster-announce-host", host, "no other node can reach it");
+    return bad_value("bind", host,
+                     "with 'cluster-enabled yes' set 'cluster-announce-host' to an address "
+                     "other nodes can reach");
+  }
+  return Status::ok();
+}
+
 Status out_of_bounds(std::string_view key, std::string_view value, double min, double max) {
   // kMaxI is not exactly representable as int64_t once it is a double.
   if (max >= kMaxI)
@@ -391,6 +406,15 @@ const std::vector<KeySpec>& specs() {
                   "how long a slot move waits on the new owner's connection before it sends "
                   "the batch again"},
                  &C::cluster_migrate_timeout_ms, 100, 3600000),
+      string_key(
+          {"masteruser", "user a node moving slots logs in as on their new owner (empty: default)",
+           A::kNetworkLimits},
+          &C::masteruser),
+      string_key({"masterauth",
+                  "password a node moving slots logs in with on their new owner (empty: "
+                  "requirepass)",
+                  A::kNetworkLimits},
+                 &C::masterauth),
       list_key({"preheat-sources",
                 "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
                 "empty: preheat is refused",
@@ -549,6 +573,7 @@ Status config_validate(const Config& c) {
     return Status::invalid_argument("'cluster-enabled yes' needs 'cluster-etcd' endpoints");
   if (c.cluster_enabled && c.port == 0 && c.cluster_announce_port == 0)
     return Status::invalid_argument("'cluster-enabled yes' needs a TCP 'port' to announce");
+  if (c.cluster_enabled) TIERKV_RETURN_IF_ERROR(check_announce_host(c));
   if (!std::has_single_bit(static_cast<uint64_t>(c.chunk_size)))
     return Status::invalid_argument(
         fmt::format("invalid value '{}' for 'chunk-size': must be a power of two", c.chunk_size));

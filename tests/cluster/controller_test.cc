@@ -123,6 +123,20 @@ TEST(MoveReportTest, RoundTripsAndRefusesBadRanges) {
   }
 }
 
+TEST(MoveStallTest, RoundTripsAndRefusesWhatIsNotOne) {
+  const MoveStall stall{7, "target-id", "WRONGPASS invalid username-password pair"};
+  Result<MoveStall> back = MoveStall::from_json(stall.to_json());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->version, 7u);
+  EXPECT_EQ(back->target, "target-id");
+  EXPECT_EQ(back->error, stall.error);
+  EXPECT_EQ(stall_key("c", "n1"), "/tierkv/c/stalled/n1");
+  for (std::string_view bad : {"", "[]", R"({"version":-1,"target":"t","error":"e"})",
+                               R"({"version":1,"target":2,"error":"e"})", R"({"version":1})"}) {
+    EXPECT_FALSE(MoveStall::from_json(bad).is_ok()) << bad;
+  }
+}
+
 class ControllerTest : public ::testing::Test {
  protected:
   ControllerOptions options(std::string id) {

@@ -88,6 +88,25 @@ TEST(ConfigTest, TieringKeysAndEnumValuesWithUnderscores) {
   EXPECT_FALSE(config_validate(c).is_ok());
 }
 
+TEST(ConfigTest, ClusterModeRefusesAnAnnounceAddressNoOneReaches) {
+  Config c;
+  c.cluster_enabled = true;
+  EXPECT_TRUE(config_validate(c).is_ok());  // bind 127.0.0.1: reachable on loopback
+  for (const char* wildcard : {"0.0.0.0", "::", "*"}) {
+    c.bind = wildcard;
+    Status st = config_validate(c);
+    EXPECT_FALSE(st.is_ok()) << wildcard;
+    EXPECT_NE(st.message().find("cluster-announce-host"), std::string::npos) << st.message();
+    c.cluster_announce_host = "10.0.0.7";
+    EXPECT_TRUE(config_validate(c).is_ok()) << wildcard;
+    c.cluster_announce_host = wildcard;
+    EXPECT_FALSE(config_validate(c).is_ok()) << wildcard;
+    c.cluster_announce_host.clear();
+  }
+  c.cluster_enabled = false;
+  EXPECT_TRUE(config_validate(c).is_ok());  // only cluster mode announces
+}
+
 TEST(ConfigTest, RepeatedFlagTakesTheLastValue) {
   const char* argv[] = {"prog", "--memory", "64mb", "--memory", "128mb"};
   Result<Config> c = load_config(5, argv, "prog");
@@ -231,6 +250,8 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
                                              "prefetch-cooldown-ms",
                                              "prefetch-cooldown-max-ms",
                                              "prefetch-min-window-share",
+                                             "masteruser",
+                                             "masterauth",
                                              "preheat-sources",
                                              "preheat-max-jobs",
                                              "preheat-pieces-inflight",

@@ -390,3 +390,18 @@ def test_the_controller_assigns_slots_and_follows_deaths_and_joins(managed):
     wait_until(lambda: min(owned(nodes)) > 5000 and sum(owned(nodes)) == SLOTS,
                what="the new node's share")
     rc.close()
+
+
+@pytest.mark.parametrize("flags", [["--bind", "0.0.0.0"],
+                                   ["--cluster-announce-host", "0.0.0.0"],
+                                   ["--cluster-announce-host", "::"]])
+def test_an_address_no_one_can_reach_is_refused(flags, tmp_path):
+    """Every node bound to 0.0.0.0 would announce 0.0.0.0 and get the same
+    id: the server refuses to start, with one line naming the key."""
+    from conftest import TIERKV_SERVER
+    run = subprocess.run([TIERKV_SERVER, "--port", str(free_port()), "--flash-size", "0",
+                          "--metrics-port", "0", "--cluster-enabled", "yes", *flags],
+                         capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert run.returncode != 0
+    lines = (run.stderr + run.stdout).strip().splitlines()
+    assert len(lines) == 1 and "announce" in lines[0], run.stderr + run.stdout

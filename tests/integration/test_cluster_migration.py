@@ -35,17 +35,17 @@ def managed(make_tierkv):
     etcd.close()
 
 
-def info(node):
-    return node.client().info("cluster")
+def info(node, **kw):
+    return node.client(**kw).info("cluster")
 
 
 def owned(nodes):
     return [info(n).get("cluster_slots_owned", 0) for n in nodes]
 
 
-def settled(nodes, want):
+def settled(nodes, want, **kw):
     """Every slot owned, none moving, and each node owning `want(i)` slots."""
-    infos = [info(n) for n in nodes]
+    infos = [info(n, **kw) for n in nodes]
     if any(i.get("cluster_slots_migrating_out", 1) != 0 for i in infos):
         return False
     counts = [i.get("cluster_slots_owned", 0) for i in infos]
@@ -60,9 +60,9 @@ def drain(etcd, node):
     etcd.put(f"/tierkv/mig/drain/{node_id(node)}", "")
 
 
-def client_of(nodes):
+def client_of(nodes, **kw):
     return RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", n.port) for n in nodes],
-                        decode_responses=False, cluster_error_retry_attempts=10)
+                        decode_responses=False, cluster_error_retry_attempts=10, **kw)
 
 
 def owner(nodes, key):
@@ -299,3 +299,97 @@ def test_a_key_the_target_refuses_is_dropped_and_the_move_finishes(managed):
         assert rc.call(k, "GET", k) == v
     assert source.client().dbsize() == 0
     rc.close()
+
+
+def write_keys(rc, prefix, n, model):
+    for i in range(n):
+        k, v = f"{prefix}{i}", f"{prefix}{i}=v".encode()
+        assert rc.set(k, v)
+        model[k] = v
+
+
+def assert_holds(nodes, model, **kw):
+    """Every key of `model` reads its value through the cluster, and the
+    nodes hold no other key (none left behind where no one routes)."""
+    rc = client_of(nodes, **kw)
+    missing = [k for k, v in model.items() if rc.get(k) != v]
+    assert not missing, f"{len(missing)} of {len(model)} keys lost, e.g. {missing[:5]}"
+    assert sum(n.client(**kw).dbsize() for n in nodes) == len(model)
+    rc.close()
+
+
+def split_with_password(start, n, b_flags=()):
+    """Two nodes with requirepass s3cret (b also with `b_flags`), split
+    evenly, holding n keys written through the cluster; returns the nodes
+    and the model."""
+    nodes = [start("--requirepass", "s3cret"), start("--requirepass", "s3cret", *b_flags)]
+    wait_until(lambda: settled(nodes, lambda i, c: c > 8000, password="s3cret"),
+               what="an even split")
+    model = {}
+    rc = client_of(nodes, password="s3cret")
+    write_keys(rc, "p", n, model)
+    rc.close()
+    return nodes, model
+
+
+def test_a_drain_with_requirepass_loses_nothing(managed):
+    """Nodes with requirepass: the migrator logs in to the new owner with
+    it (masterauth empty), and every key moves."""
+    etcd, start = managed
+    nodes, model = split_with_password(start, 1500)
+    a, b = nodes
+    drained = cluster_cli(etcd, "drain", f"127.0.0.1:{b.port}")
+    assert drained.returncode == 0, drained.stderr
+    assert b.client(password="s3cret").dbsize() == 0
+    assert_holds(nodes, model, password="s3cret")
+
+
+def test_a_refused_login_stalls_the_drain_and_keeps_every_key(managed):
+    """A wrong masterauth: the new owner refuses the login, so no key moves
+    and none is removed; tierkv cluster drain exits 1 with the reply. Once
+    CONFIG SET masterauth is right, the same move finishes."""
+    etcd, start = managed
+    nodes, model = split_with_password(start, 600, ("--masterauth", "wrong"))
+    a, b = nodes
+    held = b.client(password="s3cret").dbsize()
+    stalled = cluster_cli(etcd, "drain", f"127.0.0.1:{b.port}")
+    assert stalled.returncode == 1, (stalled.stdout, stalled.stderr)
+    why = stalled.stderr.splitlines()[-1]  # after the progress line
+    assert why.startswith("tierkv: keys of") and "WRONGPASS" in why, stalled.stderr
+    status = cluster_cli(etcd, "status")
+    assert "stalled:" in status.stdout and "WRONGPASS" in status.stdout, status.stdout
+    assert b.client(password="s3cret").dbsize() == held  # nothing removed
+    assert info(b, password="s3cret")["cluster_keys_migration_dropped"] == 0
+    assert_holds(nodes, model, password="s3cret")  # every key still served (from b)
+    b.client(password="s3cret").config_set("masterauth", "s3cret")
+    drained = cluster_cli(etcd, "drain", f"127.0.0.1:{b.port}")
+    assert drained.returncode == 0, drained.stderr
+    assert b.client(password="s3cret").dbsize() == 0
+    assert_holds(nodes, model, password="s3cret")
+    assert "stalled:" not in cluster_cli(etcd, "status").stdout
+
+
+def test_draining_a_node_twice_loses_nothing(managed):
+    """drain B, rebalance, write more, drain B again: the second drain moves
+    the keys B gained since (the migrator does not take the second, equal
+    set of moves for the first, already done). The rebalance moves keys
+    back to B with its slots, so both drains have keys to move."""
+    etcd, start = managed
+    nodes = [start() for _ in range(2)]
+    wait_until(lambda: settled(nodes, lambda i, c: c > 8000), what="an even split")
+    a, b = nodes
+    model = {}
+    rc = client_of(nodes)
+    write_keys(rc, "first", 800, model)
+    for step in ("drain", "rebalance", "drain"):
+        args = [step, f"127.0.0.1:{b.port}"] if step == "drain" else [step]
+        done = cluster_cli(etcd, *args)
+        assert done.returncode == 0, (step, done.stderr)
+        if step == "rebalance":
+            rc.close()
+            rc = client_of(nodes)
+            write_keys(rc, "second", 800, model)
+            assert b.client().dbsize() > 300
+    rc.close()
+    assert b.client().dbsize() == 0
+    assert_holds(nodes, model)

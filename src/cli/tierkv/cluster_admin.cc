@@ -9,6 +9,7 @@
 #include "cli/tierkv/cli_common.h"
 #include "cluster/etcd_client.h"
 #include "cluster/member.h"
+#include "cluster/move_report.h"
 #include "cluster/slot_map.h"
 #include "core/resp_client.h"
 
@@ -25,6 +26,10 @@ struct ClusterView {
   std::vector<ClusterNode> live;  // registered (their lease is current)
   std::vector<std::string> draining;
   std::string controller;
+  // By the id of the node whose keys wait, with the etcd revision of the
+  // word (a stalled node says it again every second).
+  std::map<std::string, std::pair<cluster::MoveStall, int64_t>> stalls;
+  int64_t revision = 0;  // etcd's, when read
 
   bool is_live(const std::string& id) const {
     return std::any_of(live.begin(), live.end(), [&](const ClusterNode& n) { return n.id == id; });
@@ -76,6 +81,13 @@ Result<ClusterView> read_view(cluster::EtcdClient& etcd, const std::string& name
   Result<EtcdRange> drains = etcd.get_prefix(prefix + "drain/");
   if (!drains) return drains.status();
   for (const cluster::EtcdKeyValue& kv : drains->kvs) v.draining.push_back(last_part(kv.key));
+  Result<EtcdRange> stalls = etcd.get_prefix(prefix + "stalled/");
+  if (!stalls) return stalls.status();
+  for (const cluster::EtcdKeyValue& kv : stalls->kvs) {
+    if (Result<cluster::MoveStall> st = cluster::MoveStall::from_json(kv.value); st)
+      v.stalls[last_part(kv.key)] = {std::move(*st), kv.mod_revision};
+  }
+  v.revision = stalls->revision;
   Result<EtcdRange> controller = etcd.get(prefix + "controller");
   if (!controller) return controller.status();
   if (!controller->kvs.empty()) v.controller = controller->kvs[0].value;
@@ -125,6 +137,22 @@ std::string figure_text(const std::string& info, std::string_view field) {
   return std::to_string(v);
 }
 
+// Why a move of the current map does not go on, if a node moving slots
+// away has said so after etcd's revision `since`: "keys of <id> cannot move
+// to <id>: <reply>".
+std::optional<std::string> stalled(const ClusterView& v, int64_t since = 0) {
+  if (!v.map) return std::nullopt;
+  for (const auto& [id, word] : v.stalls) {
+    const auto& [stall, revision] = word;
+    if (revision <= since) continue;
+    const std::optional<size_t> i = v.map->index_of(id);
+    if (!i || v.moving(*i, false) == 0) continue;  // moves nothing now: an old word
+    return fmt::format("keys of {} cannot move to {}: {}", id.substr(0, 8),
+                       stall.target.substr(0, 8), stall.error);
+  }
+  return std::nullopt;
+}
+
 void print_status(const ClusterView& v, const std::string& name) {
   std::printf("cluster '%s': map version %llu, %zu of %u slots owned, %zu moving, controller %s\n",
               name.c_str(), static_cast<unsigned long long>(v.map ? v.map->version() : 0),
@@ -149,6 +177,7 @@ void print_status(const ClusterView& v, const std::string& name) {
                 figure("cluster_keys_migrated_out").c_str(),
                 figure("cluster_keys_migrated_in").c_str(), state);
   }
+  if (std::optional<std::string> why = stalled(v)) std::printf("stalled: %s\n", why->c_str());
 }
 
 // Polls until `done(view)`, showing `progress(view)` as done-of-total.
@@ -158,12 +187,16 @@ int watch(cluster::EtcdClient& etcd, const ClusterArgs& a, Done done, Measure me
           const std::string& what) {
   ProgressLine line(a.quiet);
   const auto start = std::chrono::steady_clock::now();
+  // Only a stall said while this command watches counts: one said before
+  // may be fixed already (CONFIG SET masterauth, then drain again).
+  int64_t since = -1;
   for (;;) {
     Result<ClusterView> v = read_view(etcd, a.name);
     if (!v) {
       line.finish();
       return etcd_failure(v.status());
     }
+    if (since < 0) since = v->revision;
     const Progress p = measure(*v);
     const bool finished = done(*v);
     line.show(p.first, p.second,
@@ -174,6 +207,10 @@ int watch(cluster::EtcdClient& etcd, const ClusterArgs& a, Done done, Measure me
       line.finish();
       std::printf("%s\n", what.c_str());
       return 0;
+    }
+    if (std::optional<std::string> why = stalled(*v, since)) {
+      line.finish();
+      return fail(*why + " (the keys stay where they are; the move goes on trying)", 1);
     }
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

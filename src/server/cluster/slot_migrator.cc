@@ -9,6 +9,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/key_slot.h"
 #include "core/clock.h"
+#include "core/status_wait.h"
 
 namespace tierkv::server {
 namespace {
@@ -42,11 +43,24 @@ std::string set_tail(int64_t expire_at_ms) {
   return out;
 }
 
-// Refusals that pass: the target has not seen the map yet (MOVED,
-// CLUSTERDOWN), is still clearing the slot (TRYAGAIN), loading, or full.
-bool worth_retrying(std::string_view error) {
+// Refusals that pass on their own: the target has not seen the map yet
+// (MOVED, CLUSTERDOWN), is still clearing the slot (TRYAGAIN), loading, or
+// full. Any other refusal needs the operator (a wrong masterauth, a failing
+// flash), and is reported at once.
+bool transient(std::string_view error) {
   for (std::string_view p : {"TRYAGAIN", "MOVED", "ASK", "CLUSTERDOWN", "LOADING", "BUSY", "OOM"}) {
     if (error.starts_with(p)) return true;
+  }
+  return false;
+}
+
+// The one refusal that drops a key: the target can never hold it (its key
+// or value is larger than the target's limits). The key is then a miss, as
+// a cache allows; every other refusal leaves it here.
+bool refused_for_good(std::string_view error) {
+  for (std::string_view p : {"exceeds max-object-size", "exceeds max-key-size",
+                             "invalid bulk length", "exceeds maximum allowed size"}) {
+    if (error.find(p) != std::string_view::npos) return true;
   }
   return false;
 }
@@ -108,6 +122,7 @@ void SlotMigrator::on_map(const cluster::SlotMap& next) {
   }
   slots_moving_.store(moving, std::memory_order_relaxed);
   std::lock_guard lock(mu_);
+  plan.epoch = latest_.same_moves(plan) ? latest_.epoch : latest_.epoch + 1;
   latest_ = std::move(plan);
   ++generation_;
   wake_.notify_all();
@@ -128,7 +143,7 @@ SlotMigrator::Stats SlotMigrator::stats() const {
 }
 
 void SlotMigrator::run(std::stop_token stop) {
-  std::optional<Plan> done;  // the last plan fully moved and reported
+  std::optional<uint64_t> done;  // the epoch of the last plan fully moved
   uint64_t seen = 0;
   bool retry = false;
   while (!stop.stop_requested()) {
@@ -141,13 +156,17 @@ void SlotMigrator::run(std::stop_token stop) {
       plan = latest_;
     }
     retry = false;
-    if (plan.empty()) continue;
-    if (!done || !done->same_moves(plan)) {
+    if (plan.empty()) {
+      clear_stall();  // nothing is moving: nothing is stalled
+      continue;
+    }
+    if (done != plan.epoch) {
       if (!pass(stop, plan)) {
         retry = !stop.stop_requested() && current(plan) && pause(stop, kRetryPause);
         continue;
       }
-      done = plan;
+      done = plan.epoch;
+      clear_stall();
     }
     if (!report(plan)) retry = pause(stop, kRetryPause);
   }
@@ -155,7 +174,7 @@ void SlotMigrator::run(std::stop_token stop) {
 
 bool SlotMigrator::current(const Plan& plan) const {
   std::lock_guard lock(mu_);
-  return latest_.same_moves(plan);
+  return latest_.epoch == plan.epoch;
 }
 
 bool SlotMigrator::pause(std::stop_token& stop, std::chrono::milliseconds d) {
@@ -202,31 +221,109 @@ bool SlotMigrator::pass(std::stop_token& stop, const Plan& plan) {
 
 bool SlotMigrator::move_batch(std::stop_token& stop, const Plan& plan,
                               const cluster::ClusterNode& target, std::vector<std::string> keys) {
-  while (!fence_.fence(keys, options_.fence_timeout)) {
-    // A command on one of them runs long (a large value still streaming in).
+  const auto since = std::chrono::steady_clock::now();
+  for (;;) {
+    if (fence_.fence(keys, options_.fence_timeout)) {
+      const Status st = send_fenced(stop, plan, target, keys, since);
+      fence_.unfence(keys);
+      if (st.is_ok()) return true;
+    }
+    // Refused, or a command on one of the keys runs long (a large value
+    // still streaming in): clients may use the keys meanwhile.
     if (!current(plan) || !pause(stop, kRetryPause)) return false;
   }
-  bool moved = false;
+}
+
+Status SlotMigrator::send_fenced(std::stop_token& stop, const Plan& plan,
+                                 const cluster::ClusterNode& target,
+                                 const std::vector<std::string>& keys,
+                                 std::chrono::steady_clock::time_point since) {
+  StatusWait removals;  // the tombstones of the keys the target took
+  // A send cut mid-way leaves keys in doubt (the target may hold them, the
+  // acknowledgement lost): they stay fenced until an attempt settles them.
+  bool in_doubt = false;
+  Status st;
   for (;;) {
-    const std::string address = address_of(target);
-    if (!link_ || link_->address != address) {
-      set_link(nullptr);
-      Result<RespClient> c = RespClient::connect(address, options_.io_timeout);
-      if (c.is_ok() && c->command({"CLIENT", "SETNAME", std::string(kMigratorClientName)}).is_ok())
-        set_link(std::make_unique<Connection>(Connection{address, std::move(*c), {}}));
-    }
-    Status st = link_ ? send_batch(*link_, keys) : Status::io_error("cannot connect");
+    st = connect(target);
     if (st.is_ok()) {
-      moved = true;
+      st = send_batch(*link_, keys, removals);
+      in_doubt = !st.is_ok() && st.code() != StatusCode::kBusy;
+    }
+    if (st.is_ok()) {
+      clear_stall();
       break;
     }
     if (st.code() != StatusCode::kBusy) set_link(nullptr);  // the stream may be cut mid-request
     retries_.fetch_add(1, std::memory_order_relaxed);
-    spdlog::debug("cluster: moving keys to {}: {}; again", address, st.to_string());
-    if (!current(plan) || !pause(stop, kRetryPause)) break;
+    spdlog::debug("cluster: moving keys to {}: {}; again", address_of(target), st.to_string());
+    const bool refused = st.code() == StatusCode::kBusy && !transient(st.message());
+    if (refused || std::chrono::steady_clock::now() - since >= options_.io_timeout)
+      publish_stall(plan, target, st);
+    if (!in_doubt || !current(plan) || !pause(stop, kRetryPause)) break;
   }
-  fence_.unfence(keys);
-  return moved;
+  // The keys that moved stay gone here through a kill -9 or a restart: their
+  // tombstones are on the device before any client can reach them on the
+  // target (until the fence lifts, they answer -TRYAGAIN here).
+  if (Status landed = removals.wait(); !landed.is_ok())
+    spdlog::error(
+        "cluster: a moved key's tombstone did not land ({}); after a crash this node "
+        "may hold it again",
+        landed.to_string());
+  return st;
+}
+
+Status SlotMigrator::connect(const cluster::ClusterNode& target) {
+  const std::string address = address_of(target);
+  if (link_ && link_->address == address) return Status::ok();
+  set_link(nullptr);
+  Result<RespClient> c = RespClient::connect(address, options_.io_timeout);
+  if (!c.is_ok()) return c.status();
+  const MigratorCredentials login =
+      options_.credentials ? options_.credentials() : MigratorCredentials{};
+  std::vector<std::vector<std::string>> hello;
+  if (!login.password.empty()) {
+    hello.push_back(login.user.empty()
+                        ? std::vector<std::string>{"AUTH", login.password}
+                        : std::vector<std::string>{"AUTH", login.user, login.password});
+  }
+  hello.push_back({"CLIENT", "SETNAME", std::string(kMigratorClientName)});
+  for (const std::vector<std::string>& command : hello) {
+    Result<RespValue> reply = c->command(command);
+    if (!reply.is_ok()) return reply.status();
+    // A refusal (NOAUTH: masterauth unset; WRONGPASS): the target spoke.
+    // One that wants no password at all is no refusal.
+    if (reply->type == RespValue::Type::kError &&
+        !reply->text.starts_with("ERR AUTH <password> called without any password"))
+      return Status::busy(reply->text);
+  }
+  set_link(std::make_unique<Connection>(Connection{address, std::move(*c), {}}));
+  return Status::ok();
+}
+
+void SlotMigrator::publish_stall(const Plan& plan, const cluster::ClusterNode& target,
+                                 const Status& why) {
+  cluster::MoveStall stall{plan.version, target.id, why.message()};
+  // Said again every second while it lasts: a command that began watching
+  // after the first word hears it too.
+  const auto now = std::chrono::steady_clock::now();
+  const bool same = stall_published_ && stall_published_->to_json() == stall.to_json();
+  if (same && now - stall_published_at_ < std::chrono::seconds(1)) return;
+  stall_published_at_ = now;
+  if (!same)
+    spdlog::warn("cluster: keys cannot move to {}: {}; they stay here, and the move goes on trying",
+                 address_of(target), why.message());
+  cluster::EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+  const std::string key = cluster::stall_key(options_.cluster_name, options_.self_id);
+  if (etcd.put(key, stall.to_json()).is_ok()) stall_published_ = std::move(stall);
+}
+
+void SlotMigrator::clear_stall() {
+  if (!stall_published_ && !stall_unknown_) return;
+  cluster::EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+  if (etcd.del(cluster::stall_key(options_.cluster_name, options_.self_id)).is_ok()) {
+    stall_published_.reset();
+    stall_unknown_ = false;
+  }
 }
 
 void SlotMigrator::set_link(std::unique_ptr<Connection> link) {
@@ -236,7 +333,8 @@ void SlotMigrator::set_link(std::unique_ptr<Connection> link) {
   if (link_ && thread_.get_stop_token().stop_requested()) link_->client.shutdown();
 }
 
-Status SlotMigrator::send_batch(Connection& link, const std::vector<std::string>& keys) {
+Status SlotMigrator::send_batch(Connection& link, const std::vector<std::string>& keys,
+                                StatusWait& removals) {
   std::string& out = link.out;
   out.clear();
   struct Sent {
@@ -249,7 +347,7 @@ Status SlotMigrator::send_batch(Connection& link, const std::vector<std::string>
     out.clear();
     Status first = Status::ok();
     for (const Sent& s : sent) {
-      Status st = settle(link, *s.key, s.version, s.size);
+      Status st = settle(link, *s.key, s.version, s.size, removals);
       if (!st.is_ok() && st.code() != StatusCode::kBusy) return st;  // the link is gone
       if (first.is_ok()) first = st;
     }
@@ -266,7 +364,7 @@ Status SlotMigrator::send_batch(Connection& link, const std::vector<std::string>
     }
     if (info->size > options_.batch_bytes) {
       Status st = settle_all();
-      if (st.is_ok()) st = send_large(link, key, *info);
+      if (st.is_ok()) st = send_large(link, key, *info, removals);
       if (!st.is_ok() && st.code() != StatusCode::kBusy) return st;
       if (busy.is_ok()) busy = st;
       continue;
@@ -288,7 +386,8 @@ Status SlotMigrator::send_batch(Connection& link, const std::vector<std::string>
   return st.is_ok() ? busy : st;
 }
 
-Status SlotMigrator::send_large(Connection& link, const std::string& key, const ObjectInfo& info) {
+Status SlotMigrator::send_large(Connection& link, const std::string& key, const ObjectInfo& info,
+                                StatusWait& removals) {
   TIERKV_RETURN_IF_ERROR(link.client.send(set_head(key, info.size, info.expire_at_ms)));
   for (uint64_t offset = 0; offset < info.size;) {
     const uint64_t length = std::min(options_.piece_bytes, info.size - offset);
@@ -302,17 +401,18 @@ Status SlotMigrator::send_large(Connection& link, const std::string& key, const 
     offset += length;
   }
   TIERKV_RETURN_IF_ERROR(link.client.send(set_tail(info.expire_at_ms)));
-  return settle(link, key, info.version, info.size);
+  return settle(link, key, info.version, info.size, removals);
 }
 
 Status SlotMigrator::settle(Connection& link, const std::string& key, uint64_t version,
-                            uint64_t size) {
+                            uint64_t size, StatusWait& removals) {
   Result<RespValue> asking = link.client.read_reply();
   if (!asking.is_ok()) return asking.status();
   Result<RespValue> set = link.client.read_reply();
   if (!set.is_ok()) return set.status();
   if (set->type == RespValue::Type::kError) {
-    if (worth_retrying(set->text)) return Status::busy(set->text);
+    // Anything but "never": the key stays here, and the batch goes again.
+    if (!refused_for_good(set->text)) return Status::busy(set->text);
     spdlog::warn("cluster: {} refused key of {} bytes ({}); dropped here", link.address, size,
                  set->text);
     keys_dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -320,7 +420,7 @@ Status SlotMigrator::settle(Connection& link, const std::string& key, uint64_t v
     keys_out_.add();
     bytes_out_.fetch_add(size, std::memory_order_relaxed);
   }
-  if (!store_.remove(key, version)) {
+  if (!store_.remove(key, version, removals.arrival())) {
     // Changed after all (nothing should, under the fence): the target has
     // an older value, so the batch goes again with the new one.
     std::optional<ObjectInfo> now = store_.stat_brief(key);

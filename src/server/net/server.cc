@@ -372,13 +372,19 @@ void Server::join_cluster(const Config& config) {
   o.lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s);
   slot_purger_ = std::make_unique<SlotPurger>(store_, o.self.id);
   key_fence_ = std::make_shared<KeyFence>();
-  SlotMigratorOptions moves{.etcd_endpoints = config.cluster_etcd,
-                            .cluster_name = config.cluster_name,
-                            .self_id = o.self.id};
+  SlotMigratorOptions moves;
+  moves.etcd_endpoints = config.cluster_etcd;
+  moves.cluster_name = config.cluster_name;
+  moves.self_id = o.self.id;
   moves.batch_keys = static_cast<size_t>(config.cluster_migrate_batch_keys);
   moves.batch_bytes = static_cast<uint64_t>(config.cluster_migrate_inline_bytes);
   moves.piece_bytes = std::min<uint64_t>(moves.piece_bytes, moves.batch_bytes);
   moves.io_timeout = std::chrono::milliseconds(config.cluster_migrate_timeout_ms);
+  moves.credentials = [this] {
+    const Config now = context_.config();
+    return MigratorCredentials{now.masteruser,
+                               now.masterauth.empty() ? now.requirepass : now.masterauth};
+  };
   slot_migrator_ = std::make_unique<SlotMigrator>(
       store_, *key_fence_, context_.cluster_keys_migrated(false), std::move(moves));
   o.before_publish = [purger = slot_purger_.get(), migrator = slot_migrator_.get()](
