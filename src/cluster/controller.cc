@@ -68,14 +68,17 @@ void apply_drains(std::vector<ClusterNode>& live, const EtcdRange& drains) {
 }  // namespace
 
 SlotMap next_map(const SlotMap* current, const std::vector<ClusterNode>& live,
-                 const std::map<std::string, MoveReport>& reports) {
+                 const std::map<std::string, MoveReport>& reports, uint64_t min_version) {
   SlotMap next = current ? *current : SlotMap();
+  const uint64_t version = std::max<uint64_t>(next.version() + 1, min_version);
   // Moves reported done flip first (under the version they were reported
-  // for), so the balance below starts from the new owners.
+  // for), so the balance below starts from the new owners, who have held
+  // the slots since their moves began.
   if (current) {
     for (uint32_t s = 0; s < kSlotCount; ++s) {
       const auto slot = static_cast<uint16_t>(s);
-      if (move_done(*current, slot, reports)) next.set_owner(slot, current->moving_to(slot));
+      if (move_done(*current, slot, reports))
+        next.set_owner(slot, current->moving_to(slot), current->moving_since(slot));
     }
   }
   for (const ClusterNode& old : std::vector<ClusterNode>(next.nodes())) {
@@ -88,14 +91,16 @@ SlotMap next_map(const SlotMap* current, const std::vector<ClusterNode>& live,
   for (uint32_t s = 0; s < kSlotCount; ++s) {
     const auto slot = static_cast<uint16_t>(s);
     const size_t owner = next.owner(slot);
-    if (owner == SlotMap::kNoNode || owner == wanted[s]) {
-      next.set_owner(slot, wanted[s]);  // an orphan has no keys to move
-    } else {
-      next.set_moving(slot, wanted[s]);  // its owner streams its keys over first
+    if (owner == wanted[s]) {
+      next.set_owner(slot, owner, next.owner_since(slot));  // stays; a move stops
+    } else if (owner == SlotMap::kNoNode) {
+      next.set_owner(slot, wanted[s], version);  // an orphan has no keys to move
+    } else if (next.moving_to(slot) != wanted[s]) {
+      next.set_moving(slot, wanted[s], version);  // its owner streams its keys over first
     }
   }
   if (current && same_slots(*current, next) && same_nodes(*current, live)) return *current;
-  next.set_version(next.version() + 1);
+  next.set_version(version);
   return next;
 }
 
@@ -178,10 +183,13 @@ bool Controller::lead_once(EtcdClient& etcd) {
     revision = stored->kvs[0].mod_revision;
     if (parsed.is_ok()) current = std::move(*parsed);
   }
-  SlotMap next = next_map(current ? &*current : nullptr, live, reports);
+  // Above etcd's revision too, which only grows: every map ever written
+  // had a version at most the revision it was written at, so a map that
+  // was deleted, or did not parse, is still outnumbered, and nodes that
+  // served it take the new one.
+  SlotMap next = next_map(current ? &*current : nullptr, live, reports,
+                          static_cast<uint64_t>(stored->revision) + 1);
   if (current && next.version() == current->version()) return true;
-  // Above the stored revision too: a map that did not parse had some version.
-  next.set_version(std::max<uint64_t>(next.version(), static_cast<uint64_t>(revision) + 1));
   Result<bool> written = etcd.put_if(slot_map_key(options_.cluster_name), next.to_json(), revision);
   if (written.is_ok() && *written) {
     maps_written_.fetch_add(1, std::memory_order_relaxed);

@@ -46,14 +46,17 @@ struct ControllerOptions {
 };
 
 // The map that `live` nodes should have, starting from `current` (null:
-// none yet); `current` itself (same version) if nothing changes:
+// none yet); `current` itself (same version) if nothing changes, else
+// version max(current's + 1, `min_version`):
 // * moving slots whose owner reported them moved (`reports`, by node id,
 //   for current's version) flip to their target;
 // * dead nodes go, and their slots are owned by the balance at once;
 // * every other slot whose owner is not the one the balance wants starts
 //   (or keeps) moving to it.
+// Slots keep their "since" while their holders stay; a slot given to a new
+// owner or target holds the new version.
 SlotMap next_map(const SlotMap* current, const std::vector<ClusterNode>& live,
-                 const std::map<std::string, MoveReport>& reports = {});
+                 const std::map<std::string, MoveReport>& reports = {}, uint64_t min_version = 0);
 
 class Controller {
  public:

@@ -86,10 +86,25 @@ Member::~Member() {
   wake_.notify_all();
   keeper_.join();
   watcher_.join();
-  if (lease_ != 0) {
-    EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout});
-    (void)client.revoke(lease_);
+  if (lease_ == 0) return;
+  if (holds_slots()) {
+    // A restart within the TTL finds its slots still its own, with the keys
+    // its flash kept; a node that is not coming back should be drained.
+    spdlog::info("cluster: leaving with slots; they stay this node's for the lease TTL ({} s)",
+                 options_.lease_ttl.count());
+    return;
   }
+  EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout});
+  (void)client.revoke(lease_);
+}
+
+bool Member::holds_slots() const {
+  std::shared_ptr<const SlotMap> map = this->map();
+  const std::optional<size_t> self = map ? map->index_of(options_.self.id) : std::nullopt;
+  for (uint32_t s = 0; self && s < kSlotCount; ++s) {
+    if (map->held_since(static_cast<uint16_t>(s), *self)) return true;
+  }
+  return false;
 }
 
 bool Member::pause(std::stop_token& stop, std::chrono::milliseconds d) {

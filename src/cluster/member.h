@@ -53,7 +53,10 @@ Result<ClusterNode> node_from_json(std::string_view text);
 class Member {
  public:
   explicit Member(MemberOptions options);
-  ~Member();  // revokes the lease: the node leaves at once, not after the TTL
+  // Revokes the lease if this node holds no slot: it leaves at once. One
+  // that holds slots keeps them until the lease expires, so that a restart
+  // (a rolling upgrade) finds them still its own.
+  ~Member();
   Member(const Member&) = delete;
   Member& operator=(const Member&) = delete;
 
@@ -77,6 +80,7 @@ class Member {
   Stats stats() const;
 
  private:
+  bool holds_slots() const;
   void keep(std::stop_token stop);
   void watch(std::stop_token stop);
   // Takes `text` as the map if it parses and is newer than the one held.

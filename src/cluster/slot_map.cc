@@ -47,8 +47,13 @@ void SlotMap::remove_node(std::string_view id) {
   for (size_t& n : owners_) renumber(n);
   for (size_t& n : moving_to_) renumber(n);
   // A slot moving away from the removed node stops moving too.
-  for (uint32_t s = 0; s < kSlotCount; ++s)
-    if (owners_[s] == kNoNode) moving_to_[s] = kNoNode;
+  for (uint32_t s = 0; s < kSlotCount; ++s) {
+    if (owners_[s] == kNoNode) {
+      moving_to_[s] = kNoNode;
+      owner_since_[s] = 0;
+    }
+    if (moving_to_[s] == kNoNode) moving_since_[s] = 0;
+  }
   nodes_.erase(nodes_.begin() + static_cast<ptrdiff_t>(*gone));
 }
 
@@ -58,13 +63,23 @@ std::optional<size_t> SlotMap::index_of(std::string_view id) const {
   return std::nullopt;
 }
 
-void SlotMap::set_owner(uint16_t slot, size_t node) {
+void SlotMap::set_owner(uint16_t slot, size_t node, uint64_t since) {
   owners_[slot] = node;
+  owner_since_[slot] = since;
   moving_to_[slot] = kNoNode;
+  moving_since_[slot] = 0;
 }
 
-void SlotMap::set_moving(uint16_t slot, size_t node) {
+void SlotMap::set_moving(uint16_t slot, size_t node, uint64_t since) {
   moving_to_[slot] = node;
+  moving_since_[slot] = node == kNoNode ? 0 : since;
+}
+
+std::optional<uint64_t> SlotMap::held_since(uint16_t slot, size_t node) const {
+  if (node == kNoNode) return std::nullopt;
+  if (owners_[slot] == node) return owner_since_[slot];
+  if (moving_to_[slot] == node) return moving_since_[slot];
+  return std::nullopt;
 }
 
 size_t SlotMap::slots_owned_by(size_t node) const {
@@ -95,12 +110,22 @@ std::string SlotMap::to_json() const {
   j["nodes"] = nlohmann::json::array();
   for (const ClusterNode& n : nodes_)
     j["nodes"].push_back({{"id", n.id}, {"host", n.host}, {"port", n.port}, {"weight", n.weight}});
+  // Runs of one owner and one "since".
   j["slots"] = nlohmann::json::array();
-  for (const SlotRange& r : ranges()) j["slots"].push_back({r.first, r.last, nodes_[r.node].id});
+  uint32_t first = 0;
+  for (uint32_t s = 0; s <= kSlotCount; ++s) {
+    const bool run_ends =
+        s == kSlotCount || owners_[s] != owners_[first] || owner_since_[s] != owner_since_[first];
+    if (!run_ends) continue;
+    if (owners_[first] != kNoNode)
+      j["slots"].push_back({first, s - 1, nodes_[owners_[first]].id, owner_since_[first]});
+    first = s;
+  }
   j["moving"] = nlohmann::json::array();
   for (uint32_t s = 0; s < kSlotCount; ++s) {
     if (moving_to_[s] != kNoNode)
-      j["moving"].push_back({{"slot", s}, {"to", nodes_[moving_to_[s]].id}});
+      j["moving"].push_back(
+          {{"slot", s}, {"to", nodes_[moving_to_[s]].id}, {"since", moving_since_[s]}});
   }
   return j.dump();
 }
@@ -129,20 +154,25 @@ Result<SlotMap> SlotMap::from_json(std::string_view text) {
       const uint64_t first = unsigned_of(r.at(0));
       const uint64_t last = unsigned_of(r.at(1));
       const std::optional<size_t> node = map.index_of(r.at(2).get<std::string>());
-      if (first > last || last >= kSlotCount || !node)
+      const uint64_t since = r.size() > 3 ? unsigned_of(r.at(3)) : 0;
+      if (first > last || last >= kSlotCount || !node || since > map.version_)
         return Status::invalid_argument("slot map: bad slot range");
       for (uint64_t s = first; s <= last; ++s) {
         if (map.owners_[s] != kNoNode)
           return Status::invalid_argument(fmt::format("slot map: slot {} owned twice", s));
         map.owners_[s] = *node;
+        map.owner_since_[s] = since;
       }
     }
     for (const nlohmann::json& m : j.value("moving", nlohmann::json::array())) {
       const uint64_t slot = unsigned_of(m.at("slot"));
       const std::optional<size_t> to = map.index_of(m.at("to").get<std::string>());
-      if (slot >= kSlotCount || !to || map.owners_[slot] == kNoNode || map.owners_[slot] == *to)
+      const uint64_t since = m.contains("since") ? unsigned_of(m["since"]) : 0;
+      if (slot >= kSlotCount || !to || map.owners_[slot] == kNoNode || map.owners_[slot] == *to ||
+          since > map.version_)
         return Status::invalid_argument("slot map: bad moving slot");
       map.moving_to_[slot] = *to;
+      map.moving_since_[slot] = since;
     }
   } catch (const nlohmann::json::exception& e) {
     return Status::invalid_argument(std::string("slot map: ") + e.what());

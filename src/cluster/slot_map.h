@@ -7,11 +7,19 @@
 // * every slot has at most one owner, a node of the map;
 // * a moving slot is owned by its source, and its target is another node.
 //
+// Each slot also says since which map version its owner has held it, and
+// since which its target has imported it (0: not known, as in a map written
+// by hand). A node held a slot without a break since version `v` exactly
+// when held_since() <= v, even across maps it never saw: that is how a node
+// tells, after a restart or a lost lease, whether the keys it kept of a
+// slot can be stale (slot_purger.h). A slot keeps its owner's "since" while
+// it moves, and a flip hands the target's "since" to the new owner.
+//
 // The JSON form, which etcd holds and `tierkv cluster` prints:
 //   {"version": 7,
 //    "nodes": [{"id": "n1", "host": "127.0.0.1", "port": 7001, "weight": 1}],
-//    "slots": [[0, 5460, "n1"], ...],            // inclusive ranges
-//    "moving": [{"slot": 5, "to": "n2"}]}
+//    "slots": [[0, 5460, "n1", 3], ...],         // inclusive ranges, since
+//    "moving": [{"slot": 5, "to": "n2", "since": 7}]}
 #pragma once
 
 #include <cstdint>
@@ -61,10 +69,16 @@ class SlotMap {
 
   // Index of the slot's owner in nodes(), or kNoNode.
   size_t owner(uint16_t slot) const { return owners_[slot]; }
-  void set_owner(uint16_t slot, size_t node);
+  // Ends a move of the slot, if any.
+  void set_owner(uint16_t slot, size_t node, uint64_t since = 0);
   // Slot `slot` is moving from its owner to nodes()[node]; kNoNode: not moving.
   size_t moving_to(uint16_t slot) const { return moving_to_[slot]; }
-  void set_moving(uint16_t slot, size_t node);
+  void set_moving(uint16_t slot, size_t node, uint64_t since = 0);
+  uint64_t owner_since(uint16_t slot) const { return owner_since_[slot]; }
+  uint64_t moving_since(uint16_t slot) const { return moving_since_[slot]; }
+  // Since when nodes()[node] has held `slot` (owned or imported it); null
+  // if it does not hold it.
+  std::optional<uint64_t> held_since(uint16_t slot, size_t node) const;
   size_t slots_owned_by(size_t node) const;
   size_t unowned_slots() const;
   // Contiguous runs of one owner, in slot order (unowned slots are left out).
@@ -78,6 +92,8 @@ class SlotMap {
   std::vector<ClusterNode> nodes_;
   std::vector<size_t> owners_;     // by slot
   std::vector<size_t> moving_to_;  // by slot
+  std::vector<uint64_t> owner_since_ = std::vector<uint64_t>(kSlotCount, 0);
+  std::vector<uint64_t> moving_since_ = std::vector<uint64_t>(kSlotCount, 0);
 };
 
 // The owner each slot should have so that `map`'s nodes hold slots in

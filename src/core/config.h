@@ -135,6 +135,10 @@ struct Config {
   int64_t cluster_migrate_batch_keys = 64;
   int64_t cluster_migrate_inline_bytes = 4 << 20;
   int64_t cluster_migrate_timeout_ms = 10000;
+  // Where the node keeps the version of the last slot map it served and
+  // its unfinished purges (empty: beside the flash file; none without
+  // flash, or on a block device).
+  std::string cluster_config_file;
   // The login of a node moving keys to another (Redis's names for a
   // replica's login to its master); masterauth empty: requirepass.
   std::string masteruser;

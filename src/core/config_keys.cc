@@ -406,6 +406,11 @@ const std::vector<KeySpec>& specs() {
                   "how long a slot move waits on the new owner's connection before it sends "
                   "the batch again"},
                  &C::cluster_migrate_timeout_ms, 100, 3600000),
+      string_key({"cluster-config-file",
+                  "file where the node keeps the last slot map version it served, so that a "
+                  "restart keeps the keys of slots it held all along (empty: beside the flash "
+                  "file)"},
+                 &C::cluster_config_file),
       string_key(
           {"masteruser", "user a node moving slots logs in as on their new owner (empty: default)",
            A::kNetworkLimits},

@@ -21,10 +21,6 @@
 
 namespace tierkv::flash {
 
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 FlashMetrics::FlashMetrics(MetricsRegistry& r)
     : bytes_used(r.gauge("tierkv_flash_bytes_used", "Bytes written in live flash regions")),
       bytes_free(r.gauge("tierkv_flash_bytes_free", "Flash bytes not in live regions")),

@@ -18,6 +18,7 @@
 #include "core/aligned_buffer.h"
 #include "core/log_throttle.h"
 #include "core/metrics.h"
+#include "core/unique_fd.h"
 #include "flash/chunk_reader.h"
 #include "flash/device_sync.h"
 #include "flash/flash_index.h"
@@ -30,23 +31,6 @@
 #include "flash/superblock_store.h"
 
 namespace tierkv::flash {
-
-// Closes a file descriptor on scope exit.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~UniqueFd();
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
 
 // The landed chunks of a staged object (FlashTier::StagedObject), which
 // readers do not see until its last chunk lands. Guarded by landing_mu.

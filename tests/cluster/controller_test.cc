@@ -90,6 +90,49 @@ TEST(NextMapTest, JoinsMoveThenFlipLeavesDoNot) {
   EXPECT_EQ(drained.slots_owned_by(*drained.index_of("c")), kSlotCount);
 }
 
+// held_since(): a node tells from one map whether it held a slot without a
+// break since a version, whatever maps it missed.
+TEST(NextMapTest, EachSlotSaysSinceWhenItsHoldersHeldIt) {
+  const SlotMap first = next_map(nullptr, {node("a"), node("b")});
+  const size_t a = *first.index_of("a"), b = *first.index_of("b");
+  const uint16_t of_b = 16000;  // b's in the even split
+  ASSERT_EQ(first.owner(of_b), b);
+  EXPECT_EQ(first.held_since(of_b, b), 1u);
+  EXPECT_FALSE(first.held_since(of_b, a));
+  // b drains: the slot moves to a (since the move began), b keeps its own.
+  const SlotMap draining = next_map(&first, {node("a"), node("b", 0)}, {}, 10);
+  EXPECT_EQ(draining.version(), 10u);  // min_version
+  EXPECT_EQ(draining.held_since(of_b, b), 1u);
+  EXPECT_EQ(draining.held_since(of_b, a), 10u);
+  const SlotMap again = next_map(&draining, {node("a"), node("b", 0)}, {}, 0);
+  EXPECT_EQ(again.version(), 10u);  // nothing changed
+  // The flip hands the move's "since" to the new owner.
+  const SlotMap drained = next_map(&draining, {node("a"), node("b", 0)}, all_moved(draining));
+  EXPECT_EQ(drained.held_since(of_b, a), 10u);
+  EXPECT_FALSE(drained.held_since(of_b, b));
+  // b comes back: the slot moves to it anew, so b's old keys of it are stale
+  // (since 12 > 1) while a's hold is unbroken (10).
+  const SlotMap back = next_map(&drained, {node("a"), node("b")}, {}, 12);
+  ASSERT_EQ(back.moving_to(of_b), *back.index_of("b"));
+  EXPECT_EQ(back.held_since(of_b, *back.index_of("b")), 12u);
+  EXPECT_EQ(back.held_since(of_b, *back.index_of("a")), 10u);
+  // a dies: its slots go to b at once, held since the new version.
+  const SlotMap alone = next_map(&back, {node("b")});
+  EXPECT_EQ(alone.held_since(of_b, *alone.index_of("b")), 13u);
+  // The JSON keeps every "since".
+  Result<SlotMap> parsed = SlotMap::from_json(back.to_json());
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  for (uint32_t s = 0; s < kSlotCount; ++s) {
+    const auto slot = static_cast<uint16_t>(s);
+    ASSERT_EQ(parsed->owner_since(slot), back.owner_since(slot)) << s;
+    ASSERT_EQ(parsed->moving_since(slot), back.moving_since(slot)) << s;
+  }
+  // A "since" after the map's own version is no map's.
+  std::string bad = back.to_json();
+  bad.replace(bad.find("\"version\":12"), 12, "\"version\":11");
+  EXPECT_FALSE(SlotMap::from_json(bad).is_ok());
+}
+
 TEST(NextMapTest, AMoveToANodeThatDiesStops) {
   const SlotMap first = next_map(nullptr, {node("a")});
   const SlotMap joined = next_map(&first, {node("a"), node("b")});
@@ -195,6 +238,28 @@ TEST_F(ControllerTest, OneLeadsAndTheMapFollowsTheNodes) {
     auto m = stored_map();
     return m && m->slots_owned_by(*m->index_of("c")) == kSlotCount / 2 && moving_to(*m, "c") == 0;
   }));
+}
+
+// The map's key deleted (by hand, or a botched restore): the next map still
+// outnumbers every version the nodes have served, so they all take it.
+TEST_F(ControllerTest, ADeletedMapComesBackWithANewerVersion) {
+  const int64_t lease = *client.grant_lease(30);
+  register_node("a", lease);
+  register_node("b", lease);
+  auto controller = std::make_unique<Controller>(options("a"));
+  ASSERT_TRUE(eventually([&] {
+    auto m = stored_map();
+    return m && m->nodes().size() == 2 && m->unowned_slots() == 0;
+  }));
+  // Many writes to etcd since: revisions run ahead of map versions.
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(client.put("/elsewhere", std::to_string(i)).is_ok());
+  const uint64_t served = stored_map()->version();
+  ASSERT_TRUE(client.del(slot_map_key("t")).is_ok());
+  ASSERT_TRUE(eventually([&] {
+    auto m = stored_map();
+    return m && m->unowned_slots() == 0;
+  }));
+  EXPECT_GT(stored_map()->version(), served);
 }
 
 }  // namespace

@@ -99,6 +99,7 @@ class ServerProcess:
     def __init__(self, argv, port, workdir, loaded=False):
         """Starts argv; returns once it listens on port and, with `loaded`,
         once it has loaded its data."""
+        self.argv = argv
         self.port = port
         self.workdir = workdir
         self.log_path = os.path.join(workdir, "server.log")
@@ -107,6 +108,23 @@ class ServerProcess:
         wait_for_port(port, self.proc)
         if loaded:
             wait_loaded(port, self.proc)
+
+    def restart(self, kill=False, loaded=True):
+        """Stops the server (SIGTERM, or SIGKILL with `kill`) and starts it
+        again with the same flags, ports and files."""
+        if self.proc.poll() is None:
+            if kill:
+                self.proc.kill()
+            else:
+                self.proc.terminate()
+            self.proc.wait(60)
+        self.log.write(b"\n=== restart\n")
+        self.log.flush()
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     cwd=self.workdir)
+        wait_for_port(self.port, self.proc)
+        if loaded:
+            wait_loaded(self.port, self.proc)
 
     def client(self, **kw):
         return redis.Redis(host="127.0.0.1", port=self.port, **kw)

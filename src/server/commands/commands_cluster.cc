@@ -282,13 +282,13 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
     server.cluster_refusals(route.kind).add();
     return route.error();
   }
-  // The keys another node's SlotMigrator sends (its connection's name).
-  if (asking && client.name == kMigratorClientName) server.cluster_keys_migrated(true).add();
   const SlotPurger* purger = server.slot_purger();
   if (purger != nullptr && purger->purging(slot)) {
     server.cluster_refusals(cluster::Route::Kind::kTryAgain).add();
     return "TRYAGAIN Slot gained just now: its old keys are being removed";
   }
+  // The keys another node's SlotMigrator sends (its connection's name).
+  if (asking && client.name == kMigratorClientName) server.cluster_keys_migrated(true).add();
   return {};
 }
 

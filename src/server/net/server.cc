@@ -1,5 +1,7 @@
 #include "server/net/server.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -359,6 +361,27 @@ void Server::wait() {
   stop();
 }
 
+// Beside the flash file (flash.dat in a flash folder), unless set; none
+// without flash (nothing outlives the process) or on a raw block device.
+static std::string cluster_state_path(const Config& config) {
+  if (!config.cluster_config_file.empty()) return config.cluster_config_file;
+  if (config.flash_size == 0) return {};
+  std::string path = config.flash_path;
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if ((exists && S_ISDIR(st.st_mode)) || path.ends_with('/')) {
+    while (path.size() > 1 && path.ends_with('/')) path.pop_back();
+    return path + "/cluster-state.json";
+  }
+  if (exists && S_ISBLK(st.st_mode)) {
+    spdlog::warn(
+        "cluster: flash is a block device and cluster-config-file is not set: after a "
+        "restart this node's slots start empty");
+    return {};
+  }
+  return path + ".cluster-state.json";
+}
+
 void Server::join_cluster(const Config& config) {
   cluster::MemberOptions o;
   o.etcd_endpoints = config.cluster_etcd;
@@ -370,7 +393,10 @@ void Server::join_cluster(const Config& config) {
   o.self = {cluster::node_id_for(config.cluster_name, host, port), host, port,
             static_cast<uint64_t>(config.cluster_weight)};
   o.lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s);
-  slot_purger_ = std::make_unique<SlotPurger>(store_, o.self.id);
+  slot_purger_ = std::make_unique<SlotPurger>(
+      store_, SlotPurgerOptions{.cluster_name = config.cluster_name,
+                                .self_id = o.self.id,
+                                .state_path = cluster_state_path(config)});
   key_fence_ = std::make_shared<KeyFence>();
   SlotMigratorOptions moves;
   moves.etcd_endpoints = config.cluster_etcd;
