@@ -261,7 +261,8 @@ size_t on_watch_data(char* data, size_t size, size_t n, void* user) {
 }  // namespace
 
 Status EtcdClient::watch(std::string_view key, int64_t start_revision, std::stop_token stop,
-                         const std::function<bool(const std::vector<EtcdEvent>&)>& on_events) {
+                         const std::function<bool(const std::vector<EtcdEvent>&)>& on_events,
+                         std::chrono::milliseconds max_duration) {
   json create{{"key", base64_encode(key)}};
   if (start_revision > 0) create["start_revision"] = start_revision;
   const std::string body = json{{"create_request", create}}.dump();
@@ -275,6 +276,13 @@ Status EtcdClient::watch(std::string_view key, int64_t start_revision, std::stop
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
   curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.timeout.count()));
+  if (max_duration.count() > 0)
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(max_duration.count()));
+  // A peer that is gone shows; one that drops traffic silently needs the
+  // deadline above.
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 5L);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 2L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_watch_data);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &stream);
   watch_stop(c, stop);
@@ -282,6 +290,8 @@ Status EtcdClient::watch(std::string_view key, int64_t start_revision, std::stop
   const CURLcode rc = curl_easy_perform(c);
   if (stream.done || stop.stop_requested()) return Status::ok();
   if (!stream.status.is_ok()) return stream.status;
+  if (rc == CURLE_OPERATION_TIMEDOUT && max_duration.count() > 0)
+    return Status::busy("etcd watch: its deadline passed");  // not the endpoint's failure
   failures_.fetch_add(1, std::memory_order_relaxed);
   // The endpoint failed: the next call tries the others.
   current_ = (current_ + 1) % options_.endpoints.size();

@@ -78,11 +78,14 @@ class EtcdClient {
 
   // Watches `key` from `start_revision` (0: from now), calling `on_events`
   // for each batch, until `stop` is requested, the callback returns false,
-  // or the connection fails (IOError: the caller re-reads and watches again
-  // from the revision after the last one it saw). Compacted history is
-  // Conflict.
+  // the connection fails (IOError: the caller re-reads and watches again
+  // from the revision after the last one it saw), or `max_duration` (0: no
+  // bound) has passed (Busy). A watch is silent while nothing changes, so
+  // only a deadline tells a quiet key from a connection that drops traffic
+  // without a reset. Compacted history is Conflict.
   Status watch(std::string_view key, int64_t start_revision, std::stop_token stop,
-               const std::function<bool(const std::vector<EtcdEvent>&)>& on_events);
+               const std::function<bool(const std::vector<EtcdEvent>&)>& on_events,
+               std::chrono::milliseconds max_duration = {});
 
   uint64_t round_trips() const { return round_trips_.load(std::memory_order_relaxed); }
   uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }

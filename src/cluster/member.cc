@@ -121,6 +121,9 @@ void Member::keep(std::stop_token stop) {
   const std::string value = node_to_json(options_.self);
   int64_t lease = 0;
   while (!stop.stop_requested()) {
+    // etcd starts the TTL when it receives the request, after this: the
+    // node never believes in its lease longer than etcd does.
+    const int64_t sent = steady_ms();
     if (lease == 0) {
       Result<int64_t> granted = client.grant_lease(options_.lease_ttl.count());
       if (granted.is_ok() && client.put(key, value, *granted).is_ok()) {
@@ -128,9 +131,13 @@ void Member::keep(std::stop_token stop) {
         {
           std::lock_guard lock(mu_);
           lease_ = lease;
+          // The map may have moved on while the lease was lost: serve only
+          // after a read of it that began after this registration.
+          registered_at_ms_.store(sent);
+          watch_round_.request_stop();
         }
         registrations_.fetch_add(1, std::memory_order_relaxed);
-        renewed_at_ms_.store(steady_ms());
+        renewed_at_ms_.store(sent);
         spdlog::info("cluster: registered as {} in '{}' (lease {:x})", options_.self.id,
                      options_.cluster_name, lease);
       }
@@ -138,7 +145,7 @@ void Member::keep(std::stop_token stop) {
       Result<int64_t> ttl = client.keep_alive(lease);
       if (ttl.is_ok()) {
         renewals_.fetch_add(1, std::memory_order_relaxed);
-        renewed_at_ms_.store(steady_ms());
+        renewed_at_ms_.store(sent);
       } else if (ttl.status().code() == StatusCode::kNotFound) {
         spdlog::warn("cluster: lease lost ({}); registering again", ttl.status().to_string());
         lease = 0;
@@ -155,8 +162,18 @@ void Member::watch(std::stop_token stop) {
   EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout});
   ClientTally tally(round_trips_, failures_);
   const std::string key = slot_map_key(options_.cluster_name);
+  // Each round reads the map (which confirms it current as of the read's
+  // start), then watches it for half a lease TTL at most: a watch on a
+  // connection that silently drops traffic ends, and the next read fails.
+  const auto round = std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl) / 2;
   while (!stop.stop_requested()) {
-    // Read, then watch from the revision after the read: nothing is missed.
+    std::stop_source this_round;
+    {
+      std::lock_guard lock(mu_);
+      watch_round_ = this_round;
+    }
+    std::stop_callback forward(stop, [&] { this_round.request_stop(); });
+    const int64_t sent = steady_ms();
     Result<EtcdRange> now = client.get(key);
     tally.publish(client);
     if (!now.is_ok()) {
@@ -164,13 +181,14 @@ void Member::watch(std::stop_token stop) {
       continue;
     }
     if (!now->kvs.empty()) offer_map(now->kvs[0].value);
-    (void)client.watch(key, now->revision + 1, stop, [&](const std::vector<EtcdEvent>& events) {
+    map_confirmed_at_ms_.store(sent);
+    const auto on_events = [&](const std::vector<EtcdEvent>& events) {
       for (const EtcdEvent& e : events)
         if (!e.deleted) offer_map(e.kv.value);
       return true;
-    });
+    };
+    (void)client.watch(key, now->revision + 1, this_round.get_token(), on_events, round);
     tally.publish(client);
-    if (!pause(stop, std::chrono::milliseconds(200))) break;
   }
 }
 
@@ -194,17 +212,20 @@ std::shared_ptr<const SlotMap> Member::map() const {
   return map_;
 }
 
-bool Member::lease_current() const {
+bool Member::current() const {
+  const int64_t now = coarse_mono_ms();
   const int64_t renewed = renewed_at_ms_.load();
+  const int64_t confirmed = map_confirmed_at_ms_.load();
   const auto ttl_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl).count();
   // The coarse clock may lag by a tick: the lease looks current a few ms
   // longer, well inside the controller's own round before it reassigns.
-  return renewed != 0 && coarse_mono_ms() - renewed < ttl_ms;
+  return renewed != 0 && now - renewed < ttl_ms && confirmed >= registered_at_ms_.load() &&
+         now - confirmed < ttl_ms;
 }
 
 bool Member::up() const {
-  return lease_current() && map() != nullptr;
+  return current() && map() != nullptr;
 }
 
 Member::Stats Member::stats() const {

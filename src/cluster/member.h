@@ -10,9 +10,16 @@
 // one and registers again. A watcher thread follows the slot map and keeps
 // the newest version it has seen; it never goes back to an older one.
 //
-// up() is false while the last renewal that etcd acknowledged is older than
-// the lease TTL (the controller may have given this node's slots away), and
-// before the first map arrives. The server then answers -CLUSTERDOWN.
+// up() is false, and the server answers -CLUSTERDOWN:
+// * before the first map arrives;
+// * while the last renewal etcd acknowledged was sent longer than the lease
+//   TTL ago (the controller may have given this node's slots away);
+// * while the last read of the map that succeeded was sent longer than the
+//   lease TTL ago (a watch on a connection that drops traffic silently
+//   would otherwise leave the node on an old map for good); the watcher
+//   reads it again every half TTL;
+// * after a lost lease, until a read of the map that began after the new
+//   registration succeeded (the map may have moved on meanwhile).
 #pragma once
 
 #include <atomic>
@@ -21,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,9 +74,9 @@ class Member {
   // caches a map per thread asks map() again only when this has moved.
   static uint64_t publications() { return published_.load(std::memory_order_acquire); }
   bool up() const;
-  // The last renewal etcd acknowledged is younger than the lease TTL (up()
-  // without the map's lock, for a caller that holds the map already).
-  bool lease_current() const;
+  // The lease and the map are current (up() without the map's lock, for a
+  // caller that holds the map already).
+  bool current() const;
   const ClusterNode& self() const { return options_.self; }
 
   struct Stats {
@@ -93,7 +101,13 @@ class Member {
   std::condition_variable_any wake_;
   std::shared_ptr<const SlotMap> map_;
   int64_t lease_ = 0;
-  std::atomic<int64_t> renewed_at_ms_{0};  // steady clock
+  // Steady clock, when the requests were sent: the last renewal etcd
+  // acknowledged, the registration of the current lease, the last read
+  // of the map that succeeded.
+  std::atomic<int64_t> renewed_at_ms_{0};
+  std::atomic<int64_t> registered_at_ms_{0};
+  std::atomic<int64_t> map_confirmed_at_ms_{0};
+  std::stop_source watch_round_;  // the watcher's current round; guarded by mu_
   std::atomic<uint64_t> renewals_{0}, registrations_{0}, maps_seen_{0};
   std::atomic<uint64_t> round_trips_{0}, failures_{0};
   static inline std::atomic<uint64_t> published_{0};

@@ -405,3 +405,64 @@ def test_an_address_no_one_can_reach_is_refused(flags, tmp_path):
     assert run.returncode != 0
     lines = (run.stderr + run.stdout).strip().splitlines()
     assert len(lines) == 1 and "announce" in lines[0], run.stderr + run.stdout
+
+
+@pytest.fixture
+def proxied(make_tierkv):
+    """Starts one node owning every slot, reaching etcd through a TcpProxy,
+    with a lease TTL of `ttl` s; maps by hand (no controller)."""
+    from tcp_proxy import TcpProxy
+    etcd = Etcd()
+    proxy = TcpProxy(("127.0.0.1", etcd.client_port))
+
+    def start(ttl):
+        node = make_tierkv("--flash-size", "0", "--cluster-enabled", "yes",
+                           "--cluster-etcd", proxy.endpoint, "--cluster-name", "p",
+                           "--cluster-lease-ttl", str(ttl), "--cluster-controller", "no")
+        node_id = node.client().execute_command("CLUSTER", "MYID").decode()
+
+        def put_map(version):
+            etcd.put("/tierkv/p/slotmap",
+                     slot_map(version, [(node_id, "127.0.0.1", node.port)], [0] * SLOTS))
+
+        put_map(1)
+        wait_until(lambda: node.client().info("cluster")["cluster_state"] == "ok", what="up")
+        return node, put_map
+
+    yield proxy, start
+    proxy.close()
+    etcd.close()
+
+
+def test_a_watch_on_a_silent_connection_ends_and_newer_maps_arrive(proxied):
+    """The watch's connection stops carrying bytes, with no reset, while the
+    lease renews on new connections (a TTL of 6 s outlasts a hung renewal):
+    the node must not stay on its old map. A watch round lasts half a TTL."""
+    proxy, start = proxied
+    node, put_map = start(6)
+    proxy.drop_existing()
+    put_map(2)
+    wait_until(lambda: node.client().info("cluster")["cluster_slot_map_version"] == 2,
+               timeout=6 / 2 + 5, what="the newer map")
+    assert node.client().info("cluster")["cluster_registrations"] == 1  # the lease held
+
+
+def test_a_node_cut_off_from_etcd_comes_back_only_with_the_newest_map(proxied):
+    """Cut off past its lease: CLUSTERDOWN within the TTL; a map written
+    meanwhile is the first one it serves when it is back, never the old."""
+    proxy, start = proxied
+    node, put_map = start(2)
+    proxy.drop_all(True)
+    wait_until(lambda: node.client().info("cluster")["cluster_state"] != "ok", timeout=2 + 5,
+               what="CLUSTERDOWN")
+    put_map(5)
+    time.sleep(2.5)  # past the lease at etcd too
+    proxy.drop_all(False)
+    deadline = time.time() + 20
+    while True:
+        info = node.client().info("cluster")
+        if info["cluster_state"] == "ok":
+            assert info["cluster_slot_map_version"] == 5, info
+            break
+        assert time.time() < deadline, "never back up"
+        time.sleep(0.01)

@@ -259,7 +259,7 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
   // A node its map does not name yet (it just joined, and the map that adds
   // it is on its way) redirects by that map, as Redis does, rather than
   // answering that the cluster is down.
-  query.cluster_up = map != nullptr && member->lease_current();
+  query.cluster_up = map != nullptr && member->current();
   // Entered before route() asks whether the keys are here: a key the
   // migrator takes away after that waits until this command is done.
   KeyFence* fence = server.key_fence();
