@@ -7,9 +7,13 @@
 
 #include <functional>
 
+#include "core/status.h"
+
 namespace tierkv {
 
-// Runs its argument under the exclusion; empty: nothing to exclude.
-using ExclusiveRunner = std::function<void(absl::FunctionRef<void()>)>;
+// Runs its argument under the exclusion; empty: nothing to exclude. A
+// runner may refuse to run it (the key's slot moved to another node, say):
+// it returns why, and the write fails with that status.
+using ExclusiveRunner = std::function<Status(absl::FunctionRef<void()>)>;
 
 }  // namespace tierkv

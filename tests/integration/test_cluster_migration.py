@@ -318,3 +318,29 @@ def test_draining_a_node_twice_loses_nothing(managed):
     rc.close()
     assert b.client().dbsize() == 0
     assert_holds(nodes, model)
+
+
+def test_a_preheat_whose_slot_moved_away_fails_and_leaves_nothing_behind(managed):
+    """A TIER.PREHEAT job is routed when it is submitted and again when it
+    publishes: its source answers only after the key's slot has moved to
+    another node, so the job fails with the redirection, and the old owner
+    holds no key that no one would route to."""
+    from test_preheat import FaultyServer, wait_job
+    etcd, start = managed
+    faulty = FaultyServer(os.urandom(2 * MIB))
+    try:
+        nodes = [start("--preheat-sources", faulty.url("/")) for _ in range(2)]
+        wait_until(lambda: settled(nodes, lambda i, c: c > 8000), what="an even split")
+        a, b = nodes
+        key = next(f"w{i}" for i in range(100) if owner(nodes, f"w{i}") is a)
+        job_id = a.client().execute_command("TIER.PREHEAT", key, faulty.url("/gated"))
+        drain(etcd, a)
+        wait_until(lambda: settled(nodes, lambda i, c: c == (0 if i == 0 else SLOTS)),
+                   timeout=60, what="the drain")
+        faulty.gate.set()
+        j = wait_job(a.client(), job_id)
+        assert j["state"] == "failed" and "MOVED" in j["error"], j
+        assert a.client().dbsize() == 0
+        assert SlotClient(b.port).call(key, "GET", key) is None
+    finally:
+        faulty.stop()

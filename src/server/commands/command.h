@@ -64,6 +64,7 @@ struct ClientState {
   // reach a slot being imported), and READONLY (no replicas: a flag only).
   bool asking = false;
   bool readonly = false;
+  bool command_asked = false;  // the command being run came after ASKING
 };
 
 class ServerContext;
@@ -267,6 +268,18 @@ void register_cluster_commands(CommandTable& table);   // CLUSTER ASKING READONL
 std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
                             std::span<const std::string_view> argv, ClientState& client,
                             std::optional<KeyFence::Pass>& pass);
+// The same judgement again, for a command that waited (a flash fetch)
+// without a pass: the map may have moved its slot meanwhile, or the
+// migrator taken its key. Keeps the command's ASKING.
+std::string cluster_reroute(ServerContext& server, const CommandSpec& spec,
+                            std::span<const std::string_view> argv, ClientState& client,
+                            std::optional<KeyFence::Pass>& pass);
+// Whether a write of `key` made now, outside any command (a preheat job's
+// publish, under the exec gate), lands where clients find it: "" if so,
+// else the refusal a command would get (as if after ASKING). Holds a fence
+// pass in `pass` while the slot moves away.
+std::string cluster_write_refusal(ServerContext& server, std::string_view key,
+                                  std::optional<KeyFence::Pass>& pass);
 
 // Redis's exact error texts, shared by every handler.
 namespace errors {

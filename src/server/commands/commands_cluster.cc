@@ -229,24 +229,25 @@ const CachedMap& cached_map(const cluster::Member& member) {
 
 }  // namespace
 
-std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
-                            std::span<const std::string_view> argv, ClientState& client,
-                            std::optional<KeyFence::Pass>& pass) {
-  cluster::Member* member = server.cluster();
-  if (member == nullptr) return {};
-  // ASKING holds for the one command after it.
-  const bool asking = std::exchange(client.asking, false);
+namespace {
+
+CommandKeys keys_of(const CommandSpec& spec, std::span<const std::string_view> argv,
+                    const ClientState& client) {
+  if (!(spec.flags & kRunsQueue)) return command_keys(spec, argv);
+  // EXEC: the keys of every queued command must share one slot.
   CommandKeys keys;
-  if (spec.flags & kRunsQueue) {
-    // EXEC: the keys of every queued command must share one slot.
-    for (const QueuedCommand& q : client.txn.queue) {
-      std::vector<std::string_view> args(q.args.begin(), q.args.end());
-      for (std::string_view k : command_keys(*q.spec, args)) keys.push_back(k);
-    }
-  } else {
-    keys = command_keys(spec, argv);
+  for (const QueuedCommand& q : client.txn.queue) {
+    std::vector<std::string_view> args(q.args.begin(), q.args.end());
+    for (std::string_view k : command_keys(*q.spec, args)) keys.push_back(k);
   }
-  if (keys.empty()) return {};
+  return keys;
+}
+
+// Routes `keys` for a command here; "" to run it.
+std::string route_keys(ServerContext& server, std::span<const std::string_view> keys, bool asking,
+                       std::optional<KeyFence::Pass>& pass) {
+  cluster::Member* member = server.cluster();
+  if (member == nullptr || keys.empty()) return {};
   // Before any map, or while the lease is stale, route() answers from the
   // keys alone (CROSSSLOT, else CLUSTERDOWN): the empty map is never read.
   static const cluster::SlotMap kNoMap;
@@ -287,9 +288,34 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
     server.cluster_refusals(cluster::Route::Kind::kTryAgain).add();
     return "TRYAGAIN Slot gained just now: its old keys are being removed";
   }
-  // The keys another node's SlotMigrator sends (its connection's name).
-  if (asking && client.name == kMigratorClientName) server.cluster_keys_migrated(true).add();
   return {};
+}
+
+}  // namespace
+
+std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
+                            std::span<const std::string_view> argv, ClientState& client,
+                            std::optional<KeyFence::Pass>& pass) {
+  if (server.cluster() == nullptr) return {};
+  // ASKING holds for the one command after it.
+  client.command_asked = std::exchange(client.asking, false);
+  std::string refusal = route_keys(server, keys_of(spec, argv, client), client.command_asked, pass);
+  // The keys another node's SlotMigrator sends (its connection's name).
+  if (refusal.empty() && client.command_asked && client.name == kMigratorClientName)
+    server.cluster_keys_migrated(true).add();
+  return refusal;
+}
+
+std::string cluster_reroute(ServerContext& server, const CommandSpec& spec,
+                            std::span<const std::string_view> argv, ClientState& client,
+                            std::optional<KeyFence::Pass>& pass) {
+  if (server.cluster() == nullptr) return {};
+  return route_keys(server, keys_of(spec, argv, client), client.command_asked, pass);
+}
+
+std::string cluster_write_refusal(ServerContext& server, std::string_view key,
+                                  std::optional<KeyFence::Pass>& pass) {
+  return route_keys(server, std::span(&key, 1), /*asking=*/true, pass);
 }
 
 void register_cluster_commands(CommandTable& table) {

@@ -34,17 +34,28 @@ namespace {
 // checked under the gate, where no CLIENT PAUSE can start; while it holds,
 // the job's preheat worker leaves the gate and sleeps (UNPAUSE or a longer
 // pause may move the end, so it looks again at least every 50 ms).
-ExclusiveRunner publish_runner(CommandContext& ctx) {
+//
+// In cluster mode the key is routed again there, as a write after ASKING:
+// the job was routed when it was submitted, and its slot may have moved
+// since (a key created on a node whose slot moved away would be served by
+// no one). A refused publish fails the job with the refusal.
+ExclusiveRunner publish_runner(CommandContext& ctx, std::string key) {
   // Shared, as the gate is: a job can end after the server.
-  return [gate = ctx.server.exec_gate().runner(),
-          pause = ctx.server.shared_client_pause()](absl::FunctionRef<void()> publish) {
+  return [gate = ctx.server.exec_gate().runner(), pause = ctx.server.shared_client_pause(),
+          server = &ctx.server, key = std::move(key)](absl::FunctionRef<void()> publish) {
     for (;;) {
       int64_t held_until = 0;
-      gate([&] {
+      std::string refusal;
+      TIERKV_RETURN_IF_ERROR(gate([&] {
         held_until = pause->holds_until(/*writes=*/true);
-        if (held_until == 0) publish();
-      });
-      if (held_until == 0) return;
+        if (held_until != 0) return;
+        std::optional<KeyFence::Pass> pass;
+        refusal = key.empty() ? std::string() : cluster_write_refusal(*server, key, pass);
+        if (refusal.empty()) publish();
+      }));
+      if (!refusal.empty())
+        return Status::unavailable("the key's slot is not here now: " + refusal);
+      if (held_until == 0) return Status::ok();
       const int64_t wait = std::clamp<int64_t>(held_until - ClientPause::now_ms(), 1, 50);
       std::this_thread::sleep_for(std::chrono::milliseconds(wait));
     }
@@ -141,7 +152,7 @@ void preheat_prefix(CommandContext& ctx) {
         "slot; preheat them key by key");
   }
   PreheatRequest options;
-  options.exclusive = publish_runner(ctx);
+  options.exclusive = publish_runner(ctx, {});  // refused in cluster mode
   if (!parse_preheat_options(ctx, 4, options)) return;
   std::string prefix(ctx.arg(2));
   std::string dir(ctx.arg(3));
@@ -168,7 +179,7 @@ void tier_preheat_command(CommandContext& ctx) {
     return preheat_prefix(ctx);
   }
   PreheatRequest r;
-  r.exclusive = publish_runner(ctx);
+  r.exclusive = publish_runner(ctx, std::string(ctx.arg(1)));
   r.key = std::string(ctx.arg(1));
   r.source = std::string(ctx.arg(2));
   if (!parse_preheat_options(ctx, 3, r)) return;

@@ -93,6 +93,7 @@ class ExecGate : public std::enable_shared_from_this<ExecGate> {
     return [self = shared_from_this()](absl::FunctionRef<void()> fn) {
       Guard all = self->exclusive();
       fn();
+      return Status::ok();
     };
   }
 

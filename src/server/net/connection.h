@@ -140,6 +140,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void after_reply(std::function<void()> work) override;
   // Runs a store worker's step under the exec gate (the end of a large SET
   // or a flash-to-flash copy).
+  // Cluster mode: a command that waited for a fetch without a fence pass
+  // is routed again before it runs (its slot may have begun to move, and
+  // the migrator taken its key); true if it was refused, and answered.
+  bool refused_after_wait();
   ExclusiveRunner exclusive_runner();
   void on_flash_copied(uint64_t gen, const Result<FlashCopyOutcome>& result);
   // A large value goes to flash as it arrives (flash_value_sink.h).

@@ -220,11 +220,27 @@ void Connection::on_fetch_done(uint64_t gen, const Status& status) {
   if (!status.is_ok()) fetch_error_ = status;
   wait_ = NoWait{};
   uint64_t clock = deferred_clock_;
+  if (refused_after_wait()) return;
   run_command(*deferred_spec_, clock);
   if (waiting_for<FetchWait>()) return;  // it needs another fetch
   end_command();
   publish_multi();  // an EXEC that waited for its fetch ended its MULTI
   if (!waiting()) resume();
+}
+
+bool Connection::refused_after_wait() {
+  // With a pass the key could not move: the migrator waited for it.
+  if (fence_pass_) return false;
+  std::string refusal =
+      cluster_reroute(server_.context(), *deferred_spec_, inv_.argv, state_, fence_pass_);
+  if (refusal.empty()) return false;
+  server_.stats_for(*deferred_spec_).rejected->add();
+  out_.set_proto(state_.proto);
+  refuse_routed(state_.txn, deferred_spec_, refusal, out_);
+  end_command();
+  publish_multi();
+  resume();
+  return true;
 }
 
 void Connection::persist(std::string_view key, uint64_t version) {

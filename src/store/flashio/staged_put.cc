@@ -159,7 +159,7 @@ Status StagedPut::run_exclusive(const ExclusiveRunner& exclusive,
   for (;;) {
     bool busy = false;
     if (exclusive) {
-      exclusive([&] { busy = last_step(); });
+      TIERKV_RETURN_IF_ERROR(exclusive([&] { busy = last_step(); }));
     } else {
       busy = last_step();
     }

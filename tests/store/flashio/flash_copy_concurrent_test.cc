@@ -83,6 +83,7 @@ class FlashCopyTest : public ::testing::Test {
         [this](absl::FunctionRef<void()> fn) {
           std::unique_lock all(gate_);
           fn();
+          return Status::ok();
         },
         [done](Result<FlashCopyOutcome> r) { done->set_value(std::move(r)); });
     return answer.get();
