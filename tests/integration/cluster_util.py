@@ -70,6 +70,13 @@ class Etcd:
         kvs = self._call("/v3/kv/range", {"key": b64(key)}).get("kvs", [])
         return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
 
+    def delete(self, key):
+        self._call("/v3/kv/deleterange", {"key": b64(key)})
+
+    def delete_prefix(self, prefix):
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        self._call("/v3/kv/deleterange", {"key": b64(prefix), "range_end": b64(end)})
+
 
 def b64(text):
     return base64.b64encode(text.encode()).decode()
@@ -116,6 +123,20 @@ def key_slot(key):
     return binascii.crc_hqx(k, 0) % SLOTS
 
 
+def send(conn, asking, *args):
+    """Runs a command on `conn`, after ASKING if `asking`; an error reply
+    raises ResponseError."""
+    if not asking:
+        return conn.execute_command(*args)
+    pipe = conn.pipeline(transaction=False)
+    pipe.execute_command("ASKING")
+    pipe.execute_command(*args)
+    reply = pipe.execute(raise_on_error=False)[1]
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
 class SlotClient:
     """A minimal cluster client that follows the protocol to the letter:
     a slot table from CLUSTER SLOTS, -MOVED updates it, -ASK sends ASKING
@@ -144,15 +165,7 @@ class SlotClient:
         addr, asking = self.slots[slot], False
         for _ in range(200):
             try:
-                if not asking:
-                    return self.conn(addr).execute_command(*args)
-                pipe = self.conn(addr).pipeline(transaction=False)
-                pipe.execute_command("ASKING")
-                pipe.execute_command(*args)
-                reply = pipe.execute(raise_on_error=False)[1]
-                if isinstance(reply, Exception):
-                    raise reply
-                return reply
+                return send(self.conn(addr), asking, *args)
             except redis.exceptions.ResponseError as e:
                 kind, *rest = str(e).split(" ")
                 if kind in ("MOVED", "ASK"):
