@@ -43,12 +43,12 @@ def settled(nodes, want, **kw):
     return sum(counts) == SLOTS and all(want(i, c) for i, c in enumerate(counts))
 
 
-def node_id(node):
-    return node.client().execute_command("CLUSTER", "MYID").decode()
+def node_id(node, **kw):
+    return node.client(**kw).execute_command("CLUSTER", "MYID").decode()
 
 
-def drain(etcd, node):
-    etcd.put(f"/tierkv/mig/drain/{node_id(node)}", "")
+def drain(etcd, node, **kw):
+    etcd.put(f"/tierkv/mig/drain/{node_id(node, **kw)}", "")
 
 
 def client_of(nodes, **kw):

@@ -16,7 +16,7 @@ import pytest
 
 from cluster_moves import (MIB, assert_holds, client_of, cluster_cli, drain, info,  # noqa: F401
                            managed, owner, settled, write_keys)
-from cluster_util import SLOTS, SlotClient, wait_until
+from cluster_util import SLOTS, SlotClient, key_slot, wait_until
 from conftest import free_port
 from test_preheat import tierkv_cli
 
@@ -344,3 +344,52 @@ def test_a_preheat_whose_slot_moved_away_fails_and_leaves_nothing_behind(managed
         assert SlotClient(b.port).call(key, "GET", key) is None
     finally:
         faulty.stop()
+
+
+def test_a_reader_that_stops_reading_does_not_stall_a_move(managed):
+    """A GET streaming a flash value, started while its slot moves (it takes
+    a fence pass), to a client that stops reading after a few bytes: the
+    move finishes anyway (the stream reads pinned regions, so it lets its
+    pass go), and the client, reading again, gets the whole value. The move
+    is held back at first by a wrong masterauth, so the GET comes first."""
+    import socket
+    etcd, start = managed
+    pw = ("--requirepass", "s3cret")
+    a = start(*pw, "--memory", "32mb")
+    b = start(*pw, "--memory", "32mb", "--masterauth", "wrong")
+    nodes = [a, b]
+    wait_until(lambda: settled(nodes, lambda i, c: c > 8000, password="s3cret"),
+               what="an even split")
+    rc = client_of(nodes, password="s3cret")
+    slots = b.client(password="s3cret").execute_command("CLUSTER", "SLOTS")
+    mine = [(first, last) for first, last, primary, *_ in slots if primary[1] == b.port]
+    key = next(f"big{i}" for i in range(100)
+               if any(f <= key_slot(f"big{i}") <= t for f, t in mine))
+    value = os.urandom(48 * MIB)  # larger than memory: read from flash
+    assert rc.set(key, value)
+    rc.close()
+    drain(etcd, b, password="s3cret")
+    wait_until(lambda: info(b, password="s3cret")["cluster_migration_retries"] > 0,
+               what="the move held back")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    s.connect(("127.0.0.1", b.port))
+    s.sendall(b"*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n"
+              % (len(key), key.encode()))
+    head = b""
+    while len(head) < 64:  # the header and the first bytes, no more
+        head += s.recv(64 - len(head))
+    assert head.startswith(b"+OK\r\n$%d\r\n" % len(value)), head
+    b.client(password="s3cret").config_set("masterauth", "s3cret")
+    wait_until(lambda: settled(nodes, lambda i, c: (c == 0) == (i == 1), password="s3cret"),
+               timeout=60, what="the drain, while the reader is stalled")
+    assert b.client(password="s3cret").dbsize() == 0
+    want = len(b"+OK\r\n$%d\r\n" % len(value)) + len(value) + 2
+    got = bytearray(head)
+    s.settimeout(30)
+    while len(got) < want:
+        chunk = s.recv(1 << 20)
+        assert chunk, "the stream was cut"
+        got += chunk
+    s.close()
+    assert bytes(got[len(got) - len(value) - 2:-2]) == value

@@ -343,7 +343,11 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
   // A command waiting for a fetch or a pause runs later, with its streamed
   // value.
   if (!waiting_for<FetchWait>() && !waiting_for<PauseWait>()) end_command();
-  if (!waiting()) fence_pass_.reset();  // else resume() drops it
+  // A GET streaming from flash reads pinned regions: the value it sends
+  // stays whole even if the key moves away now, so it lets the migrator
+  // go on (a client that stops reading would otherwise stall the move).
+  // Any other wait holds the pass until resume() drops it.
+  if (!waiting() || waiting_for<StreamWait>()) fence_pass_.reset();
   publish_multi();
 }
 
