@@ -359,6 +359,18 @@ size_t FlashIndex::drop_region(uint32_t region, std::vector<ReinsertCandidate>* 
   return touched;
 }
 
+std::optional<int64_t> FlashIndex::relocating_expiry(std::string_view key, uint64_t key_hash,
+                                                     uint32_t chunk_index, uint64_t version) const {
+  Shard& s = shard_for(key_hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key_hash);
+  if (it == s.map.end()) return std::nullopt;
+  const Entry& e = it->second;
+  if (e.key() != key || e.version != version || chunk_index >= e.slots) return std::nullopt;
+  if (!location::relocating(e.block[chunk_index])) return std::nullopt;
+  return e.expire_at_ms;
+}
+
 bool FlashIndex::relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                           uint64_t version, uint64_t new_location) {
   Shard& s = shard_for(key_hash);

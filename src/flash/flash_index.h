@@ -173,6 +173,10 @@ class FlashIndex {
   // and are appended to *hits; relocate() or drop_chunk() settles them.
   // Returns the number of chunks dropped or marked.
   size_t drop_region(uint32_t region, std::vector<ReinsertCandidate>* hits);
+  // A relocating chunk's expiry now, if it is still indexed and relocating
+  // at `version` (not removed, superseded or dropped meanwhile).
+  std::optional<int64_t> relocating_expiry(std::string_view key, uint64_t key_hash,
+                                           uint32_t chunk_index, uint64_t version) const;
   // Completes a reinsertion: points a relocating chunk at its new place.
   // False if the chunk was removed or superseded meanwhile.
   bool relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t version,

@@ -190,6 +190,7 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
     copies.push_back(std::move(r));
   }
 
+  if (options_.after_reinsert_read && !copies.empty()) options_.after_reinsert_read();
   write_lock.lock();
   // clear() ran meanwhile: it freed every region, this one included.
   const bool cleared = generation != im.generation || im.clearing;
@@ -198,9 +199,21 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
   im.regions.unpin_last(region);
   std::vector<IoRequest*> to_submit;
   for (Reinsert& r : copies) {
-    const PendingChunk& c = r.chunk;
+    PendingChunk& c = r.chunk;
     Status st = cleared ? Status::busy("flash cleared during reinsertion") : Status::ok();
-    if (st.is_ok()) st = append_locked(c, r.data);
+    // Looked up again under write_mu, which every tombstone and expiry
+    // record is appended under: a DEL or EXPIRE that came during the device
+    // read above is either seen here (the copy is skipped, or carries the
+    // new expiry), or its record lands after the copy in the log, so a
+    // recovery scan replays them in their true order.
+    std::optional<int64_t> expiry;
+    if (st.is_ok())
+      expiry = im.index.relocating_expiry(c.key, c.key_hash, c.chunk_index, c.version);
+    if (st.is_ok() && !expiry) continue;  // removed or superseded: nothing to copy
+    if (st.is_ok()) {
+      c.expire_at_ms = *expiry;
+      st = append_locked(c, r.data);
+    }
     if (!st.is_ok()) im.index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.old_location);
   }
   im.log.kick(to_submit);

@@ -105,6 +105,10 @@ struct FlashOptions {
   // one the tier uses (e.g. a wrapper that holds or fails chosen requests),
   // so orderings that depend on I/O timing can be tested deterministically.
   std::function<std::unique_ptr<IoEngine>(std::unique_ptr<IoEngine>)> wrap_engine;
+  // Tests: runs on the reclaimer after it has read a region's hot chunks
+  // and before it appends their copies (no lock held), so that a DEL or an
+  // EXPIRE can land exactly there.
+  std::function<void()> after_reinsert_read;
 };
 
 std::string_view fsync_policy_name(FsyncPolicy policy);
