@@ -186,7 +186,7 @@ class Nemesis:
 
     def act(self, kind, stop):
         self.counts[kind] += 1
-        self.log(f"nemesis: {kind}")
+        self.log(f"nemesis: {kind} at {time.monotonic():.3f}")
         live = [n for n in self.nodes if n.alive() and not n.paused]
         victim = self.rng.choice(live)
         if kind == "kill9-fast":
@@ -365,7 +365,8 @@ def run(seconds, seed=36, clients=3, n_keys=300, max_nodes=4, log=print):
         outcomes[("get", "hit")] = sum(1 for op in history
                                        if op.kind == "get" and op.outcome == "ok" and op.reply)
         return {"ops": len(history), "outcomes": outcomes, "faults": nemesis.counts,
-                "anomalies": anomalies, "settled": settled}
+                "anomalies": anomalies, "settled": settled,
+                "history": history if anomalies else None}
     finally:
         for n in nodes:
             n.close()
@@ -381,6 +382,12 @@ def report(summary, log=print):
     log("faults: " + ", ".join(f"{k} {summary['faults'][k]}" for k in FAULTS))
     for a in summary["anomalies"][:20]:
         log("anomaly: " + a)
+    if summary["anomalies"] and summary.get("history"):
+        key = summary["anomalies"][0].split(":")[0]
+        log(f"history of {key} (start end kind arg outcome reply), from the first fault:")
+        for op in summary["history"]:
+            if op.key == key:
+                log(f"  {op.start:.3f} {op.end:.3f} {op.kind} {op.arg} {op.outcome} {op.reply!r}")
     faults = ",".join(f"{k}:{summary['faults'][k]}" for k in FAULTS)
     log(f"RESULT name=cluster_faults ops={summary['ops']} faults={faults} "
         f"anomalies={len(summary['anomalies'])} settled={'yes' if summary['settled'] else 'no'}")

@@ -291,6 +291,17 @@ std::string route_keys(ServerContext& server, std::span<const std::string_view> 
   return {};
 }
 
+// Whether the keys' slot is moving to this node. A migrator's write is
+// taken only then: one from a source whose map is out of date (it was
+// paused past its lease, and its slot given to this node meanwhile) would
+// overwrite what clients wrote here since.
+bool importing_here(ServerContext& server, std::span<const std::string_view> keys) {
+  const CachedMap& cached = cached_map(*server.cluster());
+  const std::optional<uint16_t> slot = cluster::common_slot(keys);
+  return cached.map && slot && cached.self != cluster::SlotMap::kNoNode &&
+         cached.map->moving_to(*slot) == cached.self;
+}
+
 }  // namespace
 
 std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
@@ -299,10 +310,16 @@ std::string cluster_refusal(ServerContext& server, const CommandSpec& spec,
   if (server.cluster() == nullptr) return {};
   // ASKING holds for the one command after it.
   client.command_asked = std::exchange(client.asking, false);
-  std::string refusal = route_keys(server, keys_of(spec, argv, client), client.command_asked, pass);
+  const CommandKeys keys = keys_of(spec, argv, client);
+  std::string refusal = route_keys(server, keys, client.command_asked, pass);
   // The keys another node's SlotMigrator sends (its connection's name).
-  if (refusal.empty() && client.command_asked && client.name == kMigratorClientName)
+  if (refusal.empty() && client.command_asked && client.name == kMigratorClientName) {
+    if (!importing_here(server, keys)) {
+      server.cluster_refusals(cluster::Route::Kind::kTryAgain).add();
+      return "TRYAGAIN The slot is not being imported here";
+    }
     server.cluster_keys_migrated(true).add();
+  }
   return refusal;
 }
 
