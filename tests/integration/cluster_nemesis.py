@@ -30,6 +30,7 @@ prints the operations, the faults of each kind and the anomalies, and ends
 with one line: RESULT name=cluster_faults ops=... faults=... anomalies=...
 """
 import argparse
+import bisect
 import collections
 import os
 import random
@@ -308,7 +309,9 @@ def check(history):
                 if op.outcome == "ok":
                     superseding.append((op.start, op.end))
         reads = [op for op in ops if op.kind == "get" and op.outcome == "ok" and op.reply]
-        reads.sort(key=lambda op: op.end)
+        # Both bounds as prefix maxima over end times, for a binary search:
+        # a long run has thousands of operations per key.
+        newest_write = Latest(superseding)
         seen = []  # (end of a read, start of the write it returned)
         for r in reads:
             base, suffixes = parse(r.reply.decode())
@@ -318,15 +321,32 @@ def check(history):
                 anomalies.append(f"{key}: read {r.reply!r}, which was never written")
                 continue
             _, w_start, w_end = writes[made[-1][1]]
-            newer = max((s for s, e in superseding if e < r.start), default=-INF)
-            if w_end < newer:
+            if w_end < newest_write.before(r.start):
                 anomalies.append(f"{key}: read {r.reply!r} after an acknowledged write had "
                                  f"replaced it")
-            read_newer = max((ws for re, ws in seen if re < r.start), default=-INF)
-            if w_end < read_newer:
+            seen.append((r, w_start, w_end))
+        newest_read = Latest([(r.end, w_start) for r, w_start, _ in seen], by_first=True)
+        for r, _, w_end in seen:
+            if w_end < newest_read.before(r.start):
                 anomalies.append(f"{key}: read {r.reply!r}, older than a value read before")
-            seen.append((r.end, w_start))
     return anomalies
+
+
+class Latest:
+    """Of (start, end) intervals: the latest start among those that ended
+    before a time, by binary search over a prefix maximum. `by_first`: the
+    pairs are (end, start) instead."""
+
+    def __init__(self, pairs, by_first=False):
+        items = sorted(((a, b) if by_first else (b, a)) for a, b in pairs)
+        self.ends = [end for end, _ in items]
+        self.best = []
+        for _, start in items:
+            self.best.append(max(start, self.best[-1]) if self.best else start)
+
+    def before(self, t):
+        i = bisect.bisect_left(self.ends, t)
+        return self.best[i - 1] if i > 0 else -INF
 
 
 def run(seconds, seed=36, clients=3, n_keys=300, max_nodes=4, log=print):
