@@ -1,6 +1,7 @@
 // The configuration key table: each key's parser, validator and CONFIG GET
-// text, the lookups on it (config_set, config_get) and the cross-key rules
-// (config_validate). Loading from TOML and flags is in config.cc.
+// text, and the lookups on it (config_set, config_get). The cross-key rules
+// (config_validate) are in config_rules.cc; loading from TOML and flags is
+// in config.cc.
 #include "core/config.h"
 
 #include <fmt/format.h>
@@ -13,6 +14,8 @@
 #include <functional>
 #include <limits>
 #include <optional>
+
+#include "core/config_internal.h"
 
 namespace tierkv {
 namespace {
@@ -34,21 +37,6 @@ constexpr double kMaxI = static_cast<double>(std::numeric_limits<int64_t>::max()
 
 Status bad_value(std::string_view key, std::string_view value, std::string_view why) {
   return Status::invalid_argument(fmt::format("invalid value '{}' for '{}': {}", value, key, why));
-}
-
-// A node announces where the others and clients reach it, and its id is
-// derived from that address: a wildcard would give every node one id.
-Status check_announce_host(const Config& c) {
-  const bool own = !c.cluster_announce_host.empty();
-  const std::string& host = own ? c.cluster_announce_host : c.bind;
-  for (std::string_view wildcard : {"", "0.0.0.0", "::", "[::]", "*", "::0"}) {
-    if (host != wildcard) continue;
-    if (own) return bad_value("cluster-announce-host", host, "no other node can reach it");
-    return bad_value("bind", host,
-                     "with 'cluster-enabled yes' set 'cluster-announce-host' to an address "
-                     "other nodes can reach");
-  }
-  return Status::ok();
 }
 
 Status out_of_bounds(std::string_view key, std::string_view value, double min, double max) {
@@ -565,7 +553,7 @@ Result<std::string> config_get_human(const Config& config, std::string_view name
   }
 }
 
-Status config_validate(const Config& c) {
+Status check_enum_choices(const Config& c) {
   // An embedded caller may have cast any number into an enumeration.
   if (static_cast<size_t>(c.eviction_policy) >= kEvictionNames.size() ||
       static_cast<size_t>(c.flash_fsync) >= kFsyncNames.size() ||
@@ -574,48 +562,6 @@ Status config_validate(const Config& c) {
     return Status::invalid_argument(
         "invalid value for 'eviction-policy', 'flash-fsync', 'offload-policy' or 'log-level': "
         "not one of its choices");
-  if (c.cluster_enabled && c.cluster_etcd.empty())
-    return Status::invalid_argument("'cluster-enabled yes' needs 'cluster-etcd' endpoints");
-  if (c.cluster_enabled && c.port == 0 && c.cluster_announce_port == 0)
-    return Status::invalid_argument("'cluster-enabled yes' needs a TCP 'port' to announce");
-  if (c.cluster_enabled) TIERKV_RETURN_IF_ERROR(check_announce_host(c));
-  if (!std::has_single_bit(static_cast<uint64_t>(c.chunk_size)))
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'chunk-size': must be a power of two", c.chunk_size));
-  if (!std::has_single_bit(static_cast<uint64_t>(c.memory_shards)))
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'memory-shards': must be a power of two", c.memory_shards));
-  if (c.memory < 4 * c.chunk_size)
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'memory': must hold at least 4 chunks of 'chunk-size'", c.memory));
-  if (c.max_object_size > c.proto_max_bulk_len)
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'max-object-size': exceeds 'proto-max-bulk-len' ({})",
-                    c.max_object_size, c.proto_max_bulk_len));
-  // A region must hold at least one whole chunk record (header and key too).
-  if (c.region_size < 2 * c.chunk_size)
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'region-size': must be at least twice 'chunk-size'",
-                    c.region_size));
-  if (c.flash_read_buffer < 2 * c.chunk_size)
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'flash-read-buffer': must be at least twice 'chunk-size'",
-        c.flash_read_buffer));
-  if (c.flash_write_buffer < c.chunk_size)
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'flash-write-buffer': must be at least 'chunk-size'",
-                    c.flash_write_buffer));
-  if (c.preheat_buffer < c.chunk_size)
-    return Status::invalid_argument(
-        fmt::format("invalid value '{}' for 'preheat-buffer': must be at least 'chunk-size'",
-                    c.preheat_buffer));
-  if (c.prefetch_cooldown_max_ms < c.prefetch_cooldown_ms)
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'prefetch-cooldown-max-ms': below 'prefetch-cooldown-ms' ({})",
-        c.prefetch_cooldown_max_ms, c.prefetch_cooldown_ms));
-  if (c.flash_size != 0 && c.flash_size < 2 * c.region_size)
-    return Status::invalid_argument(fmt::format(
-        "invalid value '{}' for 'flash-size': must be 0 or at least two regions", c.flash_size));
   return Status::ok();
 }
 

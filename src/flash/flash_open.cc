@@ -139,19 +139,27 @@ Result<std::unique_ptr<FlashTier>> FlashTier::open(const FlashOptions& options,
   return tier;
 }
 
-Status FlashTier::open_device() {
-  std::string path = options_.path;
+FlashFile flash_file(const std::string& configured_path) {
+  FlashFile f{configured_path, {}, false};
   struct stat st {};
-  const bool exists = ::stat(path.c_str(), &st) == 0;
-  if ((exists && S_ISDIR(st.st_mode)) || path.back() == '/') {
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
-    if (!exists && ::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-      return Status::io_error(errno_text("flash: cannot create directory", path, errno));
-    }
-    path += "/flash.dat";
+  const bool exists = ::stat(f.path.c_str(), &st) == 0;
+  if ((exists && S_ISDIR(st.st_mode)) || f.path.ends_with('/')) {
+    while (f.path.size() > 1 && f.path.ends_with('/')) f.path.pop_back();
+    f.folder = f.path;
+    f.path += "/flash.dat";
   }
+  f.block_device = ::stat(f.path.c_str(), &st) == 0 && S_ISBLK(st.st_mode);
+  return f;
+}
+
+Status FlashTier::open_device() {
+  const FlashFile file = flash_file(options_.path);
+  if (!file.folder.empty() && ::mkdir(file.folder.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status::io_error(errno_text("flash: cannot create directory", file.folder, errno));
+  }
+  const std::string& path = file.path;
   file_path_ = path;
-  const bool block_device = ::stat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode);
+  const bool block_device = file.block_device;
   const int flags = O_RDWR | O_CLOEXEC | (block_device ? 0 : O_CREAT);
   int fd = -1;
   if (options_.direct_io) {
@@ -194,6 +202,7 @@ Status FlashTier::open_device() {
   const uint64_t bytes = layout.total;
   if (block_device) return Status::ok();
 
+  struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::io_error(errno_text("flash: cannot stat", path, errno));
   if (options_.preallocate) {
     // Check first: a fallocate that runs out of space part-way fills the disk.

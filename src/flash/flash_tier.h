@@ -113,6 +113,16 @@ struct FlashOptions {
 
 std::string_view fsync_policy_name(FsyncPolicy policy);
 
+// The file or device a FlashOptions::path names: <path>/flash.dat for a
+// directory (existing, or ending in '/'), else the path itself. Reads the
+// file system; creates nothing.
+struct FlashFile {
+  std::string path;
+  std::string folder;  // the directory that must exist first; empty if none
+  bool block_device = false;
+};
+FlashFile flash_file(const std::string& configured_path);
+
 struct RemoveOptions {
   // Write the tombstone even if nothing of the key is indexed or in flight
   // (the caller knows an older copy may be on the device, unindexed).

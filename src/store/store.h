@@ -246,6 +246,10 @@ class Store {
   // OpenMode::kBackground it returns while the flash index still loads:
   // until loading() is false, only loading(), load_progress(), stats(),
   // flash_status(), has_flash() (false) and metrics() may be called.
+  // Where a file kept beside the flash tier of `config` goes: the flash
+  // file's path plus `suffix`; empty without flash (nothing outlives the
+  // process) or on a raw block device (no file system beside it).
+  static std::string beside_flash(const Config& config, std::string_view suffix);
   static Result<std::unique_ptr<Store>> open(const Config& config,
                                              MetricsRegistry* metrics = nullptr,
                                              OpenMode mode = OpenMode::kWait,

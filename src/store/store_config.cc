@@ -64,6 +64,13 @@ PrefetchOptions prefetch_options(const Config& c) {
   return o;
 }
 
+std::string Store::beside_flash(const Config& config, std::string_view suffix) {
+  if (config.flash_size == 0) return {};
+  const flash::FlashFile file = flash::flash_file(config.flash_path);
+  if (file.block_device) return {};
+  return file.path + std::string(suffix);
+}
+
 flash::FlashOptions flash_options(const Config& c) {
   flash::FlashOptions o;
   o.path = c.flash_path;

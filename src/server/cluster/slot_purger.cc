@@ -111,18 +111,20 @@ void SlotPurger::save_state() {
   if (options_.state_path.empty()) return;
   std::lock_guard file_lock(state_mu_);
   nlohmann::json purging = nlohmann::json::array();
-  for (uint32_t s = 0; s < cluster::kSlotCount; ++s) {
-    if (pending_[s].load(std::memory_order_acquire) == 0) continue;
-    if (!purging.empty() && purging.back()[1].get<uint32_t>() + 1 == s) {
-      purging.back()[1] = s;
-    } else {
-      purging.push_back({s, s});
-    }
-  }
   uint64_t version;
   {
+    // mark() sets a map's version and its marks under mu_: read both in one
+    // step, or a file could name a new version without its new marks.
     std::lock_guard lock(mu_);
     version = served_version_;
+    for (uint32_t s = 0; s < cluster::kSlotCount; ++s) {
+      if (pending_[s].load(std::memory_order_acquire) == 0) continue;
+      if (!purging.empty() && purging.back()[1].get<uint32_t>() + 1 == s) {
+        purging.back()[1] = s;
+      } else {
+        purging.push_back({s, s});
+      }
+    }
   }
   const nlohmann::json state{{"cluster", options_.cluster_name},
                              {"node", options_.self_id},

@@ -1,7 +1,5 @@
 #include "server/net/server.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -361,25 +359,16 @@ void Server::wait() {
   stop();
 }
 
-// Beside the flash file (flash.dat in a flash folder), unless set; none
-// without flash (nothing outlives the process) or on a raw block device.
+// Beside the flash file, unless set; none without flash (nothing outlives
+// the process) or on a raw block device.
 static std::string cluster_state_path(const Config& config) {
   if (!config.cluster_config_file.empty()) return config.cluster_config_file;
-  if (config.flash_size == 0) return {};
-  std::string path = config.flash_path;
-  struct stat st {};
-  const bool exists = ::stat(path.c_str(), &st) == 0;
-  if ((exists && S_ISDIR(st.st_mode)) || path.ends_with('/')) {
-    while (path.size() > 1 && path.ends_with('/')) path.pop_back();
-    return path + "/cluster-state.json";
-  }
-  if (exists && S_ISBLK(st.st_mode)) {
+  std::string path = Store::beside_flash(config, ".cluster-state.json");
+  if (path.empty() && config.flash_size != 0)
     spdlog::warn(
         "cluster: flash is a block device and cluster-config-file is not set: after a "
         "restart this node's slots start empty");
-    return {};
-  }
-  return path + ".cluster-state.json";
+  return path;
 }
 
 void Server::join_cluster(const Config& config) {
