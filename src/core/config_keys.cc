@@ -386,6 +386,10 @@ const std::vector<KeySpec>& specs() {
       int_key({"cluster-migrate-batch-keys",
                "keys a node moving a slot away sends per batch (fenced and pipelined together)"},
               &C::cluster_migrate_batch_keys, 1, 100000),
+      int_key({"cluster-migrate-streams",
+               "threads a node moving slots away sends batches on at once, each with its own "
+               "connection to each target; a key always goes on the same one"},
+              &C::cluster_migrate_streams, 1, 64),
       bytes_key({"cluster-migrate-inline-bytes",
                  "values up to this size are pipelined whole when a slot moves; larger ones "
                  "stream alone, 1 MiB at a time"},

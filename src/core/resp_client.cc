@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -107,6 +108,40 @@ Status RespClient::send(std::string_view bytes) {
       return Status::io_error("timed out sending to the server");
     if (n <= 0) return Status::io_error(std::string("connection lost: ") + std::strerror(errno));
     sent += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+Status RespClient::send(std::span<const std::string_view> pieces) {
+  constexpr size_t kMaxIov = 64;
+  iovec iov[kMaxIov];
+  size_t next = 0, skip = 0;  // the first piece not fully sent, and its bytes already sent
+  while (next < pieces.size()) {
+    size_t count = 0;
+    for (size_t i = next; i < pieces.size() && count < kMaxIov; ++i) {
+      const size_t from = i == next ? skip : 0;
+      if (pieces[i].size() == from) continue;
+      iov[count++] = {const_cast<char*>(pieces[i].data() + from), pieces[i].size() - from};
+    }
+    if (count == 0) break;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return Status::io_error("timed out sending to the server");
+    if (n <= 0) return Status::io_error(std::string("connection lost: ") + std::strerror(errno));
+    for (auto left = static_cast<size_t>(n); next < pieces.size();) {
+      const size_t rest = pieces[next].size() - skip;
+      if (left < rest) {
+        skip += left;
+        break;
+      }
+      left -= rest;
+      ++next;
+      skip = 0;
+    }
   }
   return Status::ok();
 }

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,9 @@ class RespClient {
 
   Result<RespValue> command(const std::vector<std::string>& args);
   Status send(std::string_view bytes);
+  // Sends `pieces` in order as one stream (sendmsg over them, no copy into
+  // one buffer): a value's chunks go out where they lie.
+  Status send(std::span<const std::string_view> pieces);
   // Ends a send or receive blocked in another thread (it fails at once);
   // the client is unusable afterwards.
   void shutdown();

@@ -4,26 +4,22 @@
 //
 // Whenever the map has slots moving away from this node, a pass scans the
 // key space once (Store::scan) and moves every key of those slots, batch by
-// batch:
+// batch, on `streams` links per target at once (each key always on the
+// same one, so its batches never overlap):
 // * the batch is fenced (KeyFence): commands on its keys get -TRYAGAIN,
 //   and the ones already running finish first;
-// * each key goes to its target as ASKING + SET key value [PXAT ms],
-//   pipelined; a value larger than `batch_bytes` streams alone, piece by
-//   piece from memory or flash, so a value larger than memory moves too;
+// * a KeySender sends it (key_sender.h): values straight from their
+//   chunks, a key the target took removed here, its tombstone on the
+//   device before the fence lifts, so a restart of this node never serves
+//   it again nor sends it over a newer value;
 // * the link logs in as masterauth (and masteruser) says, or as
 //   requirepass when masterauth is empty;
-// * a key the target acknowledged is removed here (if still the version
-//   sent), and its tombstone is on the device before the fence lifts, so
-//   a restart of this node never serves it again nor sends it over a
-//   newer value; one the target refuses for good (larger than its limits)
-//   is dropped here too: a miss, as a cache allows;
-// * any other refusal (NOAUTH, WRONGPASS, IOERR, ...) leaves the key here,
-//   and the batch goes again after a pause; one that needs the operator,
-//   or a failure that lasts longer than `io_timeout`, is published as a
-//   MoveStall (tierkv cluster drain exits 1 with it);
-// * if the connection fails, the target drops the value it was receiving
-//   (never committed: no value is half-moved) and the batch is sent again,
-//   still fenced, until it lands or the map stops moving its slots.
+// * a refusal that is not for good (NOAUTH, WRONGPASS, IOERR, ...) leaves
+//   the key here, and the batch goes again after a pause; one that needs
+//   the operator, or a failure that lasts longer than `io_timeout`, is
+//   published as a MoveStall (tierkv cluster drain exits 1 with it);
+// * if the connection fails, the keys in doubt stay fenced and the batch
+//   is sent again until it lands or the map stops moving its slots.
 // No key of a moving slot is created here meanwhile (the router sends a
 // missing key to the target), so after one full pass the slots are empty
 // here, and the report says so for that map version. A newer map that
@@ -36,10 +32,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,30 +46,20 @@
 #include "cluster/move_report.h"
 #include "cluster/slot_map.h"
 #include "core/metrics.h"
-#include "core/resp_client.h"
 #include "core/status_wait.h"
 #include "server/cluster/key_fence.h"
+#include "server/cluster/key_sender.h"
 #include "store/store.h"
 
 namespace tierkv::server {
-
-// The CLIENT SETNAME of a migrator's connection: its keys count as
-// migrated in on the receiving node.
-inline constexpr std::string_view kMigratorClientName = "tierkv-slot-migrator";
-
-struct MigratorCredentials {
-  std::string user;      // empty: AUTH password alone (the default user)
-  std::string password;  // empty: no AUTH
-};
 
 struct SlotMigratorOptions {
   std::vector<std::string> etcd_endpoints;
   std::string cluster_name;
   std::string self_id;
   size_t batch_keys = 64;
-  uint64_t batch_bytes = 4 << 20;  // values up to this are pipelined whole
-  uint64_t piece_bytes = 1 << 20;  // a larger one streams in pieces of this
-  std::chrono::milliseconds io_timeout{10000};
+  size_t streams = 2;     // links (and threads) sending at once
+  KeySenderOptions send;  // its io_timeout also bounds a failure before a stall
   std::chrono::milliseconds fence_timeout{2000};
   std::chrono::milliseconds etcd_timeout{1000};
   // Asked at each new connection, so CONFIG SET masterauth takes effect.
@@ -112,58 +101,66 @@ class SlotMigrator {
     bool same_moves(const Plan& other) const;
     const cluster::ClusterNode* target(uint16_t slot) const;
   };
-  struct Connection;  // one target's link
+  struct Batch {
+    std::shared_ptr<const Plan> plan;
+    uint16_t target;
+    std::vector<std::string> keys;
+  };
+  // One sending thread, its batches and its links (one per target).
+  struct Stream {
+    std::deque<Batch> batches;                                // mu_
+    bool busy = false;                                        // mu_: running a batch
+    std::map<std::string, std::unique_ptr<KeySender>> links;  // swapped under link_mu_
+    std::thread thread;
+  };
 
   void run(std::stop_token stop);
+  void run_stream(std::stop_token stop, Stream& stream);
   // Moves every key of `plan`'s slots; false if stopped or the plan changed.
-  bool pass(std::stop_token& stop, const Plan& plan);
-  bool move_batch(std::stop_token& stop, const Plan& plan, const cluster::ClusterNode& target,
-                  std::vector<std::string> keys);
+  bool pass(std::stop_token stop, const std::shared_ptr<const Plan>& plan);
+  // Hands `batch` to `stream` once it has room; false if the pass failed.
+  bool submit(std::stop_token stop, Stream& stream, Batch batch);
+  // Waits for every stream to finish its batches; false if one failed.
+  bool drain_streams(std::stop_token stop);
+  bool move_batch(std::stop_token stop, Stream& stream, const Batch& batch);
   // Sends `keys`, fenced, until every one's fate is known: OK (all moved),
   // Busy (the target refused some; they stay here), or another error when
   // nothing is in doubt (the link could not be made) or the plan changed.
-  Status send_fenced(std::stop_token& stop, const Plan& plan, const cluster::ClusterNode& target,
-                     const std::vector<std::string>& keys,
+  Status send_fenced(std::stop_token stop, Stream& stream, const Batch& batch,
                      std::chrono::steady_clock::time_point since);
-  // A logged-in link to `target` in link_; Busy (with the reply) if the
+  // The stream's logged-in link to `target`; Busy (with the reply) if the
   // target refused the login.
-  Status connect(const cluster::ClusterNode& target);
-  // One attempt at sending `keys`; Busy (with the first reply) if the
-  // target refused some, which stay here. The removals of those it took
-  // report to `removals` once their tombstones land.
-  Status send_batch(Connection& link, const std::vector<std::string>& keys, StatusWait& removals);
-  Status send_large(Connection& link, const std::string& key, const ObjectInfo& info,
-                    StatusWait& removals);
-  // Reads the ASKING and SET replies of `key` and acts on them.
-  Status settle(Connection& link, const std::string& key, uint64_t version, uint64_t size,
-                StatusWait& removals);
+  Result<KeySender*> link(Stream& stream, const cluster::ClusterNode& target);
+  void set_link(Stream& stream, const std::string& address, std::unique_ptr<KeySender> link);
   void publish_stall(const Plan& plan, const cluster::ClusterNode& target, const Status& why);
   void clear_stall();
   bool current(const Plan& plan) const;
-  void set_link(std::unique_ptr<Connection> link);
   bool report(const Plan& plan);  // false if etcd did not take it
-  bool pause(std::stop_token& stop, std::chrono::milliseconds d);
+  bool pause(std::stop_token stop, std::chrono::milliseconds d);
 
   Store& store_;
   KeyFence& fence_;
-  Counter& keys_out_;
+  MoveCounters counters_;
   const SlotMigratorOptions options_;
   mutable std::mutex mu_;
-  std::condition_variable_any wake_;
-  Plan latest_;  // of the newest map
+  std::condition_variable_any wake_;  // a new map, a stream's progress, or stop
+  Plan latest_;                       // of the newest map
   uint64_t generation_ = 0;
-  // The stall this node has in etcd (migrator thread only).
+  bool pass_failed_ = false;  // a stream gave up on a batch of this pass
+  // The stall this node has in etcd.
+  std::mutex stall_mu_;
   std::optional<cluster::MoveStall> stall_published_;
   std::chrono::steady_clock::time_point stall_published_at_;
   bool stall_unknown_ = true;  // a run before a restart may have left one
-  // The migrator thread's link; link_mu_ guards swapping it, so that the
-  // destructor can cut a send or receive that is blocked on it.
+  // link_mu_ guards swapping the streams' links, so that the destructor
+  // can cut a send or receive that is blocked on one.
   std::mutex link_mu_;
-  std::unique_ptr<Connection> link_;
-  std::atomic<uint64_t> bytes_out_{0}, keys_dropped_{0}, passes_{0}, retries_{0};
+  std::atomic<uint64_t> passes_{0}, retries_{0};
   std::atomic<uint64_t> slots_moving_{0}, progress_cursor_{0};
   std::atomic<uint64_t> last_pass_ms_{0}, last_pass_bytes_{0};
-  std::jthread thread_;
+  std::stop_source stop_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::thread thread_;
 };
 
 }  // namespace tierkv::server

@@ -392,9 +392,10 @@ void Server::join_cluster(const Config& config) {
   moves.cluster_name = config.cluster_name;
   moves.self_id = o.self.id;
   moves.batch_keys = static_cast<size_t>(config.cluster_migrate_batch_keys);
-  moves.batch_bytes = static_cast<uint64_t>(config.cluster_migrate_inline_bytes);
-  moves.piece_bytes = std::min<uint64_t>(moves.piece_bytes, moves.batch_bytes);
-  moves.io_timeout = std::chrono::milliseconds(config.cluster_migrate_timeout_ms);
+  moves.streams = static_cast<size_t>(config.cluster_migrate_streams);
+  moves.send.batch_bytes = static_cast<uint64_t>(config.cluster_migrate_inline_bytes);
+  moves.send.piece_bytes = std::min<uint64_t>(moves.send.piece_bytes, moves.send.batch_bytes);
+  moves.send.io_timeout = std::chrono::milliseconds(config.cluster_migrate_timeout_ms);
   moves.credentials = [this] {
     const Config now = context_.config();
     return MigratorCredentials{now.masteruser,
