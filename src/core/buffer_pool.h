@@ -12,6 +12,10 @@
 // chunk (KV-cache blocks of 256 KiB, say) come in few sizes, so their
 // buffers are kept by size as well; below min_size malloc's heap keeps its
 // pages anyway.
+// A buffer the pool allocates afresh has its pages faulted in by one
+// madvise(MADV_POPULATE_WRITE) before it is handed out: the same zeroing,
+// without a fault per page in the thread that fills it (a network thread
+// receiving a value, say).
 //
 // Bounded: a buffer given back is kept only while the idle bytes stay within
 // idle_room() (the store's: the memory budget left unused plus the flash read

@@ -133,7 +133,7 @@ struct Config {
   int64_t cluster_lease_ttl_s = 5;
   bool cluster_controller = true;  // stand for controller (slot assignment)
   int64_t cluster_migrate_batch_keys = 64;
-  int64_t cluster_migrate_streams = 2;
+  int64_t cluster_migrate_streams = 4;
   int64_t cluster_migrate_inline_bytes = 4 << 20;
   int64_t cluster_migrate_timeout_ms = 10000;
   // Where the node keeps the version of the last slot map it served and

@@ -58,7 +58,7 @@ struct SlotMigratorOptions {
   std::string cluster_name;
   std::string self_id;
   size_t batch_keys = 64;
-  size_t streams = 2;     // links (and threads) sending at once
+  size_t streams = 4;     // threads sending at once, each with a link per target
   KeySenderOptions send;  // its io_timeout also bounds a failure before a stall
   std::chrono::milliseconds fence_timeout{2000};
   std::chrono::milliseconds etcd_timeout{1000};
