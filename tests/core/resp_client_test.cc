@@ -13,25 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "tests/core/loopback_listener.h"
+
 namespace tierkv {
 namespace {
 
-struct Listener {
-  int fd = -1;
-  uint16_t port = 0;
-  Listener() {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(::listen(fd, 1), 0);
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
-  }
-  ~Listener() { ::close(fd); }
-};
+using Listener = testing::LoopbackListener;
 
 // Everything the one accepted connection sends, until it closes.
 std::string receive_all(int listener) {

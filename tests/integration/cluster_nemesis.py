@@ -75,12 +75,13 @@ class Node:
     def info(self):
         return redis.Redis(port=self.port, socket_timeout=2).info("cluster")
 
-    def close(self):
+    def close(self, keep_files=False):
         if self.paused:
             os.kill(self.server.proc.pid, signal.SIGCONT)
         self.server.stop()
         self.proxy.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep_files:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Client:
@@ -112,15 +113,19 @@ class Client:
 
     def call(self, key, write, *args, deadline_s=4.0):
         """("ok", reply), ("error", text) if it surely did not run, or
-        ("unknown", text) for a write that may have."""
+        ("unknown", text) for a write that may have. self.path: the nodes
+        the last call was sent to, in order ("A" after one asked with
+        ASKING)."""
         slot = key_slot(key)
         port, asking = self.slots[slot], False
         deadline = time.time() + deadline_s
         last = "no attempt"
+        self.path = []
         while time.time() < deadline:
             if port is None:
                 self.refresh()
                 port = self.slots[slot] or random.choice(list(self.ports))
+            self.path.append(f"{port}{'A' if asking else ''}")
             try:
                 return "ok", send(self.conn(port), asking, *args)
             except redis.exceptions.ResponseError as e:
@@ -146,7 +151,8 @@ class Client:
         return ("unknown" if write else "error"), "deadline: " + last
 
 
-Op = collections.namedtuple("Op", "kind key arg start end outcome reply")
+Op = collections.namedtuple("Op", "kind key arg start end outcome reply path",
+                            defaults=("",))
 
 
 def client_loop(cid, ports, keys, stop, history, seed):
@@ -172,12 +178,13 @@ def client_loop(cid, ports, keys, stop, history, seed):
         start = time.monotonic()
         outcome, reply = c.call(key, write, *args)
         end = time.monotonic()
-        history.append(Op(kind, key, tag, start, end, outcome, reply))
+        history.append(Op(kind, key, tag, start, end, outcome, reply, ">".join(c.path)))
 
 
 class Nemesis:
-    def __init__(self, etcd, nodes, ports, rng, log, max_nodes):
+    def __init__(self, etcd, nodes, ports, rng, log, max_nodes, retired):
         self.etcd, self.nodes, self.ports, self.rng, self.log = etcd, nodes, ports, rng, log
+        self.retired = retired  # drained and stopped; their files go at the end
         self.max_nodes = max_nodes
         self.counts = collections.Counter()
         self.draining = None
@@ -244,7 +251,8 @@ class Nemesis:
             time.sleep(0.2)
         self.nodes.remove(node)
         self.ports.remove(node.port)
-        node.close()
+        node.close(keep_files=True)
+        self.retired.append(node)
         self.etcd.delete_prefix(f"/tierkv/{NAME}/drain/")
         self.draining = None
 
@@ -353,7 +361,9 @@ def run(seconds, seed=36, clients=3, n_keys=300, max_nodes=4, log=print):
     """Runs the load and the nemesis for `seconds`; returns a summary dict."""
     rng = random.Random(seed)
     etcd = Etcd()
-    nodes = []
+    nodes, retired = [], []
+    anomalies = []
+    log(f"monotonic {time.monotonic():.3f} is unix time {time.time():.3f}")
     try:
         nodes = [Node(etcd, []) for _ in range(3)]
         ports = [n.port for n in nodes]
@@ -365,7 +375,7 @@ def run(seconds, seed=36, clients=3, n_keys=300, max_nodes=4, log=print):
                    for i in range(clients)]
         for t in threads:
             t.start()
-        nemesis = Nemesis(etcd, nodes, ports, rng, log, max_nodes)
+        nemesis = Nemesis(etcd, nodes, ports, rng, log, max_nodes, retired)
         faults = threading.Thread(target=nemesis.run, args=(stop,))
         faults.start()
         stop.wait(seconds)
@@ -388,8 +398,14 @@ def run(seconds, seed=36, clients=3, n_keys=300, max_nodes=4, log=print):
                 "anomalies": anomalies, "settled": settled,
                 "history": history if anomalies else None}
     finally:
+        # After an anomaly the nodes' logs stay, for the story behind it.
         for n in nodes:
-            n.close()
+            n.close(keep_files=True)
+        for n in nodes + retired:
+            if anomalies:
+                log(f"node {n.port} ({n.id}): files kept in {n.dir}")
+            else:
+                shutil.rmtree(n.dir, ignore_errors=True)
         etcd.close()
 
 
@@ -404,10 +420,11 @@ def report(summary, log=print):
         log("anomaly: " + a)
     if summary["anomalies"] and summary.get("history"):
         key = summary["anomalies"][0].split(":")[0]
-        log(f"history of {key} (start end kind arg outcome reply), from the first fault:")
+        log(f"history of {key} (start end kind arg outcome reply nodes), from the first fault:")
         for op in summary["history"]:
             if op.key == key:
-                log(f"  {op.start:.3f} {op.end:.3f} {op.kind} {op.arg} {op.outcome} {op.reply!r}")
+                log(f"  {op.start:.3f} {op.end:.3f} {op.kind} {op.arg} {op.outcome} {op.reply!r} "
+                    f"{op.path}")
     faults = ",".join(f"{k}:{summary['faults'][k]}" for k in FAULTS)
     log(f"RESULT name=cluster_faults ops={summary['ops']} faults={faults} "
         f"anomalies={len(summary['anomalies'])} settled={'yes' if summary['settled'] else 'no'}")
