@@ -69,6 +69,7 @@ Result<std::unique_ptr<Store>> Store::open(const Config& config, MetricsRegistry
 }
 
 void Store::load(const Config& config) {
+  if (hooks_.before_load) hooks_.before_load();
   open_flash(config);
   memory_->start_active_expiry(static_cast<int>(config.active_expire_hz));
   {
@@ -81,6 +82,12 @@ void Store::load(const Config& config) {
 void Store::wait_loaded() const {
   std::unique_lock lock(loaded_mu_);
   loaded_cv_.wait(lock, [&] { return loaded_.load(std::memory_order_acquire); });
+}
+
+bool Store::wait_loaded_for(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(loaded_mu_);
+  return loaded_cv_.wait_for(lock, timeout,
+                             [&] { return loaded_.load(std::memory_order_acquire); });
 }
 
 LoadProgress Store::load_progress() const {

@@ -22,6 +22,7 @@
 // All methods are thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -237,6 +238,9 @@ struct StoreHooks {
   std::function<void()> before_pool_job;
   // The same on a preheat-pool worker: holds preheat jobs.
   std::function<void()> before_preheat_job;
+  // Runs on the thread that loads the store, before the flash index
+  // loads, e.g. to hold a kBackground open in its loading state.
+  std::function<void()> before_load;
 };
 
 class Store {
@@ -258,6 +262,8 @@ class Store {
   LoadProgress load_progress() const;
   // Blocks until loading is over (tests, tools).
   void wait_loaded() const;
+  // The same, for at most `timeout`: whether loading is over.
+  bool wait_loaded_for(std::chrono::milliseconds timeout) const;
   ~Store();
 
   // --- writes ---

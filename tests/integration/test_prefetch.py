@@ -50,6 +50,12 @@ def in_memory(c, key):
     return stat is not None and all(ch["residency"] != b"flash" for ch in stat["chunk_residency"])
 
 
+def on_flash_only(c, key):
+    """Every chunk of `key` on flash only (not in_memory() means only some)."""
+    stat = tier_stat(c, key)
+    return stat is not None and all(ch["residency"] == b"flash" for ch in stat["chunk_residency"])
+
+
 def spill(s, n, prefix="k"):
     """Writes n values, then enough filler that they all go to flash, then
     deletes the filler, so memory has free room and the values are on flash
@@ -63,13 +69,13 @@ def spill(s, n, prefix="k"):
     for filler in range(1, 400):
         c.set(f"filler{filler}", value_of(1000 + filler % 97))
         if filler >= 48 and filler % 8 == 0 and all(
-                not in_memory(c, f"{prefix}{i}") for i in range(n)):
+                on_flash_only(c, f"{prefix}{i}") for i in range(n)):
             break
     assert wait_until(lambda: num(s.flash_info(), "offloads_inflight") == 0, 20)
     for f in range(1, filler + 1):
         c.delete(f"filler{f}")
     for i in range(n):
-        assert not in_memory(c, f"{prefix}{i}"), f"{prefix}{i} still in memory"
+        assert on_flash_only(c, f"{prefix}{i}"), f"{prefix}{i} still in memory"
     return c
 
 

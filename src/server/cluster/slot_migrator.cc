@@ -155,6 +155,11 @@ bool SlotMigrator::pause(std::stop_token stop, std::chrono::milliseconds d) {
 }
 
 bool SlotMigrator::pass(std::stop_token stop, const std::shared_ptr<const Plan>& plan) {
+  // The keys on flash are in a scan only once they are loaded: a pass
+  // before would report slots empty that still hold them.
+  while (!store_.wait_loaded_for(std::chrono::milliseconds(100))) {
+    if (stop.stop_requested() || !current(*plan)) return false;
+  }
   spdlog::info("cluster: moving the keys of slots leaving with map version {}", plan->version);
   const auto started = std::chrono::steady_clock::now();
   const uint64_t bytes_before = counters_.bytes_out.load(std::memory_order_relaxed);

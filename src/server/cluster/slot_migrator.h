@@ -3,7 +3,8 @@
 // in etcd) so the controller flips the map.
 //
 // Whenever the map has slots moving away from this node, a pass scans the
-// key space once (Store::scan) and moves every key of those slots, batch by
+// key space once (Store::scan, once the store has loaded: before, the keys
+// on flash are not in it) and moves every key of those slots, batch by
 // batch, on `streams` links per target at once (each key always on the
 // same one, so its batches never overlap):
 // * the batch is fenced (KeyFence): commands on its keys get -TRYAGAIN,

@@ -74,6 +74,11 @@ void SlotPurger::run(std::stop_token stop) {
       if (stop.stop_requested()) return;
       target = generation_;
     }
+    // A scan sees the keys on flash only once they are loaded: a purge
+    // that ran before would leave them, and they would be served after.
+    while (!store_.wait_loaded_for(std::chrono::milliseconds(100))) {
+      if (stop.stop_requested()) return;
+    }
     purge_pass(stop, target);
     if (stop.stop_requested()) return;
     // Marks up to `target` were set before this pass began: they are done.

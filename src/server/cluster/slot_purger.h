@@ -11,7 +11,9 @@
 // this sees breaks in maps it never saw, e.g. while its lease was lost).
 // Marked slots answer -TRYAGAIN (cluster clients retry it) while a
 // background thread scans the key space through Store and removes their
-// keys, waiting for the tombstones to land; then they serve.
+// keys, waiting for the tombstones to land; then they serve. The scan
+// starts once the store has loaded (after a restart, the keys on flash
+// are in a scan only then).
 //
 // With `state_path`, the node keeps, in a small file beside its flash, the
 // version of the last map it served and the slots still being purged
