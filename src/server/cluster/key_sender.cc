@@ -199,11 +199,12 @@ Status KeySender::settle(const Sent& sent, StatusWait& removals) {
     counters_.keys_out->add();
     counters_.bytes_out.fetch_add(sent.size, std::memory_order_relaxed);
   }
-  if (!store_.remove(*sent.key, sent.version, removals.arrival())) {
-    // Changed after all (nothing should, under the fence): the target has
-    // an older value, so the batch goes again with the new one.
-    std::optional<ObjectInfo> now = store_.stat_brief(*sent.key);
-    if (now && now->version != sent.version) return Status::busy("key changed while it moved");
+  if (!store_.remove(*sent.key, sent.version, removals.arrival()) && store_.stat_brief(*sent.key)) {
+    // Still here: changed after all (nothing should, under the fence), or
+    // not removable. Either way this node would go on serving it while the
+    // target holds the copy, so the batch goes again (a retry that never
+    // lands is published as a stall).
+    return Status::busy("key changed while it moved, or could not be removed");
   }
   return Status::ok();
 }
