@@ -129,8 +129,8 @@ void KeySender::queue(const std::string& key, ObjectView value) {
 
 Status KeySender::flush() {
   if (pieces_.empty()) return Status::ok();
-  std::vector<std::string_view> out;
-  out.reserve(pieces_.size() + values_.size());
+  std::vector<std::string_view>& out = gather_;
+  out.clear();
   for (const Piece& p : pieces_) {
     if (p.value < 0) {
       out.push_back(
@@ -171,9 +171,9 @@ Status KeySender::send_large(const std::string& key, const ObjectInfo& info, Sta
     // the target drops what it received.
     if (!piece.is_ok() || piece->version() != info.version || piece->length() != length)
       return Status::io_error("value changed while it was sent");
-    std::vector<std::string_view> segments;
-    piece->for_each_segment([&segments](std::string_view s) { segments.push_back(s); });
-    TIERKV_RETURN_IF_ERROR(client_.send(segments));
+    gather_.clear();
+    piece->for_each_segment([this](std::string_view s) { gather_.push_back(s); });
+    TIERKV_RETURN_IF_ERROR(client_.send(gather_));
     offset += length;
   }
   std::string tail;

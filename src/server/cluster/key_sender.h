@@ -105,7 +105,8 @@ class KeySender {
   std::vector<ObjectView> values_;
   std::vector<Piece> pieces_;
   uint64_t queued_bytes_ = 0;
-  std::vector<Sent> sent_;  // sent, replies not read yet
+  std::vector<Sent> sent_;                // sent, replies not read yet
+  std::vector<std::string_view> gather_;  // what one send() takes, reused
 };
 
 }  // namespace tierkv::server

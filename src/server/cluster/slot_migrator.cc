@@ -279,7 +279,7 @@ Status SlotMigrator::send_fenced(std::stop_token stop, Stream& stream, const Bat
       in_doubt = !st.is_ok() && st.code() != StatusCode::kBusy;
     }
     if (st.is_ok()) {
-      clear_stall();
+      clear_stall(/*after_batch=*/true);
       break;
     }
     // The stream may be cut mid-request.
@@ -345,13 +345,17 @@ void SlotMigrator::publish_stall(const Plan& plan, const cluster::ClusterNode& t
   if (etcd.put(key, stall.to_json()).is_ok()) stall_published_ = std::move(stall);
 }
 
-void SlotMigrator::clear_stall() {
+void SlotMigrator::clear_stall(bool after_batch) {
   std::lock_guard lock(stall_mu_);
   if (!stall_published_ && !stall_unknown_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (after_batch && now - stall_clear_failed_at_ < std::chrono::seconds(1)) return;
   cluster::EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
   if (etcd.del(cluster::stall_key(options_.cluster_name, options_.self_id)).is_ok()) {
     stall_published_.reset();
     stall_unknown_ = false;
+  } else {
+    stall_clear_failed_at_ = now;
   }
 }
 

@@ -134,7 +134,9 @@ class SlotMigrator {
   Result<KeySender*> link(Stream& stream, const cluster::ClusterNode& target);
   void set_link(Stream& stream, const std::string& address, std::unique_ptr<KeySender> link);
   void publish_stall(const Plan& plan, const cluster::ClusterNode& target, const Status& why);
-  void clear_stall();
+  // `after_batch`: at most one etcd attempt a second after a failed one, so
+  // that an etcd outage does not hold every stream for its timeout per batch.
+  void clear_stall(bool after_batch = false);
   bool current(const Plan& plan) const;
   bool report(const Plan& plan);  // false if etcd did not take it
   bool pause(std::stop_token stop, std::chrono::milliseconds d);
@@ -153,6 +155,7 @@ class SlotMigrator {
   std::optional<cluster::MoveStall> stall_published_;
   std::chrono::steady_clock::time_point stall_published_at_;
   bool stall_unknown_ = true;  // a run before a restart may have left one
+  std::chrono::steady_clock::time_point stall_clear_failed_at_;
   // link_mu_ guards swapping the streams' links, so that the destructor
   // can cut a send or receive that is blocked on one.
   std::mutex link_mu_;
