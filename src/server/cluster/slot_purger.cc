@@ -41,15 +41,31 @@ bool SlotPurger::clean(const cluster::SlotMap* old, const cluster::SlotMap& next
   return since <= (old ? old->version() : base_version_);
 }
 
+bool SlotPurger::may_hold_orphans(const cluster::SlotMap* old, std::optional<size_t> self_old,
+                                  const cluster::SlotMap& next, uint16_t slot) const {
+  if (pending_[slot].load(std::memory_order_acquire) != 0) return false;  // already going
+  if (!old || !self_old) return true;
+  // A slot it did not hold in the map served before has had no keys
+  // written here since that map's purge.
+  if (!mine(*old, slot, *self_old)) return false;
+  // A move it finished left none: a flip would otherwise cost a scan.
+  const size_t target = old->moving_to(slot);
+  return old->owner(slot) != *self_old || target == cluster::SlotMap::kNoNode ||
+         next.index_of(old->nodes()[target].id) != next.owner(slot);
+}
+
 void SlotPurger::mark(const cluster::SlotMap* old, const cluster::SlotMap& next) {
   const std::optional<size_t> self = next.index_of(options_.self_id);
   size_t marked = 0;
   {
     std::lock_guard lock(mu_);
     const uint64_t generation = ++generation_;
+    const std::optional<size_t> self_old = old ? old->index_of(options_.self_id) : std::nullopt;
     for (uint32_t s = 0; self && s < cluster::kSlotCount; ++s) {
       const auto slot = static_cast<uint16_t>(s);
-      if (!mine(next, slot, *self) || clean(old, next, slot, *self)) continue;
+      const bool stale = mine(next, slot, *self) ? !clean(old, next, slot, *self)
+                                                 : may_hold_orphans(old, self_old, next, slot);
+      if (!stale) continue;
       pending_[s].store(generation, std::memory_order_release);
       ++marked;
     }
@@ -58,8 +74,8 @@ void SlotPurger::mark(const cluster::SlotMap* old, const cluster::SlotMap& next)
   // Before the map is served: a restart then knows what this node held.
   save_state();
   if (marked > 0) {
-    spdlog::info("cluster: {} slots gained with map version {}; their old keys go first", marked,
-                 next.version());
+    spdlog::info("cluster: map version {}: the old keys of {} slots go (gained slots serve after)",
+                 next.version(), marked);
     wake_.notify_all();
   }
 }
@@ -107,7 +123,7 @@ void SlotPurger::purge_pass(std::stop_token& stop, uint64_t generation) {
   if (Status st = tombstones.wait(); !st.is_ok())
     spdlog::error("cluster: purged keys' tombstones did not land ({})", st.to_string());
   keys_purged_.fetch_add(removed, std::memory_order_relaxed);
-  if (removed > 0) spdlog::info("cluster: removed {} old keys of gained slots", removed);
+  if (removed > 0) spdlog::info("cluster: removed {} old keys", removed);
 }
 
 // The state file: {"cluster": name, "node": id, "version": v,

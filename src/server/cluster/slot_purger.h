@@ -11,7 +11,15 @@
 // this sees breaks in maps it never saw, e.g. while its lease was lost).
 // Marked slots answer -TRYAGAIN (cluster clients retry it) while a
 // background thread scans the key space through Store and removes their
-// keys, waiting for the tombstones to land; then they serve. The scan
+// keys, waiting for the tombstones to land; then they serve.
+//
+// A slot that `next` no longer gives this node (while it names the node)
+// is marked too, as Redis deletes the keys of a slot a newer map takes
+// away: no one routes to them any more. A move leaves none: a slot flips
+// only after its source has moved its keys (such a flip marks nothing),
+// and the source of a move still owns the slot, so its keys stay for the
+// move. What is left is what a node kept of slots given away while it was
+// down or cut off. The scan
 // starts once the store has loaded (after a restart, the keys on flash
 // are in a scan only then).
 //
@@ -31,6 +39,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,6 +76,10 @@ class SlotPurger {
   // Whether `next` leaves this node's keys of `slot` as they are.
   bool clean(const cluster::SlotMap* old, const cluster::SlotMap& next, uint16_t slot,
              size_t self) const;
+  // Whether this node may keep keys of `slot`, which `next` does not give
+  // it; `self_old` is its index in `old`.
+  bool may_hold_orphans(const cluster::SlotMap* old, std::optional<size_t> self_old,
+                        const cluster::SlotMap& next, uint16_t slot) const;
   void load_state();
   void save_state();
 

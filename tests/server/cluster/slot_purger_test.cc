@@ -83,5 +83,63 @@ TEST(SlotPurgerTest, APurgeWaitsForTheStoreToLoad) {
     EXPECT_FALSE((*store)->exists("k" + std::to_string(i))) << "k" << i << " came back";
 }
 
+void wait_purged(const SlotPurger& purger, uint16_t slot) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (purger.purging(slot) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_FALSE(purger.purging(slot)) << "slot " << slot << " stayed marked";
+}
+
+// A map that takes a slot away (the node was cut off while it was given
+// to another) leaves keys no one routes to: they go. A slot this node is
+// moving away still belongs to it, and its keys stay for the move.
+TEST(SlotPurgerTest, ASlotTakenAwayLosesItsKeysAndAMovingOneKeepsThem) {
+  Config config;
+  config.memory = int64_t{32} << 20;
+  auto store = Store::open(config);
+  ASSERT_TRUE(store.is_ok()) << store.status().to_string();
+  SlotPurger purger(**store, {.cluster_name = "c", .self_id = "self", .state_path = ""});
+  cluster::SlotMap before = map_owning_everything();
+  purger.mark(nullptr, before);
+  wait_purged(purger, 0);
+
+  // Keys in three slots: one stays, one is moving away, one is taken away.
+  const std::string kept = "{a}k", moving = "{b}k", taken = "{c}k";
+  for (const std::string& key : {kept, moving, taken})
+    ASSERT_TRUE((*store)->put(key, testing::value_for(1, 100)).is_ok());
+  cluster::SlotMap after = before;
+  after.set_version(4);
+  const size_t other = after.upsert_node({"other", "127.0.0.1", 7001});
+  after.set_moving(cluster::key_slot(moving), other, /*since=*/4);
+  after.set_owner(cluster::key_slot(taken), other, /*since=*/4);
+  purger.mark(&before, after);
+  EXPECT_FALSE(purger.purging(cluster::key_slot(kept)));
+  EXPECT_FALSE(purger.purging(cluster::key_slot(moving)));
+  wait_purged(purger, cluster::key_slot(taken));
+  EXPECT_EQ(purger.keys_purged(), 1u);
+  EXPECT_TRUE((*store)->exists(kept));
+  EXPECT_TRUE((*store)->exists(moving));
+  EXPECT_FALSE((*store)->exists(taken));
+
+  // The move finishes: the flip marks nothing (the migrator moved the keys).
+  cluster::SlotMap flipped = after;
+  flipped.set_version(5);
+  flipped.set_owner(cluster::key_slot(moving), other, /*since=*/4);
+  purger.mark(&after, flipped);
+  EXPECT_FALSE(purger.purging(cluster::key_slot(moving)));
+  after = flipped;
+
+  // Given back later, the slot starts empty again: a key written here
+  // while it was away (a command routed by the old map) goes.
+  ASSERT_TRUE((*store)->put(taken, testing::value_for(2, 100)).is_ok());
+  cluster::SlotMap back = after;
+  back.set_version(6);
+  back.set_owner(cluster::key_slot(taken), 0, /*since=*/6);
+  purger.mark(&after, back);
+  wait_purged(purger, cluster::key_slot(taken));
+  EXPECT_FALSE((*store)->exists(taken));
+  EXPECT_EQ(purger.keys_purged(), 2u);
+}
+
 }  // namespace
 }  // namespace tierkv::server
