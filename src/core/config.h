@@ -21,12 +21,16 @@ enum class EvictionPolicyKind : uint8_t { kS3Fifo, kLru, kClock, kSieve };
 enum class FlashFsync : uint8_t { kNone, kEverySec, kAlways };
 enum class OffloadPolicy : uint8_t { kOnEvict, kWriteThrough };
 enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError };
+// enable-protected-configs: who may CONFIG SET a key that names files,
+// sources or hosts (Redis 7's setting of the same name).
+enum class ProtectedConfigs : uint8_t { kNo, kYes, kLocal };
 
 // The names CONFIG GET prints (and the parser accepts).
 std::string_view name_of(EvictionPolicyKind v);
 std::string_view name_of(FlashFsync v);
 std::string_view name_of(OffloadPolicy v);
 std::string_view name_of(LogLevel v);
+std::string_view name_of(ProtectedConfigs v);
 
 // exists-prefetch-map: a probed key ending in `from` prefetches the key
 // with that suffix replaced by `to` ("metadata=kv_bytes").
@@ -58,7 +62,8 @@ struct Config {
   std::string metrics_bind = "127.0.0.1";
   int64_t metrics_port = 9380;  // 0 disables the HTTP endpoint
   LogLevel log_level = LogLevel::kInfo;
-  bool protected_mode = true;               // refuse non-loopback peers when no requirepass
+  bool protected_mode = true;  // refuse non-loopback peers when no requirepass
+  ProtectedConfigs protected_configs = ProtectedConfigs::kNo;
   int64_t metrics_timeout_ms = 5000;        // an HTTP client that sends no request is closed
   int64_t metrics_max_clients = 16;         // HTTP connections at once; more are closed at once
   int64_t slowlog_log_slower_than = 10000;  // us; -1 disables, 0 logs every command
@@ -215,6 +220,9 @@ struct ConfigKey {
   std::string_view help;
   ConfigApply apply = ConfigApply::kNone;
   ConfigKind kind = ConfigKind::kString;  // set by the table's key builders
+  // Names files, sources or hosts: CONFIG SET only as
+  // enable-protected-configs allows (set by guarded()).
+  bool guarded = false;
   bool runtime_settable() const { return apply != ConfigApply::kNone; }
 };
 

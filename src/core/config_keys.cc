@@ -25,6 +25,7 @@ constexpr std::array<std::string_view, 3> kFsyncNames = {"none", "everysec", "al
 constexpr std::array<std::string_view, 2> kOffloadNames = {"on_evict", "write_through"};
 constexpr std::array<std::string_view, 5> kLogNames = {"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 2> kYesNo = {"yes", "no"};
+constexpr std::array<std::string_view, 3> kProtectedNames = {"no", "yes", "local"};
 
 // A key's parser and validator (set) and its CONFIG GET text (get).
 struct KeySpec {
@@ -157,6 +158,12 @@ KeySpec enum_key(ConfigKey k, E Config::*m, const std::array<std::string_view, N
           [m, &names](const Config& c) { return std::string(names[static_cast<size_t>(c.*m)]); }};
 }
 
+// A key that names files, sources or hosts (enable-protected-configs).
+KeySpec guarded(KeySpec spec) {
+  spec.key.guarded = true;
+  return spec;
+}
+
 KeySpec bool_key(ConfigKey k, bool Config::*m) {
   k.kind = ConfigKind::kBool;
   return {k,
@@ -212,7 +219,7 @@ const std::vector<KeySpec>& specs() {
   static const std::vector<KeySpec> table = {
       string_key({"bind", "address to listen on"}, &C::bind),
       int_key({"port", "TCP port (0 disables TCP)"}, &C::port, 0, 65535),
-      string_key({"unixsocket", "Unix socket path (empty: none)"}, &C::unixsocket),
+      guarded(string_key({"unixsocket", "Unix socket path (empty: none)"}, &C::unixsocket)),
       int_key({"io-threads", "network threads (0: one per core)"}, &C::io_threads, 0, 256),
       int_key({"maxclients", "maximum connected clients", A::kMaxClients}, &C::maxclients, 1,
               1000000),
@@ -223,6 +230,10 @@ const std::vector<KeySpec>& specs() {
       bool_key({"protected-mode", "without requirepass, serve only loopback and Unix clients",
                 A::kNetworkLimits},
                &C::protected_mode),
+      enum_key({"enable-protected-configs",
+                "who may CONFIG SET the keys that name files, sources or hosts (preheat-sources, "
+                "flash-path, ...): no, yes, or local (loopback and Unix clients)"},
+               &C::protected_configs, kProtectedNames),
       bytes_key({"proto-max-bulk-len", "largest bulk string accepted", A::kNetworkLimits},
                 &C::proto_max_bulk_len, 1 << 20, kMaxI),
       int_key({"max-multibulk-args", "most arguments in one command", A::kNetworkLimits},
@@ -282,7 +293,7 @@ const std::vector<KeySpec>& specs() {
       int_key(
           {"active-expire-hz", "active expiry cycles per second (0: lazy only)", A::kActiveExpire},
           &C::active_expire_hz, 0, 500),
-      string_key({"flash-path", "file or block device of the flash tier"}, &C::flash_path),
+      guarded(string_key({"flash-path", "file or block device of the flash tier"}, &C::flash_path)),
       bytes_key({"flash-size", "bytes of flash to use (0: no flash tier)"}, &C::flash_size, 0,
                 kMaxI),
       bytes_key({"region-size", "flash region size"}, &C::region_size, 1 << 20, 1 << 30),
@@ -362,9 +373,9 @@ const std::vector<KeySpec>& specs() {
       bool_key({"cluster-enabled",
                 "speak Redis Cluster's protocol, with membership and the slot map in etcd"},
                &C::cluster_enabled),
-      list_key(
+      guarded(list_key(
           {"cluster-etcd", "etcd endpoints of the cluster (http://host:port, comma-separated)"},
-          &C::cluster_etcd),
+          &C::cluster_etcd)),
       string_key({"cluster-name", "the cluster's name: its keys in etcd are under /tierkv/<name>/"},
                  &C::cluster_name),
       string_key({"cluster-announce-host",
@@ -398,11 +409,12 @@ const std::vector<KeySpec>& specs() {
                   "how long a slot move waits on the new owner's connection before it sends "
                   "the batch again"},
                  &C::cluster_migrate_timeout_ms, 100, 3600000),
-      string_key({"cluster-config-file",
-                  "file where the node keeps the last slot map version it served, so that a "
-                  "restart keeps the keys of slots it held all along (empty: beside the flash "
-                  "file)"},
-                 &C::cluster_config_file),
+      guarded(
+          string_key({"cluster-config-file",
+                      "file where the node keeps the last slot map version it served, so that a "
+                      "restart keeps the keys of slots it held all along (empty: beside the flash "
+                      "file)"},
+                     &C::cluster_config_file)),
       string_key(
           {"masteruser", "user a node moving slots logs in as on their new owner (empty: default)",
            A::kNetworkLimits},
@@ -412,11 +424,12 @@ const std::vector<KeySpec>& specs() {
                   "requirepass)",
                   A::kNetworkLimits},
                  &C::masterauth),
-      list_key({"preheat-sources",
-                "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
-                "empty: preheat is refused",
-                A::kPreheat},
-               &C::preheat_sources),
+      guarded(list_key(
+          {"preheat-sources",
+           "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
+           "empty: preheat is refused",
+           A::kPreheat},
+          &C::preheat_sources)),
       millis_key({"shutdown-timeout-ms",
                   "at shutdown, how long cancelled preheat jobs may take to end before memory "
                   "is written to flash without them"},
@@ -512,6 +525,10 @@ std::string_view name_of(OffloadPolicy v) {
 }
 std::string_view name_of(LogLevel v) {
   return kLogNames[static_cast<size_t>(v)];
+}
+
+std::string_view name_of(ProtectedConfigs v) {
+  return kProtectedNames[static_cast<size_t>(v)];
 }
 
 const ConfigKey* find_config_key(std::string_view name) {

@@ -45,6 +45,7 @@ struct ClientState {
   std::string lib_name, lib_ver;
   std::string addr;  // "ip:port" or "/path:0"
   std::string laddr;
+  bool local = false;  // a loopback or Unix socket peer
   int64_t created_ms = 0;
   int64_t last_active_ms = 0;
   std::string last_command;

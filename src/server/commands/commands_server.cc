@@ -180,13 +180,23 @@ void config_set(CommandContext& ctx) {
     return;
   }
   // Unknown keys first, with Redis's text; set_configs() is all or nothing.
+  const ProtectedConfigs guard = ctx.server.config().protected_configs;
+  const bool may_set_guarded =
+      guard == ProtectedConfigs::kYes || (guard == ProtectedConfigs::kLocal && ctx.client.local);
   for (size_t i = 2; i < ctx.argc(); i += 2) {
-    std::string_view key = canonical_key(ctx.arg(i));
-    bool known = false;
-    for (const ConfigKey& k : config_keys()) known = known || iequals(k.name, key);
-    if (!known) {
+    const ConfigKey* key = find_config_key(canonical_key(ctx.arg(i)));
+    if (key == nullptr) {
       ctx.reply.error(fmt::format("ERR Unknown option or number of arguments for CONFIG SET - '{}'",
                                   ctx.arg(i)));
+      return;
+    }
+    // Checked argument by argument, as Redis does.
+    const char* refusal = !key->runtime_settable()           ? "can't set immutable config"
+                          : key->guarded && !may_set_guarded ? "can't set protected config"
+                                                             : nullptr;
+    if (refusal != nullptr) {
+      ctx.reply.error(fmt::format("ERR CONFIG SET failed (possibly related to argument '{}') - {}",
+                                  ctx.arg(i), refusal));
       return;
     }
   }

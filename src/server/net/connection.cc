@@ -45,7 +45,7 @@ struct IovRef {
 }  // namespace
 
 Connection::Connection(Server& server, IoThread& thread, Socket socket, std::string addr,
-                       std::string laddr)
+                       std::string laddr, bool local)
     : server_(server),
       thread_(thread),
       socket_(std::move(socket)),
@@ -54,6 +54,7 @@ Connection::Connection(Server& server, IoThread& thread, Socket socket, std::str
   state_.id = server_.context().next_client_id();
   state_.addr = std::move(addr);
   state_.laddr = std::move(laddr);
+  state_.local = local;
   state_.created_ms = now_ms();
   state_.last_active_ms = state_.created_ms;
   // As Redis: a client that connects while no password is set is the

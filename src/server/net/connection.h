@@ -49,7 +49,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   using Socket = asio::generic::stream_protocol::socket;
   static constexpr size_t kPauseReadBytes = 1 << 20;
 
-  Connection(Server& server, IoThread& thread, Socket socket, std::string addr, std::string laddr);
+  // `local`: a loopback or Unix socket peer.
+  Connection(Server& server, IoThread& thread, Socket socket, std::string addr, std::string laddr,
+             bool local);
   ~Connection();
   Connection(const Connection&) = delete;
   // Fetches of one kReadsValue command before it answers -BUSY (or -OOM if

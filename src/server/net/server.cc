@@ -147,7 +147,7 @@ Status Server::start() {
       [this](IoThread& t, asio::ip::tcp::socket socket) { on_tcp(t, std::move(socket)); },
       [this](IoThread& t, asio::local::stream_protocol::socket socket) {
         const std::string addr = listener_->unix_path() + ":0";
-        adopt(t, std::move(socket), addr, addr);
+        adopt(t, std::move(socket), addr, addr, /*local=*/true);
       });
   TIERKV_RETURN_IF_ERROR(listener_->listen(config.bind, config.port, config.unixsocket));
   if (config.cluster_enabled) join_cluster(config);
@@ -198,11 +198,11 @@ IoThread& Server::pick_thread() {
 }
 
 template <typename Socket>
-void Server::adopt(IoThread& t, Socket socket, std::string addr, std::string laddr) {
+void Server::adopt(IoThread& t, Socket socket, std::string addr, std::string laddr, bool local) {
   total_connections_->add();
   // The socket was accepted onto t's io_context: hand it over there.
   auto conn = std::make_shared<Connection>(*this, t, Connection::Socket(std::move(socket)),
-                                           std::move(addr), std::move(laddr));
+                                           std::move(addr), std::move(laddr), local);
   asio::post(t.io, [conn] { conn->start(); });
 }
 
@@ -216,7 +216,8 @@ void Server::on_tcp(IoThread& t, asio::ip::tcp::socket socket) {
                              l.auth_required.load(std::memory_order_relaxed), remote.address())) {
     deny_protected(std::move(socket));
   } else {
-    adopt(t, std::move(socket), endpoint_text(remote), endpoint_text(local));
+    adopt(t, std::move(socket), endpoint_text(remote), endpoint_text(local),
+          peer_is_loopback(remote.address()));
   }
 }
 

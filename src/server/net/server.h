@@ -108,7 +108,7 @@ class Server {
   // Answers Redis's -DENIED text and closes (protected mode).
   void deny_protected(asio::ip::tcp::socket socket);
   template <typename Socket>
-  void adopt(IoThread& t, Socket socket, std::string addr, std::string laddr);
+  void adopt(IoThread& t, Socket socket, std::string addr, std::string laddr, bool local);
   IoThread& pick_thread();
   void schedule_idle_sweep(IoThread& t);
   void schedule_ops_sample();
