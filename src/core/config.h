@@ -51,6 +51,8 @@ struct Config {
   int64_t maxclients = 10000;
   int64_t timeout_s = 0;  // idle client timeout; 0 disables
   std::string requirepass;
+  std::string aclfile;           // ACL users, one "user <name> <rules>" per line
+  int64_t acllog_max_len = 128;  // entries ACL LOG keeps
   int64_t proto_max_bulk_len = int64_t{1} << 30;
   int64_t max_multibulk_args = 1 << 20;
   int64_t max_inline_len = 64 << 10;

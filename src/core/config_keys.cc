@@ -227,6 +227,12 @@ const std::vector<KeySpec>& specs() {
               &C::timeout_s, 0, kMaxI / 1000, ConfigKind::kSeconds),
       string_key({"requirepass", "password for AUTH (empty: no auth)", A::kNetworkLimits},
                  &C::requirepass),
+      guarded(string_key({"aclfile",
+                          "file of ACL users, one 'user <name> <rules...>' line each, read at "
+                          "start and by ACL LOAD, written by ACL SAVE (empty: none)"},
+                         &C::aclfile)),
+      int_key({"acllog-max-len", "entries ACL LOG keeps", A::kNetworkLimits}, &C::acllog_max_len, 0,
+              1e6),
       bool_key({"protected-mode", "without requirepass, serve only loopback and Unix clients",
                 A::kNetworkLimits},
                &C::protected_mode),

@@ -217,6 +217,7 @@ TEST(ConfigTest, RuntimeSettableKeysAreExactlyThoseWithAnApplyHook) {
   const std::vector<std::string> expected = {"maxclients",
                                              "timeout",
                                              "requirepass",
+                                             "acllog-max-len",
                                              "protected-mode",
                                              "proto-max-bulk-len",
                                              "max-multibulk-args",

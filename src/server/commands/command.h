@@ -27,6 +27,8 @@
 #include "cluster/router.h"
 #include "core/config.h"
 #include "core/metrics.h"
+#include "server/acl/acl_log.h"
+#include "server/acl/acl_users.h"
 #include "server/cluster/key_fence.h"
 #include "server/commands/exec_gate.h"
 #include "server/commands/txn_state.h"
@@ -50,6 +52,10 @@ struct ClientState {
   int64_t last_active_ms = 0;
   std::string last_command;
   bool authenticated = false;
+  // The ACL user it runs as (default until AUTH), as of AclUsers
+  // generation `acl_generation` (acl_gate.h takes newer rules).
+  std::shared_ptr<const AclUser> user;
+  uint64_t acl_generation = 0;
   Proto proto = Proto::kResp2;
   bool close_after_reply = false;  // QUIT, or a fatal protocol error
   bool no_evict = false;           // CLIENT NO-EVICT (there is no client eviction: a flag)
@@ -257,9 +263,12 @@ void register_stream_commands(CommandTable& table);    // TIER.READ TIER.STREAM
 void register_txn_commands(CommandTable& table);       // MULTI EXEC DISCARD WATCH UNWATCH
 void register_rename_commands(CommandTable& table);    // RENAME RENAMENX COPY
 void register_object_commands(CommandTable& table);    // OBJECT MEMORY WAIT
-void register_slowlog_commands(CommandTable& table);   // SLOWLOG
-void register_preheat_commands(CommandTable& table);   // TIER.PREHEAT TIER.JOB TIER.JOBS
-void register_cluster_commands(CommandTable& table);   // CLUSTER ASKING READONLY READWRITE
+void register_acl_commands(CommandTable& table);       // ACL
+// Every family above, and the cluster and preheat commands.
+void register_all_commands(CommandTable& table);
+void register_slowlog_commands(CommandTable& table);  // SLOWLOG
+void register_preheat_commands(CommandTable& table);  // TIER.PREHEAT TIER.JOB TIER.JOBS
+void register_cluster_commands(CommandTable& table);  // CLUSTER ASKING READONLY READWRITE
 
 // Cluster mode: the error a command gets instead of running here (-MOVED,
 // -ASK, -CROSSSLOT, -TRYAGAIN, -CLUSTERDOWN), or "" to run it. Consumes the
@@ -319,7 +328,7 @@ bool iequals(std::string_view a, std::string_view b);
 // CLIENT KILL's filters; an unset one matches every client.
 struct ClientKillFilter {
   std::optional<uint64_t> id;
-  std::optional<std::string> addr, laddr;
+  std::optional<std::string> addr, laddr, user;
   bool match_none = false;  // TYPE master/replica/pubsub: tierkv has no such clients
 };
 struct ClientKillResult {
@@ -396,6 +405,13 @@ class ServerContext {
   cluster::Member* cluster() const { return cluster_.load(std::memory_order_acquire); }
   // Gained slots whose old keys are being removed (slot_purger.h).
   const SlotPurger* slot_purger() const { return purger_.load(std::memory_order_acquire); }
+  // ACL users (acl_users.h) and ACL LOG. After a change to the users,
+  // acl_changed() republishes whether new connections must AUTH.
+  AclUsers& acl_users() { return acl_users_; }
+  AclLog& acl_log() { return acl_log_; }
+  void acl_changed();
+  // Loads `aclfile` if the config names one (at start, and ACL LOAD).
+  Status load_acl_file();
   // Commands answered -MOVED, -ASK, ... (tierkv_cluster_refusals_total).
   Counter& cluster_refusals(cluster::Route::Kind kind) {
     return *cluster_refusals_[static_cast<size_t>(kind)];
@@ -434,6 +450,8 @@ class ServerContext {
   std::array<Counter*, 7> cluster_refusals_{};  // by Route::Kind; kServe unused
   Counter* keys_migrated_in_ = nullptr;
   Counter* keys_migrated_out_ = nullptr;
+  AclUsers acl_users_;
+  AclLog acl_log_;
   mutable std::mutex config_mu_;
   Config config_;
   Store& store_;

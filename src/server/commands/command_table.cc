@@ -25,6 +25,27 @@ char lower(char c) {
 
 }  // namespace
 
+void register_all_commands(CommandTable& t) {
+  register_connection_commands(t);
+  register_client_commands(t);
+  register_server_commands(t);
+  register_string_commands(t);
+  register_counter_commands(t);
+  register_key_commands(t);
+  register_bit_commands(t);
+  register_lcs_commands(t);
+  register_bitfield_commands(t);
+  register_tier_commands(t);
+  register_stream_commands(t);
+  register_txn_commands(t);
+  register_rename_commands(t);
+  register_object_commands(t);
+  register_slowlog_commands(t);
+  register_acl_commands(t);
+  register_cluster_commands(t);
+  register_preheat_commands(t);
+}
+
 void CommandTable::add(const CommandSpec& spec) {
   std::string key(spec.name);
   for (char& c : key) c = lower(c);
@@ -113,6 +134,7 @@ ServerContext::ServerContext(Config config, Store& store, MetricsRegistry& metri
       start_time_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count()) {
+  acl_users_.set_requirepass(config_.requirepass);
   publish_limits();
   constexpr std::pair<cluster::Route::Kind, const char*> kRefusals[] = {
       {cluster::Route::Kind::kServe, "served"},     {cluster::Route::Kind::kMoved, "moved"},
@@ -143,7 +165,7 @@ void ServerContext::publish_limits() {
   limits_.maxclients.store(config_.maxclients);
   limits_.timeout_s.store(config_.timeout_s);
   limits_.max_object_size.store(config_.max_object_size);
-  limits_.auth_required.store(!config_.requirepass.empty());
+  limits_.auth_required.store(!acl_users_.default_open());
   limits_.protected_mode.store(config_.protected_mode);
   limits_.metrics_timeout_ms.store(config_.metrics_timeout_ms);
   limits_.metrics_max_clients.store(config_.metrics_max_clients);
@@ -188,8 +210,24 @@ Status ServerContext::set_configs(const std::vector<ConfigPair>& pairs, size_t* 
     *failed = hooks[h].second;
     return st;
   }
+  // Only a change: CONFIG SET of another key keeps what ACL SETUSER default did.
+  if (next.requirepass != config_.requirepass) acl_users_.set_requirepass(next.requirepass);
+  if (next.acllog_max_len != config_.acllog_max_len)
+    acl_log_.trim(static_cast<size_t>(next.acllog_max_len));
   config_ = std::move(next);
   publish_limits();
+  return Status::ok();
+}
+
+void ServerContext::acl_changed() {
+  limits_.auth_required.store(!acl_users_.default_open());
+}
+
+Status ServerContext::load_acl_file() {
+  const std::string path = config().aclfile;
+  if (path.empty()) return Status::ok();
+  TIERKV_RETURN_IF_ERROR(acl_users_.load(path));
+  acl_changed();
   return Status::ok();
 }
 

@@ -137,11 +137,11 @@ bool parse_kill_filter(CommandContext& ctx, std::string_view opt, std::string_vi
   } else if (iequals(opt, "laddr")) {
     f.laddr = std::string(value);
   } else if (iequals(opt, "user")) {
-    // The only user is "default", and every client is authenticated as it.
-    if (value != "default") {
+    if (ctx.server.acl_users().find(value) == nullptr) {
       ctx.reply.error(fmt::format("ERR No such user '{}'", value));
       return false;
     }
+    f.user = std::string(value);
   } else if (iequals(opt, "skipme") && (iequals(value, "yes") || iequals(value, "no"))) {
     skipme = iequals(value, "yes");
   } else {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "server/commands/acl_gate.h"
 #include "server/commands/command.h"
 #include "server/observe/info.h"
 
@@ -14,21 +15,15 @@ namespace {
 constexpr std::string_view kWrongPass =
     "WRONGPASS invalid username-password pair or user is disabled.";
 
-// Constant-time comparison: a password check must not leak how many leading
-// bytes matched.
-bool password_matches(std::string_view given, std::string_view expected) {
-  if (expected.empty()) return false;
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  size_t n = std::min(given.size(), expected.size());
-  for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(given[i] ^ expected[i]);
-  return diff == 0;
-}
-
-// Redis's ACL check for the default user: a user other than "default" does
-// not exist here.
-bool check_credentials(CommandContext& ctx, std::string_view user, std::string_view pass) {
-  if (user != "default") return false;
-  return password_matches(pass, ctx.server.config().requirepass);
+// AUTH's and HELLO AUTH's check: logs the client in, or logs the failure.
+bool log_in(CommandContext& ctx, std::string_view user, std::string_view pass) {
+  std::shared_ptr<const AclUser> found = ctx.server.acl_users().authenticate(user, pass);
+  if (found == nullptr) {
+    acl_log_failed_auth(ctx.server, ctx.client, user, ctx.arg(0));
+    return false;
+  }
+  acl_log_in(ctx.server, ctx.client, std::move(found));
+  return true;
 }
 
 void ping_command(CommandContext& ctx) {
@@ -50,8 +45,7 @@ void auth_command(CommandContext& ctx) {
     ctx.reply.error(errors::kSyntax);
     return;
   }
-  std::string requirepass = ctx.server.config().requirepass;
-  if (ctx.argc() == 2 && requirepass.empty()) {
+  if (ctx.argc() == 2 && ctx.server.acl_users().default_user()->nopass()) {
     ctx.reply.error(
         "ERR AUTH <password> called without any password configured for the default user. Are "
         "you sure your configuration is correct?");
@@ -59,9 +53,7 @@ void auth_command(CommandContext& ctx) {
   }
   std::string_view user = ctx.argc() == 3 ? ctx.arg(1) : std::string_view("default");
   std::string_view pass = ctx.argc() == 3 ? ctx.arg(2) : ctx.arg(1);
-  // With no password configured, the default user accepts any password.
-  if (requirepass.empty() ? user == "default" : check_credentials(ctx, user, pass)) {
-    ctx.client.authenticated = true;
+  if (log_in(ctx, user, pass)) {
     ctx.reply.ok();
   } else {
     ctx.reply.error(kWrongPass);
@@ -121,13 +113,9 @@ void hello_command(CommandContext& ctx) {
     }
   }
   bool auth_required = ctx.server.limits().auth_required.load(std::memory_order_relaxed);
-  if (has_auth) {
-    bool ok = auth_required ? check_credentials(ctx, user, pass) : user == "default";
-    if (!ok) {
-      ctx.reply.error(kWrongPass);
-      return;
-    }
-    ctx.client.authenticated = true;
+  if (has_auth && !log_in(ctx, user, pass)) {
+    ctx.reply.error(kWrongPass);
+    return;
   }
   if (auth_required && !ctx.client.authenticated) {
     ctx.reply.error(
@@ -170,7 +158,10 @@ void reset_command(CommandContext& ctx) {
   ctx.client.proto = Proto::kResp2;
   ctx.reply.set_proto(Proto::kResp2);
   ctx.client.name.clear();
-  ctx.client.authenticated = !ctx.server.limits().auth_required.load(std::memory_order_relaxed);
+  // As Redis: back to the default user, logged in only if it needs no password.
+  ctx.client.user = ctx.server.acl_users().default_user();
+  ctx.client.acl_generation = ctx.server.acl_users().generation();
+  ctx.client.authenticated = ctx.server.acl_users().default_open();
   ctx.client.txn.clear();  // leaves MULTI, forgets WATCHed keys
   ctx.reply.simple("RESET");
 }

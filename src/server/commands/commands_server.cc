@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "server/acl/acl_table.h"
 #include "server/commands/command.h"
 #include "server/commands/glob.h"
 
@@ -47,15 +48,16 @@ void command_flags(CommandContext& ctx, const CommandSpec& spec) {
   for (std::string_view f : flags) ctx.reply.simple(f);
 }
 
+// The ACL categories (acl_table.h), in ACL CAT's order as Redis lists them.
 void command_categories(CommandContext& ctx, const CommandSpec& spec) {
-  std::vector<std::string_view> cats;
-  if (spec.flags & kWrite) cats.push_back("@write");
-  if (spec.flags & kReadOnly) cats.push_back("@read");
-  if (spec.flags & kAdmin) cats.push_back("@admin");
-  if (spec.flags & kFast) cats.push_back("@fast");
-  if (!(spec.flags & kFast)) cats.push_back("@slow");
+  const AclCommand* entry = acl_command(spec.name);
+  std::vector<std::string> cats;
+  for (size_t i = 0; entry != nullptr && i < acl_category_names().size(); ++i) {
+    if (entry->has(static_cast<AclCategory>(i)))
+      cats.push_back("@" + std::string(acl_category_names()[i]));
+  }
   ctx.reply.set(cats.size());
-  for (std::string_view c : cats) ctx.reply.simple(c);
+  for (const std::string& c : cats) ctx.reply.simple(c);
 }
 
 // One COMMAND INFO entry, in Redis 7's ten-element shape.

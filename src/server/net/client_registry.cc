@@ -41,6 +41,7 @@ ClientKillResult ClientRegistry::kill(const ClientKillFilter& filter, uint64_t s
     if (filter.id && *filter.id != id) continue;
     if (filter.addr && *filter.addr != c->addr()) continue;
     if (filter.laddr && *filter.laddr != c->laddr()) continue;
+    if (filter.user && *filter.user != c->user_name()) continue;
     if (id == self_id) {
       out.matched_self = true;
     } else if (c->kill()) {

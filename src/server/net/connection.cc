@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "server/commands/acl_gate.h"
 #include "server/commands/transaction.h"
 #include "server/net/server.h"
 
@@ -60,6 +61,9 @@ Connection::Connection(Server& server, IoThread& thread, Socket socket, std::str
   // As Redis: a client that connects while no password is set is the
   // authenticated default user, and stays so if requirepass is set later.
   state_.authenticated = !server_.context().limits().auth_required.load(std::memory_order_relaxed);
+  state_.user = server_.context().acl_users().default_user();
+  state_.acl_generation = server_.context().acl_users().generation();
+  shared_user_ = state_.user->name();
   last_active_ms_.store(state_.created_ms, std::memory_order_relaxed);
   fd_ = static_cast<int>(socket_.native_handle());
   gather_.reserve(kMaxIov);
@@ -241,8 +245,10 @@ bool Connection::no_evict() const {
 void Connection::on_large_value() {
   const std::vector<std::string_view>& argv = parser_.argv();
   const CommandSpec* spec = lookup(argv[0]);
-  bool authorized = state_.authenticated ||
-                    !server_.context().limits().auth_required.load(std::memory_order_relaxed);
+  bool authorized = (state_.authenticated ||
+                     !server_.context().limits().auth_required.load(std::memory_order_relaxed)) &&
+                    spec != nullptr &&
+                    acl_refusal(server_.context(), *spec, argv, state_, /*log=*/false).empty();
   // Inside MULTI the value is queued with the command, so it is buffered.
   if (spec == nullptr || !(spec->flags & kStreamsValue) || !authorized || state_.txn.in_multi ||
       static_cast<size_t>(spec->value_arg) != parser_.large_index() || spec->first_key <= 0 ||
@@ -314,6 +320,10 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
              server_.context().limits().auth_required.load(std::memory_order_relaxed)) {
     stats.rejected->add();
     refuse_command(state_.txn, spec, errors::kNoAuth, out_);
+  } else if (std::string denied = acl_refusal(server_.context(), *spec, inv_.argv, state_);
+             !denied.empty()) {
+    stats.rejected->add();
+    refuse_command(state_.txn, spec, denied, out_);
   } else if (!runs_while_loading(*spec, inv_) &&
              (value_refused_loading_ || server_.context().store().loading())) {
     stats.rejected->add();
@@ -491,6 +501,7 @@ void Connection::publish_identity() {
   shared_proto_ = static_cast<int>(state_.proto);
   shared_no_evict_ = state_.no_evict;
   shared_no_touch_ = state_.no_touch;
+  shared_user_ = state_.user->name();
 }
 
 void Connection::flush() {
@@ -536,7 +547,7 @@ void Connection::on_write(const asio::error_code& ec, size_t n) {
 }
 
 std::string Connection::describe(int64_t now) const {
-  std::string name, lib_name, lib_ver;
+  std::string name, lib_name, lib_ver, user;
   int proto;
   int multi = shared_multi_.load(std::memory_order_relaxed);
   // Redis's letters, in its order: x (MULTI), e (NO-EVICT), T (NO-TOUCH).
@@ -549,16 +560,17 @@ std::string Connection::describe(int64_t now) const {
     proto = shared_proto_;
     if (shared_no_evict_) flags += 'e';
     if (shared_no_touch_) flags += 'T';
+    user = shared_user_;
   }
   if (flags.empty()) flags = "N";
   const CommandSpec* last = last_spec_.load(std::memory_order_relaxed);
   return fmt::format(
       "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 "
-      "multi={} omem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+      "multi={} omem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
       state_.id, state_.addr, state_.laddr, fd_, name, (now - state_.created_ms) / 1000,
       (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000, flags, multi,
-      output_bytes_.load(std::memory_order_relaxed), last ? last->name : "NULL", proto, lib_name,
-      lib_ver);
+      output_bytes_.load(std::memory_order_relaxed), last ? last->name : "NULL", user, proto,
+      lib_name, lib_ver);
 }
 
 }  // namespace tierkv::server

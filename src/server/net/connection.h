@@ -70,6 +70,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   uint64_t id() const { return state_.id; }
   // Fixed at accept: safe from any thread.
   const std::string& addr() const { return state_.addr; }
+  // The ACL user it runs as (CLIENT KILL USER); any thread.
+  std::string user_name() const {
+    std::lock_guard lock(info_mu_);
+    return shared_user_;
+  }
   const std::string& laddr() const { return state_.laddr; }
   // CLIENT KILL from any thread: closes the connection on its own thread.
   // False if it was killed already (it is closing).
@@ -257,7 +262,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   // What other threads read (CLIENT LIST): copied under info_mu_ when a
   // command that changes it runs.
   mutable std::mutex info_mu_;
-  std::string shared_name_, shared_lib_name_, shared_lib_ver_;
+  std::string shared_name_, shared_lib_name_, shared_lib_ver_, shared_user_;
   int shared_proto_ = 2;
   bool shared_no_evict_ = false, shared_no_touch_ = false;
   std::atomic<int> shared_multi_{-1};  // queued commands in MULTI, else -1

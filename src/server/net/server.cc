@@ -71,23 +71,7 @@ Server::~Server() {
 
 void Server::register_commands() {
   CommandTable& t = context_.mutable_commands();
-  register_connection_commands(t);
-  register_client_commands(t);
-  register_server_commands(t);
-  register_string_commands(t);
-  register_counter_commands(t);
-  register_key_commands(t);
-  register_bit_commands(t);
-  register_lcs_commands(t);
-  register_bitfield_commands(t);
-  register_tier_commands(t);
-  register_stream_commands(t);
-  register_txn_commands(t);
-  register_rename_commands(t);
-  register_object_commands(t);
-  register_slowlog_commands(t);
-  register_cluster_commands(t);
-  register_preheat_commands(t);
+  register_all_commands(t);
   for (const CommandSpec& spec : t.all()) {
     std::string label = fmt::format("cmd=\"{}\"", spec.name);
     CommandStats s;
@@ -132,6 +116,7 @@ Status Server::fit_open_files_limit() {
 
 Status Server::start() {
   TIERKV_RETURN_IF_ERROR(fit_open_files_limit());
+  TIERKV_RETURN_IF_ERROR(context_.load_acl_file());
   Config config = context_.config();
   size_t n = config.io_threads > 0 ? static_cast<size_t>(config.io_threads)
                                    : std::max(1u, std::thread::hardware_concurrency());
