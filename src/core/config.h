@@ -24,6 +24,8 @@ enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError };
 // enable-protected-configs: who may CONFIG SET a key that names files,
 // sources or hosts (Redis 7's setting of the same name).
 enum class ProtectedConfigs : uint8_t { kNo, kYes, kLocal };
+// tls-auth-clients: whether a TLS client must show a certificate.
+enum class TlsAuthClients : uint8_t { kYes, kNo, kOptional };
 
 // The names CONFIG GET prints (and the parser accepts).
 std::string_view name_of(EvictionPolicyKind v);
@@ -31,6 +33,7 @@ std::string_view name_of(FlashFsync v);
 std::string_view name_of(OffloadPolicy v);
 std::string_view name_of(LogLevel v);
 std::string_view name_of(ProtectedConfigs v);
+std::string_view name_of(TlsAuthClients v);
 
 // exists-prefetch-map: a probed key ending in `from` prefetches the key
 // with that suffix replaced by `to` ("metadata=kv_bytes").
@@ -151,6 +154,15 @@ struct Config {
   // replica's login to its master); masterauth empty: requirepass.
   std::string masteruser;
   std::string masterauth;
+  // TLS, as Redis's tls-* keys (docs/security.md); tls_port 0: no TLS.
+  int64_t tls_port = 0;
+  std::string tls_cert_file, tls_key_file, tls_key_file_pass;
+  std::string tls_ca_cert_file, tls_ca_cert_dir;
+  TlsAuthClients tls_auth_clients = TlsAuthClients::kYes;
+  std::string tls_protocols;     // e.g. "TLSv1.2 TLSv1.3"; empty: both
+  std::string tls_ciphers;       // TLSv1.2 and below; empty: OpenSSL's
+  std::string tls_ciphersuites;  // TLSv1.3; empty: OpenSSL's
+  bool tls_prefer_server_ciphers = false;
   // preheat (see docs/preheat.md)
   std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
   int64_t preheat_max_jobs = 2;
@@ -199,6 +211,7 @@ enum class ConfigApply : uint8_t {
   kSlowlog,        // slowlog-log-slower-than, slowlog-max-len
   kPreheat,        // preheat-*
   kStream,         // stream-*, readahead, readahead-max-chunks
+  kTls,            // tls-*: new connections get a context built from them
 };
 
 // How a key's value is written. Sizes take units ("64mb"), durations too

@@ -26,6 +26,7 @@ constexpr std::array<std::string_view, 2> kOffloadNames = {"on_evict", "write_th
 constexpr std::array<std::string_view, 5> kLogNames = {"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 2> kYesNo = {"yes", "no"};
 constexpr std::array<std::string_view, 3> kProtectedNames = {"no", "yes", "local"};
+constexpr std::array<std::string_view, 3> kTlsAuthNames = {"yes", "no", "optional"};
 
 // A key's parser and validator (set) and its CONFIG GET text (get).
 struct KeySpec {
@@ -430,6 +431,38 @@ const std::vector<KeySpec>& specs() {
                   "requirepass)",
                   A::kNetworkLimits},
                  &C::masterauth),
+      int_key({"tls-port", "TLS port (0: no TLS)"}, &C::tls_port, 0, 65535),
+      guarded(string_key({"tls-cert-file", "the server's certificate chain (PEM)", A::kTls},
+                         &C::tls_cert_file)),
+      guarded(string_key({"tls-key-file", "the certificate's private key (PEM)", A::kTls},
+                         &C::tls_key_file)),
+      string_key({"tls-key-file-pass", "passphrase of tls-key-file, if it has one", A::kTls},
+                 &C::tls_key_file_pass),
+      guarded(string_key({"tls-ca-cert-file",
+                          "CA certificates clients' certificates are checked "
+                          "against (PEM)",
+                          A::kTls},
+                         &C::tls_ca_cert_file)),
+      guarded(
+          string_key({"tls-ca-cert-dir",
+                      "folder of CA certificates (c_rehash form), as tls-ca-cert-file", A::kTls},
+                     &C::tls_ca_cert_dir)),
+      enum_key(
+          {"tls-auth-clients",
+           "whether TLS clients must show a certificate the CA signed: yes, no, optional", A::kTls},
+          &C::tls_auth_clients, kTlsAuthNames),
+      string_key({"tls-protocols", "TLS versions allowed, e.g. \"TLSv1.2 TLSv1.3\" (empty: both)",
+                  A::kTls},
+                 &C::tls_protocols),
+      string_key(
+          {"tls-ciphers", "TLSv1.2 cipher list, OpenSSL's syntax (empty: its default)", A::kTls},
+          &C::tls_ciphers),
+      string_key({"tls-ciphersuites",
+                  "TLSv1.3 cipher suites, OpenSSL's syntax (empty: its default)", A::kTls},
+                 &C::tls_ciphersuites),
+      bool_key({"tls-prefer-server-ciphers", "the server's cipher order wins over the client's",
+                A::kTls},
+               &C::tls_prefer_server_ciphers),
       guarded(list_key(
           {"preheat-sources",
            "sources TIER.PREHEAT may read, as URL prefixes (file:///dir/, http://host/path/); "
@@ -531,6 +564,10 @@ std::string_view name_of(OffloadPolicy v) {
 }
 std::string_view name_of(LogLevel v) {
   return kLogNames[static_cast<size_t>(v)];
+}
+
+std::string_view name_of(TlsAuthClients v) {
+  return kTlsAuthNames[static_cast<size_t>(v)];
 }
 
 std::string_view name_of(ProtectedConfigs v) {

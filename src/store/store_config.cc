@@ -150,6 +150,7 @@ Status Store::apply_config(ConfigApply hook, const Config& next) {
     case ConfigApply::kLogLevel:
     case ConfigApply::kMetricsLimits:
     case ConfigApply::kSlowlog:
+    case ConfigApply::kTls:
       break;
   }
   return Status::invalid_argument("not a setting of the store");

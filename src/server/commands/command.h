@@ -387,6 +387,9 @@ class ServerContext {
   // CLIENT KILL: closes the matching clients other than `self_id` (each on
   // its own I/O thread) and says whether `self_id` matched too.
   std::function<ClientKillResult(const ClientKillFilter& filter, uint64_t self_id)> kill_clients;
+  // CONFIG SET of a tls-* key: builds the TLS context from `next` for the
+  // connections to come, or says why it cannot (nothing changes then).
+  std::function<Status(const Config& next)> reload_tls;
   // CLIENT PAUSE / UNPAUSE changed the pause: held commands check again.
   std::function<void()> wake_paused_clients;
 

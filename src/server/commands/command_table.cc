@@ -245,6 +245,8 @@ Status ServerContext::apply_config(ConfigApply hook, const Config& next) {
     case ConfigApply::kLogLevel:
       apply_log_level(next.log_level);
       return Status::ok();
+    case ConfigApply::kTls:
+      return reload_tls ? reload_tls(next) : Status::ok();
     case ConfigApply::kSlowlog:
       slowlog_.configure(next.slowlog_log_slower_than, next.slowlog_max_len);
       return Status::ok();

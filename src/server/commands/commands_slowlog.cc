@@ -35,7 +35,9 @@ std::vector<size_t> redacted_arguments(const CommandSpec& spec,
     }
   } else if (spec.name == "config" && argv.size() >= 4 && iequals(argv[1], "set")) {
     for (size_t i = 2; i + 1 < argv.size(); i += 2) {
-      if (iequals(argv[i], "requirepass") || iequals(argv[i], "masterauth")) out.push_back(i + 1);
+      if (iequals(argv[i], "requirepass") || iequals(argv[i], "masterauth") ||
+          iequals(argv[i], "tls-key-file-pass"))
+        out.push_back(i + 1);
     }
   }
   return out;

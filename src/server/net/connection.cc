@@ -16,6 +16,8 @@
 namespace tierkv::server {
 namespace {
 
+constexpr std::chrono::seconds kHandshakeTimeout(10);
+
 // At most this many buffers per writev (IOV_MAX is 1024).
 constexpr size_t kMaxIov = 128;
 
@@ -33,16 +35,6 @@ uint64_t mono_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// A buffer sequence that refers to the connection's reused iovec vector, so
-// an asynchronous write does not copy it.
-struct IovRef {
-  using value_type = asio::const_buffer;
-  using const_iterator = std::vector<asio::const_buffer>::const_iterator;
-  const std::vector<asio::const_buffer>* v;
-  const_iterator begin() const { return v->begin(); }
-  const_iterator end() const { return v->end(); }
-};
-
 }  // namespace
 
 Connection::Connection(Server& server, IoThread& thread, Socket socket, std::string addr,
@@ -50,6 +42,7 @@ Connection::Connection(Server& server, IoThread& thread, Socket socket, std::str
     : server_(server),
       thread_(thread),
       socket_(std::move(socket)),
+      handshake_timer_(thread.io),
       retry_timer_(thread.io),
       pause_timer_(thread.io) {
   state_.id = server_.context().next_client_id();
@@ -65,7 +58,7 @@ Connection::Connection(Server& server, IoThread& thread, Socket socket, std::str
   state_.acl_generation = server_.context().acl_users().generation();
   shared_user_ = state_.user->name();
   last_active_ms_.store(state_.created_ms, std::memory_order_relaxed);
-  fd_ = static_cast<int>(socket_.native_handle());
+  fd_ = socket_.native_handle();
   gather_.reserve(kMaxIov);
   iov_.reserve(kMaxIov);
 }
@@ -75,31 +68,45 @@ Connection::~Connection() = default;
 void Connection::start() {
   if (server_.stopping()) {
     closed_ = true;
-    asio::error_code ec;
-    socket_.close(ec);
+    socket_.close();
     return;
   }
   const int64_t max_clients = server_.context().limits().maxclients.load(std::memory_order_relaxed);
   if (!server_.clients().add(this, max_clients)) {
     // Like Redis: tell the client why, best effort, then close.
-    static constexpr std::string_view kFull = "-ERR max number of clients reached\r\n";
-    asio::error_code ec;
-    socket_.write_some(asio::buffer(kFull.data(), kFull.size()), ec);
+    // (A TLS client gets nothing: there was no handshake yet.)
+    if (!socket_.tls()) socket_.write_now("-ERR max number of clients reached\r\n");
     server_.rejected_connections().add();
     closed_ = true;
-    socket_.close(ec);
+    socket_.close();
     return;
   }
   thread_.connections.insert(this);
-  start_read();
+  if (!socket_.tls()) return start_read();
+  // A peer that never finishes its handshake (a plaintext client on the
+  // TLS port waiting for a reply) is closed, not kept.
+  handshake_timer_.expires_after(kHandshakeTimeout);
+  handshake_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (!ec) self->close();
+  });
+  socket_.async_handshake([self = shared_from_this()](const asio::error_code& ec) {
+    self->handshake_timer_.cancel();
+    if (self->closed_) return;
+    if (ec) {
+      self->server_.tls_handshake_failures().add();
+      spdlog::debug("client {} ({}): TLS handshake failed: {}", self->state_.id, self->state_.addr,
+                    ec.message());
+      return self->close();
+    }
+    self->start_read();
+  });
 }
 
 void Connection::close() {
   if (closed_) return;
   closed_ = true;
-  asio::error_code ec;
-  socket_.shutdown(asio::socket_base::shutdown_both, ec);
-  socket_.close(ec);
+  socket_.close();
+  handshake_timer_.cancel();
   thread_.connections.erase(this);
   server_.clients().remove(this);
   value_writer_.reset();
@@ -522,9 +529,9 @@ void Connection::start_write() {
   iov_.clear();
   for (std::string_view s : gather_) iov_.emplace_back(s.data(), s.size());
   writing_in_flight_ = true;
-  socket_.async_write_some(
-      IovRef{&iov_},
-      [self = shared_from_this()](const asio::error_code& ec, size_t n) { self->on_write(ec, n); });
+  socket_.async_write_some(iov_, [self = shared_from_this()](const asio::error_code& ec, size_t n) {
+    self->on_write(ec, n);
+  });
 }
 
 void Connection::on_write(const asio::error_code& ec, size_t n) {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "server/commands/command.h"
+#include "server/net/transport.h"
 #include "server/protocol/resp_parser.h"
 
 namespace tierkv::server {
@@ -46,7 +47,7 @@ struct IoThread;
 
 class Connection : public std::enable_shared_from_this<Connection>, private ReplyDeferral {
  public:
-  using Socket = asio::generic::stream_protocol::socket;
+  using Socket = Transport;
   static constexpr size_t kPauseReadBytes = 1 << 20;
 
   // `local`: a loopback or Unix socket peer.
@@ -198,7 +199,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
 
   Server& server_;
   IoThread& thread_;
-  Socket socket_;
+  Transport socket_;
+  asio::steady_timer handshake_timer_;  // a TLS handshake has this long
   RespParser parser_;
   ReplyBuffer out_;      // replies being produced
   ReplyBuffer writing_;  // replies being written

@@ -19,16 +19,31 @@ Listener::Listener(asio::io_context& io, Counter& accept_errors, PickThread pick
       on_tcp_(std::move(on_tcp)),
       on_unix_(std::move(on_unix)) {}
 
-Status Listener::listen(const std::string& bind, int port, const std::string& unix_path) {
+namespace {
+
+std::unique_ptr<asio::ip::tcp::acceptor> listen_tcp(asio::io_context& io, const std::string& bind,
+                                                    int port) {
+  asio::ip::tcp::endpoint ep(asio::ip::make_address(bind), static_cast<uint16_t>(port));
+  auto acceptor = std::make_unique<asio::ip::tcp::acceptor>(io);
+  acceptor->open(ep.protocol());
+  acceptor->set_option(asio::socket_base::reuse_address(true));
+  acceptor->bind(ep);
+  acceptor->listen(asio::socket_base::max_listen_connections);
+  return acceptor;
+}
+
+}  // namespace
+
+Status Listener::listen(const std::string& bind, int port, const std::string& unix_path,
+                        int tls_port) {
   try {
     if (port > 0) {
-      asio::ip::tcp::endpoint ep(asio::ip::make_address(bind), static_cast<uint16_t>(port));
-      tcp_ = std::make_unique<asio::ip::tcp::acceptor>(io_);
-      tcp_->open(ep.protocol());
-      tcp_->set_option(asio::socket_base::reuse_address(true));
-      tcp_->bind(ep);
-      tcp_->listen(asio::socket_base::max_listen_connections);
+      tcp_ = listen_tcp(io_, bind, port);
       tcp_port_ = tcp_->local_endpoint().port();
+    }
+    if (tls_port > 0) {
+      tls_ = listen_tcp(io_, bind, tls_port);
+      tls_port_ = tls_->local_endpoint().port();
     }
     if (!unix_path.empty()) {
       unix_path_ = unix_path;
@@ -39,13 +54,15 @@ Status Listener::listen(const std::string& bind, int port, const std::string& un
   } catch (const std::system_error& e) {
     return Status::unavailable(fmt::format("cannot listen: {}", e.what()));
   }
-  if (!tcp_ && !unix_)
-    return Status::invalid_argument("nothing to listen on: port is 0 and no unixsocket");
+  if (!tcp_ && !unix_ && !tls_)
+    return Status::invalid_argument(
+        "nothing to listen on: port and tls-port are 0 and no unixsocket");
   return Status::ok();
 }
 
 void Listener::start() {
   if (tcp_) accept_tcp();
+  if (tls_) accept_tls();
   if (unix_) accept_unix();
 }
 
@@ -53,19 +70,30 @@ void Listener::close() {
   closed_.store(true, std::memory_order_release);
   asio::error_code ec;
   if (tcp_) tcp_->close(ec);
+  if (tls_) tls_->close(ec);
   if (unix_) unix_->close(ec);
   if (!unix_path_.empty()) std::remove(unix_path_.c_str());
 }
 
 void Listener::accept_tcp() {
+  accept_tcp_on(*tcp_, false, &Listener::accept_tcp);
+}
+
+void Listener::accept_tls() {
+  accept_tcp_on(*tls_, true, &Listener::accept_tls);
+}
+
+void Listener::accept_tcp_on(asio::ip::tcp::acceptor& acceptor, bool tls,
+                             void (Listener::*again)()) {
   IoThread& t = pick_();
-  tcp_->async_accept(t.io, [this, &t](const asio::error_code& ec, asio::ip::tcp::socket socket) {
-    if (ec == asio::error::operation_aborted) return;
-    if (ec) return accept_again(ec, &Listener::accept_tcp);
-    paused_logged_ = false;
-    on_tcp_(t, std::move(socket));
-    accept_tcp();
-  });
+  acceptor.async_accept(
+      t.io, [this, &t, tls, again](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+        if (ec == asio::error::operation_aborted) return;
+        if (ec) return accept_again(ec, again);
+        paused_logged_ = false;
+        on_tcp_(t, std::move(socket), tls);
+        (this->*again)();
+      });
 }
 
 void Listener::accept_unix() {

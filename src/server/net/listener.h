@@ -27,7 +27,8 @@ struct IoThread;
 class Listener {
  public:
   using PickThread = std::function<IoThread&()>;
-  using OnTcp = std::function<void(IoThread&, asio::ip::tcp::socket)>;
+  // `tls`: accepted on the TLS port.
+  using OnTcp = std::function<void(IoThread&, asio::ip::tcp::socket, bool tls)>;
   using OnUnix = std::function<void(IoThread&, asio::local::stream_protocol::socket)>;
 
   Listener(asio::io_context& io, Counter& accept_errors, PickThread pick, OnTcp on_tcp,
@@ -35,9 +36,9 @@ class Listener {
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
-  // Binds `bind`:`port` (port 0: no TCP listener) and `unix_path` (empty:
-  // none). At least one of them must be asked for.
-  Status listen(const std::string& bind, int port, const std::string& unix_path);
+  // Binds `bind`:`port` (port 0: no TCP listener), `bind`:`tls_port` (0:
+  // none) and `unix_path` (empty: none). At least one must be asked for.
+  Status listen(const std::string& bind, int port, const std::string& unix_path, int tls_port = 0);
   // Starts the accept loops.
   void start();
   // On the listeners' io_context: closes them, stops retries, and removes the
@@ -45,11 +46,14 @@ class Listener {
   void close();
 
   uint16_t tcp_port() const { return tcp_port_; }
+  uint16_t tls_port() const { return tls_port_; }
   const std::string& unix_path() const { return unix_path_; }
   bool has_tcp() const { return tcp_ != nullptr; }
 
  private:
   void accept_tcp();
+  void accept_tls();
+  void accept_tcp_on(asio::ip::tcp::acceptor& acceptor, bool tls, void (Listener::*again)());
   void accept_unix();
   // After a failed accept: at once, or after a pause when out of fds.
   void accept_again(const asio::error_code& ec, void (Listener::*accept)());
@@ -60,6 +64,8 @@ class Listener {
   OnTcp on_tcp_;
   OnUnix on_unix_;
   std::unique_ptr<asio::ip::tcp::acceptor> tcp_;
+  std::unique_ptr<asio::ip::tcp::acceptor> tls_;
+  uint16_t tls_port_ = 0;
   std::unique_ptr<asio::local::stream_protocol::acceptor> unix_;
   uint16_t tcp_port_ = 0;
   std::string unix_path_;

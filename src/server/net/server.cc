@@ -61,6 +61,9 @@ Server::Server(Config config, Store& store, MetricsRegistry& metrics)
                                             "connections refused (maxclients, protected mode)");
   total_connections_ =
       &metrics_.counter("tierkv_connections_received_total", "connections accepted");
+  tls_handshake_failures_ = &metrics_.counter(
+      "tierkv_tls_handshake_failures_total",
+      "TLS handshakes that failed (a plaintext client, a bad or missing client certificate)");
   accept_errors_ = &metrics_.counter("tierkv_accept_errors_total",
                                      "accept() failures (out of fds: accepting pauses 100 ms)");
 }
@@ -129,12 +132,19 @@ Status Server::start() {
 
   listener_ = std::make_unique<Listener>(
       main_io, *accept_errors_, [this]() -> IoThread& { return pick_thread(); },
-      [this](IoThread& t, asio::ip::tcp::socket socket) { on_tcp(t, std::move(socket)); },
+      [this](IoThread& t, asio::ip::tcp::socket socket, bool tls) {
+        on_tcp(t, std::move(socket), tls);
+      },
       [this](IoThread& t, asio::local::stream_protocol::socket socket) {
         const std::string addr = listener_->unix_path() + ":0";
         adopt(t, std::move(socket), addr, addr, /*local=*/true);
       });
-  TIERKV_RETURN_IF_ERROR(listener_->listen(config.bind, config.port, config.unixsocket));
+  if (config.tls_port > 0) TIERKV_RETURN_IF_ERROR(tls_context_.reload(config));
+  context_.reload_tls = [this](const Config& next) {
+    return next.tls_port > 0 ? tls_context_.reload(next) : Status::ok();
+  };
+  TIERKV_RETURN_IF_ERROR(listener_->listen(config.bind, static_cast<int>(config.port),
+                                           config.unixsocket, static_cast<int>(config.tls_port)));
   if (config.cluster_enabled) join_cluster(config);
 
   if (config.metrics_port > 0) {
@@ -166,6 +176,7 @@ Status Server::start() {
 
   StoreStats st = store_.stats();
   if (listener_->has_tcp()) spdlog::info("listening on {}:{}", config.bind, tcp_port());
+  if (tls_port() > 0) spdlog::info("listening for TLS on {}:{}", config.bind, tls_port());
   if (!listener_->unix_path().empty())
     spdlog::info("listening on unix socket {}", listener_->unix_path());
   if (http_) spdlog::info("metrics on http://{}:{}/metrics", config.metrics_bind, http_->port());
@@ -183,15 +194,19 @@ IoThread& Server::pick_thread() {
 }
 
 template <typename Socket>
-void Server::adopt(IoThread& t, Socket socket, std::string addr, std::string laddr, bool local) {
+void Server::adopt(IoThread& t, Socket socket, std::string addr, std::string laddr, bool local,
+                   std::shared_ptr<asio::ssl::context> tls) {
   total_connections_->add();
   // The socket was accepted onto t's io_context: hand it over there.
-  auto conn = std::make_shared<Connection>(*this, t, Connection::Socket(std::move(socket)),
-                                           std::move(addr), std::move(laddr), local);
+  Transport::Socket plain(std::move(socket));
+  Transport transport =
+      tls ? Transport(std::move(plain), std::move(tls)) : Transport(std::move(plain));
+  auto conn = std::make_shared<Connection>(*this, t, std::move(transport), std::move(addr),
+                                           std::move(laddr), local);
   asio::post(t.io, [conn] { conn->start(); });
 }
 
-void Server::on_tcp(IoThread& t, asio::ip::tcp::socket socket) {
+void Server::on_tcp(IoThread& t, asio::ip::tcp::socket socket, bool tls) {
   asio::error_code ignored;
   socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   auto remote = socket.remote_endpoint(ignored);
@@ -202,7 +217,7 @@ void Server::on_tcp(IoThread& t, asio::ip::tcp::socket socket) {
     deny_protected(std::move(socket));
   } else {
     adopt(t, std::move(socket), endpoint_text(remote), endpoint_text(local),
-          peer_is_loopback(remote.address()));
+          peer_is_loopback(remote.address()), tls ? tls_context_.get() : nullptr);
   }
 }
 

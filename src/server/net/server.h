@@ -31,6 +31,7 @@
 #include "server/net/client_registry.h"
 #include "server/net/listener.h"
 #include "server/net/loading.h"
+#include "server/net/tls_context.h"
 
 namespace tierkv::server {
 
@@ -69,6 +70,10 @@ class Server {
   void shutdown(bool save = true);
 
   uint16_t tcp_port() const { return listener_ ? listener_->tcp_port() : 0; }
+  uint16_t tls_port() const { return listener_ ? listener_->tls_port() : 0; }
+  // TLS handshakes that failed (a plaintext client on the TLS port, a bad
+  // or missing client certificate).
+  Counter& tls_handshake_failures() { return *tls_handshake_failures_; }
   uint16_t metrics_port() const;
   size_t io_thread_count() const { return threads_.size(); }
   ServerContext& context() { return context_; }
@@ -104,11 +109,12 @@ class Server {
   // Raises the open-files limit for maxclients, or lowers maxclients to fit.
   Status fit_open_files_limit();
   // An accepted TCP socket: refused in protected mode, else adopted.
-  void on_tcp(IoThread& t, asio::ip::tcp::socket socket);
+  void on_tcp(IoThread& t, asio::ip::tcp::socket socket, bool tls);
   // Answers Redis's -DENIED text and closes (protected mode).
   void deny_protected(asio::ip::tcp::socket socket);
   template <typename Socket>
-  void adopt(IoThread& t, Socket socket, std::string addr, std::string laddr, bool local);
+  void adopt(IoThread& t, Socket socket, std::string addr, std::string laddr, bool local,
+             std::shared_ptr<asio::ssl::context> tls = nullptr);
   IoThread& pick_thread();
   void schedule_idle_sweep(IoThread& t);
   void schedule_ops_sample();
@@ -130,6 +136,8 @@ class Server {
   std::vector<std::unique_ptr<IoThread>> threads_;
   std::atomic<size_t> next_thread_{0};
   std::unique_ptr<Listener> listener_;
+  TlsContextHolder tls_context_;
+  Counter* tls_handshake_failures_ = nullptr;
   // Cluster mode: this node in etcd; made once the port is known.
   // Before cluster_: Member calls them.
   std::unique_ptr<SlotPurger> slot_purger_;

@@ -1,0 +1,41 @@
+// The server's TLS context, built from the tls-* keys as Redis builds its
+// own (tls.c): the certificate chain and key (with its passphrase), the CAs
+// client certificates are checked against, whether clients must show one
+// (tls-auth-clients), the protocol versions, ciphers and cipher suites, and
+// whose cipher order wins. SSLv2/3, TLS compression and renegotiation by
+// the client are off.
+//
+// A context is immutable once built: CONFIG SET of a tls-* key builds a new
+// one for the connections to come (TlsContextHolder), and connections keep
+// the one they were accepted with. A build that fails (a missing file, a
+// key that does not match its certificate) changes nothing.
+#pragma once
+
+#include <asio/ssl.hpp>
+
+#include <memory>
+#include <mutex>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace tierkv::server {
+
+Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const Config& config);
+
+// The context new TLS connections get; any thread.
+class TlsContextHolder {
+ public:
+  std::shared_ptr<asio::ssl::context> get() const {
+    std::lock_guard lock(mu_);
+    return context_;
+  }
+  // Builds from `config` and, if that works, serves it from now on.
+  Status reload(const Config& config);
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<asio::ssl::context> context_;
+};
+
+}  // namespace tierkv::server
