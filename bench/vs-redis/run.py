@@ -14,7 +14,13 @@ and vs-redis.png; the last line is `RESULT name=vs-redis ratio=<min ratio>
 ...` with the worst and geometric-mean ratio per setting.
 
   /usr/bin/python3 bench/vs-redis/run.py [--server PATH] [--memory 1gb]
-      [--io-threads 1,2] [--quick]
+      [--io-threads 1,2] [--quick] [--tls]
+
+With --tls both servers also listen for TLS (same certificate, made with
+the openssl CLI, mutual TLS as Redis defaults to), redis-benchmark runs
+over it, the MULTI/EXEC rows are left out, and the bound is `openssl
+speed` of the negotiated cipher (AES-256-GCM) on one core, measured in
+the same run; the result is named vs-redis-tls.
 """
 import argparse
 import csv
@@ -33,6 +39,8 @@ from benchlib import (RunRecord, free_port, pyplot, resp, wait_for_port, wait_lo
                       write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from tls_util import Certs  # noqa: E402  (the tests' certificates, one copy)
 BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 
@@ -66,10 +74,13 @@ def stop(proc, log):
     log.close()
 
 
+TLS_ARGS = []  # redis-benchmark's --tls options, with --tls
+
+
 def benchmark(port, size, clients, pipeline, requests):
     cmd = [BENCHMARK, "-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-d", str(size),
-           "-c", str(clients), "-P", str(pipeline), "-n", str(requests), "--csv"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+           "-c", str(clients), "-P", str(pipeline), "-n", str(requests), "--csv", *TLS_ARGS]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
     result = {}
     for row in csv.DictReader(io.StringIO(out.stdout)):
         result[row["test"]] = {
@@ -131,6 +142,16 @@ def txn_benchmark(port, clients, batch, requests, size=100):
 TXN_ROWS = [("MULTI/EXEC -P32", 8, 32, 200_000)]
 
 
+def cipher_bound():
+    """What one core encrypts with TLS 1.3's default cipher: the ceiling of
+    a single-threaded server's TLS throughput on this machine."""
+    out = subprocess.run(["openssl", "speed", "-evp", "aes-256-gcm", "-seconds", "2", "-bytes",
+                          "16384"], capture_output=True, text=True, timeout=120, check=True)
+    # The last line: "AES-256-GCM  <n>k" (1000s of bytes per second).
+    last = [line for line in out.stdout.splitlines() if line.strip()][-1]
+    return {"aes_256_gcm_mb_s": float(last.split()[-1].rstrip("k")) / 1000}
+
+
 def result_row(name, size, clients, pipeline, requests, threads, ours, theirs):
     return {"row": name, "io_threads": threads, "value_bytes": size, "clients": clients,
             "pipeline": pipeline, "requests": requests, "tierkv": ours, "redis": theirs,
@@ -169,7 +190,7 @@ def run_rows(args, redis_port, ours_ports):
                 ours = median_of([r[test] for r in runs[threads]])
                 results.append(result_row(f"{test} {name}", size, clients, pipeline, requests,
                                           threads, ours, theirs))
-    for name, clients, batch, requests in TXN_ROWS:
+    for name, clients, batch, requests in ([] if args.tls else TXN_ROWS):
         if args.quick:
             requests //= 10
         runs = {"redis": []}
@@ -247,9 +268,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds per row (each server's median round counts)")
     ap.add_argument("--txn-only", action="store_true", help="only the MULTI/EXEC rows")
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "vs-redis.json"))
+    ap.add_argument("--tls", action="store_true", help="over TLS (see above)")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    run = RunRecord("vs-redis")
+    name = "vs-redis-tls" if args.tls else "vs-redis"
+    args.out = args.out or os.path.join(ROOT, "bench", "results", f"{name}.json")
+    run = RunRecord(name)
     args.server = os.path.abspath(args.server)
     if args.quick:
         args.rounds = 1
@@ -260,6 +284,15 @@ def main():
     redis_argv = [REDIS, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
                   "--appendonly", "no", "--maxmemory", args.memory,
                   "--maxmemory-policy", "allkeys-lru", "--dir", work]
+    tls_ports, bound = {}, {}
+    if args.tls:
+        os.makedirs(os.path.join(work, "certs"))
+        certs = Certs(os.path.join(work, "certs"))
+        TLS_ARGS[:] = ["--tls", "--cacert", certs.path("ca.crt"), "--cert",
+                       certs.path("client.crt"), "--key", certs.path("client.key")]
+        tls_ports = {"redis": free_port()}
+        redis_argv += ["--tls-port", str(tls_ports["redis"]), *certs.server_args()]
+        bound = cipher_bound()
     servers = []
     started = time.time()
     try:
@@ -269,22 +302,30 @@ def main():
             port = free_port()
             ours_dir = os.path.join(work, f"tierkv-io{threads}")
             os.makedirs(ours_dir)
+            tls = []
+            if args.tls:
+                tls_ports[threads] = free_port()
+                tls = ["--tls-port", str(tls_ports[threads]), *certs.server_args()]
             servers.append(start([args.server, "--port", str(port), "--bind", "127.0.0.1",
                                   "--memory", args.memory, "--io-threads", threads,
-                                  "--metrics-port", "0", "--log-level", "warn"],
+                                  "--metrics-port", "0", "--log-level", "warn", *tls],
                                  port, ours_dir))
-            ours_ports.append((threads, port))
-        results = run_rows(args, redis_port, ours_ports)
+            ours_ports.append((threads, tls_ports.get(threads, port)))
+        results = run_rows(args, tls_ports.get("redis", redis_port), ours_ports)
     finally:
         for proc, log in reversed(servers):
             stop(proc, log)
         shutil.rmtree(work, ignore_errors=True)
 
     print_table(results)
-    write_json(args.out, {"memory": args.memory, "io_threads": settings,
-                          "rounds": args.rounds, "rows": results}, run)
+    if bound:
+        print(f"bound: openssl speed, AES-256-GCM, one core, 16 KiB blocks: "
+              f"{bound['aes_256_gcm_mb_s']:.0f} MB/s")
+    write_json(args.out, {"memory": args.memory, "io_threads": settings, "tls": args.tls,
+                          "bound": bound, "rounds": args.rounds, "rows": results}, run)
     plot(results, settings, os.path.splitext(args.out)[0] + ".png")
-    print(run.result_line({**summary(results, settings), "rows": len(results),
+    extra = {"cipher_mb_s": f"{bound['aes_256_gcm_mb_s']:.0f}"} if bound else {}
+    print(run.result_line({**summary(results, settings), **extra, "rows": len(results),
                            "seconds": f"{time.time() - started:.0f}"}))
     return 0
 
