@@ -112,13 +112,13 @@ Controller::~Controller() {
   wake_.notify_all();
   thread_.join();
   if (lease_ != 0) {
-    EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+    EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout, options_.etcd_security});
     (void)etcd.revoke(lease_);  // the next leader need not wait for the TTL
   }
 }
 
 void Controller::run(std::stop_token stop) {
-  EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+  EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout, options_.etcd_security});
   while (!stop.stop_requested()) {
     const bool was = leading_.load();
     const bool now = campaign(etcd) && lead_once(etcd);

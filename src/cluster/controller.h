@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/etcd_client.h"
 #include "cluster/move_report.h"
 #include "cluster/slot_map.h"
 
@@ -38,6 +39,7 @@ class EtcdClient;
 
 struct ControllerOptions {
   std::vector<std::string> etcd_endpoints;
+  EtcdSecurity etcd_security;  // TLS files and login (etcd_client.h)
   std::string cluster_name = "tierkv";
   std::string self_id;
   std::chrono::seconds lease_ttl{5};

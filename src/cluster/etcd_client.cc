@@ -101,7 +101,47 @@ EtcdClient::EtcdClient(Options options)
 
 EtcdClient::~EtcdClient() = default;
 
+void EtcdClient::secure(void* handle) {
+  CURL* c = static_cast<CURL*>(handle);
+  const EtcdSecurity& s = options_.security;
+  if (!s.cacert.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, s.cacert.c_str());
+  if (!s.cert.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, s.cert.c_str());
+  if (!s.key.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, s.key.c_str());
+  if (headers_) curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers_.get());
+}
+
+Status EtcdClient::log_in() {
+  token_.clear();
+  headers_.reset();
+  long code = 0;
+  const json body{{"name", options_.security.user}, {"password", options_.security.password}};
+  Result<json> j = parsed(call_once("/v3/auth/authenticate", body.dump(), &code));
+  if (!j.is_ok())
+    return Status::unavailable("etcd: login as '" + options_.security.user +
+                               "' failed: " + j.status().message());
+  token_ = j->value("token", "");
+  if (token_.empty()) return Status::unavailable("etcd: login gave no token");
+  curl_slist* list = curl_slist_append(nullptr, ("Authorization: " + token_).c_str());
+  headers_ = std::unique_ptr<void, void (*)(void*)>(
+      list, [](void* l) { curl_slist_free_all(static_cast<curl_slist*>(l)); });
+  return Status::ok();
+}
+
 Result<std::string> EtcdClient::call(std::string_view path, const std::string& body) {
+  const bool auth = !options_.security.user.empty();
+  if (auth && token_.empty()) TIERKV_RETURN_IF_ERROR(log_in());
+  long code = 0;
+  Result<std::string> reply = call_once(path, body, &code);
+  // etcd answers a token it no longer knows with 401 (gRPC Unauthenticated).
+  if (auth && code == 401) {
+    TIERKV_RETURN_IF_ERROR(log_in());
+    reply = call_once(path, body, &code);
+  }
+  return reply;
+}
+
+Result<std::string> EtcdClient::call_once(std::string_view path, const std::string& body,
+                                          long* code) {
   if (options_.endpoints.empty()) return Status::invalid_argument("etcd: no endpoint");
   Status last;
   for (size_t attempt = 0; attempt < options_.endpoints.size(); ++attempt) {
@@ -118,16 +158,16 @@ Result<std::string> EtcdClient::call(std::string_view path, const std::string& b
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply);
+    secure(c);
     round_trips_.fetch_add(1, std::memory_order_relaxed);
     const CURLcode rc = curl_easy_perform(c);
     if (rc == CURLE_OK) {
       current_ = which;
-      long code = 0;
-      curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-      if (code == 200) return reply;
-      Result<json> error = parse_reply(reply, code);
+      curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, code);
+      if (*code == 200) return reply;
+      Result<json> error = parse_reply(reply, *code);
       failures_.fetch_add(1, std::memory_order_relaxed);
-      return error.is_ok() ? Status::io_error("etcd: HTTP " + std::to_string(code))
+      return error.is_ok() ? Status::io_error("etcd: HTTP " + std::to_string(*code))
                            : error.status();
     }
     failures_.fetch_add(1, std::memory_order_relaxed);
@@ -285,6 +325,7 @@ Status EtcdClient::watch(std::string_view key, int64_t start_revision, std::stop
   curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 2L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_watch_data);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &stream);
+  secure(c);
   watch_stop(c, stop);
   round_trips_.fetch_add(1, std::memory_order_relaxed);
   const CURLcode rc = curl_easy_perform(c);

@@ -7,6 +7,13 @@
 // that is not what etcd sends is Corruption; etcd's own errors (a lease
 // that is gone, say) come back as their Status.
 //
+// Secured etcd: with https endpoints, `cacert` is the CA etcd's certificate
+// must chain to, and `cert` / `key` this client's certificate (etcd's
+// --client-cert-auth). With `user`, the client logs in (/v3/auth/
+// authenticate) before its first call and sends the token with each; a
+// token etcd no longer takes (it expired, or etcd restarted) is replaced by
+// a new login and the call made again, once.
+//
 // Blocking, and not thread-safe: one client per thread (a curl handle keeps
 // its connection). round_trips() and failures() count what it did.
 #pragma once
@@ -49,11 +56,19 @@ struct EtcdEvent {
   EtcdKeyValue kv;
 };
 
+// How to reach a secured etcd (cluster-etcd-* keys; empty: not used).
+struct EtcdSecurity {
+  std::string cacert, cert, key;  // PEM files
+  std::string user, password;
+  bool operator==(const EtcdSecurity&) const = default;
+};
+
 class EtcdClient {
  public:
   struct Options {
     std::vector<std::string> endpoints;  // "http://127.0.0.1:2379"
     std::chrono::milliseconds timeout{2000};
+    EtcdSecurity security;
   };
   explicit EtcdClient(Options options);
   ~EtcdClient();
@@ -92,12 +107,19 @@ class EtcdClient {
 
  private:
   // POSTs `body` to `path` (e.g. "/v3/kv/put"); returns the reply body.
+  // Logs in first, and again once if etcd refuses the token.
   Result<std::string> call(std::string_view path, const std::string& body);
+  Result<std::string> call_once(std::string_view path, const std::string& body, long* code);
+  // The TLS files and the token, on `c` (after curl_easy_reset).
+  void secure(void* c);
+  Status log_in();
   Result<EtcdRange> range(const std::string& body);
 
   Options options_;
   size_t current_ = 0;  // the endpoint that answered last
   std::unique_ptr<CurlHandle> curl_;
+  std::string token_;  // etcd's auth token, once logged in
+  std::unique_ptr<void, void (*)(void*)> headers_{nullptr, nullptr};  // curl_slist
   std::atomic<uint64_t> round_trips_{0}, failures_{0};
 };
 

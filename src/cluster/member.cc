@@ -94,7 +94,7 @@ Member::~Member() {
                  options_.lease_ttl.count());
     return;
   }
-  EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout});
+  EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout, options_.etcd_security});
   (void)client.revoke(lease_);
 }
 
@@ -114,7 +114,7 @@ bool Member::pause(std::stop_token& stop, std::chrono::milliseconds d) {
 }
 
 void Member::keep(std::stop_token stop) {
-  EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout});
+  EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout, options_.etcd_security});
   ClientTally tally(round_trips_, failures_);
   const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl) / 3;
   const std::string key = node_key(options_.cluster_name, options_.self.id);
@@ -159,7 +159,7 @@ void Member::keep(std::stop_token stop) {
 }
 
 void Member::watch(std::stop_token stop) {
-  EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout});
+  EtcdClient client({options_.etcd_endpoints, options_.etcd_timeout, options_.etcd_security});
   ClientTally tally(round_trips_, failures_);
   const std::string key = slot_map_key(options_.cluster_name);
   // Each round reads the map (which confirms it current as of the read's

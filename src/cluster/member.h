@@ -33,12 +33,14 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/etcd_client.h"
 #include "cluster/slot_map.h"
 
 namespace tierkv::cluster {
 
 struct MemberOptions {
   std::vector<std::string> etcd_endpoints;
+  EtcdSecurity etcd_security;  // TLS files and login (etcd_client.h)
   std::string cluster_name = "tierkv";
   ClusterNode self;
   std::chrono::seconds lease_ttl{5};

@@ -136,6 +136,10 @@ struct Config {
   // membership and the slot map in etcd
   bool cluster_enabled = false;
   std::vector<std::string> cluster_etcd = {"http://127.0.0.1:2379"};
+  // A secured etcd (etcd_client.h): CA, client certificate and key (PEM
+  // files), and a login; empty: not used.
+  std::string cluster_etcd_cacert, cluster_etcd_cert, cluster_etcd_key;
+  std::string cluster_etcd_user, cluster_etcd_password;
   std::string cluster_name = "tierkv";
   std::string cluster_announce_host;  // empty: bind
   int64_t cluster_announce_port = 0;  // 0: port

@@ -383,6 +383,21 @@ const std::vector<KeySpec>& specs() {
       guarded(list_key(
           {"cluster-etcd", "etcd endpoints of the cluster (http://host:port, comma-separated)"},
           &C::cluster_etcd)),
+      guarded(
+          string_key({"cluster-etcd-cacert",
+                      "CA certificate (PEM) etcd's certificate must chain to (https endpoints)"},
+                     &C::cluster_etcd_cacert)),
+      guarded(string_key({"cluster-etcd-cert",
+                          "this node's client certificate for etcd (PEM; etcd's "
+                          "--client-cert-auth)"},
+                         &C::cluster_etcd_cert)),
+      guarded(string_key({"cluster-etcd-key", "the key of cluster-etcd-cert (PEM)"},
+                         &C::cluster_etcd_key)),
+      guarded(string_key(
+          {"cluster-etcd-user", "etcd user the node logs in as (etcd's auth; empty: none)"},
+          &C::cluster_etcd_user)),
+      string_key({"cluster-etcd-password", "password of cluster-etcd-user"},
+                 &C::cluster_etcd_password),
       string_key({"cluster-name", "the cluster's name: its keys in etcd are under /tierkv/<name>/"},
                  &C::cluster_name),
       string_key({"cluster-announce-host",

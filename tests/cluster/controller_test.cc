@@ -183,7 +183,7 @@ TEST(MoveStallTest, RoundTripsAndRefusesWhatIsNotOne) {
 class ControllerTest : public ::testing::Test {
  protected:
   ControllerOptions options(std::string id) {
-    return {{etcd.endpoint()}, "t", std::move(id), std::chrono::seconds(2), milliseconds(100),
+    return {{etcd.endpoint()}, {}, "t", std::move(id), std::chrono::seconds(2), milliseconds(100),
             milliseconds(500)};
   }
   std::optional<SlotMap> stored_map() {
@@ -196,7 +196,7 @@ class ControllerTest : public ::testing::Test {
     ASSERT_TRUE(client.put(node_key("t", id), node_to_json(node(id)), lease).is_ok());
   }
   testing::EtcdProcess etcd;
-  EtcdClient client{{{etcd.endpoint()}, milliseconds(2000)}};
+  EtcdClient client{{{etcd.endpoint()}, milliseconds(2000), {}}};
 };
 
 TEST_F(ControllerTest, OneLeadsAndTheMapFollowsTheNodes) {

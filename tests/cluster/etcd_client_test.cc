@@ -39,7 +39,7 @@ TEST(PrefixEndTest, NextKeyAfterThePrefix) {
 class EtcdClientTest : public ::testing::Test {
  protected:
   testing::EtcdProcess etcd;
-  EtcdClient client{{{etcd.endpoint()}, milliseconds(2000)}};
+  EtcdClient client{{{etcd.endpoint()}, milliseconds(2000), {}}};
 };
 
 TEST_F(EtcdClientTest, PutGetAndPrefixKeepBytes) {
@@ -104,7 +104,7 @@ TEST_F(EtcdClientTest, WatchSeesEveryChangeInOrder) {
   std::stop_source stop;
   Status watch_status;
   std::thread watcher([&] {
-    EtcdClient own({{etcd.endpoint()}, milliseconds(2000)});
+    EtcdClient own({{etcd.endpoint()}, milliseconds(2000), {}});
     watch_status = own.watch("watched", start, stop.get_token(), [&](const auto& events) {
       seen.insert(seen.end(), events.begin(), events.end());
       return seen.size() < 4;
@@ -130,11 +130,11 @@ TEST_F(EtcdClientTest, WatchSeesEveryChangeInOrder) {
 
 TEST_F(EtcdClientTest, ADeadEndpointIsSkipped) {
   const std::string dead = "http://127.0.0.1:" + std::to_string(testing::free_port());
-  EtcdClient only_dead({{dead}, milliseconds(500)});
+  EtcdClient only_dead({{dead}, milliseconds(500), {}});
   Result<EtcdRange> none = only_dead.get("x");
   EXPECT_EQ(none.status().code(), StatusCode::kIOError);
   EXPECT_EQ(only_dead.failures(), 1u);
-  EtcdClient failover({{dead, etcd.endpoint()}, milliseconds(500)});
+  EtcdClient failover({{dead, etcd.endpoint()}, milliseconds(500), {}});
   EXPECT_TRUE(failover.put("x", "1").is_ok());
   EXPECT_TRUE(failover.get("x").is_ok());
   EXPECT_EQ(failover.failures(), 1u);  // the second call went to the live one first

@@ -86,7 +86,7 @@ class EtcdProcess {
       std::_Exit(127);
     }
     // Ready when it answers; at most 20 s.
-    EtcdClient probe({{client}, std::chrono::milliseconds(500)});
+    EtcdClient probe({{client}, std::chrono::milliseconds(500), {}});
     for (int i = 0; i < 200; ++i) {
       if (probe.get("ready?").is_ok()) return;
       int status = 0;

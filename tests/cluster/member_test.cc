@@ -37,7 +37,7 @@ class MemberTest : public ::testing::Test {
     return map.to_json();
   }
   testing::EtcdProcess etcd;
-  EtcdClient client{{{etcd.endpoint()}, milliseconds(2000)}};
+  EtcdClient client{{{etcd.endpoint()}, milliseconds(2000), {}}};
 };
 
 TEST_F(MemberTest, RegistersUnderItsLeaseAndLeavesWhenDestroyed) {

@@ -6,9 +6,11 @@ import binascii
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import redis
@@ -19,10 +21,20 @@ SLOTS = 16384
 
 
 class Etcd:
-    def __init__(self):
+    """With `certs` (tls_util.Certs), etcd serves https with the server
+    certificate and, with `client_cert_auth`, takes only clients whose
+    certificate the CA signed; `extra` goes to etcd as is. The helper's own
+    calls use the client certificate, and once auth is on (enable_auth),
+    root's token."""
+
+    def __init__(self, certs=None, client_cert_auth=False, extra=()):
         self.dir = tempfile.mkdtemp(prefix="etcd-")
         self.client_port, self.peer_port = free_ports(2)
-        self.endpoint = f"http://127.0.0.1:{self.client_port}"
+        self.certs, self.client_cert_auth, self.extra = certs, client_cert_auth, list(extra)
+        scheme = "https" if certs else "http"
+        self.endpoint = f"{scheme}://127.0.0.1:{self.client_port}"
+        self.token = None
+        self.auth_on = False
         self.proc = None
         self.start()
 
@@ -35,11 +47,13 @@ class Etcd:
             [etcd, "--name", "default", "--data-dir", os.path.join(self.dir, "data"),
              "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"default={peer}"],
+             "--initial-cluster", f"default={peer}", *self._tls_args(), *self.extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
         while time.time() < deadline:
             try:
+                if self.auth_on:  # a restart forgets tokens: log in again
+                    self.log_in("root", "rootpw")
                 self.get("ready?")
                 return
             except OSError:
@@ -57,11 +71,53 @@ class Etcd:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def _tls_args(self):
+        if not self.certs:
+            return []
+        args = ["--cert-file", self.certs.path("server.crt"), "--key-file",
+                self.certs.path("server.key"), "--trusted-ca-file", self.certs.path("ca.crt")]
+        return args + (["--client-cert-auth"] if self.client_cert_auth else [])
+
     def _call(self, path, body):
+        try:
+            return self._call_once(path, body)
+        except urllib.error.HTTPError as e:
+            if e.code != 401 or not self.auth_on:
+                raise
+            self.log_in("root", "rootpw")  # root's token expired
+            return self._call_once(path, body)
+
+    def _call_once(self, path, body):
         req = urllib.request.Request(self.endpoint + path, data=json.dumps(body).encode(),
                                      method="POST")
-        with urllib.request.urlopen(req, timeout=5) as r:
+        if self.token:
+            req.add_header("Authorization", self.token)
+        context = None
+        if self.certs:
+            context = ssl.create_default_context(cafile=self.certs.path("ca.crt"))
+            context.load_cert_chain(self.certs.path("client.crt"), self.certs.path("client.key"))
+        with urllib.request.urlopen(req, timeout=5, context=context) as r:
             return json.loads(r.read())
+
+    def enable_auth(self, user, password, prefix="/tierkv/"):
+        """etcd's auth on, with root (password "rootpw") and `user`, who may
+        read and write the keys under `prefix` only."""
+        self._call("/v3/auth/user/add", {"name": "root", "password": "rootpw"})
+        self._call("/v3/auth/user/grant", {"user": "root", "role": "root"})
+        self._call("/v3/auth/role/add", {"name": "tierkv"})
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        self._call("/v3/auth/role/grant", {"name": "tierkv", "perm": {
+            "key": b64(prefix), "range_end": b64(end), "permType": "READWRITE"}})
+        self._call("/v3/auth/user/add", {"name": user, "password": password})
+        self._call("/v3/auth/user/grant", {"user": user, "role": "tierkv"})
+        self._call("/v3/auth/enable", {})
+        self.auth_on = True
+        self.log_in("root", "rootpw")
+
+    def log_in(self, user, password):
+        self.token = None
+        self.token = self._call_once("/v3/auth/authenticate",
+                                {"name": user, "password": password})["token"]
 
     def put(self, key, value):
         self._call("/v3/kv/put", {"key": b64(key), "value": b64(value)})

@@ -225,7 +225,7 @@ int watch(cluster::EtcdClient& etcd, const ClusterArgs& a, Done done, Measure me
 }
 
 cluster::EtcdClient etcd_of(const ClusterArgs& a) {
-  return cluster::EtcdClient({a.etcd, std::chrono::milliseconds(2000)});
+  return cluster::EtcdClient({a.etcd, std::chrono::milliseconds(2000), a.etcd_security});
 }
 
 }  // namespace

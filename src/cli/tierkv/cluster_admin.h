@@ -18,10 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "cluster/etcd_client.h"
+
 namespace tierkv::cli {
 
 struct ClusterArgs {
   std::vector<std::string> etcd{"http://127.0.0.1:2379"};
+  cluster::EtcdSecurity etcd_security;  // the server's cluster-etcd-* keys
   std::string name = "tierkv";
   std::vector<std::string> nodes;  // drain: one; rebalance: any
   double timeout_s = 0;            // 0: wait as long as it takes

@@ -3,7 +3,9 @@
 //   tierkv preheat SOURCE --key K [--no-cache] [--digest sha256:HEX] [--piece SIZE]
 //                         [--ttl SECONDS] [--server HOST:PORT] [--quiet] [--no-wait]
 //   tierkv cluster status | drain NODE | rebalance [NODE...]
-//                  [--etcd URL]... [--name NAME] [--timeout S] [--quiet] [--no-wait]
+//                  [--etcd URL]... [--etcd-cacert F --etcd-cert F --etcd-key F]
+//                  [--etcd-user U --etcd-password P] [--name NAME] [--timeout S]
+//                  [--quiet] [--no-wait]
 //
 // preheat starts a TIER.PREHEAT job on a running server and shows its
 // progress (bytes, rate, ETA) until it ends (preheat.h). SOURCE is an
@@ -44,6 +46,16 @@ CLI::App* add_cluster(CLI::App& app, tierkv::cli::ClusterArgs& a) {
   cluster->require_subcommand(1);
   cluster->fallthrough();  // options given after the subcommand are the cluster's
   cluster->add_option("--etcd", a.etcd, "etcd endpoint (repeat for more)")->capture_default_str();
+  cluster->add_option("--etcd-cacert", a.etcd_security.cacert,
+                      "CA certificate etcd's must chain to (cluster-etcd-cacert)");
+  cluster->add_option("--etcd-cert", a.etcd_security.cert,
+                      "Client certificate for etcd (cluster-etcd-cert)");
+  cluster->add_option("--etcd-key", a.etcd_security.key, "Its key (cluster-etcd-key)");
+  cluster->add_option("--etcd-user", a.etcd_security.user, "etcd user (cluster-etcd-user)");
+  cluster
+      ->add_option("--etcd-password", a.etcd_security.password,
+                   "Its password (cluster-etcd-password; or TIERKV_ETCD_PASSWORD)")
+      ->envname("TIERKV_ETCD_PASSWORD");
   cluster->add_option("--name", a.name, "Cluster name (cluster-name)")->capture_default_str();
   cluster->add_option("--timeout", a.timeout_s, "Stop watching after this many seconds (0: never)")
       ->check(CLI::NonNegativeNumber);

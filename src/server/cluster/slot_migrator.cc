@@ -340,7 +340,8 @@ void SlotMigrator::publish_stall(const Plan& plan, const cluster::ClusterNode& t
   if (!same)
     spdlog::warn("cluster: keys cannot move to {}: {}; they stay here, and the move goes on trying",
                  address_of(target), why.message());
-  cluster::EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+  cluster::EtcdClient etcd(
+      {options_.etcd_endpoints, options_.etcd_timeout, options_.etcd_security});
   const std::string key = cluster::stall_key(options_.cluster_name, options_.self_id);
   if (etcd.put(key, stall.to_json()).is_ok()) stall_published_ = std::move(stall);
 }
@@ -350,7 +351,8 @@ void SlotMigrator::clear_stall(bool after_batch) {
   if (!stall_published_ && !stall_unknown_) return;
   const auto now = std::chrono::steady_clock::now();
   if (after_batch && now - stall_clear_failed_at_ < std::chrono::seconds(1)) return;
-  cluster::EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+  cluster::EtcdClient etcd(
+      {options_.etcd_endpoints, options_.etcd_timeout, options_.etcd_security});
   if (etcd.del(cluster::stall_key(options_.cluster_name, options_.self_id)).is_ok()) {
     stall_published_.reset();
     stall_unknown_ = false;
@@ -366,7 +368,8 @@ bool SlotMigrator::report(const Plan& plan) {
     if (const cluster::ClusterNode* t = plan.target(static_cast<uint16_t>(s)))
       r.add(static_cast<uint16_t>(s), t->id);
   }
-  cluster::EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout});
+  cluster::EtcdClient etcd(
+      {options_.etcd_endpoints, options_.etcd_timeout, options_.etcd_security});
   Status st =
       etcd.put(cluster::moved_key(options_.cluster_name, options_.self_id), r.to_json()).status();
   if (st.is_ok()) {

@@ -44,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/etcd_client.h"
 #include "cluster/move_report.h"
 #include "cluster/slot_map.h"
 #include "core/metrics.h"
@@ -56,6 +57,7 @@ namespace tierkv::server {
 
 struct SlotMigratorOptions {
   std::vector<std::string> etcd_endpoints;
+  cluster::EtcdSecurity etcd_security;  // TLS files and login (etcd_client.h)
   std::string cluster_name;
   std::string self_id;
   size_t batch_keys = 64;

@@ -36,7 +36,7 @@ std::vector<size_t> redacted_arguments(const CommandSpec& spec,
   } else if (spec.name == "config" && argv.size() >= 4 && iequals(argv[1], "set")) {
     for (size_t i = 2; i + 1 < argv.size(); i += 2) {
       if (iequals(argv[i], "requirepass") || iequals(argv[i], "masterauth") ||
-          iequals(argv[i], "tls-key-file-pass"))
+          iequals(argv[i], "tls-key-file-pass") || iequals(argv[i], "cluster-etcd-password"))
         out.push_back(i + 1);
     }
   }

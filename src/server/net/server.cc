@@ -373,8 +373,12 @@ static std::string cluster_state_path(const Config& config) {
 }
 
 void Server::join_cluster(const Config& config) {
+  const cluster::EtcdSecurity etcd_security{config.cluster_etcd_cacert, config.cluster_etcd_cert,
+                                            config.cluster_etcd_key, config.cluster_etcd_user,
+                                            config.cluster_etcd_password};
   cluster::MemberOptions o;
   o.etcd_endpoints = config.cluster_etcd;
+  o.etcd_security = etcd_security;
   o.cluster_name = config.cluster_name;
   const std::string host =
       config.cluster_announce_host.empty() ? config.bind : config.cluster_announce_host;
@@ -390,6 +394,7 @@ void Server::join_cluster(const Config& config) {
   key_fence_ = std::make_shared<KeyFence>();
   SlotMigratorOptions moves;
   moves.etcd_endpoints = config.cluster_etcd;
+  moves.etcd_security = etcd_security;
   moves.cluster_name = config.cluster_name;
   moves.self_id = o.self.id;
   moves.batch_keys = static_cast<size_t>(config.cluster_migrate_batch_keys);
@@ -414,6 +419,7 @@ void Server::join_cluster(const Config& config) {
   if (config.cluster_controller) {
     controller_ = std::make_unique<cluster::Controller>(
         cluster::ControllerOptions{.etcd_endpoints = config.cluster_etcd,
+                                   .etcd_security = etcd_security,
                                    .cluster_name = config.cluster_name,
                                    .self_id = self_id,
                                    .lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s)});
