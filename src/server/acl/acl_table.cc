@@ -269,10 +269,14 @@ std::span<const AclCommand> acl_subcommands(const AclCommand& container) {
 
 const AclCommand* acl_command_for(std::string_view command,
                                   std::span<const std::string_view> argv) {
-  const AclCommand* entry = acl_command(command);
+  return acl_command_for(acl_command(command), argv);
+}
+
+const AclCommand* acl_command_for(const AclCommand* entry, std::span<const std::string_view> argv) {
   if (entry == nullptr || argv.size() < 2) return entry;
+  const size_t prefix = entry->name.size() + 1;
   for (const AclCommand& sub : acl_subcommands(*entry)) {
-    const std::string_view sub_name = sub.name.substr(command.size() + 1);
+    const std::string_view sub_name = sub.name.substr(prefix);
     if (sub_name.size() != argv[1].size()) continue;
     bool same = true;
     for (size_t i = 0; same && i < sub_name.size(); ++i)

@@ -70,6 +70,9 @@ size_t acl_command_id(const AclCommand& command);
 // The entry a call is checked against: the subcommand's when `command`
 // has subcommands and argv[1] names one, else the command's own.
 const AclCommand* acl_command_for(std::string_view command, std::span<const std::string_view> argv);
+// The same from the command's own entry (null: none).
+const AclCommand* acl_command_for(const AclCommand* command,
+                                  std::span<const std::string_view> argv);
 // The subcommand entries of a container (empty for a plain command).
 std::span<const AclCommand> acl_subcommands(const AclCommand& container);
 

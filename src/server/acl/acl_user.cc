@@ -82,6 +82,12 @@ bool AclUser::may_access(std::string_view key, uint8_t need) const {
 }
 
 Status AclUser::apply(std::string_view rule) {
+  Status st = apply_rule(rule);
+  all_commands_ = std::find(allowed_.begin(), allowed_.end(), false) == allowed_.end();
+  return st;
+}
+
+Status AclUser::apply_rule(std::string_view rule) {
   const std::string word = lower(rule);
   if (word == "on") {
     enabled_ = true;

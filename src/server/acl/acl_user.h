@@ -41,6 +41,9 @@ class AclUser {
   // Whether it may use `key` as `need` (AclKeyNeed bits) says.
   bool may_access(std::string_view key, uint8_t need) const;
   bool all_keys() const { return all_keys_; }
+  // Every command and every key (the default user, as shipped): nothing
+  // to look up.
+  bool allows_everything() const { return all_keys_ && all_commands_; }
 
   // The rules as ACL LIST prints them after "user <name> ".
   std::string describe() const;
@@ -56,6 +59,7 @@ class AclUser {
     std::string glob;
     uint8_t allows;  // AclKeyNeed bits
   };
+  Status apply_rule(std::string_view rule);
   Status apply_command_rule(std::string_view rule);
   Status apply_key_rule(std::string_view rule);
   Status add_password_hash(std::string hash);
@@ -68,6 +72,7 @@ class AclUser {
   bool nopass_ = false;
   std::vector<std::string> password_hashes_;  // lower-case hex SHA-256, in the order added
   std::vector<bool> allowed_;                 // by acl_command_id
+  bool all_commands_ = false;                 // every bit of allowed_ set
   std::vector<std::string> command_rules_;    // first "+@all" or "-@all", then the rules since
   bool all_keys_ = false;
   std::vector<KeyPattern> keys_;

@@ -215,6 +215,9 @@ struct CommandSpec {
   // If set, the index past the last key, for a command whose trailing
   // options are not keys (TIER.EXISTS ... PREFETCH, TIER.STREAM ... DEPTH d).
   size_t (*keys_end)(std::span<const std::string_view> argv) = nullptr;
+  // Its ACL entry (acl_table.h), set by CommandTable::add: the check of
+  // every command finds it without a lookup by name.
+  const AclCommand* acl = nullptr;
 };
 
 // The keys of a command, as its key positions and keys_end say.

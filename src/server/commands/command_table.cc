@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "server/acl/acl_table.h"
 #include "server/commands/command.h"
 #include "server/commands/transaction.h"
 #include "server/net/hardening.h"
@@ -46,7 +47,9 @@ void register_all_commands(CommandTable& t) {
   register_preheat_commands(t);
 }
 
-void CommandTable::add(const CommandSpec& spec) {
+void CommandTable::add(const CommandSpec& added) {
+  CommandSpec spec = added;
+  spec.acl = acl_command(spec.name);
   std::string key(spec.name);
   for (char& c : key) c = lower(c);
   auto it = by_name_.find(key);
