@@ -167,6 +167,9 @@ struct Config {
   std::string tls_ciphers;       // TLSv1.2 and below; empty: OpenSSL's
   std::string tls_ciphersuites;  // TLSv1.3; empty: OpenSSL's
   bool tls_prefer_server_ciphers = false;
+  // The links between cluster nodes (slot moves) use TLS, and the node
+  // announces tls-port to clients and peers.
+  bool tls_cluster = false;
   // preheat (see docs/preheat.md)
   std::vector<std::string> preheat_sources;  // allowlist of URL prefixes
   int64_t preheat_max_jobs = 2;

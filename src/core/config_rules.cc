@@ -34,7 +34,9 @@ Status config_validate(const Config& c) {
   TIERKV_RETURN_IF_ERROR(check_enum_choices(c));
   if (c.cluster_enabled && c.cluster_etcd.empty())
     return Status::invalid_argument("'cluster-enabled yes' needs 'cluster-etcd' endpoints");
-  if (c.cluster_enabled && c.port == 0 && c.cluster_announce_port == 0)
+  if (c.tls_cluster && c.tls_port == 0)
+    return Status::invalid_argument("'tls-cluster yes' needs a 'tls-port'");
+  if (c.cluster_enabled && c.port == 0 && c.cluster_announce_port == 0 && !c.tls_cluster)
     return Status::invalid_argument("'cluster-enabled yes' needs a TCP 'port' to announce");
   if (c.cluster_enabled) TIERKV_RETURN_IF_ERROR(check_announce_host(c));
   if (!std::has_single_bit(static_cast<uint64_t>(c.chunk_size)))

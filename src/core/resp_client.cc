@@ -3,11 +3,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -38,7 +41,7 @@ void set_timeouts(int fd, std::chrono::milliseconds timeout) {
 }  // namespace
 
 Result<RespClient> RespClient::connect(const std::string& address,
-                                       std::chrono::milliseconds timeout) {
+                                       std::chrono::milliseconds timeout, ssl_ctx_st* tls) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
     return Status::invalid_argument("server address must be host:port, not '" + address + "'");
@@ -70,13 +73,28 @@ Result<RespClient> RespClient::connect(const std::string& address,
   }
   ::freeaddrinfo(found);
   if (fd < 0) return Status::io_error("cannot connect to " + address + ": " + why);
-  return RespClient(fd);
+  RespClient client(fd);
+  if (tls == nullptr) return client;
+  client.ssl_ = SSL_new(tls);
+  if (client.ssl_ == nullptr || SSL_set_fd(client.ssl_, fd) != 1)
+    return Status::io_error("TLS to " + address + ": cannot set up the connection");
+  if (SSL_connect(client.ssl_) != 1) {
+    char text[256] = "handshake failed";
+    if (unsigned long e = ERR_get_error()) ERR_error_string_n(e, text, sizeof(text));
+    ERR_clear_error();
+    return Status::io_error("TLS to " + address + ": " + text);
+  }
+  return client;
 }
 
 RespClient::RespClient(RespClient&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), buffer_(std::move(o.buffer_)), pos_(o.pos_) {}
+    : fd_(std::exchange(o.fd_, -1)),
+      ssl_(std::exchange(o.ssl_, nullptr)),
+      buffer_(std::move(o.buffer_)),
+      pos_(o.pos_) {}
 
 RespClient::~RespClient() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -101,6 +119,23 @@ void RespClient::shutdown() {
 }
 
 Status RespClient::send(std::string_view bytes) {
+  return write_all(bytes.data(), bytes.size());
+}
+
+Status RespClient::write_all(const char* data, size_t size) {
+  if (ssl_ != nullptr) {
+    for (size_t sent = 0; sent < size;) {
+      const int n =
+          SSL_write(ssl_, data + sent, static_cast<int>(std::min<size_t>(size - sent, 1 << 30)));
+      if (n <= 0) {
+        ERR_clear_error();
+        return Status::io_error("connection lost (TLS write failed or timed out)");
+      }
+      sent += static_cast<size_t>(n);
+    }
+    return Status::ok();
+  }
+  const std::string_view bytes(data, size);
   for (size_t sent = 0; sent < bytes.size();) {
     const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -112,7 +147,27 @@ Status RespClient::send(std::string_view bytes) {
   return Status::ok();
 }
 
+Status RespClient::send_tls(std::span<const std::string_view> pieces) {
+  constexpr size_t kRecord = 16 * 1024;
+  std::string gathered;
+  for (std::string_view p : pieces) {
+    if (p.size() >= kRecord) {
+      if (!gathered.empty()) TIERKV_RETURN_IF_ERROR(write_all(gathered.data(), gathered.size()));
+      gathered.clear();
+      TIERKV_RETURN_IF_ERROR(write_all(p.data(), p.size()));
+      continue;
+    }
+    gathered.append(p);
+    if (gathered.size() >= kRecord) {
+      TIERKV_RETURN_IF_ERROR(write_all(gathered.data(), gathered.size()));
+      gathered.clear();
+    }
+  }
+  return gathered.empty() ? Status::ok() : write_all(gathered.data(), gathered.size());
+}
+
 Status RespClient::send(std::span<const std::string_view> pieces) {
+  if (ssl_ != nullptr) return send_tls(pieces);
   constexpr size_t kMaxIov = 64;
   iovec iov[kMaxIov];
   size_t next = 0, skip = 0;  // the first piece not fully sent, and its bytes already sent
@@ -152,6 +207,18 @@ Status RespClient::fill() {
     pos_ = 0;
   }
   char chunk[16384];
+  if (ssl_ != nullptr) {
+    const int n = SSL_read(ssl_, chunk, sizeof(chunk));
+    if (n <= 0) {
+      const int why = SSL_get_error(ssl_, n);
+      ERR_clear_error();
+      return Status::io_error(why == SSL_ERROR_ZERO_RETURN
+                                  ? "connection closed by the server"
+                                  : "connection lost or timed out (TLS read)");
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+    return Status::ok();
+  }
   for (;;) {
     const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
     if (n < 0 && errno == EINTR) continue;

@@ -4,6 +4,12 @@
 // a timeout or a reply that does not parse is a Status, after which the
 // client is unusable (the stream may be cut mid-reply).
 //
+// With a TLS context, the connection speaks TLS (OpenSSL over the same
+// blocking socket): the server's certificate must chain to the context's
+// CAs, as Redis checks a cluster peer's. Sends of many small pieces are
+// gathered into records of up to 16 KiB; a large piece goes to SSL_write
+// where it lies.
+//
 // command() is one round trip. A caller that pipelines, or streams a value
 // too large to hold, writes the request itself with send() (append_command()
 // encodes one) and reads each reply with read_reply().
@@ -17,6 +23,9 @@
 #include <vector>
 
 #include "core/status.h"
+
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+struct ssl_st;      // and SSL
 
 namespace tierkv {
 
@@ -36,7 +45,8 @@ class RespClient {
   // "host:port" (host may be a name or an address). `timeout` bounds the
   // connect and every send or receive that waits (zero: no bound).
   static Result<RespClient> connect(const std::string& address,
-                                    std::chrono::milliseconds timeout = {});
+                                    std::chrono::milliseconds timeout = {},
+                                    ssl_ctx_st* tls = nullptr);
   RespClient(RespClient&& o) noexcept;
   RespClient& operator=(RespClient&&) = delete;
   ~RespClient();
@@ -56,12 +66,16 @@ class RespClient {
 
  private:
   explicit RespClient(int fd) : fd_(fd) {}
+  // Writes `bytes` whole, plain or over TLS.
+  Status write_all(const char* data, size_t size);
+  Status send_tls(std::span<const std::string_view> pieces);
   Status fill();
   Result<std::string> line();
   Result<std::string> exact(size_t n);
   Result<RespValue> read_value(int depth);
 
   int fd_ = -1;
+  ssl_st* ssl_ = nullptr;  // owned; null: plain
   std::string buffer_;
   size_t pos_ = 0;
 };

@@ -46,7 +46,7 @@ Result<std::unique_ptr<KeySender>> KeySender::connect(Store& store, MoveCounters
                                                       const MigratorCredentials& login,
                                                       const KeySenderOptions& options) {
   std::string address = fmt::format("{}:{}", target.host, target.port);
-  Result<RespClient> c = RespClient::connect(address, options.io_timeout);
+  Result<RespClient> c = RespClient::connect(address, options.io_timeout, login.tls.get());
   if (!c.is_ok()) return c.status();
   std::vector<std::vector<std::string>> hello;
   if (!login.password.empty()) {

@@ -41,8 +41,9 @@ namespace tierkv::server {
 inline constexpr std::string_view kMigratorClientName = "tierkv-slot-migrator";
 
 struct MigratorCredentials {
-  std::string user;      // empty: AUTH password alone (the default user)
-  std::string password;  // empty: no AUTH
+  std::string user;                 // empty: AUTH password alone (the default user)
+  std::string password;             // empty: no AUTH
+  std::shared_ptr<ssl_ctx_st> tls;  // tls-cluster: the TLS client context; null: plain
 };
 
 // What every link of one migrator adds to.

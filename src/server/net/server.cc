@@ -382,8 +382,10 @@ void Server::join_cluster(const Config& config) {
   o.cluster_name = config.cluster_name;
   const std::string host =
       config.cluster_announce_host.empty() ? config.bind : config.cluster_announce_host;
+  // With tls-cluster, clients and peers are sent to the TLS port, as Redis does.
+  const uint16_t own_port = config.tls_cluster ? tls_port() : tcp_port();
   const auto port = static_cast<uint16_t>(
-      config.cluster_announce_port > 0 ? config.cluster_announce_port : tcp_port());
+      config.cluster_announce_port > 0 ? config.cluster_announce_port : own_port);
   o.self = {cluster::node_id_for(config.cluster_name, host, port), host, port,
             static_cast<uint64_t>(config.cluster_weight)};
   o.lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s);
@@ -405,7 +407,8 @@ void Server::join_cluster(const Config& config) {
   moves.credentials = [this] {
     const Config now = context_.config();
     return MigratorCredentials{now.masteruser,
-                               now.masterauth.empty() ? now.requirepass : now.masterauth};
+                               now.masterauth.empty() ? now.requirepass : now.masterauth,
+                               tls_context_.client()};
   };
   slot_migrator_ = std::make_unique<SlotMigrator>(
       store_, *key_fence_, context_.cluster_keys_migrated(false), std::move(moves));

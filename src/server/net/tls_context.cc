@@ -107,11 +107,50 @@ Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const Config& c) {
   return context;
 }
 
+Result<std::shared_ptr<ssl_ctx_st>> make_tls_client_context(const Config& c) {
+  std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  if (!ctx) return tls_error("cannot make a TLS client context");
+  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_SSLv2 | SSL_OP_NO_SSLv3 | SSL_OP_NO_COMPRESSION);
+  TIERKV_RETURN_IF_ERROR(set_protocols(ctx.get(), c.tls_protocols));
+  if (!c.tls_ciphers.empty() && SSL_CTX_set_cipher_list(ctx.get(), c.tls_ciphers.c_str()) != 1)
+    return tls_error(fmt::format("tls-ciphers '{}'", c.tls_ciphers));
+  if (!c.tls_ciphersuites.empty() &&
+      SSL_CTX_set_ciphersuites(ctx.get(), c.tls_ciphersuites.c_str()) != 1)
+    return tls_error(fmt::format("tls-ciphersuites '{}'", c.tls_ciphersuites));
+  if (c.tls_key_file_pass.empty()) {
+    SSL_CTX_set_default_passwd_cb_userdata(ctx.get(), nullptr);
+  } else {
+    // OpenSSL keeps the pointer: the context owns a copy through ex data
+    // would be heavier; the config's string outlives the load below.
+    SSL_CTX_set_default_passwd_cb_userdata(ctx.get(),
+                                           const_cast<char*>(c.tls_key_file_pass.c_str()));
+  }
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), c.tls_cert_file.c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(ctx.get(), c.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1)
+    return tls_error("tls-cluster: cannot load tls-cert-file and tls-key-file");
+  SSL_CTX_set_default_passwd_cb_userdata(ctx.get(), nullptr);
+  const char* file = c.tls_ca_cert_file.empty() ? nullptr : c.tls_ca_cert_file.c_str();
+  const char* dir = c.tls_ca_cert_dir.empty() ? nullptr : c.tls_ca_cert_dir.c_str();
+  if (file == nullptr && dir == nullptr)
+    return Status::invalid_argument("tls-cluster needs tls-ca-cert-file or tls-ca-cert-dir");
+  if (SSL_CTX_load_verify_locations(ctx.get(), file, dir) != 1)
+    return tls_error("tls-cluster: cannot load the CA certificates");
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  return ctx;
+}
+
 Status TlsContextHolder::reload(const Config& config) {
   Result<std::shared_ptr<asio::ssl::context>> built = make_tls_context(config);
   if (!built.is_ok()) return built.status();
+  std::shared_ptr<ssl_ctx_st> client;
+  if (config.tls_cluster) {
+    Result<std::shared_ptr<ssl_ctx_st>> made = make_tls_client_context(config);
+    if (!made.is_ok()) return made.status();
+    client = std::move(*made);
+  }
   std::lock_guard lock(mu_);
   context_ = std::move(*built);
+  client_ = std::move(client);
   return Status::ok();
 }
 

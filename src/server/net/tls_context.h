@@ -22,20 +22,30 @@
 namespace tierkv::server {
 
 Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const Config& config);
+// The client side, for a node's links to the others (tls-cluster): the
+// same certificate and key (a node shows them to its peers, as Redis's
+// nodes do), and the peer's certificate must chain to the same CAs.
+Result<std::shared_ptr<ssl_ctx_st>> make_tls_client_context(const Config& config);
 
-// The context new TLS connections get; any thread.
+// The contexts new TLS connections get, server side and (with
+// tls-cluster) client side; any thread.
 class TlsContextHolder {
  public:
   std::shared_ptr<asio::ssl::context> get() const {
     std::lock_guard lock(mu_);
     return context_;
   }
-  // Builds from `config` and, if that works, serves it from now on.
+  std::shared_ptr<ssl_ctx_st> client() const {
+    std::lock_guard lock(mu_);
+    return client_;
+  }
+  // Builds from `config` and, if that works, serves them from now on.
   Status reload(const Config& config);
 
  private:
   mutable std::mutex mu_;
   std::shared_ptr<asio::ssl::context> context_;
+  std::shared_ptr<ssl_ctx_st> client_;
 };
 
 }  // namespace tierkv::server
