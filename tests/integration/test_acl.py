@@ -244,3 +244,29 @@ def test_command_info_shows_redis_categories(servers):
     for name in ("get", "set", "config", "del", "keys", "ping", "multi", "copy", "acl"):
         assert categories(ours, name) == categories(theirs, name), name
     assert {"@preheat", "@tier"} <= set(categories(ours, "tier.preheat"))
+
+
+def test_exec_checks_queued_commands_again_like_redis(servers):
+    for s in servers:
+        s.client().execute_command("ACL", "SETUSER", "alice", "on", ">pw", "+@all", "~*")
+    conns = [client_as(s, "alice", "pw", single_connection_client=True) for s in servers]
+    both(*conns, "MULTI")
+    both(*conns, "SET", "k", "v")
+    both(*conns, "GET", "k")
+    for s in servers:
+        s.client().execute_command("ACL", "SETUSER", "alice", "-get")
+    got = [c.execute_command("EXEC") for c in conns]
+    assert got[0][0] == got[1][0] == b"OK"
+    assert [str(g[1]) for g in got][0] == [str(g[1]) for g in got][1], got
+    assert "no longer allowed" in str(got[0][1])
+    logs = [log_of(s.client()) for s in servers]
+    assert logs[0] == logs[1] and logs[0][0]["context"] == "multi"
+    # A key taken away meanwhile.
+    for s in servers:
+        s.client().execute_command("ACL", "SETUSER", "alice", "+get")
+    both(*conns, "MULTI")
+    both(*conns, "GET", "k")
+    for s in servers:
+        s.client().execute_command("ACL", "SETUSER", "alice", "resetkeys", "~other*")
+    got = [str(c.execute_command("EXEC")[0]) for c in conns]
+    assert got[0] == got[1] and "no longer allowed" in got[0], got

@@ -22,9 +22,9 @@ std::string client_info(const ClientState& client) {
 }
 
 void log_denial(ServerContext& server, const ClientState& client, std::string_view reason,
-                std::string_view object) {
-  server.acl_log().add({std::string(reason), "toplevel", std::string(object), client.user->name(),
-                        client_info(client)},
+                std::string_view object, std::string_view context) {
+  server.acl_log().add({std::string(reason), std::string(context), std::string(object),
+                        client.user->name(), client_info(client)},
                        unix_time_ms(), static_cast<size_t>(server.config().acllog_max_len));
 }
 
@@ -43,7 +43,8 @@ uint8_t key_need(const AclCommand& entry, const CommandSpec& spec,
 }  // namespace
 
 std::string acl_refusal(ServerContext& server, const CommandSpec& spec,
-                        std::span<const std::string_view> argv, ClientState& client, bool log) {
+                        std::span<const std::string_view> argv, ClientState& client, bool log,
+                        std::string_view context) {
   const uint64_t generation = server.acl_users().generation();
   if (client.acl_generation != generation || client.user == nullptr) {
     const std::string name = client.user ? client.user->name() : "default";
@@ -57,14 +58,14 @@ std::string acl_refusal(ServerContext& server, const CommandSpec& spec,
   const AclCommand* entry = acl_command_for(spec.acl, argv);
   if (entry == nullptr) return {};
   if (!user.may_run(*entry)) {
-    if (log) log_denial(server, client, "command", entry->name);
+    if (log) log_denial(server, client, "command", entry->name, context);
     return fmt::format("NOPERM this user has no permissions to run the '{}' command", entry->name);
   }
   if (user.all_keys() || spec.first_key <= 0) return {};
   const CommandKeys keys = command_keys(spec, argv);
   for (size_t i = 0; i < keys.size(); ++i) {
     if (user.may_access(keys[i], key_need(*entry, spec, argv, i))) continue;
-    if (log) log_denial(server, client, "key", keys[i]);
+    if (log) log_denial(server, client, "key", keys[i], context);
     return "NOPERM this user has no permissions to access one of the keys used as arguments";
   }
   return {};

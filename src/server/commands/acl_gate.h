@@ -18,7 +18,7 @@ namespace tierkv::server {
 // changed.
 std::string acl_refusal(ServerContext& server, const CommandSpec& spec,
                         std::span<const std::string_view> argv, ClientState& client,
-                        bool log = true);
+                        bool log = true, std::string_view context = "toplevel");
 
 // Logs a refused AUTH (or HELLO AUTH) of `username` in ACL LOG; `command`
 // is the command's name as the client sent it (Redis logs it so).

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "server/commands/acl_gate.h"
 #include "server/commands/command.h"
 #include "server/commands/transaction.h"
 
@@ -175,6 +176,17 @@ bool watches_hold(Store& store, const std::vector<WatchedKey>& watched) {
 void run_queued(CommandContext& ctx, const QueuedCommand& q) {
   Invocation inv;
   inv.argv.assign(q.args.begin(), q.args.end());
+  // The user's rules may have changed since the command was queued (as
+  // Redis, EXEC checks again, and refuses it in its slot).
+  if (std::string denied = acl_refusal(ctx.server, *q.spec, inv.argv, ctx.client, true, "multi");
+      !denied.empty()) {
+    const bool command = denied.find("to run the") != std::string::npos;
+    return ctx.reply.error(fmt::format(
+        "NOPERM ACLs rules changed between the moment the transaction was accumulated and the "
+        "EXEC call. This command is no longer allowed for the following reason: {}",
+        command ? "no permission to execute the command or subcommand"
+                : "no permission to touch the specified keys"));
+  }
   TxnDeferral defer(ctx.defer);
   CommandContext sub{inv, ctx.reply, ctx.client, ctx.server, ctx.store, &defer};
   size_t before = ctx.reply.pending_bytes();
