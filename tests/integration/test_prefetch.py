@@ -122,6 +122,26 @@ def test_tier_exists_prefetch_then_get_is_served_from_memory(flash_servers):
     assert "tierkv_prefetch_reads_served 4" in metrics
 
 
+def test_tier_exists_prefix_counts_the_leading_run_and_prefetches_only_it(flash_servers):
+    """TIER.EXISTS ... PREFIX [PREFETCH] is LMCache's chunk-by-chunk lookup
+    in one round trip: the length of the leading run of present keys, and
+    only that run is prefetched (the chunk after the gap is not read next)."""
+    s = flash_servers(memory="64mb", extra=FLASH).start()
+    c = spill(s, 4)
+    keys = [f"k{i}" for i in range(4)]
+    assert c.execute_command("TIER.EXISTS", "k0", "k1", "gap", "k2", "PREFIX") == 2
+    assert c.execute_command("TIER.EXISTS", "gap", "k0", "PREFIX") == 0
+    assert c.execute_command("TIER.EXISTS", *keys, "PREFIX") == 4
+    assert num(prefetch_info(s), "prefetch_requested") == 0  # no PREFETCH: none
+    assert c.execute_command("TIER.EXISTS", "k0", "k1", "gap", "k2", "PREFETCH", "PREFIX") == 2
+    assert wait_until(lambda: in_memory(c, "k0") and in_memory(c, "k1"), 10)
+    p = prefetch_info(s)
+    assert num(p, "prefetch_requested") == 2
+    assert not in_memory(c, "k2") and not in_memory(c, "k3")
+    # A key named like the option is a key when nothing else precedes it.
+    assert c.execute_command("TIER.EXISTS", "prefix") == 0
+
+
 def test_a_get_during_its_prefetch_takes_its_chunks_instead_of_reading_flash_again(flash_servers):
     """A GET that arrives while the key's prefetch is still reading it is
     served from that read (one flash read of each chunk, not two), byte-exact;

@@ -5,10 +5,13 @@
 //     offloading in memory, flash if only flash holds it), and per chunk
 //     index, bytes, residency (memory | flash | both), dirty, pins, leased,
 //     use_once
-//   TIER.EXISTS key [key ...] [PREFETCH] -> count of present keys
+//   TIER.EXISTS key [key ...] [PREFIX] [PREFETCH] -> count of present keys;
+//     with PREFIX, the length of the leading run of present keys (a
+//     KV-cache prefix lookup in one round trip instead of one per chunk)
 //
 // TIER.EXISTS with PREFETCH is the KV-cache probe: "is it there, and I am
-// about to read it". The answer never waits for the prefetch.
+// about to read it". With PREFIX only the keys of the leading run are
+// prefetched. The answer never waits for the prefetch.
 #include <algorithm>
 #include <span>
 
@@ -63,19 +66,48 @@ void tier_stat_command(CommandContext& ctx) {
   for (const ChunkResidency& c : r->chunks) reply_chunk(ctx.reply, c);
 }
 
-// A trailing PREFETCH is the option, not a key, once at least one key precedes it.
+struct ExistsCall {
+  size_t keys_end;
+  bool prefix = false, prefetch = false;
+};
+
+// Trailing PREFIX and PREFETCH (in either order) are options, not keys,
+// while at least one key precedes them.
+ExistsCall parse_exists(std::span<const std::string_view> argv) {
+  ExistsCall call{argv.size()};
+  for (int i = 0; i < 2 && call.keys_end >= 3; ++i) {
+    const std::string_view last = argv[call.keys_end - 1];
+    if (!call.prefetch && iequals(last, "prefetch")) {
+      call.prefetch = true;
+    } else if (!call.prefix && iequals(last, "prefix")) {
+      call.prefix = true;
+    } else {
+      break;
+    }
+    --call.keys_end;
+  }
+  return call;
+}
+
 size_t tier_exists_keys_end(std::span<const std::string_view> argv) {
-  const size_t end = argv.size();
-  return end >= 3 && iequals(argv[end - 1], "prefetch") ? end - 1 : end;
+  return parse_exists(argv).keys_end;
 }
 
 void tier_exists_command(CommandContext& ctx) {
-  const size_t end = tier_exists_keys_end(ctx.inv.argv);
+  const ExistsCall call = parse_exists(ctx.inv.argv);
   ExistOptions options;
-  options.prefetch_to_memory = end < ctx.argc();
+  options.prefetch_to_memory = call.prefetch;
   std::span<const std::string_view> keys =
-      std::span<const std::string_view>(ctx.inv.argv).subspan(1, end - 1);
-  ctx.reply.integer(count_existing(ctx, keys, options));
+      std::span<const std::string_view>(ctx.inv.argv).subspan(1, call.keys_end - 1);
+  if (!call.prefix) return ctx.reply.integer(count_existing(ctx, keys, options));
+  size_t run = 0;
+  for (bool present : ctx.store.exist(keys, ExistOptions{})) {
+    if (!present) break;
+    ++run;
+  }
+  // Only the run is read next: its keys alone are prefetched.
+  if (run > 0 && call.prefetch) (void)count_existing(ctx, keys.first(run), options);
+  ctx.reply.integer(static_cast<int64_t>(run));
 }
 
 }  // namespace
@@ -84,8 +116,9 @@ void register_tier_commands(CommandTable& table) {
   table.add({"tier.stat", 2, kReadOnly, 1, 1, 1, tier_stat_command,
              "Size, version, TTL, tier state and per-chunk residency of an object"});
   table.add({"tier.exists", -2, kReadOnly | kFast, 1, -1, 1, tier_exists_command,
-             "Count existing keys; PREFETCH starts promoting them to memory", 0, nullptr, nullptr,
-             0, tier_exists_keys_end});
+             "Count existing keys (PREFIX: the leading run); PREFETCH starts promoting them to "
+             "memory",
+             0, nullptr, nullptr, 0, tier_exists_keys_end});
 }
 
 }  // namespace tierkv::server
