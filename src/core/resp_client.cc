@@ -90,6 +90,7 @@ Result<RespClient> RespClient::connect(const std::string& address,
 RespClient::RespClient(RespClient&& o) noexcept
     : fd_(std::exchange(o.fd_, -1)),
       ssl_(std::exchange(o.ssl_, nullptr)),
+      gathered_(std::move(o.gathered_)),
       buffer_(std::move(o.buffer_)),
       pos_(o.pos_) {}
 
@@ -149,7 +150,8 @@ Status RespClient::write_all(const char* data, size_t size) {
 
 Status RespClient::send_tls(std::span<const std::string_view> pieces) {
   constexpr size_t kRecord = 16 * 1024;
-  std::string gathered;
+  std::string& gathered = gathered_;
+  gathered.clear();
   for (std::string_view p : pieces) {
     if (p.size() >= kRecord) {
       if (!gathered.empty()) TIERKV_RETURN_IF_ERROR(write_all(gathered.data(), gathered.size()));

@@ -76,6 +76,7 @@ class RespClient {
 
   int fd_ = -1;
   ssl_st* ssl_ = nullptr;  // owned; null: plain
+  std::string gathered_;   // small pieces of a TLS send, reused
   std::string buffer_;
   size_t pos_ = 0;
 };

@@ -31,9 +31,9 @@ def info(node):
     return node.client().info("cluster")
 
 
-def node_args(etcd, *extra):
+def node_args(etcd, *extra, ttl=2):
     return ("--cluster-enabled", "yes", "--cluster-etcd", etcd.endpoint, "--cluster-name",
-            "sec", "--cluster-lease-ttl", "2", "--flash-size", "0", *extra)
+            "sec", "--cluster-lease-ttl", str(ttl), "--flash-size", "0", *extra)
 
 
 def registered(etcd):
@@ -86,13 +86,15 @@ def test_a_login_that_survives_token_expiry_and_an_etcd_restart(make_tierkv):
     try:
         etcd.enable_auth("tkv", "tkvpw")
         login = ("--cluster-etcd-user", "tkv", "--cluster-etcd-password", "tkvpw")
-        member = make_tierkv(*node_args(etcd, *login))
+        # A lease long beside the 1 s tokens: a loaded machine that delays a
+        # renewal must not take the node down, only a failed login may.
+        member = make_tierkv(*node_args(etcd, *login, ttl=6))
         wait_until(lambda: owns_everything(member), timeout=30, what="the node up with a login")
         wrong = make_tierkv(*node_args(etcd, "--cluster-etcd-user", "tkv",
                                        "--cluster-etcd-password", "nope"))
         anonymous = make_tierkv(*node_args(etcd))
-        # Tokens live 1 s: the node renews its lease every 2/3 s and logs
-        # in again whenever etcd forgets its token.
+        # Tokens live 1 s: the node renews its lease every 2 s, so nearly
+        # every renewal finds its token expired and logs in again.
         deadline = time.time() + 6
         while time.time() < deadline:
             assert owns_everything(member)

@@ -23,9 +23,11 @@ std::string client_info(const ClientState& client) {
 
 void log_denial(ServerContext& server, const ClientState& client, std::string_view reason,
                 std::string_view object, std::string_view context) {
-  server.acl_log().add({std::string(reason), std::string(context), std::string(object),
-                        client.user->name(), client_info(client)},
-                       unix_time_ms(), static_cast<size_t>(server.config().acllog_max_len));
+  server.acl_log().add(
+      {std::string(reason), std::string(context), std::string(object), client.user->name(),
+       client_info(client)},
+      unix_time_ms(),
+      static_cast<size_t>(server.limits().acllog_max_len.load(std::memory_order_relaxed)));
 }
 
 // What `spec` does with key `i` of `keys`. SET reads its key only with GET
@@ -75,7 +77,8 @@ void acl_log_failed_auth(ServerContext& server, const ClientState& client,
                          std::string_view username, std::string_view command) {
   server.acl_log().add(
       {"auth", "toplevel", std::string(command), std::string(username), client_info(client)},
-      unix_time_ms(), static_cast<size_t>(server.config().acllog_max_len));
+      unix_time_ms(),
+      static_cast<size_t>(server.limits().acllog_max_len.load(std::memory_order_relaxed)));
 }
 
 void acl_log_in(ServerContext& server, ClientState& client, std::shared_ptr<const AclUser> user) {

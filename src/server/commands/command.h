@@ -377,6 +377,7 @@ class ServerContext {
     std::atomic<bool> protected_mode{true};
     std::atomic<int64_t> metrics_timeout_ms{0};
     std::atomic<int64_t> metrics_max_clients{0};
+    std::atomic<int64_t> acllog_max_len{0};
   };
   const Limits& limits() const { return limits_; }
 

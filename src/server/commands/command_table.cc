@@ -172,6 +172,7 @@ void ServerContext::publish_limits() {
   limits_.protected_mode.store(config_.protected_mode);
   limits_.metrics_timeout_ms.store(config_.metrics_timeout_ms);
   limits_.metrics_max_clients.store(config_.metrics_max_clients);
+  limits_.acllog_max_len.store(config_.acllog_max_len);
 }
 
 Config ServerContext::config() const {

@@ -74,8 +74,7 @@ void Connection::start() {
   const int64_t max_clients = server_.context().limits().maxclients.load(std::memory_order_relaxed);
   if (!server_.clients().add(this, max_clients)) {
     // Like Redis: tell the client why, best effort, then close.
-    // (A TLS client gets nothing: there was no handshake yet.)
-    if (!socket_.tls()) socket_.write_now("-ERR max number of clients reached\r\n");
+    socket_.write_now("-ERR max number of clients reached\r\n");
     server_.rejected_connections().add();
     closed_ = true;
     socket_.close();

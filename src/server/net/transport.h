@@ -82,14 +82,12 @@ class Transport {
     }
   }
 
-  // Best effort and blocking, before the connection starts (a refusal).
+  // Best effort and blocking, before a plain connection starts (a
+  // refusal). A TLS peer has had no handshake yet: it gets nothing.
   void write_now(std::string_view bytes) {
+    if (tls()) return;
     asio::error_code ec;
-    if (auto* t = std::get_if<std::unique_ptr<TlsStream>>(&stream_)) {
-      (*t)->write_some(asio::buffer(bytes.data(), bytes.size()), ec);
-    } else {
-      socket().write_some(asio::buffer(bytes.data(), bytes.size()), ec);
-    }
+    socket().write_some(asio::buffer(bytes.data(), bytes.size()), ec);
   }
 
   void close() {
