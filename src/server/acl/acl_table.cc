@@ -166,6 +166,7 @@ constexpr Row kRows[] = {
     {"strlen", "read string fast", "-"},
     {"substr", "read string slow", "R"},
     {"tier.exists", "keyspace read fast tier", "-"},
+    {"tier.get", "read string fast tier", "R"},
     {"tier.job", "admin slow preheat tier", ""},
     {"tier.jobs", "admin slow preheat tier", ""},
     {"tier.preheat", "write slow preheat tier", "W"},

@@ -109,6 +109,13 @@ class ReplyDeferral {
   // fetch): the handler replied nothing; the connection fetches again and
   // reruns the command, with backoff, or answers -BUSY / -OOM.
   virtual void fetch_again() = 0;
+  // TIER.GET ... WITHIN: `key` is only on flash. Fetches it into memory and
+  // runs the command again when the fetch ends or when `bound_ms` have
+  // passed since the command first asked, whichever comes first; the
+  // handler replies nothing else. False once that bound has passed, after
+  // a fetch that failed, or if this command cannot wait (inside EXEC): the
+  // handler answers a miss.
+  virtual bool fetch_within(std::string_view key, int64_t bound_ms) = 0;
   // A SET's value larger than memory went to flash as it arrived
   // (Invocation::flash_value): commits it off the network thread and
   // replies OK, nil (the condition failed) or the error. The handler

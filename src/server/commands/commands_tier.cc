@@ -8,15 +8,26 @@
 //   TIER.EXISTS key [key ...] [PREFIX] [PREFETCH] -> count of present keys;
 //     with PREFIX, the length of the leading run of present keys (a
 //     KV-cache prefix lookup in one round trip instead of one per chunk)
+//   TIER.GET key [FROM memory|any] [WITHIN ms] -> the value, or null if
+//     absent, or (a bounded miss) if FROM memory finds it only on flash, or
+//     if WITHIN's bound passes before flash brought it into memory
 //
+// TIER.GET is for an engine that would rather recompute than wait: it
+// never waits past its bound. FROM memory never reads flash and starts
+// nothing; WITHIN fetches the value into memory and the fetch goes on
+// past a miss, so that the next request finds it there. Without options
+// it is GET.
 // TIER.EXISTS with PREFETCH is the KV-cache probe: "is it there, and I am
 // about to read it". With PREFIX only the keys of the leading run are
 // prefetched. The answer never waits for the prefetch.
 #include <algorithm>
 #include <span>
 
+#include <fmt/format.h>
+
 #include "core/clock.h"
 #include "server/commands/command.h"
+#include "server/commands/string_common.h"
 
 namespace tierkv::server {
 namespace {
@@ -110,6 +121,79 @@ void tier_exists_command(CommandContext& ctx) {
   ctx.reply.integer(static_cast<int64_t>(run));
 }
 
+struct TierGetCall {
+  bool memory_only = false;
+  std::optional<int64_t> within_ms;
+  bool bounded() const { return memory_only || within_ms.has_value(); }
+};
+
+// Options after the key, in any order; each at most once.
+std::optional<TierGetCall> parse_tier_get(CommandContext& ctx) {
+  TierGetCall call;
+  bool from_seen = false;
+  for (size_t i = 2; i < ctx.argc(); i += 2) {
+    const std::string_view option = ctx.arg(i);
+    const bool has_value = i + 1 < ctx.argc();
+    if (iequals(option, "from") && has_value && !from_seen) {
+      from_seen = true;
+      if (iequals(ctx.arg(i + 1), "memory")) {
+        call.memory_only = true;
+      } else if (!iequals(ctx.arg(i + 1), "any")) {
+        ctx.reply.error("ERR FROM takes memory or any");
+        return std::nullopt;
+      }
+    } else if (iequals(option, "within") && has_value && !call.within_ms) {
+      std::optional<int64_t> ms = parse_int64(ctx.arg(i + 1));
+      if (!ms || *ms < 0) {
+        ctx.reply.error("ERR WITHIN takes a non-negative number of milliseconds");
+        return std::nullopt;
+      }
+      call.within_ms = *ms;
+    } else {
+      ctx.reply.error(errors::kSyntax);
+      return std::nullopt;
+    }
+  }
+  return call;
+}
+
+bool tier_get_fetches(const Invocation& inv) {
+  for (size_t i = 2; i + 1 < inv.argv.size(); i += 2) {
+    if (iequals(inv.argv[i], "from") && iequals(inv.argv[i + 1], "memory")) return false;
+  }
+  return true;
+}
+
+void count_bounded_miss(CommandContext& ctx, std::string_view reason) {
+  ctx.server.metrics()
+      .counter("tierkv_tier_get_bounded_misses_total",
+               "TIER.GET answers of null for a value only flash held in time",
+               fmt::format("reason=\"{}\"", reason))
+      .add();
+}
+
+void tier_get_command(CommandContext& ctx) {
+  std::optional<TierGetCall> call = parse_tier_get(ctx);
+  if (!call) return;
+  const std::string_view key = ctx.arg(1);
+  if (!call->bounded()) {
+    if (!can_stream(ctx))
+      return reply_view_or_null(ctx, ctx.store.read_resident(key, 0, UINT64_MAX, touches(ctx)));
+    return reply_range(ctx, key, 0, UINT64_MAX, /*absent_is_null=*/true);
+  }
+  Result<ObjectView> v = ctx.store.read_resident(key, 0, UINT64_MAX, touches(ctx));
+  if (v || v.status().code() != StatusCode::kBusy) return reply_view_or_null(ctx, v);
+  // Only flash holds it.
+  if (call->memory_only) {
+    count_bounded_miss(ctx, "memory");
+  } else if (ctx.defer != nullptr && ctx.defer->fetch_within(key, *call->within_ms)) {
+    return;
+  } else {
+    count_bounded_miss(ctx, "within");
+  }
+  ctx.reply.null();
+}
+
 }  // namespace
 
 void register_tier_commands(CommandTable& table) {
@@ -119,6 +203,11 @@ void register_tier_commands(CommandTable& table) {
              "Count existing keys (PREFIX: the leading run); PREFETCH starts promoting them to "
              "memory",
              0, nullptr, nullptr, 0, tier_exists_keys_end});
+  // kMayStream: in a transaction its value is fetched first, as GET's is,
+  // unless it reads FROM memory.
+  table.add({"tier.get", -2, kReadOnly | kFast | kMayStream, 1, 1, 1, tier_get_command,
+             "Get a value, or a miss rather than wait for flash (FROM memory, WITHIN ms)", 0,
+             tier_get_fetches});
 }
 
 }  // namespace tierkv::server

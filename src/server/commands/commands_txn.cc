@@ -66,8 +66,7 @@ bool queue_if_in_multi(TxnState& txn, const CommandSpec& spec,
 namespace {
 
 bool reads_values(const QueuedCommand& q) {
-  if (q.spec->flags & kMayStream) return true;
-  if (!(q.spec->flags & kReadsValue)) return false;
+  if (!(q.spec->flags & (kReadsValue | kMayStream))) return false;
   if (q.spec->reads_value_if == nullptr) return true;
   Invocation inv;
   inv.argv.assign(q.args.begin(), q.args.end());
@@ -117,6 +116,8 @@ class TxnDeferral final : public ReplyDeferral {
   }
   // The command replied nothing: run_queued() puts an error in its slot.
   void fetch_again() override {}
+  // EXEC fetched the values TIER.GET reads before it ran.
+  bool fetch_within(std::string_view, int64_t) override { return false; }
   // Queued values are buffered whole (never streamed to flash).
   void commit_flash_value(const FlashValueSink::Commit&) override {}
   // EXEC fetched the sources into memory before it ran.

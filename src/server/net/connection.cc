@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
 #include "server/commands/acl_gate.h"
 #include "server/commands/transaction.h"
 #include "server/net/server.h"
@@ -27,12 +28,6 @@ int64_t now_ms() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME_COARSE, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -353,6 +348,7 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
     inv_.flash_value = flash_value_.get();
     if (value_writer_ || flash_value_) inv_.value_arg = static_cast<size_t>(spec->value_arg);
     fetch_attempts_ = 0;
+    fetch_deadline_ns_ = 0;
     fetch_error_ = Status::ok();
     flash_copy_declined_ = false;
     run_command(*spec, clock);

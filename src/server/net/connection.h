@@ -140,6 +140,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   void persist(std::string_view key, uint64_t version) override;
   Store::DurableCallback hold_until_durable() override;
   void fetch_again() override { fetch_again_ = true; }
+  bool fetch_within(std::string_view key, int64_t bound_ms) override;
   void commit_flash_value(const FlashValueSink::Commit& commit) override;
   void on_flash_value_committed(uint64_t gen, const Status& status, bool written);
   bool copy_on_flash(FlashCopyRequest request, CopyReply reply) override;
@@ -237,6 +238,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   uint64_t deferred_clock_ = 0;   // when the deferred command started
   bool deferred_failed_ = false;  // its handler replied an error
   int fetch_attempts_ = 0;
+  uint64_t fetch_deadline_ns_ = 0;  // fetch_within()'s bound, once asked
   bool fetch_again_ = false;
   // The running RENAME/COPY found memory holding its source after all: it
   // copies there, fetching first as any kReadsValue command does.

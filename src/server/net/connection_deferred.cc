@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
 #include "server/commands/transaction.h"
 #include "server/net/server.h"
 
@@ -208,6 +209,23 @@ bool Connection::retry_fetch(const CommandSpec& spec, uint64_t clock) {
   return true;
 }
 
+bool Connection::fetch_within(std::string_view key, int64_t bound_ms) {
+  const uint64_t now = mono_ns();
+  if (fetch_deadline_ns_ == 0) fetch_deadline_ns_ = now + static_cast<uint64_t>(bound_ms) * 1000000;
+  // A fetch that failed (no room in memory) would fail again at once.
+  if (now >= fetch_deadline_ns_ || !fetch_error_.is_ok()) return false;
+  wait_ = FetchWait{};
+  const uint64_t gen = ++wait_gen_;
+  fetch_keys(std::span(&key, 1), gen);
+  // The fetch goes on past the bound: the value lands in memory for the
+  // next request, while this one answers a miss now.
+  retry_timer_.expires_after(std::chrono::nanoseconds(fetch_deadline_ns_ - now));
+  retry_timer_.async_wait([self = shared_from_this(), gen](const asio::error_code& ec) {
+    if (!ec) self->on_fetch_done(gen, Status::ok());
+  });
+  return true;
+}
+
 void Connection::on_retry_due(uint64_t gen) {
   if (closed_ || !waiting_for<FetchWait>() || gen != wait_gen_) return;
   std::vector<std::string_view> keys = flash_only_keys(*deferred_spec_);
@@ -219,6 +237,7 @@ void Connection::on_fetch_done(uint64_t gen, const Status& status) {
   if (closed_ || !waiting_for<FetchWait>() || gen != wait_gen_) return;
   if (!status.is_ok()) fetch_error_ = status;
   wait_ = NoWait{};
+  retry_timer_.cancel();  // a fetch_within() bound, or a backoff that ended
   uint64_t clock = deferred_clock_;
   if (refused_after_wait()) return;
   run_command(*deferred_spec_, clock);
