@@ -55,6 +55,7 @@ struct RecoveryProgress;
 class BufferBudget;
 class FlashOffloader;
 class FlashReader;
+struct HeldRead;
 class Prefetcher;
 class Preheater;
 class FlashValueSink;
@@ -128,6 +129,11 @@ struct ReadOptions {
   // False for a look-ahead read: no hit or miss is counted and memory's
   // policy is not touched (the consumer's read counts later, if it comes).
   bool count_access = true;
+  // A read whose answer is fixed now and whose device reads start later
+  // (EXEC's replies, sent one after another): a flash answer comes as
+  // ReadStart::held, with the version's regions pinned and nothing issued,
+  // no promotion and no callback until Store::start_held().
+  bool hold = false;
 };
 
 // A flash read in progress: the pull side of read(). The read advances as
@@ -158,6 +164,9 @@ struct ReadStart {
   uint64_t length = 0;
   int64_t expire_at_ms = 0;
   std::shared_ptr<FlashRead> flash_read;  // kFlash (null if length is 0)
+  // kFlash with ReadOptions::hold: the read to start later. Dropping it
+  // releases its pins.
+  std::shared_ptr<HeldRead> held;
 };
 
 // Per-chunk residency, for TIER.STAT.
@@ -290,6 +299,10 @@ class Store {
                  FlashReadCallbacks callbacks, ReadWindow window = {});
   ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
                  FlashReadCallbacks callbacks, const ReadOptions& options);
+  // Starts a read that read() held (ReadOptions::hold), as read() would
+  // have started it then: the same version, whatever was written since.
+  // Once only; null (and on_done(OK) already called) if its length is 0.
+  std::shared_ptr<FlashRead> start_held(HeldRead& held, FlashReadCallbacks callbacks);
   // An ordered sequence of keys read with look-ahead (stream_reader.h).
   std::unique_ptr<StreamReader> open_stream(std::vector<std::string> keys,
                                             const StreamOptions& options);

@@ -14,6 +14,17 @@
 #include "store/store.h"
 
 namespace tierkv {
+
+struct HeldRead {
+  std::string key;
+  flash::FlashObjectSummary info;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  std::vector<memory::ChunkPin> resident;
+  std::optional<flash::FlashTier::VersionLocations> where;
+  bool started = false;
+};
+
 namespace {
 
 bool expired_at(int64_t expire_at_ms) {
@@ -117,10 +128,11 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
       if (counted) misses_.add();
       return out;
     }
-    // A range within one chunk needs no region pins (see Pinning::kNone).
+    // A range within one chunk needs no region pins (see Pinning::kNone),
+    // unless its read starts later.
     where = flash_->locate_version(
         key, info->version,
-        within_one_chunk(offset, length, info->object_size, reader_->chunk_size())
+        within_one_chunk(offset, length, info->object_size, reader_->chunk_size()) && !options.hold
             ? flash::FlashTier::Pinning::kNone
             : flash::FlashTier::Pinning::kPin);
     if (where || attempt >= 3) break;
@@ -131,6 +143,22 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   out.expire_at_ms = info->expire_at_ms;
   out.offset = std::min(offset, info->object_size);
   out.length = std::min(length, info->object_size - out.offset);
+  if (options.hold) {
+    if (counted) {
+      hits_.add();
+      flash_hits_.add();
+    }
+    out.held = std::make_shared<HeldRead>(HeldRead{
+        .key = std::string(key),
+        .info = *info,
+        .offset = out.offset,
+        .length = out.length,
+        .resident = resident_part(
+            key, info->version, out.offset, out.length,
+            GetOptions{.touch = counted, .end_lease = counted, .use_once = options.use_once}),
+        .where = std::move(where)});
+    return out;
+  }
   // One read, two consumers: a promotion of this version in flight serves
   // this read too, with no second device read.
   if (promoter_ && out.length > 0) {
@@ -159,6 +187,16 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
           GetOptions{.touch = counted, .end_lease = counted, .use_once = options.use_once}),
       std::move(where));
   return out;
+}
+
+std::shared_ptr<FlashRead> Store::start_held(HeldRead& held, FlashReadCallbacks callbacks) {
+  if (held.started) {
+    callbacks.on_done(Status::invalid_argument("a held read starts once"));
+    return nullptr;
+  }
+  held.started = true;
+  return reader_->start(held.key, held.info, held.offset, held.length, std::move(callbacks), {},
+                        std::nullopt, {}, std::move(held.resident), std::move(held.where));
 }
 
 // Memory may hold some chunks of the version (a clean object held in part):

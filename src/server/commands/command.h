@@ -116,6 +116,14 @@ class ReplyDeferral {
   // a fetch that failed, or if this command cannot wait (inside EXEC): the
   // handler answers a miss.
   virtual bool fetch_within(std::string_view key, int64_t bound_ms) = 0;
+  // True inside EXEC on a connection: a value only flash holds is not read
+  // into memory first but answered by queue_stream(), in its turn.
+  virtual bool queues_streams() const { return false; }
+  // A bulk reply streamed from `held` (a read of `length` bytes made with
+  // ReadOptions::hold) after the replies written so far. The replies of the
+  // commands that follow go to the returned buffer, which is sent after it.
+  // Null where replies cannot wait (see queues_streams).
+  virtual ReplyBuffer* queue_stream(uint64_t length, std::shared_ptr<HeldRead> held) = 0;
   // A SET's value larger than memory went to flash as it arrived
   // (Invocation::flash_value): commits it off the network thread and
   // replies OK, nil (the condition failed) or the error. The handler

@@ -32,17 +32,38 @@ bool can_stream(const CommandContext& ctx) {
   return ctx.defer != nullptr && ctx.store.has_flash();
 }
 
+namespace {
+
+// Inside EXEC: the answer is fixed now, and a flash read waits for its turn
+// in the reply (ReplyDeferral::queue_stream), so that a batch larger than
+// memory is never held in memory whole.
+ReadStart held_read(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
+                    bool use_once) {
+  ReadOptions options;
+  options.use_once = use_once;
+  options.count_access = touches(ctx);
+  options.hold = true;
+  return ctx.store.read(key, offset, length, FlashReadCallbacks{}, options);
+}
+
+}  // namespace
+
 void reply_range(CommandContext& ctx, std::string_view key, uint64_t offset, uint64_t length,
                  bool absent_is_null, bool use_once) {
-  FlashReadCallbacks cb = ctx.defer->bulk_stream_callbacks();
-  ReadStart r = client_read(ctx, key, offset, length, std::move(cb), use_once);
+  const bool queued = ctx.defer->queues_streams();
+  ReadStart r =
+      queued ? held_read(ctx, key, offset, length, use_once)
+             : client_read(ctx, key, offset, length, ctx.defer->bulk_stream_callbacks(), use_once);
   switch (r.where) {
     case ReadStart::Where::kAbsent:
       return absent_is_null ? ctx.reply.null() : ctx.reply.bulk(std::string_view{});
     case ReadStart::Where::kMemory:
       return ctx.reply.bulk(r.view);
     case ReadStart::Where::kFlash:
-      return ctx.defer->stream_bulk(r.length, std::move(r.flash_read));
+      if (!queued) return ctx.defer->stream_bulk(r.length, std::move(r.flash_read));
+      if (r.length == 0) return ctx.reply.bulk(std::string_view{});
+      (void)ctx.defer->queue_stream(r.length, std::move(r.held));
+      return;
   }
 }
 

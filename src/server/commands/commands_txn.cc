@@ -65,9 +65,13 @@ bool queue_if_in_multi(TxnState& txn, const CommandSpec& spec,
 
 namespace {
 
+// A value a command streams (GET) is read after EXEC, in its reply's turn
+// (ReplyDeferral::queue_stream): only one that must be found in memory
+// (TIER.GET ... WITHIN, as its reads_value_if says) is fetched first.
 bool reads_values(const QueuedCommand& q) {
-  if (!(q.spec->flags & (kReadsValue | kMayStream))) return false;
-  if (q.spec->reads_value_if == nullptr) return true;
+  const bool streams = (q.spec->flags & kMayStream) != 0;
+  if (!streams && !(q.spec->flags & kReadsValue)) return false;
+  if (q.spec->reads_value_if == nullptr) return !streams;
   Invocation inv;
   inv.argv.assign(q.args.begin(), q.args.end());
   return q.spec->reads_value_if(inv);
@@ -118,6 +122,13 @@ class TxnDeferral final : public ReplyDeferral {
   void fetch_again() override {}
   // EXEC fetched the values TIER.GET reads before it ran.
   bool fetch_within(std::string_view, int64_t) override { return false; }
+  bool queues_streams() const override { return outer_ != nullptr; }
+  ReplyBuffer* queue_stream(uint64_t length, std::shared_ptr<HeldRead> held) override {
+    next_reply_ = outer_ != nullptr ? outer_->queue_stream(length, std::move(held)) : nullptr;
+    return next_reply_;
+  }
+  // Where the replies after this command go, if it queued a stream.
+  ReplyBuffer* next_reply() const { return next_reply_; }
   // Queued values are buffered whole (never streamed to flash).
   void commit_flash_value(const FlashValueSink::Commit&) override {}
   // EXEC fetched the sources into memory before it ran.
@@ -132,6 +143,7 @@ class TxnDeferral final : public ReplyDeferral {
 
  private:
   ReplyDeferral* outer_;
+  ReplyBuffer* next_reply_ = nullptr;
 };
 
 // Pins the values the queue reads, so that eviction cannot take them while
@@ -174,7 +186,9 @@ bool watches_hold(Store& store, const std::vector<WatchedKey>& watched) {
   return true;
 }
 
-void run_queued(CommandContext& ctx, const QueuedCommand& q) {
+// Runs one queued command, replying to `out`; a command that queued a
+// stream moves `out` to the buffer sent after that stream.
+void run_queued(CommandContext& ctx, const QueuedCommand& q, ReplyBuffer*& out) {
   Invocation inv;
   inv.argv.assign(q.args.begin(), q.args.end());
   // The user's rules may have changed since the command was queued (as
@@ -182,26 +196,28 @@ void run_queued(CommandContext& ctx, const QueuedCommand& q) {
   if (std::string denied = acl_refusal(ctx.server, *q.spec, inv.argv, ctx.client, true, "multi");
       !denied.empty()) {
     const bool command = denied.find("to run the") != std::string::npos;
-    return ctx.reply.error(fmt::format(
+    return out->error(fmt::format(
         "NOPERM ACLs rules changed between the moment the transaction was accumulated and the "
         "EXEC call. This command is no longer allowed for the following reason: {}",
         command ? "no permission to execute the command or subcommand"
                 : "no permission to touch the specified keys"));
   }
   TxnDeferral defer(ctx.defer);
-  CommandContext sub{inv, ctx.reply, ctx.client, ctx.server, ctx.store, &defer};
-  size_t before = ctx.reply.pending_bytes();
-  uint64_t errors_before = ctx.reply.error_count();
+  CommandContext sub{inv, *out, ctx.client, ctx.server, ctx.store, &defer};
+  size_t before = out->pending_bytes();
+  uint64_t errors_before = out->error_count();
   auto start = std::chrono::steady_clock::now();
   q.spec->handler(sub);
+  const bool failed = out->error_count() != errors_before;
   // Every slot of EXEC's array needs a reply.
-  if (ctx.reply.pending_bytes() == before)
-    ctx.reply.error(Status::busy("the value left memory during the transaction; try again"));
+  if (defer.next_reply() != nullptr)
+    out = defer.next_reply();
+  else if (out->pending_bytes() == before)
+    out->error(Status::busy("the value left memory during the transaction; try again"));
   auto ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count());
-  if (ctx.server.account_queued)
-    ctx.server.account_queued(*q.spec, ns, ctx.reply.error_count() != errors_before);
+  if (ctx.server.account_queued) ctx.server.account_queued(*q.spec, ns, failed);
   if (ctx.server.slowlog().wants(ns))
     log_slow_command(ctx.server, *q.spec, inv.argv, ns, ctx.client);
 }
@@ -220,7 +236,8 @@ void exec_command(CommandContext& ctx) {
   txn.clear();  // before the queue runs: its commands see a client not in MULTI
   if (!unchanged) return ctx.reply.null_array();
   ctx.reply.array(queue.size());
-  for (const QueuedCommand& q : queue) run_queued(ctx, q);
+  ReplyBuffer* out = &ctx.reply;
+  for (const QueuedCommand& q : queue) run_queued(ctx, q, out);
 }
 
 void multi_command(CommandContext& ctx) {

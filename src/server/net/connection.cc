@@ -108,6 +108,8 @@ void Connection::close() {
   // Nothing more will be sent: stop a flash read, and give back the chunk
   // buffers (and pins) queued for the socket.
   if (stream_read_) stream_read_->cancel();
+  queued_streams_.clear();  // their pins
+  stream_after_.clear();
   retry_timer_.cancel();
   pause_timer_.cancel();
   out_.clear();
@@ -470,6 +472,7 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
       out_.splice(held_);
     }
   }
+  if (!waiting() && !queued_streams_.empty()) next_queued_stream();
   // EXEC may have run HELLO or CLIENT SETNAME.
   if (server_.is_identity_command(&spec) || (spec.flags & kRunsQueue)) publish_identity();
   if (waiting()) {
@@ -545,6 +548,7 @@ void Connection::on_write(const asio::error_code& ec, size_t n) {
   }
   publish_memory();
   flush();
+  if (waiting_for<StreamTurnWait>()) next_queued_stream();
   start_read();
 }
 

@@ -28,6 +28,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -128,7 +129,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   struct CommitWait {
     ReplyDeferral::CopyReply copy_reply;
   };
-  using Wait = std::variant<NoWait, StreamWait, FetchWait, PersistWait, PauseWait, CommitWait>;
+  // EXEC's next queued read waits until the socket took the replies ahead
+  // of it, as a pipeline waits to be read: one client's batch holds about
+  // one read window of buffers, not the batch.
+  struct StreamTurnWait {};
+  using Wait = std::variant<NoWait, StreamWait, FetchWait, PersistWait, PauseWait, CommitWait,
+                            StreamTurnWait>;
   template <typename W>
   bool waiting_for() const {
     return std::holds_alternative<W>(wait_);
@@ -141,6 +147,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   Store::DurableCallback hold_until_durable() override;
   void fetch_again() override { fetch_again_ = true; }
   bool fetch_within(std::string_view key, int64_t bound_ms) override;
+  ReplyBuffer* queue_stream(uint64_t length, std::shared_ptr<HeldRead> held) override;
+  // Streams the first queued read (StreamWait) once less than
+  // kPauseReadBytes of replies wait for the socket (StreamTurnWait until
+  // then); the replies queued behind it follow when it ends.
+  void next_queued_stream();
+  void start_queued_stream();
   void commit_flash_value(const FlashValueSink::Commit& commit) override;
   void on_flash_value_committed(uint64_t gen, const Status& status, bool written);
   bool copy_on_flash(FlashCopyRequest request, CopyReply reply) override;
@@ -249,6 +261,16 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   // A streamed GET's read, until its on_done.
   std::shared_ptr<Connection> stream_keep_alive_;  // until the read's on_done
   std::shared_ptr<FlashRead> stream_read_;         // cancelled if the client goes
+  // EXEC's flash reads, each with the replies that follow it (queue_stream),
+  // streamed in order once EXEC has run; and the replies after the read
+  // being streamed now.
+  struct QueuedStream {
+    uint64_t length;
+    std::shared_ptr<HeldRead> held;
+    ReplyBuffer after;
+  };
+  std::deque<QueuedStream> queued_streams_;
+  ReplyBuffer stream_after_;
   struct StreamEvent {
     uint64_t gen;
     std::optional<ValuePiece> piece;  // empty: the read's on_done

@@ -87,6 +87,29 @@ void Connection::stream_bulk(uint64_t length, std::shared_ptr<FlashRead> read) {
   server_.deferred_begin();
 }
 
+ReplyBuffer* Connection::queue_stream(uint64_t length, std::shared_ptr<HeldRead> held) {
+  queued_streams_.push_back(
+      QueuedStream{.length = length, .held = std::move(held), .after = ReplyBuffer(state_.proto)});
+  return &queued_streams_.back().after;
+}
+
+void Connection::next_queued_stream() {
+  if (out_.pending_bytes() + writing_.pending_bytes() > kPauseReadBytes) {
+    wait_ = StreamTurnWait{};
+    flush();
+    return;
+  }
+  start_queued_stream();
+}
+
+void Connection::start_queued_stream() {
+  QueuedStream next = std::move(queued_streams_.front());
+  queued_streams_.pop_front();
+  stream_after_ = std::move(next.after);
+  FlashReadCallbacks callbacks = bulk_stream_callbacks();
+  stream_bulk(next.length, server_.context().store().start_held(*next.held, std::move(callbacks)));
+}
+
 void Connection::on_stream_piece(uint64_t gen, ValuePiece piece) {
   if (closed_ || !waiting_for<StreamWait>() || gen != wait_gen_) return;
   StreamWait& w = std::get<StreamWait>(wait_);
@@ -142,7 +165,9 @@ void Connection::on_stream_done(uint64_t gen, const Status& status) {
   } else {
     out_.null();
   }
-  account(*deferred_spec_, deferred_clock_, failed);
+  out_.splice(stream_after_);
+  if (!queued_streams_.empty()) return next_queued_stream();
+  account(*deferred_spec_, deferred_clock_, failed || deferred_failed_);
   resume();
 }
 
@@ -291,11 +316,13 @@ void Connection::on_persist_done(uint64_t gen, const Status& status) {
   bool failed = !persist_error_.is_ok();
   if (failed) {
     held_.clear();
+    queued_streams_.clear();  // the transaction's reply is this error
     out_.set_proto(state_.proto);
     out_.error(fmt::format("IOERR {}", persist_error_.message()));
   } else {
     failed = deferred_failed_;
     out_.splice(held_);
+    if (!queued_streams_.empty()) return next_queued_stream();
   }
   account(*deferred_spec_, deferred_clock_, failed);
   resume();
