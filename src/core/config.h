@@ -150,6 +150,11 @@ struct Config {
   int64_t cluster_migrate_streams = 4;
   int64_t cluster_migrate_inline_bytes = 4 << 20;
   int64_t cluster_migrate_timeout_ms = 10000;
+  // exists-prefetch-map companions owned by other nodes are hinted to them
+  // (at most this many keys waiting).
+  bool cluster_prefetch_hints = true;
+  int64_t cluster_prefetch_hints_pending = 4096;
+  int64_t cluster_prefetch_hints_dedup_ms = 1000;  // a key is hinted once per this
   // Where the node keeps the version of the last slot map it served and
   // its unfinished purges (empty: beside the flash file; none without
   // flash, or on a block device).

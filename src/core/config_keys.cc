@@ -427,6 +427,16 @@ const std::vector<KeySpec>& specs() {
                  "values up to this size are pipelined whole when a slot moves; larger ones "
                  "stream alone, 1 MiB at a time"},
                 &C::cluster_migrate_inline_bytes, 4096, 1 << 30),
+      bool_key({"cluster-prefetch-hints",
+                "an exists-prefetch-map companion in a slot another node owns is hinted to that "
+                "node, which prefetches it (TIER.PREFETCH)"},
+               &C::cluster_prefetch_hints),
+      int_key({"cluster-prefetch-hints-pending",
+               "companion hints waiting to be sent, for all nodes together; more are dropped"},
+              &C::cluster_prefetch_hints_pending, 1, 1 << 20),
+      millis_key({"cluster-prefetch-hints-dedup-ms",
+                  "a companion hinted to its node is not hinted again for this long"},
+                 &C::cluster_prefetch_hints_dedup_ms, 0, 3600000),
       millis_key({"cluster-migrate-timeout-ms",
                   "how long a slot move waits on the new owner's connection before it sends "
                   "the batch again"},

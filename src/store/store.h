@@ -87,6 +87,10 @@ struct ExistOptions {
   // Prefetch only the companions exists-prefetch-map names (plain EXISTS
   // with a map but without exists-prefetch).
   bool prefetch_mapped = false;
+  // If set, true for a companion that is someone else's to prefetch (in
+  // cluster mode, another node's, which the server hints instead): it is
+  // neither probed here nor counted.
+  std::function<bool(std::string_view companion)> companion_elsewhere = {};
 };
 
 // A piece of a value read from flash. `owner` keeps `bytes` alive.

@@ -425,6 +425,7 @@ bool Store::prefetch_probed(std::string_view key, bool in_memory,
   if (options.prefetch_to_memory && !probe_for_prefetch(key, in_memory, on_flash)) return false;
   if (!has_prefetch_map_.load(std::memory_order_relaxed)) return true;
   for (const std::string& companion : prefetch_companions(key)) {
+    if (options.companion_elsewhere && options.companion_elsewhere(companion)) continue;
     const bool c_in_memory = memory_->contains(companion);
     std::optional<flash::FlashObjectSummary> c_below;
     if (!c_in_memory) c_below = live_flash_object(*flash_, *reader_, companion);

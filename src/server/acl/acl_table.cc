@@ -170,6 +170,7 @@ constexpr Row kRows[] = {
     {"tier.job", "admin slow preheat tier", ""},
     {"tier.jobs", "admin slow preheat tier", ""},
     {"tier.preheat", "write slow preheat tier", "W"},
+    {"tier.prefetch", "read fast tier", ""},
     {"tier.read", "read string slow tier", "R"},
     {"tier.stat", "keyspace read slow tier", "-"},
     {"tier.stream", "read slow tier", "R"},

@@ -46,24 +46,8 @@ Result<std::unique_ptr<KeySender>> KeySender::connect(Store& store, MoveCounters
                                                       const MigratorCredentials& login,
                                                       const KeySenderOptions& options) {
   std::string address = fmt::format("{}:{}", target.host, target.port);
-  Result<RespClient> c = RespClient::connect(address, options.io_timeout, login.tls.get());
+  Result<RespClient> c = connect_peer(target, login, kMigratorClientName, options.io_timeout);
   if (!c.is_ok()) return c.status();
-  std::vector<std::vector<std::string>> hello;
-  if (!login.password.empty()) {
-    hello.push_back(login.user.empty()
-                        ? std::vector<std::string>{"AUTH", login.password}
-                        : std::vector<std::string>{"AUTH", login.user, login.password});
-  }
-  hello.push_back({"CLIENT", "SETNAME", std::string(kMigratorClientName)});
-  for (const std::vector<std::string>& command : hello) {
-    Result<RespValue> reply = c->command(command);
-    if (!reply.is_ok()) return reply.status();
-    // A refusal (NOAUTH: masterauth unset; WRONGPASS): the target spoke.
-    // One that wants no password at all is no refusal.
-    if (reply->type == RespValue::Type::kError &&
-        !reply->text.starts_with("ERR AUTH <password> called without any password"))
-      return Status::busy(reply->text);
-  }
   return std::unique_ptr<KeySender>(
       new KeySender(store, counters, std::move(address), std::move(*c), options));
 }

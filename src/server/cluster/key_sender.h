@@ -32,6 +32,7 @@
 #include "core/metrics.h"
 #include "core/resp_client.h"
 #include "core/status_wait.h"
+#include "server/cluster/peer_link.h"
 #include "store/store.h"
 
 namespace tierkv::server {
@@ -39,12 +40,6 @@ namespace tierkv::server {
 // The CLIENT SETNAME of a migrator's connection: its keys count as
 // migrated in on the receiving node.
 inline constexpr std::string_view kMigratorClientName = "tierkv-slot-migrator";
-
-struct MigratorCredentials {
-  std::string user;                 // empty: AUTH password alone (the default user)
-  std::string password;             // empty: no AUTH
-  std::shared_ptr<ssl_ctx_st> tls;  // tls-cluster: the TLS client context; null: plain
-};
 
 // What every link of one migrator adds to.
 struct MoveCounters {

@@ -85,6 +85,7 @@ class Member;
 namespace tierkv::server {
 class SlotMigrator;
 class SlotPurger;
+class PrefetchHints;
 
 // How a handler finishes its reply later, without blocking its thread. The
 // connection implements it; a caller that may block (tests, tools) passes
@@ -245,8 +246,21 @@ void log_slow_command(ServerContext& server, const CommandSpec& spec,
                       std::span<const std::string_view> argv, uint64_t ns,
                       const ClientState& client);
 
+// This thread's copy of the newest slot map and this node's index in it:
+// the hot path neither locks the Member nor touches the map's shared count
+// (which two I/O threads would bounce between their caches).
+struct CachedMap {
+  const cluster::Member* member = nullptr;
+  uint64_t publications = 0;
+  std::shared_ptr<const cluster::SlotMap> map;
+  size_t self = cluster::SlotMap::kNoNode;
+};
+const CachedMap& cached_map(const cluster::Member& member);
+
 // How many of `keys` exist. A probe that prefetches answers from the
 // indexes first and starts its prefetches after the reply (after_reply).
+// In cluster mode, an exists-prefetch-map companion that another node owns
+// is hinted to that node (prefetch_hints.h) instead of probed here.
 int64_t count_existing(CommandContext& ctx, std::span<const std::string_view> keys,
                        const ExistOptions& options);
 
@@ -447,6 +461,9 @@ class ServerContext {
   // Keys of slots moving away: commands enter it (key_fence.h).
   KeyFence* key_fence() const { return fence_.load(std::memory_order_acquire); }
   const SlotMigrator* slot_migrator() const { return migrator_.load(std::memory_order_acquire); }
+  // Companion prefetches for other nodes (prefetch_hints.h); null without
+  // cluster mode or with cluster-prefetch-hints off.
+  PrefetchHints* prefetch_hints() const { return hints_.load(std::memory_order_acquire); }
 
   struct ClusterParts {
     cluster::Member* member = nullptr;
@@ -454,12 +471,14 @@ class ServerContext {
     const cluster::Controller* controller = nullptr;
     KeyFence* fence = nullptr;
     const SlotMigrator* migrator = nullptr;
+    PrefetchHints* hints = nullptr;
   };
   void set_cluster(const ClusterParts& parts) {
     controller_.store(parts.controller, std::memory_order_release);
     purger_.store(parts.purger, std::memory_order_release);
     fence_.store(parts.fence, std::memory_order_release);
     migrator_.store(parts.migrator, std::memory_order_release);
+    hints_.store(parts.hints, std::memory_order_release);
     cluster_.store(parts.member, std::memory_order_release);
   }
 
@@ -469,6 +488,7 @@ class ServerContext {
   std::atomic<const cluster::Controller*> controller_{nullptr};
   std::atomic<KeyFence*> fence_{nullptr};
   std::atomic<const SlotMigrator*> migrator_{nullptr};
+  std::atomic<PrefetchHints*> hints_{nullptr};
   std::array<Counter*, 7> cluster_refusals_{};  // by Route::Kind; kServe unused
   Counter* keys_migrated_in_ = nullptr;
   Counter* keys_migrated_out_ = nullptr;

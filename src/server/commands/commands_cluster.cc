@@ -203,15 +203,7 @@ void readwrite_command(CommandContext& ctx) {
   ctx.reply.ok();
 }
 
-// This thread's copy of the newest map and this node's index in it: the
-// hot path neither locks the Member nor touches the map's shared count
-// (which two I/O threads would bounce between their caches).
-struct CachedMap {
-  const cluster::Member* member = nullptr;
-  uint64_t publications = 0;
-  std::shared_ptr<const cluster::SlotMap> map;
-  size_t self = cluster::SlotMap::kNoNode;
-};
+}  // namespace
 
 const CachedMap& cached_map(const cluster::Member& member) {
   thread_local CachedMap cached;
@@ -226,8 +218,6 @@ const CachedMap& cached_map(const cluster::Member& member) {
   }
   return cached;
 }
-
-}  // namespace
 
 namespace {
 

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "cluster/key_slot.h"
 #include "core/clock.h"
+#include "server/cluster/prefetch_hints.h"
 #include "server/commands/command.h"
 #include "server/commands/glob.h"
 
@@ -250,8 +252,32 @@ void randomkey_command(CommandContext& ctx) {
 
 }  // namespace
 
+namespace {
+
+// A companion in a slot another node owns goes to that node as a hint. The
+// map is the newest this thread has when the prefetch runs (on this thread,
+// now or after the reply): a hint that races a move is only a miss.
+void hint_remote_companions(const ServerContext& server, ExistOptions& options) {
+  PrefetchHints* hints = server.prefetch_hints();
+  const cluster::Member* member = server.cluster();
+  if (hints == nullptr || member == nullptr) return;
+  options.companion_elsewhere = [member, hints](std::string_view companion) {
+    const CachedMap& cached = cached_map(*member);
+    if (!cached.map) return false;
+    const size_t owner = cached.map->owner(cluster::key_slot(companion));
+    if (owner == cached.self || owner == cluster::SlotMap::kNoNode) return false;
+    hints->hint(companion, cached.map->nodes()[owner]);
+    return true;
+  };
+}
+
+}  // namespace
+
 int64_t count_existing(CommandContext& ctx, std::span<const std::string_view> keys,
-                       const ExistOptions& options) {
+                       const ExistOptions& probe) {
+  ExistOptions options = probe;
+  if (!options.companion_elsewhere && (options.prefetch_mapped || options.prefetch_to_memory))
+    hint_remote_companions(ctx.server, options);
   const bool deferred =
       ctx.defer != nullptr && (options.prefetch_to_memory || options.prefetch_mapped);
   int64_t n = 0;

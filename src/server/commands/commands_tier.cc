@@ -12,6 +12,14 @@
 //     absent, or (a bounded miss) if FROM memory finds it only on flash, or
 //     if WITHIN's bound passes before flash brought it into memory
 //
+//   TIER.PREFETCH key [key ...] -> how many of the keys this node holds (in
+//     cluster mode, among those of the slots it owns); each held only on
+//     flash is prefetched, as by TIER.EXISTS ... PREFETCH
+//
+// TIER.PREFETCH is how nodes hint each other (prefetch_hints.h). Its keys
+// are hints, not routed: keys of slots another node owns are ignored, not
+// refused, and no exists-prefetch-map companion of them is prefetched.
+//
 // TIER.GET is for an engine that would rather recompute than wait: it
 // never waits past its bound. FROM memory never reads flash and starts
 // nothing; WITHIN fetches the value into memory and the fetch goes on
@@ -25,7 +33,9 @@
 
 #include <fmt/format.h>
 
+#include "cluster/key_slot.h"
 #include "core/clock.h"
+#include "server/cluster/prefetch_hints.h"
 #include "server/commands/command.h"
 #include "server/commands/string_common.h"
 
@@ -121,6 +131,24 @@ void tier_exists_command(CommandContext& ctx) {
   ctx.reply.integer(static_cast<int64_t>(run));
 }
 
+void tier_prefetch_command(CommandContext& ctx) {
+  std::vector<std::string_view> keys(ctx.inv.argv.begin() + 1, ctx.inv.argv.end());
+  PrefetchHintsReceived counters(ctx.server.metrics());
+  counters.received.add(keys.size());
+  if (const cluster::Member* member = ctx.server.cluster()) {
+    const CachedMap& cached = cached_map(*member);
+    const size_t before = keys.size();
+    std::erase_if(keys, [&](std::string_view k) {
+      return !cached.map || cached.map->owner(cluster::key_slot(k)) != cached.self;
+    });
+    counters.ignored.add(before - keys.size());
+  }
+  ExistOptions options;
+  options.prefetch_to_memory = true;
+  options.companion_elsewhere = [](std::string_view) { return true; };
+  ctx.reply.integer(count_existing(ctx, keys, options));
+}
+
 struct TierGetCall {
   bool memory_only = false;
   std::optional<int64_t> within_ms;
@@ -203,6 +231,8 @@ void register_tier_commands(CommandTable& table) {
              "Count existing keys (PREFIX: the leading run); PREFETCH starts promoting them to "
              "memory",
              0, nullptr, nullptr, 0, tier_exists_keys_end});
+  table.add({"tier.prefetch", -2, kReadOnly | kFast, 0, 0, 0, tier_prefetch_command,
+             "Prefetch the keys this node holds among those named (hints between nodes)"});
   // kMayStream: in a transaction its value is fetched first, as GET's is,
   // unless it reads FROM memory.
   table.add({"tier.get", -2, kReadOnly | kFast | kMayStream, 1, 1, 1, tier_get_command,

@@ -404,12 +404,7 @@ void Server::join_cluster(const Config& config) {
   moves.send.batch_bytes = static_cast<uint64_t>(config.cluster_migrate_inline_bytes);
   moves.send.piece_bytes = std::min<uint64_t>(moves.send.piece_bytes, moves.send.batch_bytes);
   moves.send.io_timeout = std::chrono::milliseconds(config.cluster_migrate_timeout_ms);
-  moves.credentials = [this] {
-    const Config now = context_.config();
-    return MigratorCredentials{now.masteruser,
-                               now.masterauth.empty() ? now.requirepass : now.masterauth,
-                               tls_context_.client()};
-  };
+  moves.credentials = [this] { return peer_login(); };
   slot_migrator_ = std::make_unique<SlotMigrator>(
       store_, *key_fence_, context_.cluster_keys_migrated(false), std::move(moves));
   o.before_publish = [purger = slot_purger_.get(), migrator = slot_migrator_.get()](
@@ -417,6 +412,13 @@ void Server::join_cluster(const Config& config) {
     purger->mark(old, next);
     migrator->on_map(next);
   };
+  if (config.cluster_prefetch_hints) {
+    PrefetchHintsOptions hints;
+    hints.max_pending = static_cast<size_t>(config.cluster_prefetch_hints_pending);
+    hints.dedup_window = std::chrono::milliseconds(config.cluster_prefetch_hints_dedup_ms);
+    hints.credentials = [this] { return peer_login(); };
+    prefetch_hints_ = std::make_unique<PrefetchHints>(std::move(hints), metrics_);
+  }
   const std::string self_id = o.self.id;
   cluster_ = std::make_unique<cluster::Member>(std::move(o));
   if (config.cluster_controller) {
@@ -431,7 +433,15 @@ void Server::join_cluster(const Config& config) {
                         .purger = slot_purger_.get(),
                         .controller = controller_.get(),
                         .fence = key_fence_.get(),
-                        .migrator = slot_migrator_.get()});
+                        .migrator = slot_migrator_.get(),
+                        .hints = prefetch_hints_.get()});
+}
+
+MigratorCredentials Server::peer_login() const {
+  const Config now = context_.config();
+  return MigratorCredentials{now.masteruser,
+                             now.masterauth.empty() ? now.requirepass : now.masterauth,
+                             tls_context_.client()};
 }
 
 void Server::stop() {
@@ -481,6 +491,7 @@ void Server::stop() {
   controller_.reset();
   cluster_.reset();
   slot_migrator_.reset();
+  prefetch_hints_.reset();
   key_fence_.reset();
   slot_purger_.reset();
   bool save;

@@ -25,6 +25,7 @@
 #include "cluster/member.h"
 #include "core/metrics.h"
 #include "server/cluster/key_fence.h"
+#include "server/cluster/prefetch_hints.h"
 #include "server/cluster/slot_migrator.h"
 #include "server/cluster/slot_purger.h"
 #include "server/commands/command.h"
@@ -143,9 +144,12 @@ class Server {
   std::unique_ptr<SlotPurger> slot_purger_;
   std::shared_ptr<KeyFence> key_fence_;  // connections' passes share it
   std::unique_ptr<SlotMigrator> slot_migrator_;
+  std::unique_ptr<PrefetchHints> prefetch_hints_;
   std::unique_ptr<cluster::Member> cluster_;
   std::unique_ptr<cluster::Controller> controller_;
   void join_cluster(const Config& config);
+  // How this node logs in on the others (slot moves, prefetch hints).
+  MigratorCredentials peer_login() const;
   std::unique_ptr<asio::signal_set> signals_;
   std::unique_ptr<asio::steady_timer> ops_timer_;
   std::unique_ptr<asio::steady_timer> client_eviction_timer_;

@@ -288,6 +288,7 @@ void section_cluster(Server& s, std::string& out) {
       s.context().cluster_keys_migrated(false).value(), c->bytes_migrated_out,
       c->keys_migration_dropped, c->slots_migrating_out, c->migration_passes, c->migration_retries,
       c->migration_progress, c->migration_last_pass_ms, c->migration_last_pass_bytes);
+  registry_fields(s.context().metrics(), {"tierkv_cluster_prefetch_hints_"}, out);
 }
 
 void section_keyspace(Server& s, std::string& out) {
