@@ -1,0 +1,224 @@
+#!/usr/bin/python3
+"""The KV-cache backend as LMCache uses it, against redis-server and the
+machine's bounds, in one run (issue 38; docs/kv-cache.md).
+
+tierkv-kv-cache-bench speaks LMCache's resp:// pattern (--threads threads,
+one blocking connection each, one command in flight, strict replies) and
+its redis:// sequence (the EXISTS chain of <k>metadata, then GET metadata
+and kv_bytes of every chunk at once). Arms, each started here on loopback:
+
+  redis         redis-server, values in memory
+  mem           tierkv, values in memory
+  flash         tierkv, memory a quarter of the data, the rest on flash
+  flash-pf      the same with prefetch: exists-prefetch yes (resp://) and
+                exists-prefetch-map metadata=kv_bytes (redis://)
+
+For each chunk size (--chunks, MiB) and arm: SET GB/s (the second pass over
+the keys: the first takes fresh memory, reported as set_cold), GET GB/s, EXISTS/s key
+by key, TIER.EXISTS ... PREFIX probes/s (tierkv), and the p50 / p99 of a
+--request-chunks request (resp:// retrieve; redis:// lookup + retrieve).
+Bounds measured in the same run: a loopback socket copy with the same
+thread count and chunk size (for the memory arms), and fio's sequential
+O_DIRECT read of the flash directory (1 MiB blocks, QD 16; for the flash
+arms).
+
+  /usr/bin/python3 bench/kv-cache/run.py [--server PATH] [--chunks 1,4,8,16,32,64]
+      [--data 512mb] [--threads 8] [--requests 40] [--quick]
+
+Prints a table and `RESULT name=kv-cache ...` (ratio: GET from memory over
+the loopback bound at 8 MiB); writes bench/results/kv-cache.json and .png.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import (ROOT, RunRecord, fio_sequential, free_port, parse_args_with_quick,  # noqa: E402
+                      parse_size, pyplot, wait_for_port, wait_loaded, write_json)
+
+DRIVER = os.path.join(ROOT, "build", "bench", "kv-cache", "tierkv-kv-cache-bench")
+REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
+MIB = 1 << 20
+ARMS = ("redis", "mem", "flash", "flash-pf")
+
+
+def start(arm, args, work, data):
+    port = free_port()
+    if arm == "redis":
+        argv = [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--dir", work, "--proto-max-bulk-len", "1gb"]
+    else:
+        memory = 2 * data + (256 << 20) if arm == "mem" else max(data // 4, 64 << 20)
+        argv = [args.server, "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
+                "--log-level", "warn", "--memory", str(memory), "--max-object-size", "1gb"]
+        if arm == "mem":
+            argv += ["--flash-size", "0"]
+        else:
+            argv += ["--flash-path", os.path.join(work, "flash.dat"), "--flash-size",
+                     str(4 * data), "--flash-preallocate", "no"]
+        if arm == "flash-pf":
+            argv += ["--exists-prefetch", "yes", "--exists-prefetch-map", "metadata=kv_bytes",
+                     "--promotion-max-inflight-bytes", "512mb"]
+    log = open(os.path.join(work, f"{arm}.log"), "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    wait_for_port(port, proc)
+    if arm not in ("redis", "mem"):
+        wait_loaded(port, proc)
+    return proc, port, log
+
+
+def drive(port, phase, chunk, keys, args, *extra, requests=None):
+    argv = [DRIVER, "--port", str(port), "--phase", phase, "--chunk", str(chunk), "--keys",
+            str(keys), "--threads", str(args.threads), "--requests",
+            str(requests or args.requests),
+            "--request-chunks", str(args.request_chunks), *extra]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{phase} failed: {out.stderr.strip()[:300]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_arm(arm, args, chunk, work):
+    keys = max(args.request_chunks, args.data // chunk)
+    proc, port, log = start(arm, args, work, keys * chunk)
+    try:
+        # The first SET of a key takes fresh memory (page faults, in both
+        # servers); a cache in service overwrites what it evicted: the
+        # second pass is the steady state.
+        r = {"set_cold": drive(port, "set", chunk, keys, args)["gbps"],
+             "set": drive(port, "set", chunk, keys, args)["gbps"],
+             "get": drive(port, "get", chunk, keys, args)["gbps"],
+             "exists": drive(port, "exists", chunk, keys, args, "--passes",
+                             str(-(-args.exists_ops // keys)))["ops_per_s"]}
+        if arm != "redis":
+            r["prefix"] = drive(port, "prefix", chunk, keys, args,
+                                requests=20 * args.requests)["ops_per_s"]
+        retrieve = drive(port, "retrieve", chunk, keys, args)
+        r["retrieve_p50_ms"], r["retrieve_p99_ms"] = retrieve["p50_ms"], retrieve["p99_ms"]
+        drive(port, "set", chunk, keys, args, "--lmcache")
+        lm = drive(port, "lmcache", chunk, keys, args, "--lmcache", "--seed", "2")
+        r["lmcache_p50_ms"], r["lmcache_p99_ms"] = lm["p50_ms"], lm["p99_ms"]
+        r["lookup_p50_ms"] = lm["lookup_p50_ms"]
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        log.close()
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--server", default=os.path.join(ROOT, "build", "src", "server",
+                                                     "tierkv-server"))
+    ap.add_argument("--chunks", default="1,4,8,16,32,64", help="chunk sizes, MiB")
+    ap.add_argument("--data", default="512mb", help="bytes stored per arm and chunk size")
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--requests", type=int, default=40)
+    ap.add_argument("--request-chunks", type=int, default=16)
+    ap.add_argument("--exists-ops", type=int, default=40000, help="EXISTS per arm and size")
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--json", default=os.path.join(ROOT, "bench", "results", "kv-cache.json"))
+    args = parse_args_with_quick(ap, {"chunks": "4,8", "data": "128mb", "requests": 10,
+                                      "exists_ops": 10000})
+    args.data = parse_size(args.data)
+    run = RunRecord("kv-cache")
+    chunks = [int(c) * MIB for c in args.chunks.split(",")]
+    arms = args.arms.split(",")
+    work = tempfile.mkdtemp(prefix="tierkv-kv-cache-", dir=os.path.join(ROOT, "build"))
+    results = {}
+    try:
+        fio = fio_sequential(work, "1g", "read")
+        for chunk in chunks:
+            keys = max(args.request_chunks, args.data // chunk)
+            row = {"loopback": drive(0, "loopback", chunk, keys, args, "--bytes-per-thread",
+                                     str(max(args.data // args.threads, 256 * MIB)))["gbps"]}
+            for arm in arms:
+                row[arm] = run_arm(arm, args, chunk, work)
+            results[chunk // MIB] = row
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report(args, arms, results, fio, run)
+
+
+def report(args, arms, results, fio, run):
+    print(f"fio sequential read (1 MiB, QD 16): {fio:.2f} GB/s")
+    head = f"{'MiB':>4} {'arm':>9} {'SET GB/s':>9} {'GET GB/s':>9} {'EXISTS/s':>9} " \
+           f"{'PREFIX/s':>9} {'resp p50':>9} {'p99':>7} {'redis:// p50':>12} {'lookup':>7}"
+    print(head)
+    for mib, row in results.items():
+        print(f"{mib:>4} {'loopback':>9} {'':>9} {row['loopback']:>9.2f}")
+        for arm in arms:
+            r = row[arm]
+            print(f"{mib:>4} {arm:>9} {r['set']:>9.2f} {r['get']:>9.2f} {r['exists']:>9.0f} "
+                  f"{r.get('prefix', 0):>9.0f} {r['retrieve_p50_ms']:>9.2f} "
+                  f"{r['retrieve_p99_ms']:>7.2f} {r['lmcache_p50_ms']:>12.2f} "
+                  f"{r['lookup_p50_ms']:>7.2f}")
+    figures = goals(arms, results, fio)
+    for k, v in figures.items():
+        print(f"  {k}: {v}")
+    write_json(args.json, {"fio_read_gbps": fio, "results": results, "goals": figures}, run)
+    plot(args.json.replace(".json", ".png"), arms, results)
+    key = 8 if 8 in results else next(iter(results))
+    print(run.result_line({"ratio": figures.get(f"get_mem_over_loopback_{key}mib", "?"),
+                           **{k: v for k, v in figures.items() if not k.startswith("get_mem_")},
+                           "get_mem_over_loopback_min": figures.get("get_mem_over_loopback_min")}))
+
+
+def goals(arms, results, fio):
+    g = {}
+    ratio = lambda a, b: round(a / b, 3) if b else 0.0  # noqa: E731
+    for mib, row in results.items():
+        if "mem" in arms:
+            g[f"get_mem_over_loopback_{mib}mib"] = ratio(row["mem"]["get"], row["loopback"])
+    mem = [v for k, v in g.items() if k.startswith("get_mem_over_loopback_")]
+    if mem:
+        g["get_mem_over_loopback_min"] = min(mem)
+    if "mem" in arms:
+        g["set_mem_over_loopback_min"] = min(ratio(r["mem"]["set"], r["loopback"])
+                                             for r in results.values())
+    if "mem" in arms and "redis" in arms:
+        big = [r for m, r in results.items() if m >= 8] or list(results.values())
+        g["get_mem_over_redis_8mib_up_min"] = min(ratio(r["mem"]["get"], r["redis"]["get"])
+                                                  for r in big)
+        g["exists_over_redis_min"] = min(ratio(r["mem"]["exists"], r["redis"]["exists"])
+                                         for r in results.values())
+    if "flash" in arms:
+        g["get_flash_over_fio_median"] = round(
+            statistics.median(r["flash"]["get"] for r in results.values()) / fio, 3)
+    if "flash" in arms and "flash-pf" in arms:
+        g["prefetch_cut_redis_p50"] = round(statistics.median(
+            1 - r["flash-pf"]["lmcache_p50_ms"] / r["flash"]["lmcache_p50_ms"]
+            for r in results.values()), 3)
+        g["lookup_share_redis_p50"] = round(statistics.median(
+            r["flash"]["lookup_p50_ms"] / r["flash"]["lmcache_p50_ms"]
+            for r in results.values()), 3)
+    return g
+
+
+def plot(path, arms, results):
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sizes = list(results)
+    ax.plot(sizes, [results[m]["loopback"] for m in sizes], "k--", label="loopback bound")
+    for arm in arms:
+        ax.plot(sizes, [results[m][arm]["get"] for m in sizes], marker="o", label=f"GET {arm}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("chunk size (MiB)")
+    ax.set_ylabel("GB/s")
+    ax.set_title("KV-cache GET, resp:// pattern")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
