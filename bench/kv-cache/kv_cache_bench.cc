@@ -57,7 +57,7 @@ struct Options {
   uint64_t chunk = 4 << 20;
   uint64_t keys = 64;
   uint64_t requests = 50;
-  uint64_t passes = 100;  // exists: times over every key
+  uint64_t passes = 1;  // get, exists: times over every key
   uint32_t request_chunks = 16;
   bool lmcache = false;  // <k>kv_bytes and <k>metadata instead of one key per chunk
   uint64_t bytes_per_thread = 1ull << 30;
@@ -139,7 +139,7 @@ void print(const Options& o, double secs, uint64_t ops, uint64_t bytes, const st
 void bulk_phase(const Options& o) {
   const double secs = on_threads(o, [&](uint32_t t, Connection& c) {
     std::string value(o.chunk, 'v');
-    const uint64_t passes = o.phase == "exists" ? o.passes : 1;
+    const uint64_t passes = o.phase == "set" ? 1 : o.passes;
     for (uint64_t pass = 0; pass < passes; ++pass) {
       for (uint64_t i = t; i < o.keys; i += o.threads) {
         if (o.phase == "set") set_one(c, o, i, value);
@@ -149,7 +149,8 @@ void bulk_phase(const Options& o) {
     }
   });
   if (o.phase == "exists") return print(o, secs, o.keys * o.passes, 0, "");
-  print(o, secs, o.keys, o.keys * o.chunk, "");
+  const uint64_t passes = o.phase == "set" ? 1 : o.passes;
+  print(o, secs, o.keys * passes, o.keys * passes * o.chunk, "");
 }
 
 std::vector<uint64_t> request_starts(const Options& o) {
@@ -293,7 +294,7 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", o.chunk, "chunk size in bytes")->check(CLI::Range(64ull, 1ull << 30));
   app.add_option("--keys", o.keys, "chunks stored")->check(CLI::Range(1ull, 1ull << 24));
   app.add_option("--requests", o.requests)->check(CLI::Range(1ull, 1ull << 20));
-  app.add_option("--passes", o.passes, "exists: times over every key")
+  app.add_option("--passes", o.passes, "get, exists: times over every key")
       ->check(CLI::Range(1ull, 1ull << 20));
   app.add_option("--request-chunks", o.request_chunks)->check(CLI::Range(1u, 4096u));
   app.add_flag("--lmcache", o.lmcache, "redis:// keys: <k>kv_bytes and <k>metadata");

@@ -221,9 +221,11 @@ Result<WriteResult> Store::put(std::string_view key, std::string_view value,
   return commit_as(key, std::move(*w), options);
 }
 
-Result<ObjectWriter> Store::begin_put(std::string_view key, uint64_t size) {
+Result<ObjectWriter> Store::begin_put(std::string_view key, uint64_t size, bool wait_for_room) {
   TIERKV_RETURN_IF_ERROR(check_key(key));
   TIERKV_RETURN_IF_ERROR(check_size(size));
+  std::optional<memory::MemoryTier::NoWaitScope> no_wait;
+  if (!wait_for_room) no_wait.emplace();
   return memory_->prepare(key, size);
 }
 

@@ -284,7 +284,11 @@ class Store {
                           const WriteOptions& options = {});
   // Streaming write for large values: reserve, fill in place, then commit.
   // Nothing is visible until commit; an uncommitted writer frees its memory.
-  Result<ObjectWriter> begin_put(std::string_view key, uint64_t size);
+  // With `wait_for_room` false, OutOfMemory comes at once when memory has no
+  // room now (all of it dirty, pinned or being offloaded), instead of after
+  // waiting up to offload-wait-ms for offloads to land: for a caller that
+  // sends the value to flash then (begin_flash_value).
+  Result<ObjectWriter> begin_put(std::string_view key, uint64_t size, bool wait_for_room = true);
   Result<WriteResult> commit(ObjectWriter&& writer, const WriteOptions& options = {});
   std::vector<Result<WriteResult>> put_batch(
       std::span<const std::pair<std::string_view, std::string_view>> items,

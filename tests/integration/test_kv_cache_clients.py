@@ -323,3 +323,31 @@ def test_sglang_hicache_pipelines_larger_than_memory(flash_servers):
         for f in [ranks.submit(hicache_rank, s.port, rank, 40) for rank in range(2)]:
             f.result(timeout=300)
     assert read_from_flash(s, before) >= 4 * 16 * MIB
+
+
+# --- large chunks, many writers ---------------------------------------------
+
+def test_concurrent_large_sets_go_to_flash_rather_than_wait_for_memory(flash_servers):
+    """8 writers of 32 MiB chunks against 128 MiB of memory: the chunks in
+    flight need twice the memory. A network thread that waited for room
+    (up to offload-wait-ms, a minute here) would also stall the writers
+    whose values make the room; instead a value memory cannot take now
+    goes to flash as it arrives. Every SET answers +OK well within the
+    client's 30 s timeout, and every byte reads back."""
+    s = flash_servers(memory="128mb", flash_size="1gb",
+                      extra=FLASH + ("--offload-wait-ms", "60000", "--max-object-size", "1gb"))
+    s.start()
+    keys = [lmcache_key(h) for h in chunk_hashes(7, 16)]
+
+    def writer(i):
+        c = redis.Redis(host="127.0.0.1", port=s.port, socket_timeout=30)
+        for k in keys[i::8]:
+            assert c.set(k, value_of(k, 32 * MIB))
+        c.close()
+
+    with ThreadPoolExecutor(8) as pool:
+        for f in [pool.submit(writer, i) for i in range(8)]:
+            f.result(timeout=120)
+    c = s.client(socket_timeout=30)
+    for k in keys:
+        assert c.get(k) == value_of(k, 32 * MIB), k

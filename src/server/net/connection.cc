@@ -270,7 +270,10 @@ void Connection::on_large_value() {
   const std::string_view key = argv[static_cast<size_t>(spec->first_key)];
   const uint64_t length = parser_.large_length();
   if (store.writes_past_memory(length)) return stream_value_to_flash(key, length);
-  Result<ObjectWriter> writer = store.begin_put(key, length);
+  // A network thread never waits for room while flash can take the value:
+  // waiting would stall its other clients, among them the writers whose
+  // values would make the room.
+  Result<ObjectWriter> writer = store.begin_put(key, length, /*wait_for_room=*/!store.has_flash());
   // Memory has no room now: flash takes the value instead.
   if (!writer && writer.status().code() == StatusCode::kOutOfMemory && store.has_flash())
     return stream_value_to_flash(key, length);
