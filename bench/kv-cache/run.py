@@ -171,7 +171,8 @@ def report(args, arms, results, fio, run):
     plot(args.json.replace(".json", ".png"), arms, results)
     key = 8 if 8 in results else next(iter(results))
     print(run.result_line({"ratio": figures.get(f"get_mem_over_loopback_{key}mib", "?"),
-                           **{k: v for k, v in figures.items() if not k.startswith("get_mem_")},
+                           **{k: v for k, v in figures.items()
+                              if not k.startswith("get_mem_over_loopback_")},
                            "get_mem_over_loopback_min": figures.get("get_mem_over_loopback_min")}))
 
 
