@@ -22,10 +22,15 @@
 //
 // Replies are checked strictly, as the resp:// client does: exactly +OK,
 // :0 or :1, and a bulk of the chunk's size; anything else ends the run.
+#include <time.h>  // linux/errqueue.h needs timespec first
+
+#include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -61,6 +66,7 @@ struct Options {
   uint32_t request_chunks = 16;
   bool lmcache = false;  // <k>kv_bytes and <k>metadata instead of one key per chunk
   uint64_t bytes_per_thread = 1ull << 30;
+  bool zerocopy = false;  // loopback: MSG_ZEROCOPY sends
   uint64_t seed = 1;
 };
 
@@ -228,6 +234,32 @@ void retrieve_phase(const Options& o) {
   print(o, secs, starts.size(), starts.size() * o.request_chunks * o.chunk, extra);
 }
 
+// MSG_ZEROCOPY's completions of `fd` read so far: how many sends there
+// were, and how many of them the kernel copied after all (as it does for
+// loopback, where the receiver may hold the pages indefinitely).
+struct ZerocopyCompletions {
+  uint64_t done = 0, copied = 0;
+  // Reads the completions waiting; true if there were any.
+  bool reap(int fd) {
+    bool any = false;
+    for (;;) {
+      char control[128];
+      msghdr msg{};
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      if (::recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return any;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        auto* e = reinterpret_cast<sock_extended_err*>(CMSG_DATA(c));
+        if (e->ee_origin != SO_EE_ORIGIN_ZEROCOPY) continue;
+        const uint64_t n = uint64_t{e->ee_data} - e->ee_info + 1;
+        done += n;
+        if (e->ee_code & SO_EE_CODE_ZEROCOPY_COPIED) copied += n;
+        any = true;
+      }
+    }
+  }
+};
+
 // The loopback bound: the same number of streams, each sending from a
 // buffer as large as its share of the data (memory, not cache, as the
 // server's chunks are) in 1 MiB writes, as the server's replies go out, to
@@ -252,6 +284,11 @@ void loopback_phase(const Options& o) {
   const uint64_t span = std::max<uint64_t>(kWrite, o.keys * o.chunk / o.threads / kWrite * kWrite);
   std::vector<std::string> sources;
   for (uint32_t t = 0; t < o.threads; ++t) sources.emplace_back(span, 'x');
+  std::vector<ZerocopyCompletions> completions(o.threads);
+  const int one = 1;
+  for (auto [w, r] : pairs)
+    expect(!o.zerocopy || ::setsockopt(w, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) == 0,
+           "SO_ZEROCOPY");
   const Clock::time_point t0 = Clock::now();
   {
     std::vector<std::jthread> threads;
@@ -261,9 +298,14 @@ void loopback_phase(const Options& o) {
         for (uint64_t sent = 0; sent < o.bytes_per_thread;) {
           const uint64_t at = sent % span;
           const uint64_t n = std::min({kWrite, span - at, o.bytes_per_thread - sent});
-          const ssize_t k = ::send(w, sources[t].data() + at, n, 0);
+          const ssize_t k = ::send(w, sources[t].data() + at, n, o.zerocopy ? MSG_ZEROCOPY : 0);
+          if (k < 0 && errno == ENOBUFS) {  // too many sends not completed
+            if (!completions[t].reap(w)) std::this_thread::yield();
+            continue;
+          }
           expect(k > 0, "loopback send");
           sent += static_cast<uint64_t>(k);
+          if (o.zerocopy) completions[t].reap(w);
         }
       });
       threads.emplace_back([&, r = r] {
@@ -277,9 +319,19 @@ void loopback_phase(const Options& o) {
     }
   }
   const double secs = seconds_since(t0);
+  uint64_t done = 0, copied = 0;
+  for (uint32_t t = 0; t < o.threads; ++t) {
+    completions[t].reap(pairs[t].first);
+    done += completions[t].done;
+    copied += completions[t].copied;
+  }
   for (auto [w, r] : pairs) ::close(w), ::close(r);
   ::close(listener);
-  print(o, secs, o.threads, o.threads * o.bytes_per_thread, "");
+  char extra[96] = "";
+  if (o.zerocopy)
+    std::snprintf(extra, sizeof(extra), ",\"zerocopy_sends\":%llu,\"zerocopy_copied\":%llu",
+                  static_cast<unsigned long long>(done), static_cast<unsigned long long>(copied));
+  print(o, secs, o.threads, o.threads * o.bytes_per_thread, extra);
 }
 
 }  // namespace
@@ -300,6 +352,7 @@ int main(int argc, char** argv) {
   app.add_flag("--lmcache", o.lmcache, "redis:// keys: <k>kv_bytes and <k>metadata");
   app.add_option("--bytes-per-thread", o.bytes_per_thread);
   app.add_option("--seed", o.seed);
+  app.add_flag("--zerocopy", o.zerocopy, "loopback: send with MSG_ZEROCOPY");
   CLI11_PARSE(app, argc, argv);
   if (o.request_chunks > o.keys) {
     std::fprintf(stderr, "error: --request-chunks exceeds --keys\n");

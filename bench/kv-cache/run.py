@@ -21,7 +21,9 @@ by key, TIER.EXISTS ... PREFIX probes/s (tierkv), and the p50 / p99 of a
 Bounds measured in the same run: a loopback socket copy with the same
 thread count and chunk size (for the memory arms), and fio's sequential
 O_DIRECT read of the flash directory (1 MiB blocks, QD 16; for the flash
-arms).
+arms). The loopback copy is also measured with MSG_ZEROCOPY sends, to say
+whether zerocopy replies could pay on this wire (on loopback the kernel
+copies them anyway).
 
   /usr/bin/python3 bench/kv-cache/run.py [--server PATH] [--chunks 1,4,8,16,32,64]
       [--data 512mb] [--threads 8] [--requests 40] [--quick]
@@ -139,6 +141,7 @@ def main():
     results = {}
     try:
         fio = fio_sequential(work, "1g", "read")
+        zerocopy = zerocopy_loopback(args)
         for chunk in chunks:
             keys = max(args.request_chunks, args.data // chunk)
             row = {"loopback": drive(0, "loopback", chunk, keys, args, "--bytes-per-thread",
@@ -148,11 +151,26 @@ def main():
             results[chunk // MIB] = row
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report(args, arms, results, fio, run)
+    report(args, arms, results, fio, zerocopy, run)
 
 
-def report(args, arms, results, fio, run):
+def zerocopy_loopback(args):
+    """The loopback copy at 4 MiB with plain sends and with MSG_ZEROCOPY:
+    whether zerocopy replies could pay on this machine's wire."""
+    keys = max(args.request_chunks, args.data // (4 * MIB))
+    common = ("--bytes-per-thread", str(256 * MIB))
+    plain = drive(0, "loopback", 4 * MIB, keys, args, *common)
+    zc = drive(0, "loopback", 4 * MIB, keys, args, *common, "--zerocopy")
+    return {"plain_gbps": plain["gbps"], "zerocopy_gbps": zc["gbps"],
+            "ratio": round(zc["gbps"] / plain["gbps"], 3),
+            "copied_share": round(zc["zerocopy_copied"] / max(1, zc["zerocopy_sends"]), 3)}
+
+
+def report(args, arms, results, fio, zerocopy, run):
     print(f"fio sequential read (1 MiB, QD 16): {fio:.2f} GB/s")
+    print(f"loopback at 4 MiB: plain {zerocopy['plain_gbps']:.2f} GB/s, MSG_ZEROCOPY "
+          f"{zerocopy['zerocopy_gbps']:.2f} GB/s ({zerocopy['copied_share']:.0%} of its sends "
+          f"copied by the kernel after all)")
     head = f"{'MiB':>4} {'arm':>9} {'SET GB/s':>9} {'GET GB/s':>9} {'EXISTS/s':>9} " \
            f"{'PREFIX/s':>9} {'resp p50':>9} {'p99':>7} {'redis:// p50':>12} {'lookup':>7}"
     print(head)
@@ -165,9 +183,12 @@ def report(args, arms, results, fio, run):
                   f"{r['retrieve_p99_ms']:>7.2f} {r['lmcache_p50_ms']:>12.2f} "
                   f"{r['lookup_p50_ms']:>7.2f}")
     figures = goals(arms, results, fio)
+    figures["zerocopy_over_copy"] = zerocopy["ratio"]
+    figures["zerocopy_copied_share"] = zerocopy["copied_share"]
     for k, v in figures.items():
         print(f"  {k}: {v}")
-    write_json(args.json, {"fio_read_gbps": fio, "results": results, "goals": figures}, run)
+    write_json(args.json, {"fio_read_gbps": fio, "zerocopy_loopback": zerocopy,
+                           "results": results, "goals": figures}, run)
     plot(args.json.replace(".json", ".png"), arms, results)
     key = 8 if 8 in results else next(iter(results))
     print(run.result_line({"ratio": figures.get(f"get_mem_over_loopback_{key}mib", "?"),
