@@ -158,6 +158,9 @@ def test_redis_url_pattern(flash_servers):
     before = s.flash_info()
     asyncio.run(asyncio.wait_for(lmcache_fleet(s.port, engines=4, per_engine=20), 300))
     assert read_from_flash(s, before) > 64 * MIB
+    # Every pooled connection named itself: two CLIENT SETINFO each.
+    setinfo = s.client().info("commandstats")["cmdstat_client"]["calls"]
+    assert setinfo >= 2 and setinfo % 2 == 0, setinfo
 
 
 # --- redis-cluster:// -----------------------------------------------------
