@@ -96,6 +96,7 @@ def test_in_a_transaction_from_memory_misses_and_within_reads(flash_servers):
     (("FROM", "disk"), "FROM takes memory or any"),
     (("WITHIN", "-1"), "WITHIN takes a non-negative number"),
     (("WITHIN", "soon"), "WITHIN takes a non-negative number"),
+    (("WITHIN", "86400001"), "at most a day"),
     (("WITHIN",), "syntax error"),
     (("FROM", "any", "FROM", "memory"), "syntax error"),
     (("WITHIN", "1", "WITHIN", "2"), "syntax error"),

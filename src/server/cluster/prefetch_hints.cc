@@ -31,14 +31,15 @@ PrefetchHints::PrefetchHints(PrefetchHintsOptions options, MetricsRegistry& metr
                                "companion hints dropped: queue full, link down or refused")),
       deduplicated_(metrics.counter("tierkv_cluster_prefetch_hints_deduplicated_total",
                                     "companion hints not sent: hinted within the dedup window")),
-      thread_([this](std::stop_token stop) { run(stop); }) {
-  (void)PrefetchHintsReceived(metrics);  // listed from the start, at 0
-}
+      thread_([this](std::stop_token stop) { run(stop); }) {}
 
 PrefetchHints::~PrefetchHints() {
   thread_.request_stop();
+  {
+    std::lock_guard lock(mu_);
+    if (sending_ != nullptr) sending_->shutdown();  // a stopped owner holds its reply
+  }
   wake_.notify_all();
-  // A send blocked on a peer ends within io_timeout.
   if (thread_.joinable()) thread_.join();
 }
 
@@ -136,7 +137,16 @@ bool PrefetchHints::send(const cluster::ClusterNode& node, const std::vector<std
   command.reserve(keys.size() + 1);
   command.emplace_back("TIER.PREFETCH");
   command.insert(command.end(), keys.begin(), keys.end());
+  {
+    std::lock_guard lock(mu_);
+    if (thread_.get_stop_token().stop_requested()) return false;
+    sending_ = link.get();
+  }
   Result<RespValue> reply = link->command(command);
+  {
+    std::lock_guard lock(mu_);
+    sending_ = nullptr;
+  }
   if (reply.is_ok() && reply->type != RespValue::Type::kError) return true;
   if (auto held = link_log().admit())
     spdlog::warn("prefetch hints: {}:{} answered {} ({} more held back)", node.host, node.port,

@@ -15,7 +15,8 @@
 //   fails drops its batch (counted) and is made again after retry_pause;
 // * a hint is only a hint: the owner prefetches the keys it owns and
 //   ignores the rest, so a hint that races a slot move does no harm;
-// * the destructor stops the thread; hints after it are dropped.
+// * the destructor stops the thread, cutting a send or reply it waits on
+//   (a link being made waits out io_timeout); hints after it are dropped.
 #pragma once
 
 #include <absl/base/thread_annotations.h>
@@ -95,6 +96,7 @@ class PrefetchHints {
   size_t waiting_keys_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, Clock::time_point> recent_ ABSL_GUARDED_BY(mu_);  // key hash
   absl::flat_hash_map<std::string, Clock::time_point> down_until_ ABSL_GUARDED_BY(mu_);
+  RespClient* sending_ ABSL_GUARDED_BY(mu_) = nullptr;  // the link a batch is on
   // Owned by the thread alone: one link per owner, by node id.
   absl::flat_hash_map<std::string, std::unique_ptr<RespClient>> links_;
   std::jthread thread_;

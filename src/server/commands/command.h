@@ -30,6 +30,7 @@
 #include "server/acl/acl_log.h"
 #include "server/acl/acl_users.h"
 #include "server/cluster/key_fence.h"
+#include "server/cluster/prefetch_hints.h"
 #include "server/commands/exec_gate.h"
 #include "server/commands/txn_state.h"
 #include "server/net/client_pause.h"
@@ -461,6 +462,10 @@ class ServerContext {
   // Keys of slots moving away: commands enter it (key_fence.h).
   KeyFence* key_fence() const { return fence_.load(std::memory_order_acquire); }
   const SlotMigrator* slot_migrator() const { return migrator_.load(std::memory_order_acquire); }
+  // What TIER.PREFETCH counts: the hints this node receives.
+  const PrefetchHintsReceived& prefetch_hints_received() const { return hints_received_; }
+  // TIER.GET's nulls for values only flash held (FROM memory, or past WITHIN).
+  Counter& tier_get_bounded_misses(bool within) { return *tier_get_misses_[within ? 1 : 0]; }
   // Companion prefetches for other nodes (prefetch_hints.h); null without
   // cluster mode or with cluster-prefetch-hints off.
   PrefetchHints* prefetch_hints() const { return hints_.load(std::memory_order_acquire); }
@@ -498,6 +503,8 @@ class ServerContext {
   Config config_;
   Store& store_;
   MetricsRegistry& metrics_;
+  PrefetchHintsReceived hints_received_;
+  std::array<Counter*, 2> tier_get_misses_{};  // FROM memory, WITHIN
   CommandTable commands_;
   std::atomic<uint64_t> next_client_id_{1};
   int64_t start_time_ms_;

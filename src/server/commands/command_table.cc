@@ -134,6 +134,7 @@ ServerContext::ServerContext(Config config, Store& store, MetricsRegistry& metri
     : config_(std::move(config)),
       store_(store),
       metrics_(metrics),
+      hints_received_(metrics),
       start_time_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count()) {
@@ -154,6 +155,12 @@ ServerContext::ServerContext(Config config, Store& store, MetricsRegistry& metri
     *c = &metrics_.counter("tierkv_cluster_keys_migrated_total",
                            "keys moved to or from this node with their slot, by direction",
                            c == &keys_migrated_in_ ? "direction=\"in\"" : "direction=\"out\"");
+  }
+  for (const bool within : {false, true}) {
+    tier_get_misses_[within ? 1 : 0] =
+        &metrics_.counter("tierkv_tier_get_bounded_misses_total",
+                          "TIER.GET answers of null for a value only flash held in time",
+                          within ? "reason=\"within\"" : "reason=\"memory\"");
   }
   slowlog_.configure(config_.slowlog_log_slower_than, config_.slowlog_max_len);
 }

@@ -31,8 +31,6 @@
 #include <algorithm>
 #include <span>
 
-#include <fmt/format.h>
-
 #include "cluster/key_slot.h"
 #include "core/clock.h"
 #include "server/cluster/prefetch_hints.h"
@@ -133,7 +131,7 @@ void tier_exists_command(CommandContext& ctx) {
 
 void tier_prefetch_command(CommandContext& ctx) {
   std::vector<std::string_view> keys(ctx.inv.argv.begin() + 1, ctx.inv.argv.end());
-  PrefetchHintsReceived counters(ctx.server.metrics());
+  const PrefetchHintsReceived& counters = ctx.server.prefetch_hints_received();
   counters.received.add(keys.size());
   if (const cluster::Member* member = ctx.server.cluster()) {
     const CachedMap& cached = cached_map(*member);
@@ -148,6 +146,9 @@ void tier_prefetch_command(CommandContext& ctx) {
   options.companion_elsewhere = [](std::string_view) { return true; };
   ctx.reply.integer(count_existing(ctx, keys, options));
 }
+
+// A bound past any flash read; it keeps the deadline's arithmetic in range.
+constexpr int64_t kMaxWithinMs = 86'400'000;
 
 struct TierGetCall {
   bool memory_only = false;
@@ -172,8 +173,8 @@ std::optional<TierGetCall> parse_tier_get(CommandContext& ctx) {
       }
     } else if (iequals(option, "within") && has_value && !call.within_ms) {
       std::optional<int64_t> ms = parse_int64(ctx.arg(i + 1));
-      if (!ms || *ms < 0) {
-        ctx.reply.error("ERR WITHIN takes a non-negative number of milliseconds");
+      if (!ms || *ms < 0 || *ms > kMaxWithinMs) {
+        ctx.reply.error("ERR WITHIN takes a non-negative number of milliseconds, at most a day");
         return std::nullopt;
       }
       call.within_ms = *ms;
@@ -192,14 +193,6 @@ bool tier_get_fetches(const Invocation& inv) {
   return true;
 }
 
-void count_bounded_miss(CommandContext& ctx, std::string_view reason) {
-  ctx.server.metrics()
-      .counter("tierkv_tier_get_bounded_misses_total",
-               "TIER.GET answers of null for a value only flash held in time",
-               fmt::format("reason=\"{}\"", reason))
-      .add();
-}
-
 void tier_get_command(CommandContext& ctx) {
   std::optional<TierGetCall> call = parse_tier_get(ctx);
   if (!call) return;
@@ -213,11 +206,11 @@ void tier_get_command(CommandContext& ctx) {
   if (v || v.status().code() != StatusCode::kBusy) return reply_view_or_null(ctx, v);
   // Only flash holds it.
   if (call->memory_only) {
-    count_bounded_miss(ctx, "memory");
+    ctx.server.tier_get_bounded_misses(false).add();
   } else if (ctx.defer != nullptr && ctx.defer->fetch_within(key, *call->within_ms)) {
     return;
   } else {
-    count_bounded_miss(ctx, "within");
+    ctx.server.tier_get_bounded_misses(true).add();
   }
   ctx.reply.null();
 }

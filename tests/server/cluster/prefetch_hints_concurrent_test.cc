@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -157,6 +158,18 @@ TEST(PrefetchHintsTest, AFullQueueDropsWhileTheLinkIsBusy) {
   // A dropped hint is not in the window: hinted again, it goes out.
   hints.hint("k5", owner.node());
   ASSERT_TRUE(eventually([&] { return hints.stats().sent == 6; }));
+}
+
+TEST(PrefetchHintsTest, StoppingCutsASendThatAStoppedOwnerHolds) {
+  FakeOwner owner;
+  owner.open.store(false);
+  MetricsRegistry metrics;
+  auto hints = std::make_unique<PrefetchHints>(options(64), metrics);
+  hints->hint("held", owner.node());
+  ASSERT_TRUE(eventually([&] { return owner.batches.load() == 1; }));
+  const auto start = std::chrono::steady_clock::now();
+  hints.reset();  // io_timeout is a minute: only the cut ends the wait sooner
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
 }
 
 TEST(PrefetchHintsTest, AnOwnerThatCannotBeReachedDropsEveryHintForTheRetryPause) {
