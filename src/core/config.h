@@ -102,6 +102,7 @@ struct Config {
   int64_t flash_write_queue = int64_t{64} << 20;  // accepted, unwritten bytes
   int64_t backing_latency_ns = 0;
   int64_t backing_bandwidth = 0;  // bytes per second; 0: no limit
+  int64_t key_load_delay_us = 0;  // tests: a crash scan slow enough to watch
 
   // tiering (store)
   OffloadPolicy offload_policy = OffloadPolicy::kOnEvict;

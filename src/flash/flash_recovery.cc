@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -339,7 +340,11 @@ Status FlashTier::scan_regions() {
     const auto [seq, r] = live[i];
     RegionScan scanned = reader.take(i);
     TIERKV_RETURN_IF_ERROR(scanned.status);
-    for (const ParsedRecord& rec : scanned.records) scan.add(rec);
+    for (const ParsedRecord& rec : scanned.records) {
+      scan.add(rec);
+      if (options_.key_load_delay_us)
+        std::this_thread::sleep_for(std::chrono::microseconds(options_.key_load_delay_us));
+    }
     recovery_.records_dropped += scanned.dropped;
     im.regions.restore_written(r, seq, scanned.fill);
     ++recovery_.regions_scanned;

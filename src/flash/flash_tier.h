@@ -88,7 +88,10 @@ struct FlashOptions {
   uint32_t queue_depth = 64;  // device reads in flight
   bool reinsertion = false;   // hit-based reinsertion on reclaim
   uint64_t backing_latency_ns = 0;
-  uint64_t backing_bandwidth = 0;           // bytes/s shared by reads (model); 0: none
+  uint64_t backing_bandwidth = 0;  // bytes/s shared by reads (model); 0: none
+  // Tests: the crash scan sleeps this long per record it loads, so that a
+  // server can be watched while loading whatever the device's speed.
+  uint64_t key_load_delay_us = 0;
   IoBackend io_backend = IoBackend::kAuto;  // kAuto: io_uring, else threads
   bool direct_io = true;                    // O_DIRECT when supported
   bool preallocate = true;                  // fallocate the file at open

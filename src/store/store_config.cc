@@ -84,6 +84,7 @@ flash::FlashOptions flash_options(const Config& c) {
   o.max_pending_write_bytes = static_cast<uint64_t>(c.flash_write_queue);
   o.backing_latency_ns = static_cast<uint64_t>(c.backing_latency_ns);
   o.backing_bandwidth = static_cast<uint64_t>(c.backing_bandwidth);
+  o.key_load_delay_us = static_cast<uint64_t>(c.key_load_delay_us);
   return o;
 }
 
