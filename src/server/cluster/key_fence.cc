@@ -17,21 +17,20 @@ void KeyFence::Pass::leave() {
 
 std::optional<KeyFence::Pass> KeyFence::enter(std::span<const std::string_view> keys) {
   std::vector<std::string> held(keys.begin(), keys.end());
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const std::string& k : held) {
-    if (fenced_.contains(k)) return std::nullopt;
+    if (fences_.contains(k)) return std::nullopt;
   }
   for (const std::string& k : held) ++passes_[k];
   return Pass(shared_from_this(), std::move(held));
 }
 
 void KeyFence::leave(std::span<const std::string> keys) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);  // fence()'s wait re-checks as the lock is let go
   for (const std::string& k : keys) {
     auto it = passes_.find(k);
     if (it != passes_.end() && --it->second == 0) passes_.erase(it);
   }
-  left_.notify_all();
 }
 
 bool KeyFence::held(std::span<const std::string> keys) const {
@@ -41,22 +40,32 @@ bool KeyFence::held(std::span<const std::string> keys) const {
   return false;
 }
 
+void KeyFence::drop_fences(std::span<const std::string> keys) {
+  for (const std::string& k : keys) {
+    auto it = fences_.find(k);
+    if (it != fences_.end() && --it->second == 0) fences_.erase(it);
+  }
+}
+
 bool KeyFence::fence(std::span<const std::string> keys, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  for (const std::string& k : keys) fenced_.insert(k);
-  if (left_.wait_for(lock, timeout, [&] { return !held(keys); })) return true;
-  for (const std::string& k : keys) fenced_.erase(k);
+  absl::MutexLock lock(&mu_);
+  for (const std::string& k : keys) ++fences_[k];
+  // The condition runs with mu_ held, which the analysis cannot see
+  // through absl::Condition.
+  auto none_held = [this, keys]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !held(keys); };
+  if (mu_.AwaitWithTimeout(absl::Condition(&none_held), absl::FromChrono(timeout))) return true;
+  drop_fences(keys);
   return false;
 }
 
 void KeyFence::unfence(std::span<const std::string> keys) {
-  std::lock_guard lock(mu_);
-  for (const std::string& k : keys) fenced_.erase(k);
+  absl::MutexLock lock(&mu_);
+  drop_fences(keys);
 }
 
 bool KeyFence::fenced(std::string_view key) const {
-  std::lock_guard lock(mu_);
-  return fenced_.contains(absl::string_view(key.data(), key.size()));
+  absl::MutexLock lock(&mu_);
+  return fences_.contains(absl::string_view(key.data(), key.size()));
 }
 
 }  // namespace tierkv::server

@@ -14,17 +14,17 @@
 // Only slots that are moving pay for the fence (one mutex); the rest of the
 // key space never reaches it. A pass shares ownership of its fence: a
 // connection whose write was still landing at shutdown may be destroyed
-// after the server let the fence go.
+// after the server let the fence go. Fences nest: a key stays fenced until
+// every fence() that holds it has been undone (unfence(), or its timeout).
 #pragma once
 
+#include <absl/base/thread_annotations.h>
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
+#include <absl/synchronization/mutex.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -55,19 +55,21 @@ class KeyFence : public std::enable_shared_from_this<KeyFence> {
   // be owned by a shared_ptr.
   std::optional<Pass> enter(std::span<const std::string_view> keys);
   // Fences `keys`, then waits until no pass holds one of them. False (and
-  // nothing fenced) if that takes longer than `timeout`.
-  bool fence(std::span<const std::string> keys, std::chrono::milliseconds timeout);
-  void unfence(std::span<const std::string> keys);
-  bool fenced(std::string_view key) const;
+  // this call's fence undone) if that takes longer than `timeout`.
+  bool fence(std::span<const std::string> keys, std::chrono::milliseconds timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Undoes one successful fence() of `keys`.
+  void unfence(std::span<const std::string> keys) ABSL_LOCKS_EXCLUDED(mu_);
+  bool fenced(std::string_view key) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void leave(std::span<const std::string> keys);
-  bool held(std::span<const std::string> keys) const;  // mu_ held
+  void leave(std::span<const std::string> keys) ABSL_LOCKS_EXCLUDED(mu_);
+  bool held(std::span<const std::string> keys) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void drop_fences(std::span<const std::string> keys) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  std::condition_variable left_;
-  absl::flat_hash_map<std::string, uint32_t> passes_;  // key -> passes holding it
-  absl::flat_hash_set<std::string> fenced_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, uint32_t> passes_ ABSL_GUARDED_BY(mu_);  // key -> passes
+  absl::flat_hash_map<std::string, uint32_t> fences_ ABSL_GUARDED_BY(mu_);  // key -> fence()s
 };
 
 }  // namespace tierkv::server

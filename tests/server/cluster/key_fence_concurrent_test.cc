@@ -1,7 +1,8 @@
 // KeyFence: a fenced key refuses new passes; fence() waits for the passes
 // that entered before, and gives up (fencing nothing) after its timeout;
-// keys not fenced are untouched. Threads race passes against fences to
-// show that no pass ever holds a key while its fence is up.
+// keys not fenced are untouched; fences nest, so one fence() giving up never
+// lifts another's. Threads race passes against fences to show that no pass
+// ever holds a key while its fence is up.
 #include "server/cluster/key_fence.h"
 
 #include <gtest/gtest.h>
@@ -55,6 +56,30 @@ TEST(KeyFenceTest, FenceWaitsForPassesOrGivesUp) {
   KeyFence::Pass second = std::move(*first);
   first.reset();
   EXPECT_FALSE(fence.fence(keys, milliseconds(10)));
+}
+
+TEST(KeyFenceTest, AFenceThatGivesUpLeavesAnothersKeysFenced) {
+  auto shared = std::make_shared<KeyFence>();
+  KeyFence& fence = *shared;
+  const std::vector<std::string> first{"a", "b"}, second{"b", "c"};
+  ASSERT_TRUE(fence.fence(first, milliseconds(10)));
+  std::vector<std::string_view> c{"c"};
+  std::optional<KeyFence::Pass> pass = fence.enter(c);
+  ASSERT_TRUE(pass);
+  EXPECT_FALSE(fence.fence(second, milliseconds(20)));  // c is held: gives up
+  EXPECT_TRUE(fence.fenced("a"));
+  EXPECT_TRUE(fence.fenced("b"));  // still the first fence's
+  EXPECT_FALSE(fence.fenced("c"));
+  std::vector<std::string_view> b{"b"};
+  EXPECT_FALSE(fence.enter(b));
+  pass.reset();
+  ASSERT_TRUE(fence.fence(second, milliseconds(10)));
+  fence.unfence(first);
+  EXPECT_FALSE(fence.fenced("a"));
+  EXPECT_TRUE(fence.fenced("b"));  // the second fence holds it
+  fence.unfence(second);
+  EXPECT_FALSE(fence.fenced("b"));
+  EXPECT_TRUE(fence.enter(b));
 }
 
 TEST(KeyFenceTest, NoPassHoldsAFencedKey) {
