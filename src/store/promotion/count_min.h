@@ -1,7 +1,10 @@
 // CountMinSketch: approximate access counts for promotion admission.
 //
-// Four rows of 8-bit counters, indexed by independent slices of the key's
-// 64-bit hash; the estimate is the minimum over the rows. Counters age: after
+// Four rows of 8-bit counters (at least 64 per row, a power of two). Each
+// row remixes the key's 64-bit hash with its own odd multiplier, so the rows
+// collide independently; the estimate is the minimum over the rows.
+// Counters saturate at 255, and increments racing on one counter may lose
+// one (an under-count, harmless for admission). Counters age: after
 // `width * 8` increments every counter is halved, so the sketch follows the
 // recent working set instead of all history (as in TinyLFU).
 #pragma once
