@@ -1,16 +1,19 @@
 """Helpers the benchmark drivers share: loopback ports, waiting for a peer
-to listen, size parsing, INFO over a plain socket (no client library), and
-the run record every benchmark writes into its JSON and onto its RESULT line.
+to listen, size parsing, commands and INFO over a plain socket (no client
+library), a one-member etcd for cluster runs, and the run record every
+benchmark writes into its JSON and onto its RESULT line.
 
 Drivers import it with bench/ on sys.path:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import benchlib
 """
+import base64
 import json
 import os
 import socket
 import subprocess
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,6 +33,27 @@ def resp(*args):
         a = a if isinstance(a, bytes) else str(a).encode()
         out.append(b"$%d\r\n%s\r\n" % (len(a), a))
     return b"".join(out)
+
+
+def read_reply(f):
+    line = f.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind in (b"+", b":"):
+        return rest
+    if kind == b"-":
+        raise RuntimeError(rest.decode())
+    if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2]
+    if kind == b"*":
+        return [read_reply(f) for _ in range(int(rest))]
+    raise RuntimeError(f"bad reply {line!r}")
+
+
+def resp_call(port, *args):
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(resp(*args))
+        return read_reply(s.makefile("rb"))
 
 
 def free_port():
@@ -224,3 +248,41 @@ def fio_sequential(directory, size, rw):
         raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()[:200]}")
     job = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
     return job["write" if rw == "write" else "read"]["bw_bytes"] / 1e9
+
+
+class Etcd:
+    """A single-member etcd in `workdir`, for one cluster."""
+
+    def __init__(self, workdir):
+        os.makedirs(workdir, exist_ok=True)
+        self.port, peer_port = free_port(), free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        peer = f"http://127.0.0.1:{peer_port}"
+        self.log = open(os.path.join(workdir, "etcd.log"), "wb")
+        self.proc = subprocess.Popen(
+            ["etcd", "--name", "b", "--data-dir", os.path.join(workdir, "etcd"),
+             "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"b={peer}"], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for_port(self.port, self.proc)
+
+    def call(self, path, body):
+        req = urllib.request.Request(self.endpoint + path, data=json.dumps(body).encode(),
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read())
+
+    def put(self, key, value=""):
+        self.call("/v3/kv/put", {"key": b64(key), "value": b64(value)})
+
+    def delete(self, key):
+        self.call("/v3/kv/deleterange", {"key": b64(key)})
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+
+def b64(text):
+    return base64.b64encode(text.encode()).decode()

@@ -42,10 +42,8 @@ line is `RESULT name=cluster ratio=<worst cost ratio> ...`.
                                           [--moves-only] [--quick]
 """
 import argparse
-import base64
 import csv
 import io
-import json
 import mmap
 import os
 import shutil
@@ -55,12 +53,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (RunRecord, fio_sequential, free_port, parse_args_with_quick,  # noqa: E402
-                      parse_size, plot_bars, resp, server_info, wait_for_port, wait_loaded,
-                      write_json)
+from benchlib import (Etcd, RunRecord, fio_sequential, free_port, parse_args_with_quick,  # noqa: E402
+                      parse_size, plot_bars, read_reply, resp, resp_call, server_info,
+                      wait_for_port, wait_loaded, write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SERVER = os.path.join(ROOT, "build", "src", "server", "tierkv-server")
@@ -70,44 +67,6 @@ MIB = 1 << 20
 
 # name, value bytes, clients, pipeline, requests per test (SET and GET each)
 ROWS = [("100B -P16", 100, 50, 16, 400_000), ("4KiB", 4096, 50, 1, 60_000)]
-
-
-class Etcd:
-    """A single-member etcd in `workdir`, for one cluster."""
-
-    def __init__(self, workdir):
-        os.makedirs(workdir, exist_ok=True)
-        self.port, peer_port = free_port(), free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        peer = f"http://127.0.0.1:{peer_port}"
-        self.log = open(os.path.join(workdir, "etcd.log"), "wb")
-        self.proc = subprocess.Popen(
-            ["etcd", "--name", "b", "--data-dir", os.path.join(workdir, "etcd"),
-             "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"b={peer}"], stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for_port(self.port, self.proc)
-
-    def call(self, path, body):
-        req = urllib.request.Request(self.endpoint + path, data=json.dumps(body).encode(),
-                                     method="POST")
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return json.loads(r.read())
-
-    def put(self, key, value=""):
-        self.call("/v3/kv/put", {"key": b64(key), "value": b64(value)})
-
-    def delete(self, key):
-        self.call("/v3/kv/deleterange", {"key": b64(key)})
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-        self.log.close()
-
-
-def b64(text):
-    return base64.b64encode(text.encode()).decode()
 
 
 class Node:
@@ -140,27 +99,6 @@ class Node:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
-
-
-def read_reply(f):
-    line = f.readline()
-    kind, rest = line[:1], line[1:-2]
-    if kind in (b"+", b":"):
-        return rest
-    if kind == b"-":
-        raise RuntimeError(rest.decode())
-    if kind == b"$":
-        n = int(rest)
-        return None if n < 0 else f.read(n + 2)[:-2]
-    if kind == b"*":
-        return [read_reply(f) for _ in range(int(rest))]
-    raise RuntimeError(f"bad reply {line!r}")
-
-
-def resp_call(port, *args):
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
-        s.sendall(resp(*args))
-        return read_reply(s.makefile("rb"))
 
 
 def benchmark(port, size, clients, pipeline, requests):

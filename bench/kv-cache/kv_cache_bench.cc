@@ -22,6 +22,11 @@
 //
 // Replies are checked strictly, as the resp:// client does: exactly +OK,
 // :0 or :1, and a bulk of the chunk's size; anything else ends the run.
+//
+// With --slots (a Redis Cluster's slot ranges and the port owning each),
+// every thread holds one connection per node and sends each key's command
+// to its slot's owner, as redis-cluster:// clients do, so nothing is
+// redirected.
 #include <time.h>  // linux/errqueue.h needs timespec first
 
 #include <linux/errqueue.h>
@@ -45,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/key_slot.h"
 #include "common/resp_connection.h"
 
 namespace {
@@ -68,6 +74,51 @@ struct Options {
   uint64_t bytes_per_thread = 1ull << 30;
   bool zerocopy = false;  // loopback: MSG_ZEROCOPY sends
   uint64_t seed = 1;
+  std::string slots;  // "first-last=port,...": route by slot (cluster mode)
+};
+
+// A thread's connections: one to --port, or one per cluster node with the
+// node of each slot (--slots).
+class Links {
+ public:
+  explicit Links(const Options& o) {
+    if (o.slots.empty()) {
+      conns_.push_back(std::make_unique<Connection>(o.port));
+      return;
+    }
+    node_of_slot_.assign(tierkv::cluster::kSlotCount, kNone);
+    std::vector<uint16_t> ports;
+    for (size_t at = 0; at < o.slots.size();) {
+      size_t end = o.slots.find(',', at);
+      if (end == std::string::npos) end = o.slots.size();
+      unsigned first = 0, last = 0, port = 0;
+      const std::string range = o.slots.substr(at, end - at);
+      if (std::sscanf(range.c_str(), "%u-%u=%u", &first, &last, &port) != 3 || first > last ||
+          last >= tierkv::cluster::kSlotCount || port == 0 || port > 65535)
+        throw std::runtime_error("--slots: bad range '" + range + "'");
+      auto it = std::find(ports.begin(), ports.end(), port);
+      if (it == ports.end()) {
+        ports.push_back(static_cast<uint16_t>(port));
+        conns_.push_back(std::make_unique<Connection>(static_cast<uint16_t>(port)));
+        it = ports.end() - 1;
+      }
+      std::fill(node_of_slot_.begin() + first, node_of_slot_.begin() + last + 1,
+                static_cast<uint8_t>(it - ports.begin()));
+      at = end + 1;
+    }
+    if (std::count(node_of_slot_.begin(), node_of_slot_.end(), kNone) > 0)
+      throw std::runtime_error("--slots: a slot without a node");
+  }
+  // The connection to `key`'s node.
+  Connection& to(std::string_view key) {
+    if (conns_.size() == 1) return *conns_[0];
+    return *conns_[node_of_slot_[tierkv::cluster::key_slot(key)]];
+  }
+
+ private:
+  static constexpr uint8_t kNone = 255;
+  std::vector<std::unique_ptr<Connection>> conns_;
+  std::vector<uint8_t> node_of_slot_;
 };
 
 std::string key_of(const Options& o, uint64_t i, std::string_view suffix = "kv_bytes") {
@@ -80,12 +131,12 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Runs fn(thread, connection) on --threads threads, each with its own
-// connection, all starting together; returns the wall time.
+// Runs fn(thread, links) on --threads threads, each with its own
+// connections, all starting together; returns the wall time.
 template <typename Fn>
 double on_threads(const Options& o, Fn fn) {
-  std::vector<std::unique_ptr<Connection>> conns;
-  for (uint32_t t = 0; t < o.threads; ++t) conns.push_back(std::make_unique<Connection>(o.port));
+  std::vector<std::unique_ptr<Links>> conns;
+  for (uint32_t t = 0; t < o.threads; ++t) conns.push_back(std::make_unique<Links>(o));
   std::barrier start(o.threads + 1);
   std::vector<std::jthread> workers;
   for (uint32_t t = 0; t < o.threads; ++t)
@@ -103,30 +154,35 @@ void expect(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error(what);
 }
 
-void set_one(Connection& c, const Options& o, uint64_t i, std::string& value) {
+void set_one(Links& links, const Options& o, uint64_t i, std::string& value) {
   std::memcpy(value.data(), &i, sizeof(i));
   int64_t len;
   uint64_t head;
-  send_set(c, key_of(o, i), value);
-  expect(c.read_reply(&len, &head) == "+OK", "SET: not +OK");
+  const std::string key = key_of(o, i);
+  send_set(links.to(key), key, value);
+  expect(links.to(key).read_reply(&len, &head) == "+OK", "SET: not +OK");
   if (!o.lmcache) return;
-  send_set(c, key_of(o, i, "metadata"), std::string_view(value.data(), 28));
-  expect(c.read_reply(&len, &head) == "+OK", "SET metadata: not +OK");
+  const std::string metadata = key_of(o, i, "metadata");
+  send_set(links.to(metadata), metadata, std::string_view(value.data(), 28));
+  expect(links.to(metadata).read_reply(&len, &head) == "+OK", "SET metadata: not +OK");
 }
 
-void get_one(Connection& c, const Options& o, uint64_t i, std::string_view suffix = "kv_bytes") {
+void get_one(Links& links, const Options& o, uint64_t i, std::string_view suffix = "kv_bytes") {
   int64_t len;
   uint64_t head;
-  send_get(c, key_of(o, i, suffix));
+  const std::string key = key_of(o, i, suffix);
+  Connection& c = links.to(key);
+  send_get(c, key);
   c.read_reply(&len, &head);
   const auto want = static_cast<int64_t>(suffix == "metadata" ? 28 : o.chunk);
   expect(len == want, "GET " + std::to_string(i) + ": length " + std::to_string(len));
   expect(head == i, "GET " + std::to_string(i) + ": another chunk's bytes");
 }
 
-bool exists_one(Connection& c, const std::string& key) {
+bool exists_one(Links& links, const std::string& key) {
   int64_t len;
   uint64_t head;
+  Connection& c = links.to(key);
   c.send({encode_command({"EXISTS", key})});
   const std::string r = c.read_reply(&len, &head);
   expect(r == ":0" || r == ":1", "EXISTS: " + r);
@@ -143,7 +199,7 @@ void print(const Options& o, double secs, uint64_t ops, uint64_t bytes, const st
 }
 
 void bulk_phase(const Options& o) {
-  const double secs = on_threads(o, [&](uint32_t t, Connection& c) {
+  const double secs = on_threads(o, [&](uint32_t t, Links& c) {
     std::string value(o.chunk, 'v');
     const uint64_t passes = o.phase == "set" ? 1 : o.passes;
     for (uint64_t pass = 0; pass < passes; ++pass) {
@@ -169,7 +225,7 @@ std::vector<uint64_t> request_starts(const Options& o) {
 
 void prefix_phase(const Options& o) {
   const std::vector<uint64_t> starts = request_starts(o);
-  const double secs = on_threads(o, [&](uint32_t t, Connection& c) {
+  const double secs = on_threads(o, [&](uint32_t t, Links& c) {
     for (uint64_t r = t; r < starts.size(); r += o.threads) {
       std::vector<std::string> keys;
       for (uint32_t j = 0; j < o.request_chunks; ++j) keys.push_back(key_of(o, starts[r] + j));
@@ -178,8 +234,9 @@ void prefix_phase(const Options& o) {
       args.push_back("PREFIX");
       int64_t len;
       uint64_t head;
-      c.send({encode_command(args)});
-      expect(c.read_reply(&len, &head) == ":" + std::to_string(o.request_chunks), "PREFIX");
+      c.to(keys[0]).send({encode_command(args)});
+      expect(c.to(keys[0]).read_reply(&len, &head) == ":" + std::to_string(o.request_chunks),
+             "PREFIX");
     }
   });
   print(o, secs, starts.size(), 0, "");
@@ -201,7 +258,7 @@ void retrieve_phase(const Options& o) {
     if (phase == 1 && phases == 3) lookup_ms.push_back(seconds_since(t0) * 1e3);
     if (phase == phases - 1) ms.push_back(seconds_since(t0) * 1e3);
   });
-  const double secs = on_threads(o, [&](uint32_t t, Connection& c) {
+  const double secs = on_threads(o, [&](uint32_t t, Links& c) {
     for (uint64_t r = 0; r < starts.size(); ++r) {
       sync.arrive_and_wait();
       const uint64_t first = starts[r];
@@ -353,6 +410,7 @@ int main(int argc, char** argv) {
   app.add_option("--bytes-per-thread", o.bytes_per_thread);
   app.add_option("--seed", o.seed);
   app.add_flag("--zerocopy", o.zerocopy, "loopback: send with MSG_ZEROCOPY");
+  app.add_option("--slots", o.slots, "cluster: first-last=port,... (each key to its slot's node)");
   CLI11_PARSE(app, argc, argv);
   if (o.request_chunks > o.keys) {
     std::fprintf(stderr, "error: --request-chunks exceeds --keys\n");

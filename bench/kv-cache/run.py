@@ -12,6 +12,14 @@ and kv_bytes of every chunk at once). Arms, each started here on loopback:
   flash         tierkv, memory a quarter of the data, the rest on flash
   flash-pf      the same with prefetch: exists-prefetch yes (resp://) and
                 exists-prefetch-map metadata=kv_bytes (redis://)
+  cluster-flash, cluster-flash-pf
+                three tierkv nodes as one Redis Cluster (a one-member etcd),
+                memory a quarter of the data between them, LMCache's
+                redis-cluster:// keys without hash tags (a chunk's two keys
+                usually on two nodes), each command sent to its slot's node;
+                -pf with exists-prefetch-map metadata=kv_bytes, whose
+                companions on other nodes travel as prefetch hints. Only the
+                redis:// request (lookup + retrieve) runs here.
 
 For each chunk size (--chunks, MiB) and arm: SET GB/s (the third pass over
 the keys: the first two take fresh memory; the first is reported as
@@ -39,15 +47,32 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (ROOT, RunRecord, fio_sequential, free_port, parse_args_with_quick,  # noqa: E402
-                      parse_size, pyplot, wait_for_port, wait_loaded, write_json)
+from benchlib import (ROOT, Etcd, RunRecord, fio_sequential, free_port,  # noqa: E402
+                      parse_args_with_quick, parse_size, pyplot, resp_call, server_info,
+                      wait_for_port, wait_loaded, write_json)
 
 DRIVER = os.path.join(ROOT, "build", "bench", "kv-cache", "tierkv-kv-cache-bench")
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 MIB = 1 << 20
-ARMS = ("redis", "mem", "flash", "flash-pf")
+ARMS = ("redis", "mem", "flash", "flash-pf", "cluster-flash", "cluster-flash-pf")
+SLOTS = 16384
+
+
+def tierkv_argv(arm, args, port, memory, flash_path, data):
+    argv = [args.server, "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
+            "--log-level", "warn", "--memory", str(memory), "--max-object-size", "1gb"]
+    if arm == "mem":
+        return argv + ["--flash-size", "0"]
+    argv += ["--flash-path", flash_path, "--flash-size", str(4 * data), "--flash-preallocate",
+             "no"]
+    if arm.endswith("-pf"):
+        argv += ["--exists-prefetch-map", "metadata=kv_bytes"]
+    if arm == "flash-pf":
+        argv += ["--exists-prefetch", "yes", "--promotion-max-inflight-bytes", "512mb"]
+    return argv
 
 
 def start(arm, args, work, data):
@@ -57,22 +82,76 @@ def start(arm, args, work, data):
                 "--appendonly", "no", "--dir", work, "--proto-max-bulk-len", "1gb"]
     else:
         memory = 2 * data + (256 << 20) if arm == "mem" else max(data // 4, 64 << 20)
-        argv = [args.server, "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
-                "--log-level", "warn", "--memory", str(memory), "--max-object-size", "1gb"]
-        if arm == "mem":
-            argv += ["--flash-size", "0"]
-        else:
-            argv += ["--flash-path", os.path.join(work, "flash.dat"), "--flash-size",
-                     str(4 * data), "--flash-preallocate", "no"]
-        if arm == "flash-pf":
-            argv += ["--exists-prefetch", "yes", "--exists-prefetch-map", "metadata=kv_bytes",
-                     "--promotion-max-inflight-bytes", "512mb"]
+        argv = tierkv_argv(arm, args, port, memory, os.path.join(work, "flash.dat"), data)
     log = open(os.path.join(work, f"{arm}.log"), "wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=work)
     wait_for_port(port, proc)
     if arm not in ("redis", "mem"):
         wait_loaded(port, proc)
     return proc, port, log
+
+
+class Cluster:
+    """Three tierkv nodes on one etcd, each slot owned by one of them (an
+    even split), memory a quarter of `data` between them."""
+
+    def __init__(self, arm, args, work, data):
+        self.etcd = Etcd(os.path.join(work, f"{arm}-etcd"))
+        self.nodes = []
+        try:
+            for i in range(3):
+                port = free_port()
+                argv = tierkv_argv(arm, args, port, max(data // 12, 48 << 20),
+                                   os.path.join(work, f"{arm}-{i}.dat"), data)
+                argv += ["--cluster-enabled", "yes", "--cluster-etcd", self.etcd.endpoint,
+                         "--cluster-name", "kvbench", "--cluster-lease-ttl", "3"]
+                log = open(os.path.join(work, f"{arm}-{i}.log"), "wb")
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+                self.nodes.append((proc, port, log))
+                wait_for_port(port, proc)
+                wait_loaded(port, proc)
+            self.wait_settled()
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_settled(self, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [server_info(port, "cluster") for _, port, _ in self.nodes]
+            owned = [int(i.get("cluster_slots_owned", "0")) for i in infos]
+            if (sum(owned) == SLOTS and min(owned) > 0
+                    and all(i.get("cluster_slots_migrating_out") == "0" for i in infos)):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the cluster did not settle")
+
+    def slots(self):
+        """The driver's --slots: first-last=port for each range."""
+        ranges = resp_call(self.nodes[0][1], "CLUSTER", "SLOTS")
+        return ",".join(f"{int(r[0])}-{int(r[1])}={int(r[2][1])}" for r in ranges)
+
+    def stop(self):
+        for proc, _, log in self.nodes:
+            proc.terminate()
+        for proc, _, log in self.nodes:
+            proc.wait(60)
+            log.close()
+        self.etcd.stop()
+
+
+def run_cluster_arm(arm, args, chunk, work):
+    """The redis-cluster:// request: lookup (EXISTS chain) and retrieve."""
+    keys = max(args.request_chunks, args.data // chunk)
+    cluster = Cluster(arm, args, work, keys * chunk)
+    try:
+        slots = ("--slots", cluster.slots())
+        drive(0, "set", chunk, keys, args, "--lmcache", *slots)
+        lm = drive(0, "lmcache", chunk, keys, args, "--lmcache", "--seed", "2", *slots)
+        return {"lmcache_p50_ms": lm["p50_ms"], "lmcache_p99_ms": lm["p99_ms"],
+                "lookup_p50_ms": lm["lookup_p50_ms"]}
+    finally:
+        cluster.stop()
 
 
 def drive(port, phase, chunk, keys, args, *extra, requests=None):
@@ -147,7 +226,8 @@ def main():
             row = {"loopback": drive(0, "loopback", chunk, keys, args, "--bytes-per-thread",
                                      str(max(args.data // args.threads, 256 * MIB)))["gbps"]}
             for arm in arms:
-                row[arm] = run_arm(arm, args, chunk, work)
+                measure = run_cluster_arm if arm.startswith("cluster-") else run_arm
+                row[arm] = measure(arm, args, chunk, work)
             results[chunk // MIB] = row
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -178,6 +258,10 @@ def report(args, arms, results, fio, zerocopy, run):
         print(f"{mib:>4} {'loopback':>9} {'':>9} {row['loopback']:>9.2f}")
         for arm in arms:
             r = row[arm]
+            if arm.startswith("cluster-"):
+                print(f"{mib:>4} {arm:>9} {'':>9} {'':>9} {'':>9} {'':>9} {'':>9} {'':>7} "
+                      f"{r['lmcache_p50_ms']:>12.2f} {r['lookup_p50_ms']:>7.2f}")
+                continue
             print(f"{mib:>4} {arm:>9} {r['set']:>9.2f} {r['get']:>9.2f} {r['exists']:>9.0f} "
                   f"{r.get('prefix', 0):>9.0f} {r['retrieve_p50_ms']:>9.2f} "
                   f"{r['retrieve_p99_ms']:>7.2f} {r['lmcache_p50_ms']:>12.2f} "
@@ -225,6 +309,13 @@ def goals(arms, results, fio):
         g["lookup_share_redis_p50"] = round(statistics.median(
             r["flash"]["lookup_p50_ms"] / r["flash"]["lmcache_p50_ms"]
             for r in results.values()), 3)
+    if "cluster-flash" in arms and "cluster-flash-pf" in arms:
+        g["prefetch_cut_cluster_p50"] = round(statistics.median(
+            1 - r["cluster-flash-pf"]["lmcache_p50_ms"] / r["cluster-flash"]["lmcache_p50_ms"]
+            for r in results.values()), 3)
+        g["lookup_share_cluster_p50"] = round(statistics.median(
+            r["cluster-flash"]["lookup_p50_ms"] / r["cluster-flash"]["lmcache_p50_ms"]
+            for r in results.values()), 3)
     return g
 
 
@@ -235,7 +326,7 @@ def plot(path, arms, results):
     fig, ax = plt.subplots(figsize=(7, 4))
     sizes = list(results)
     ax.plot(sizes, [results[m]["loopback"] for m in sizes], "k--", label="loopback bound")
-    for arm in arms:
+    for arm in (a for a in arms if not a.startswith("cluster-")):
         ax.plot(sizes, [results[m][arm]["get"] for m in sizes], marker="o", label=f"GET {arm}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("chunk size (MiB)")
