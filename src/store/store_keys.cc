@@ -117,6 +117,9 @@ StoreStats Store::stats() const {
   s.flash_write_buffer_used = write_buffers_->used();
   s.flash_write_buffer_limit = write_buffers_->limit();
   s.flash_write_buffer_waits = write_buffers_->waits();
+  // The loader thread creates the flash parts below; loaded_ (released
+  // after them) is what makes them safe to read from this thread.
+  if (loading()) return s;
   if (reader_) {
     s.flash_read_buffer_used = reader_->budget().used();
     s.flash_read_buffer_limit = reader_->budget().limit();
@@ -133,7 +136,7 @@ StoreStats Store::stats() const {
     s.promotions_done = p.done;
     s.promotions_failed = p.failed;
   }
-  if (!loading() && flash_) {
+  if (flash_) {
     s.flash = flash_->stats();
     s.recovery = flash_->recovery();
   }
