@@ -18,7 +18,10 @@
 //             threads: p50 / p99 ms per request and GB/s
 //   lmcache   the same requests, redis:// style (with --lmcache keys)
 //   loopback  the bound: --threads TCP connections over loopback, each
-//             writing --bytes-per-thread in --chunk writes, read and dropped
+//             writing --bytes-per-thread in --chunk writes, read and dropped;
+//             with --into-memory, read into memory as large as the data
+//             instead (a SET's bound: the server lands values in memory
+//             that is not in cache)
 //
 // Replies are checked strictly, as the resp:// client does: exactly +OK,
 // :0 or :1, and a bulk of the chunk's size; anything else ends the run.
@@ -72,7 +75,8 @@ struct Options {
   uint32_t request_chunks = 16;
   bool lmcache = false;  // <k>kv_bytes and <k>metadata instead of one key per chunk
   uint64_t bytes_per_thread = 1ull << 30;
-  bool zerocopy = false;  // loopback: MSG_ZEROCOPY sends
+  bool zerocopy = false;     // loopback: MSG_ZEROCOPY sends
+  bool into_memory = false;  // loopback: the reader lands the bytes in data-sized memory
   uint64_t seed = 1;
   std::string slots;  // "first-last=port,...": route by slot (cluster mode)
 };
@@ -339,8 +343,11 @@ void loopback_phase(const Options& o) {
   }
   constexpr uint64_t kWrite = 1 << 20;
   const uint64_t span = std::max<uint64_t>(kWrite, o.keys * o.chunk / o.threads / kWrite * kWrite);
-  std::vector<std::string> sources;
-  for (uint32_t t = 0; t < o.threads; ++t) sources.emplace_back(span, 'x');
+  std::vector<std::string> sources, sinks;
+  for (uint32_t t = 0; t < o.threads; ++t) {
+    sources.emplace_back(span, 'x');
+    if (o.into_memory) sinks.emplace_back(span, 'y');  // touched: no page faults in the run
+  }
   std::vector<ZerocopyCompletions> completions(o.threads);
   const int one = 1;
   for (auto [w, r] : pairs)
@@ -365,10 +372,16 @@ void loopback_phase(const Options& o) {
           if (o.zerocopy) completions[t].reap(w);
         }
       });
-      threads.emplace_back([&, r = r] {
-        std::vector<char> buf(256 << 10);
+      threads.emplace_back([&, r = r, t] {
+        // As the client drops a GET's bytes (one reused buffer), or, with
+        // --into-memory, as the server lands a SET's: across the data.
+        std::vector<char> scratch(o.into_memory ? 0 : 256 << 10);
+        std::string& sink = o.into_memory ? sinks[t] : sources[t];
         for (uint64_t got = 0; got < o.bytes_per_thread;) {
-          const ssize_t n = ::recv(r, buf.data(), buf.size(), 0);
+          const uint64_t at = got % span;
+          char* into = o.into_memory ? sink.data() + at : scratch.data();
+          const size_t room = o.into_memory ? std::min<uint64_t>(kWrite, span - at) : scratch.size();
+          const ssize_t n = ::recv(r, into, room, 0);
           expect(n > 0, "loopback recv");
           got += static_cast<uint64_t>(n);
         }
@@ -410,6 +423,7 @@ int main(int argc, char** argv) {
   app.add_option("--bytes-per-thread", o.bytes_per_thread);
   app.add_option("--seed", o.seed);
   app.add_flag("--zerocopy", o.zerocopy, "loopback: send with MSG_ZEROCOPY");
+  app.add_flag("--into-memory", o.into_memory, "loopback: receive into data-sized memory");
   app.add_option("--slots", o.slots, "cluster: first-last=port,... (each key to its slot's node)");
   CLI11_PARSE(app, argc, argv);
   if (o.request_chunks > o.keys) {
