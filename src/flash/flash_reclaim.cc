@@ -27,7 +27,7 @@ namespace {
 
 // Reinsertion copies at most this share of a region, so a region full of hot
 // chunks cannot fill its successor with nothing but copies.
-constexpr double kReinsertMaxFraction = 0.5;
+constexpr double kReinsertMaxFraction = 0.2;
 
 struct Reinsert {
   PendingChunk chunk;
@@ -165,7 +165,8 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
     const uint64_t offset = region_start(region) + location::offset_blocks(h.location) * kBlockSize;
     Reinsert r;
     Result<RecordView> rec = Status::corruption("over reinsertion budget");
-    if (size <= budget) {
+    const bool duplicate = options_.held_elsewhere && options_.held_elsewhere(h.key, h.version);
+    if (size <= budget && !duplicate) {
       r.buffer = AlignedBuffer(size);
       Status st = read_exact(im.fd.get(), r.buffer.data(), size, offset);
       rec = st.is_ok() ? decode_record(r.buffer.data(), size, {salt(), offset})

@@ -112,6 +112,10 @@ struct FlashOptions {
   // and before it appends their copies (no lock held), so that a DEL or an
   // EXPIRE can land exactly there.
   std::function<void()> after_reinsert_read;
+  // Reinsertion skips a hot chunk whose object (key, version) this says
+  // is held elsewhere, e.g. in the memory tier above: a copy on flash
+  // would duplicate it. Called on the reclaimer, no flash lock held.
+  std::function<bool(std::string_view key, uint64_t version)> held_elsewhere;
 };
 
 std::string_view fsync_policy_name(FsyncPolicy policy);

@@ -121,6 +121,9 @@ void Store::open_flash(const Config& config) {
     fo.progress = progress_.get();
     fo.wrap_engine = hooks_.wrap_flash_engine;
     fo.buffer_pool = &memory_->buffer_pool();
+    fo.held_elsewhere = [memory = memory_.get()](std::string_view key, uint64_t version) {
+      return memory->holds_version(key, version);
+    };
     Result<std::unique_ptr<flash::FlashTier>> f = flash::FlashTier::open(fo, metrics_);
     if (f) {
       flash_ = std::move(*f);

@@ -167,10 +167,11 @@ TEST(FlashRecoveryTest, RemovedObjectsStayRemovedAfterRestart) {
   EXPECT_EQ((*tier)->recovered_max_version(), 6u);
 }
 
-// A hot chunk's reinsertion copy and a DEL or EXPIRE that lands while the
-// reclaimer reads it: the copy is skipped, or carries the new expiry, so a
-// recovery scan neither brings the deleted key back nor the old expiry.
-TEST(FlashRecoveryTest, ADelOrExpireDuringAReinsertionHoldsAfterACrash) {
+// A hot chunk's reinsertion copy and a DEL, EXPIRE or PERSIST that lands
+// while the reclaimer reads it: the copy is skipped, or carries the new
+// expiry (or none), so a recovery scan neither brings the deleted key back
+// nor the old expiry.
+TEST(FlashRecoveryTest, ADelExpireOrPersistDuringAReinsertionHoldsAfterACrash) {
   TempDir dir;
   FlashOptions o = small_options(dir.file("f"));
   o.reinsertion = true;
@@ -182,13 +183,17 @@ TEST(FlashRecoveryTest, ADelOrExpireDuringAReinsertionHoldsAfterACrash) {
     landed = true;
     EXPECT_TRUE(tier_seen->remove("deleted", 1));
     EXPECT_TRUE(tier_seen->set_expiry("expiring", 1, later));
+    EXPECT_TRUE(tier_seen->set_expiry("persisted", 1, 0));
   };
   {
     auto tier = FlashTier::open(o);
     ASSERT_TRUE(tier.is_ok());
-    for (const char* key : {"deleted", "expiring"}) {
+    for (const char* key : {"deleted", "expiring", "persisted"}) {
+      const int64_t expiry = std::string_view(key) == "persisted" ? later - 1 : 0;
       ASSERT_TRUE(
-          write_sync(**tier, {.key = key, .version = 1, .data = pattern(8'000, 1)}).is_ok());
+          write_sync(**tier,
+                     {.key = key, .version = 1, .data = pattern(8'000, 1), .expire_at_ms = expiry})
+              .is_ok());
       ASSERT_TRUE(read_sync(**tier, key, 0).is_ok());  // a hit: reinserted on reclaim
     }
     tier_seen = tier->get();
@@ -208,6 +213,8 @@ TEST(FlashRecoveryTest, ADelOrExpireDuringAReinsertionHoldsAfterACrash) {
     EXPECT_FALSE((*tier)->lookup("deleted"));
     ASSERT_TRUE((*tier)->lookup("expiring"));
     EXPECT_EQ((*tier)->lookup("expiring")->expire_at_ms, later);
+    ASSERT_TRUE((*tier)->lookup("persisted"));
+    EXPECT_EQ((*tier)->lookup("persisted")->expire_at_ms, 0);
     tier_seen = nullptr;
   }
   auto tier = FlashTier::open(o);  // no snapshot: the index comes from a scan
@@ -215,6 +222,8 @@ TEST(FlashRecoveryTest, ADelOrExpireDuringAReinsertionHoldsAfterACrash) {
   EXPECT_FALSE((*tier)->lookup("deleted"));
   ASSERT_TRUE((*tier)->lookup("expiring"));
   EXPECT_EQ((*tier)->lookup("expiring")->expire_at_ms, later);
+  ASSERT_TRUE((*tier)->lookup("persisted"));
+  EXPECT_EQ((*tier)->lookup("persisted")->expire_at_ms, 0);
 }
 
 // Region sequence numbers carry FIFO order across a restart: after reopening,

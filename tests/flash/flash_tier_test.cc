@@ -218,6 +218,44 @@ TEST(FlashTierTest, HitBasedReinsertionKeepsReadChunks) {
   }
 }
 
+// A read chunk whose object the tier above holds (held_elsewhere) is not
+// copied forward: reclaim drops it like a cold one, and only the object the
+// tier above does not hold is reinserted.
+TEST(FlashTierTest, ReinsertionSkipsObjectsHeldElsewhere) {
+  TempDir dir;
+  FlashOptions o = reclaim_options(dir.file("f"));
+  o.reinsertion = true;
+  std::atomic<int> asked_for_held{0};
+  o.held_elsewhere = [&](std::string_view key, uint64_t version) {
+    if (key != "held") return false;
+    EXPECT_EQ(version, 1u);
+    asked_for_held.fetch_add(1);
+    return true;
+  };
+  auto tier = FlashTier::open(o);
+  ASSERT_TRUE(tier.is_ok());
+  FlashTier& t = **tier;
+  for (const char* key : {"held", "alone"}) {
+    ASSERT_TRUE(
+        write_sync(t, {.key = key, .chunk_index = 0, .version = 1, .data = pattern(50'000, 3)})
+            .is_ok());
+    ASSERT_TRUE(read_sync(t, key, 0).is_ok());  // both hot
+  }
+  for (int i = 0; i < 300 && asked_for_held.load() == 0; ++i) {
+    ASSERT_TRUE(write_sync(t, {.key = "cold" + std::to_string(i),
+                               .chunk_index = 0,
+                               .version = 1,
+                               .data = pattern(125'000, i)})
+                    .is_ok());
+    ASSERT_TRUE(t.wait_for_reclaimer());
+  }
+  t.flush();
+  ASSERT_EQ(asked_for_held.load(), 1);
+  EXPECT_FALSE(t.contains("held", 0));
+  EXPECT_EQ(*read_sync(t, "alone", 0), pattern(50'000, 3));
+  EXPECT_GE(t.stats().reinsertions, 1u);
+}
+
 // Reinsertion fills part of the new head region; a record too large for the
 // rest must go to the region after, never past the region's end.
 TEST(FlashTierTest, LargeRecordsAfterReinsertionStayInsideRegions) {
