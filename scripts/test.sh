@@ -4,6 +4,9 @@
 #   ./scripts/test.sh          every test, as CI runs it (.ci/run); goal 25 min
 #                              on a fresh 2-core clone:
 #     format   clang-format: every C++ file is formatted.
+#     locks    clang -Wthread-safety -Werror over src/ (the server, the CLIs
+#              and every library): every access to a member marked
+#              GUARDED_BY holds its mutex (core/mutex.h).
 #     release  server, tools and benchmarks; packaging/tierkv.toml checked
 #              against the key table; the unit tests that measure time
 #              (ctest label "timing"); the over-the-wire tests (pytest, side
@@ -13,9 +16,10 @@
 #              (the release stage does not build them again).
 #     tsan     ThreadSanitizer: the concurrency tests (label "concurrent").
 #     fuzz     libFuzzer (clang): the RESP parser for TIERKV_FUZZ_SECONDS.
-#   ./scripts/test.sh quick    for iteration, at most 5 min on a warm tree: an
-#                              incremental release build, every unit test,
-#                              the over-the-wire tests not marked "slow".
+#   ./scripts/test.sh quick    for iteration, at most 5 min on a warm tree: the
+#                              locks stage, an incremental release build,
+#                              every unit test, the over-the-wire tests not
+#                              marked "slow".
 #   ./scripts/test.sh torture  the "slow" over-the-wire tests at full size
 #                              (1 GiB fills, 10 kill rounds, a 300 MiB
 #                              value); not in CI. docs/testing.md says when.
@@ -32,8 +36,8 @@ if [[ $# -gt 0 && $1 != -* ]]; then
 fi
 pytest_args=("$@")
 case $tier in
-  full) stages=${TIERKV_STAGES:-"format release asan tsan fuzz"} ;;
-  quick) stages="quick" ;;
+  full) stages=${TIERKV_STAGES:-"format locks release asan tsan fuzz"} ;;
+  quick) stages="locks quick" ;;
   torture) stages="torture" ;;
   *) echo "usage: $0 [quick|torture] [pytest args...]" >&2; exit 2 ;;
 esac
@@ -101,6 +105,12 @@ release_build() {
 if has format; then
   stage "clang-format check"
   git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
+fi
+
+if has locks; then
+  stage "lock annotations (clang -Wthread-safety, src/)"
+  CC=clang CXX=clang++ ./scripts/build.sh build-locks -DCMAKE_BUILD_TYPE=Debug \
+    -DTIERKV_THREAD_SAFETY=ON -DTIERKV_BENCH=OFF -- src/server/all src/cli/all
 fi
 
 if has release; then

@@ -117,6 +117,7 @@ void Evictor::copy_finished(bool offload) {
 }
 
 Chunk* Evictor::pick_victim_locked(MemoryShard& s, int64_t now_ms) {
+  s.mu.assert_held();
   auto can_evict = [&](const PolicyHook* h) {
     Chunk* c = Chunk::from_hook(const_cast<PolicyHook*>(h));
     if (tls_clean_only && !tier_.clean_below(c->owner)) return false;
@@ -134,6 +135,7 @@ Chunk* Evictor::pick_victim_locked(MemoryShard& s, int64_t now_ms) {
 }
 
 void Evictor::begin_offload_locked(MemoryShard& s, Object* obj, OffloadItem& item) {
+  s.mu.assert_held();
   // Still indexed, so readers find it until it lands below.
   tier_.leave_when_copied_locked(s, obj);
   offloads_inflight_.fetch_add(1);
@@ -148,7 +150,7 @@ Evictor::EvictResult Evictor::evict_one(size_t first_shard) {
   bool offload = false;
   for (size_t i = 0; i < t.shard_count_; ++i) {
     MemoryShard& s = t.shards_[(first_shard + i) % t.shard_count_];
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     Chunk* victim = pick_victim_locked(s, now);
     if (!victim) continue;
     Object* obj = victim->owner;
@@ -206,12 +208,14 @@ Evictor::EvictResult Evictor::evict_one(size_t first_shard) {
 }
 
 void Evictor::evict_whole_locked(MemoryShard& s, Object* obj, ChunkList& to_release) {
+  s.mu.assert_held();
   count_evicted(1, obj->resident);
   tier_.detach_locked(s, obj, to_release);
 }
 
 // The policy (or the use-once lane) has already let go of c's hook.
 void Evictor::evict_chunk_locked(MemoryShard& s, Chunk* c, ChunkList& to_release) {
+  s.mu.assert_held();
   Object* obj = c->owner;
   if (obj->resident == 1) return evict_whole_locked(s, obj, to_release);
   if (c->flags & Chunk::kLeased) tier_.end_lease_locked(c, false);
@@ -227,7 +231,7 @@ void Evictor::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
   MemoryShard& s = tier_.shard_for(item.hash);
   ChunkList to_release;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.index.find(KeyRef{item.key, item.hash});
     if (it != s.index.end() && (*it)->version == item.version &&
         (*it)->flash_state == FlashState::kOffloading) {

@@ -29,6 +29,7 @@
 // Thread-safe.
 #pragma once
 
+#include <absl/base/thread_annotations.h>
 #include <absl/container/inlined_vector.h>
 
 #include <atomic>
@@ -346,6 +347,9 @@ class MemoryTier {
   uint64_t prefetch_wasted() const { return prefetch_wasted_.load(std::memory_order_relaxed); }
   // What one object of this key and value length costs the budget.
   size_t charge_for_object(size_t key_size, uint64_t value_size) const;
+  // The policy's bytes per entry. Not analysed: each shard's policy is
+  // made in the constructor and never replaced, so reading it needs no lock.
+  size_t policy_overhead() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
  private:
   friend class ObjectWriter;

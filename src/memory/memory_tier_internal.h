@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/mutex.h"
 #include "memory/hook_list.h"
 #include "memory/memory_tier.h"
 #include "memory/object.h"
@@ -37,10 +38,10 @@ struct ObjectEq {
 
 using ObjectIndex = absl::flat_hash_set<Object*, ObjectHash, ObjectEq>;
 
-// std::mutex, not absl::Mutex: Debian's abseil is built with its debug-mode
-// deadlock detection on, which cost ~25% of a cached get.
+// core's Mutex (a std::mutex), not absl::Mutex: Debian's abseil is built
+// with its debug-mode deadlock detection on, which cost ~25% of a cached get.
 struct alignas(64) MemoryShard {
-  mutable std::mutex mu;
+  mutable Mutex mu;
   ObjectIndex index ABSL_GUARDED_BY(mu);
   std::unique_ptr<EvictionPolicy> policy ABSL_GUARDED_BY(mu);
   HookList use_once ABSL_GUARDED_BY(mu);
@@ -53,15 +54,15 @@ struct alignas(64) MemoryShard {
 };
 
 // Unlocks, on scope exit, a mutex the caller already holds.
-class AdoptedLock {
+class ABSL_SCOPED_LOCKABLE AdoptedLock {
  public:
-  explicit AdoptedLock(std::mutex& mu) : mu_(mu) {}
-  ~AdoptedLock() { mu_.unlock(); }
+  explicit AdoptedLock(Mutex& mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) : mu_(mu) {}
+  ~AdoptedLock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
   AdoptedLock(const AdoptedLock&) = delete;
   AdoptedLock& operator=(const AdoptedLock&) = delete;
 
  private:
-  std::mutex& mu_;
+  Mutex& mu_;
 };
 
 // Bytes a flat_hash_set of pointers with this capacity occupies: one slot

@@ -15,6 +15,7 @@ namespace tierkv::memory {
 
 Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t hash, int64_t now,
                                      ChunkList& to_release) {
+  s.mu.assert_held();
   auto it = s.index.find(KeyRef{key, hash});
   if (it == s.index.end()) return nullptr;
   Object* obj = *it;
@@ -33,6 +34,7 @@ Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t ha
 }
 
 void MemoryTier::expire_locked(Shard& s, Object* obj, ChunkList& to_release) {
+  s.mu.assert_held();
   // A clean object's copy below may carry another expiry (or be landing
   // with one); dirty ones have no copy.
   if (lower_ && obj->flash_state != FlashState::kDirty)
@@ -46,7 +48,7 @@ bool MemoryTier::contains(std::string_view key) {
   ChunkList to_release;
   bool found;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
     found = obj != nullptr && !obj->partial();
   }
@@ -57,7 +59,7 @@ bool MemoryTier::contains(std::string_view key) {
 bool MemoryTier::holds_version(std::string_view key, uint64_t version) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.index.find(KeyRef{key, hash});
   return it != s.index.end() && (*it)->version == version;
 }
@@ -68,7 +70,7 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
   ChunkList to_release;
   std::optional<ObjectInfo> info;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
     if (obj) {
       info.emplace();
@@ -96,7 +98,7 @@ bool MemoryTier::remove(std::string_view key, std::optional<uint64_t> if_version
   ChunkList to_release;
   bool removed = false;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
     if (obj && (!if_version || obj->version == *if_version)) {
       if (removed_version) *removed_version = obj->version;
@@ -109,6 +111,7 @@ bool MemoryTier::remove(std::string_view key, std::optional<uint64_t> if_version
 }
 
 void MemoryTier::set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms) {
+  s.mu.assert_held();
   obj->expire_at_ms = expire_at_ms;
   if (expire_at_ms == 0 && obj->ttl_slot != Object::kNoTtlSlot) {
     Object* last = s.with_ttl.back();
@@ -131,7 +134,11 @@ bool MemoryTier::set_expiry(std::string_view key, int64_t expire_at_ms) {
   // If memory is full of pinned data the TTL list still gets its slot:
   // a few bytes over the budget beat losing an expiry.
   bool room = lock_with_index_room(s, hash, expire_at_ms != 0, reserved).is_ok();
-  if (!room) s.mu.lock();
+  if (room) {
+    s.mu.assert_held();  // lock_with_index_room() returned holding it
+  } else {
+    s.mu.lock();
+  }
   {
     AdoptedLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
@@ -156,7 +163,7 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefet
   int64_t cap = static_cast<int64_t>(static_cast<double>(budget_bytes()) *
                                      lease_max_fraction_.load(std::memory_order_relaxed));
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, now, to_release);
     if (!obj || (version && obj->version != *version)) {
       st = Status::not_found();
@@ -198,7 +205,7 @@ ScanPage MemoryTier::scan(uint64_t cursor, size_t count) {
   size_t shard = shard_bits_ == 0 ? 0 : cursor >> (64 - shard_bits_);
   for (; shard < shard_count_; ++shard) {
     Shard& s = shards_[shard];
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     std::vector<const Object*> candidates;
     for (const Object* o : s.index) {
       if (o->hash >= cursor && !expired(o, now)) candidates.push_back(o);
@@ -231,7 +238,7 @@ std::optional<std::string> MemoryTier::random_key() {
   size_t start = rng() % shard_count_;
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[(start + i) % shard_count_];
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     if (s.index.empty()) continue;
     size_t skip = rng() % std::min<size_t>(s.index.size(), 64);
     for (const Object* o : s.index) {
@@ -250,7 +257,7 @@ void MemoryTier::clear() {
     Shard& s = shards_[i];
     ChunkList to_release;
     {
-      std::lock_guard lock(s.mu);
+      MutexLock lock(s.mu);
       std::vector<Object*> all(s.index.begin(), s.index.end());
       for (Object* o : all) detach_locked(s, o, to_release);
       ObjectIndex fresh;
@@ -265,6 +272,7 @@ void MemoryTier::clear() {
 }
 
 size_t MemoryTier::sweep_leases_locked(Shard& s, int64_t now_ms, size_t samples) {
+  s.mu.assert_held();
   thread_local std::mt19937_64 rng{std::random_device{}()};
   size_t ended = 0;
   for (size_t i = 0; i < samples && !s.leased.empty(); ++i) {
@@ -286,7 +294,7 @@ size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
     ChunkList to_release;
     size_t hits = 0, sampled = 0;
     {
-      std::lock_guard lock(s.mu);
+      MutexLock lock(s.mu);
       if (round == 0) sweep_leases_locked(s, now_ms, kSample);
       for (; sampled < kSample && !s.with_ttl.empty(); ++sampled) {
         Object* o = s.with_ttl[rng() % s.with_ttl.size()];
@@ -340,7 +348,7 @@ Status MemoryTier::set_budget(int64_t bytes) {
 uint64_t MemoryTier::object_count() const {
   uint64_t n = 0;
   for (size_t i = 0; i < shard_count_; ++i) {
-    std::lock_guard lock(shards_[i].mu);
+    MutexLock lock(shards_[i].mu);
     n += shards_[i].index.size();
   }
   return n;
@@ -349,7 +357,7 @@ uint64_t MemoryTier::object_count() const {
 MemoryTierStats MemoryTier::stats() const {
   MemoryTierStats st;
   for (size_t i = 0; i < shard_count_; ++i) {
-    std::lock_guard lock(shards_[i].mu);
+    MutexLock lock(shards_[i].mu);
     st.objects += shards_[i].index.size();
     st.chunks += shards_[i].chunks;
     st.index_bytes += shards_[i].index_charge;

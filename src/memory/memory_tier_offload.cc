@@ -85,6 +85,7 @@ bool MemoryTier::evicts_by_chunk(const Object* obj) {
 }
 
 void MemoryTier::relink_victim_locked(Shard& s, Object* obj, Relink where) {
+  s.mu.assert_held();
   bool coldest = where == Relink::kColdest;
   for (Chunk* c : obj->chunks) {
     if (!c || c->hook.linked) continue;
@@ -101,7 +102,7 @@ void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool
   Shard& s = shard_for(hash);
   ChunkList to_release;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.index.find(KeyRef{key, hash});
     Object* obj = it != s.index.end() && (*it)->version == version ? *it : nullptr;
     // An EXPIRE/PERSIST while the copy was being written: the copy has the
@@ -126,7 +127,7 @@ std::optional<OffloadItem> MemoryTier::begin_flush(std::string_view key, uint64_
                                                    bool in_flight_too) {
   uint64_t hash = hash64(key);
   Shard& s = shard_for(hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.index.find(KeyRef{key, hash});
   if (it == s.index.end() || (*it)->version != version) return std::nullopt;
   Object* obj = *it;
@@ -143,7 +144,7 @@ void MemoryTier::flush_all_dirty(const std::function<void(OffloadItem&&)>& fn) {
   for (size_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[i];
     {
-      std::lock_guard lock(s.mu);
+      MutexLock lock(s.mu);
       for (Object* obj : s.index) {
         if (obj->flash_state != FlashState::kDirty) continue;
         set_flash_state(obj, FlashState::kFlushing);
@@ -176,6 +177,7 @@ void MemoryTier::uncharge_use_once(int64_t bytes) {
 }
 
 void MemoryTier::drop_use_once_locked(Shard& s, Object* obj, ChunkList& to_release) {
+  s.mu.assert_held();
   if (obj->partial()) return;
   for (const Chunk* c : obj->chunks) {
     if (!(c->flags & Chunk::kUseOnce) || !c->hook.linked) return;

@@ -17,7 +17,7 @@ std::vector<OffloadItem> MemoryTier::take_cold_dirty(int64_t max_bytes, size_t m
   int64_t taken = 0;
   for (size_t i = 0; i < shard_count_ && taken < max_bytes; ++i) {
     Shard& s = shards_[writeback_cursor_.fetch_add(1, std::memory_order_relaxed) % shard_count_];
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     take_cold_dirty_locked(s, std::min(per_shard, max_bytes - taken), max_steps, now, out, taken);
   }
   return out;
@@ -26,6 +26,7 @@ std::vector<OffloadItem> MemoryTier::take_cold_dirty(int64_t max_bytes, size_t m
 void MemoryTier::take_cold_dirty_locked(Shard& s, int64_t max_bytes, size_t max_steps,
                                         int64_t now_ms, std::vector<OffloadItem>& out,
                                         int64_t& taken) {
+  s.mu.assert_held();
   int64_t here = 0;
   // Bytes are checked before each step: the hand must not pass a dirty
   // object it would then leave behind until its next walk.
@@ -44,6 +45,7 @@ void MemoryTier::take_cold_dirty_locked(Shard& s, int64_t max_bytes, size_t max_
 }
 
 void MemoryTier::leave_when_copied_locked(Shard& s, Object* obj) {
+  s.mu.assert_held();
   // Out of every policy list, so no one picks it again; the copy's landing
   // (finish_flash_write) then drops it. Eviction of a copy under way needs
   // no new write; an offload (Evictor) starts one.
@@ -58,6 +60,7 @@ void MemoryTier::leave_when_copied_locked(Shard& s, Object* obj) {
 }
 
 void MemoryTier::keep_after_failed_copy_locked(Shard& s, Object* obj) {
+  s.mu.assert_held();
   set_flash_state(obj, FlashState::kDirty);
   relink_victim_locked(s, obj, Relink::kNewest);
 }

@@ -17,7 +17,7 @@ void KeyFence::Pass::leave() {
 
 std::optional<KeyFence::Pass> KeyFence::enter(std::span<const std::string_view> keys) {
   std::vector<std::string> held(keys.begin(), keys.end());
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   for (const std::string& k : held) {
     if (fences_.contains(k)) return std::nullopt;
   }
@@ -26,11 +26,14 @@ std::optional<KeyFence::Pass> KeyFence::enter(std::span<const std::string_view> 
 }
 
 void KeyFence::leave(std::span<const std::string> keys) {
-  absl::MutexLock lock(&mu_);  // fence()'s wait re-checks as the lock is let go
-  for (const std::string& k : keys) {
-    auto it = passes_.find(k);
-    if (it != passes_.end() && --it->second == 0) passes_.erase(it);
+  {
+    MutexLock lock(mu_);
+    for (const std::string& k : keys) {
+      auto it = passes_.find(k);
+      if (it != passes_.end() && --it->second == 0) passes_.erase(it);
+    }
   }
+  left_.notify_all();
 }
 
 bool KeyFence::held(std::span<const std::string> keys) const {
@@ -48,23 +51,25 @@ void KeyFence::drop_fences(std::span<const std::string> keys) {
 }
 
 bool KeyFence::fence(std::span<const std::string> keys, std::chrono::milliseconds timeout) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   for (const std::string& k : keys) ++fences_[k];
-  // The condition runs with mu_ held, which the analysis cannot see
-  // through absl::Condition.
-  auto none_held = [this, keys]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !held(keys); };
-  if (mu_.AwaitWithTimeout(absl::Condition(&none_held), absl::FromChrono(timeout))) return true;
-  drop_fences(keys);
-  return false;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (held(keys)) {
+    if (!left_.wait_until(mu_, deadline) && held(keys)) {
+      drop_fences(keys);
+      return false;
+    }
+  }
+  return true;
 }
 
 void KeyFence::unfence(std::span<const std::string> keys) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   drop_fences(keys);
 }
 
 bool KeyFence::fenced(std::string_view key) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   return fences_.contains(absl::string_view(key.data(), key.size()));
 }
 

@@ -20,7 +20,6 @@
 
 #include <absl/base/thread_annotations.h>
 #include <absl/container/flat_hash_map.h>
-#include <absl/synchronization/mutex.h>
 
 #include <chrono>
 #include <cstdint>
@@ -30,6 +29,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace tierkv::server {
 
@@ -67,7 +68,8 @@ class KeyFence : public std::enable_shared_from_this<KeyFence> {
   bool held(std::span<const std::string> keys) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void drop_fences(std::span<const std::string> keys) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  CondVar left_;                                                            // a pass left
   absl::flat_hash_map<std::string, uint32_t> passes_ ABSL_GUARDED_BY(mu_);  // key -> passes
   absl::flat_hash_map<std::string, uint32_t> fences_ ABSL_GUARDED_BY(mu_);  // key -> fence()s
 };

@@ -36,7 +36,7 @@ PrefetchHints::PrefetchHints(PrefetchHintsOptions options, MetricsRegistry& metr
 PrefetchHints::~PrefetchHints() {
   thread_.request_stop();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (sending_ != nullptr) sending_->shutdown();  // a stopped owner holds its reply
   }
   wake_.notify_all();
@@ -60,7 +60,7 @@ bool PrefetchHints::recently_hinted(std::string_view key, Clock::time_point now)
 
 void PrefetchHints::hint(std::string_view key, const cluster::ClusterNode& owner) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const Clock::time_point now = Clock::now();
     auto down = down_until_.find(owner.id);
     const bool link_down = down != down_until_.end() && down->second > now;
@@ -91,8 +91,10 @@ void PrefetchHints::run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::vector<Owner> batches;
     {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, stop, [this] { return waiting_keys_ > 0; });
+      MutexLock lock(mu_);
+      // The destructor takes mu_ between request_stop() and its notify, so
+      // a stop never falls between this check and the wait.
+      while (waiting_keys_ == 0 && !stop.stop_requested()) wake_.wait(mu_);
       if (stop.stop_requested()) return;
       for (auto& [id, owner] : waiting_) {
         Owner batch{owner.node, {}};
@@ -111,7 +113,7 @@ void PrefetchHints::run(std::stop_token stop) {
         continue;
       }
       dropped_.add(batch.keys.size());
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       down_until_[batch.node.id] = Clock::now() + options_.retry_pause;
       // Not received: the next probe of these keys hints them again.
       for (const std::string& key : batch.keys) recent_.erase(hash64(key));
@@ -138,13 +140,13 @@ bool PrefetchHints::send(const cluster::ClusterNode& node, const std::vector<std
   command.emplace_back("TIER.PREFETCH");
   command.insert(command.end(), keys.begin(), keys.end());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (thread_.get_stop_token().stop_requested()) return false;
     sending_ = link.get();
   }
   Result<RespValue> reply = link->command(command);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sending_ = nullptr;
   }
   if (reply.is_ok() && reply->type != RespValue::Type::kError) return true;

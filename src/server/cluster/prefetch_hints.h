@@ -23,10 +23,8 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -34,6 +32,7 @@
 
 #include "cluster/slot_map.h"
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "server/cluster/peer_link.h"
 
 namespace tierkv::server {
@@ -90,8 +89,8 @@ class PrefetchHints {
   Counter& sent_;
   Counter& dropped_;
   Counter& deduplicated_;
-  mutable std::mutex mu_;
-  std::condition_variable_any wake_;
+  mutable Mutex mu_;
+  CondVar wake_;
   absl::flat_hash_map<std::string, Owner> waiting_ ABSL_GUARDED_BY(mu_);  // by node id
   size_t waiting_keys_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, Clock::time_point> recent_ ABSL_GUARDED_BY(mu_);  // key hash
