@@ -380,7 +380,8 @@ void loopback_phase(const Options& o) {
         for (uint64_t got = 0; got < o.bytes_per_thread;) {
           const uint64_t at = got % span;
           char* into = o.into_memory ? sink.data() + at : scratch.data();
-          const size_t room = o.into_memory ? std::min<uint64_t>(kWrite, span - at) : scratch.size();
+          const size_t room =
+              o.into_memory ? std::min<uint64_t>(kWrite, span - at) : scratch.size();
           const ssize_t n = ::recv(r, into, room, 0);
           expect(n > 0, "loopback recv");
           got += static_cast<uint64_t>(n);
