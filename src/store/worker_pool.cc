@@ -18,7 +18,7 @@ WorkerPool::~WorkerPool() {
 bool WorkerPool::try_submit(Job job) {
   bool was_empty = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ || queue_.size() >= max_queued_) return false;
     was_empty = queue_.empty();
     queue_.push_back(std::move(job));
@@ -33,7 +33,7 @@ bool WorkerPool::try_submit(Job job) {
 void WorkerPool::submit_continuation(Job job) {
   bool was_empty = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!stopping_) {
       was_empty = queue_.empty();
       queue_.push_back(std::move(job));
@@ -50,7 +50,7 @@ void WorkerPool::submit_continuation(Job job) {
 void WorkerPool::stop() {
   std::deque<Job> dropped;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ && threads_.empty()) return;
     stopping_ = true;
     dropped.swap(queue_);
@@ -62,7 +62,7 @@ void WorkerPool::stop() {
 }
 
 size_t WorkerPool::queued() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return queue_.size();
 }
 
@@ -70,8 +70,8 @@ void WorkerPool::work() {
   for (;;) {
     Job job;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      while (!stopping_ && queue_.empty()) cv_.wait(mu_);
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.pop_front();

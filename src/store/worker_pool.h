@@ -10,13 +10,15 @@
 // holds is released and its caller hears back.
 #pragma once
 
-#include <condition_variable>
+#include <absl/base/thread_annotations.h>
+
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace tierkv {
 
@@ -38,20 +40,21 @@ class WorkerPool {
   void submit_continuation(Job job);
   // Runs no more jobs: queued ones are called with run = false; returns
   // once the workers have left. Later submissions are refused.
-  void stop();
+  void stop() ABSL_LOCKS_EXCLUDED(mu_);
 
-  size_t queued() const;
+  size_t queued() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t workers() const { return threads_.size(); }
 
  private:
-  void work();
+  void work() ABSL_LOCKS_EXCLUDED(mu_);
 
   const size_t max_queued_;
   const std::function<void()> before_job_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;
-  bool stopping_ = false;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Started by the constructor, joined by stop(): the owner's thread only.
   std::vector<std::thread> threads_;
 };
 
