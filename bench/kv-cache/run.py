@@ -306,20 +306,13 @@ def goals(arms, results, fio):
     if "flash" in arms:
         g["get_flash_over_fio_median"] = round(
             statistics.median(r["flash"]["get"] for r in results.values()) / fio, 3)
-    if "flash" in arms and "flash-pf" in arms:
-        g["prefetch_cut_redis_p50"] = round(statistics.median(
-            1 - r["flash-pf"]["lmcache_p50_ms"] / r["flash"]["lmcache_p50_ms"]
-            for r in results.values()), 3)
-        g["lookup_share_redis_p50"] = round(statistics.median(
-            r["flash"]["lookup_p50_ms"] / r["flash"]["lmcache_p50_ms"]
-            for r in results.values()), 3)
-    if "cluster-flash" in arms and "cluster-flash-pf" in arms:
-        g["prefetch_cut_cluster_p50"] = round(statistics.median(
-            1 - r["cluster-flash-pf"]["lmcache_p50_ms"] / r["cluster-flash"]["lmcache_p50_ms"]
-            for r in results.values()), 3)
-        g["lookup_share_cluster_p50"] = round(statistics.median(
-            r["cluster-flash"]["lookup_p50_ms"] / r["cluster-flash"]["lmcache_p50_ms"]
-            for r in results.values()), 3)
+    for name, arm in (("redis", "flash"), ("cluster", "cluster-flash")):
+        if arm in arms and f"{arm}-pf" in arms:
+            g[f"prefetch_cut_{name}_p50"] = round(statistics.median(
+                1 - r[f"{arm}-pf"]["lmcache_p50_ms"] / r[arm]["lmcache_p50_ms"]
+                for r in results.values()), 3)
+            g[f"lookup_share_{name}_p50"] = round(statistics.median(
+                r[arm]["lookup_p50_ms"] / r[arm]["lmcache_p50_ms"] for r in results.values()), 3)
     return g
 
 

@@ -167,8 +167,9 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
     const uint64_t offset = region_start(region) + location::offset_blocks(h.location) * kBlockSize;
     Reinsert r;
     Result<RecordView> rec = Status::corruption("over reinsertion budget");
-    const bool duplicate = options_.held_elsewhere && options_.held_elsewhere(h.key, h.version);
-    if (size <= budget && !duplicate) {
+    const bool copy =
+        size <= budget && !(options_.held_elsewhere && options_.held_elsewhere(h.key, h.version));
+    if (copy) {
       r.buffer = AlignedBuffer(size);
       Status st = read_exact(im.fd.get(), r.buffer.data(), size, offset);
       rec = st.is_ok() ? decode_record(r.buffer.data(), size, {salt(), offset})
