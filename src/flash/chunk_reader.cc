@@ -59,15 +59,15 @@ std::unique_ptr<ChunkRead> ChunkReader::prepare(std::string_view key, uint64_t k
   read->reclaim_epoch = epoch;
   read->expire_at_ms = found.expire_at_ms;
   read->start_ns = mono_ns();
-  const uint64_t size = read_length(found.location);
+  const location::ReadSpan span = location::read_span(found.location, options_.io_alignment);
   read->buffer = options_.buffer_pool != nullptr
-                     ? options_.buffer_pool->take(size)
-                     : AlignedBuffer(size, AlignedBuffer::Uninitialized{});
+                     ? options_.buffer_pool->take(span.length)
+                     : AlignedBuffer(span.length, AlignedBuffer::Uninitialized{});
   read->op = IoRequest::Op::kRead;
   read->buf = read->buffer.data();
-  read->length = size;
-  read->offset = region_offset(location::region(found.location), options_.region_size) +
-                 location::offset_blocks(found.location) * kBlockSize;
+  read->length = span.length;
+  read->skew = span.skew;
+  read->offset = region_offset(location::region(found.location), options_.region_size) + span.start;
   return read;
 }
 
@@ -144,13 +144,6 @@ void ChunkReader::complete(ChunkRead* raw, int64_t result) {
   if (--outstanding_ == 0) idle_.notify_all();
 }
 
-// The record's length rounded up to what the device accepts, never past its
-// 4 KiB extent; buffered I/O reads the length as recorded (512-byte units).
-uint64_t ChunkReader::read_length(uint64_t location) const {
-  const uint64_t length = location::length_bytes(location);
-  return std::min(align_up(length, options_.io_alignment), location::extent_bytes(location));
-}
-
 void ChunkReader::run_verifier() {
   std::unique_lock lock(verify_mu_);
   while (true) {
@@ -175,8 +168,8 @@ Result<FlashChunk> ChunkReader::verify(ChunkRead& read, int64_t result) {
                   std::strerror(static_cast<int>(-result)));
     return Status::io_error(std::string("flash read: ") + std::strerror(static_cast<int>(-result)));
   }
-  Result<RecordView> rec =
-      decode_record(read.buffer.data(), read.length, {options_.salt, read.offset});
+  Result<RecordView> rec = decode_record(read.buffer.data() + read.skew, read.length - read.skew,
+                                         {options_.salt, read.offset + read.skew});
   const bool matches = rec.is_ok() && rec->key == read.key &&
                        rec->header.chunk_index == read.chunk_index &&
                        rec->header.object_version == read.version;

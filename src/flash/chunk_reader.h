@@ -50,6 +50,7 @@ struct ChunkRead final : IoRequest {
   uint32_t chunk_index = 0;
   uint64_t version = 0;
   uint64_t location = 0;
+  uint64_t skew = 0;           // where the record starts in the buffer
   uint64_t reclaim_epoch = 0;  // at lookup: a reclaim since explains a mismatch
   int64_t expire_at_ms = 0;    // indexed at lookup
   uint64_t start_ns = 0;
@@ -92,7 +93,6 @@ class ChunkReader {
   // Verifies, runs the callback, frees the read.
   void complete(ChunkRead* read, int64_t result);
   Result<FlashChunk> verify(ChunkRead& read, int64_t result);
-  uint64_t read_length(uint64_t location) const;
   void run_verifier();
 
   const Options options_;

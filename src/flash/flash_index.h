@@ -39,44 +39,76 @@
 namespace tierkv::flash {
 
 // A chunk's place on flash, packed into 8 bytes:
-//   bits  0-19  offset inside the region, in 4 KiB blocks
-//   bits 20-39  record length (header + key + data), in 512-byte units
+//   bits  0-19  offset inside the region of the record's 4 KiB block
+//   bit   39    packed: the record lies inside that one block
+//   packed:     bits 20-27 its offset inside the block, in 16-byte units
+//               bits 28-36 its length (header + key + data), in 16-byte units
+//   otherwise:  bits 20-38 its length, in 512-byte units; it starts the block
 //   bits 40-61  region number
 //   bit  62     read since written (for hit-based reinsertion)
 //   bit  63     being relocated by reinsertion: not readable yet
 // 0 means "no chunk": offset 0 of a region is its header, never a record.
-// On flash a record still occupies whole 4 KiB blocks (extent_bytes); the
-// finer length lets a read transfer only align_up(length, O_DIRECT alignment)
-// bytes, which for a 4 KiB object is 4.5 KiB instead of 8 KiB.
+// Records are laid 16-byte aligned, and one that would cross a block
+// boundary starts the next block instead (see LogWriter), so every record
+// of up to 4 KiB is packed and a read of it covers one block at most. The
+// unpacked form is the layout of index snapshots written before packing
+// (bit 39 was then always 0: no record reaches 256 MiB), so they still load.
 namespace location {
+inline constexpr uint64_t kBlock = 4096;
 inline constexpr uint64_t kMaxBlocks = (uint64_t{1} << 20) - 1;
 inline constexpr uint64_t kLengthUnit = 512;
-inline constexpr uint64_t kMaxLengthUnits = (uint64_t{1} << 20) - 1;
-inline constexpr uint64_t kMaxRecordBytes = kMaxLengthUnits * kLengthUnit;  // ~512 MiB
+inline constexpr uint64_t kMaxLengthUnits = (uint64_t{1} << 19) - 1;
+inline constexpr uint64_t kMaxRecordBytes = kMaxLengthUnits * kLengthUnit;  // ~256 MiB
+inline constexpr uint64_t kPackUnit = 16;
 inline constexpr uint64_t kMaxRegion = (uint64_t{1} << 22) - 1;
+inline constexpr uint64_t kPackedBit = uint64_t{1} << 39;
 inline constexpr uint64_t kHitBit = uint64_t{1} << 62;
 inline constexpr uint64_t kRelocatingBit = uint64_t{1} << 63;
 
-// `record_bytes` is the record's unpadded length (<= kMaxRecordBytes).
-inline uint64_t pack(uint32_t region, uint64_t offset_blocks, uint64_t record_bytes) {
+inline bool packed(uint64_t loc) {
+  return (loc & kPackedBit) != 0;
+}
+// A record of `record_bytes` (<= kMaxRecordBytes) at byte `offset` of its
+// region: a kPackUnit multiple inside one block, or a block's start.
+inline uint64_t pack(uint32_t region, uint64_t offset, uint64_t record_bytes) {
+  const uint64_t in_block = offset % kBlock;
+  const uint64_t head = (offset / kBlock) | (uint64_t{region} << 40);
+  if (in_block + record_bytes <= kBlock) {
+    const uint64_t units = (record_bytes + kPackUnit - 1) / kPackUnit;
+    return head | kPackedBit | (in_block / kPackUnit) << 20 | units << 28;
+  }
   const uint64_t units = (record_bytes + kLengthUnit - 1) / kLengthUnit;
-  return offset_blocks | (units << 20) | (uint64_t{region} << 40);
+  return head | (units << 20);
 }
-inline uint64_t offset_blocks(uint64_t loc) {
-  return loc & kMaxBlocks;
+// The record's byte offset inside its region.
+inline uint64_t offset_bytes(uint64_t loc) {
+  const uint64_t block = (loc & kMaxBlocks) * kBlock;
+  return packed(loc) ? block + ((loc >> 20) & 0xff) * kPackUnit : block;
 }
-// The record's length rounded up to 512 bytes: what a read must cover.
+// The record's length rounded up to its unit: what a read must cover.
 inline uint64_t length_bytes(uint64_t loc) {
-  return ((loc >> 20) & kMaxLengthUnits) * kLengthUnit;
-}
-// Bytes the record occupies on flash: its length padded to 4 KiB blocks.
-inline uint64_t extent_bytes(uint64_t loc) {
-  constexpr uint64_t kBlock = 4096;
-  return (length_bytes(loc) + kBlock - 1) / kBlock * kBlock;
+  return packed(loc) ? ((loc >> 28) & 0x1ff) * kPackUnit
+                     : ((loc >> 20) & kMaxLengthUnits) * kLengthUnit;
 }
 inline uint32_t region(uint64_t loc) {
   return static_cast<uint32_t>((loc >> 40) & kMaxRegion);
 }
+
+// The device range one read of the record takes, for a device that needs
+// `alignment` (a power of two, at most 4 KiB): it never leaves the record's
+// block (packed) or its blocks, so it stays inside the region.
+struct ReadSpan {
+  uint64_t start = 0;   // inside the region, aligned
+  uint64_t length = 0;  // aligned
+  uint64_t skew = 0;    // where the record starts inside the span
+};
+inline ReadSpan read_span(uint64_t loc, uint64_t alignment) {
+  const uint64_t at = offset_bytes(loc);
+  const uint64_t start = at & ~(alignment - 1);
+  const uint64_t end = (at + length_bytes(loc) + alignment - 1) & ~(alignment - 1);
+  return {start, end - start, at - start};
+}
+
 inline bool hit(uint64_t loc) {
   return (loc & kHitBit) != 0;
 }

@@ -163,16 +163,18 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
   std::vector<Reinsert> copies;
   auto budget = static_cast<uint64_t>(options_.region_size * kReinsertMaxFraction);
   for (ReinsertCandidate& h : hits) {
-    const uint64_t size = location::extent_bytes(h.location);
-    const uint64_t offset = region_start(region) + location::offset_blocks(h.location) * kBlockSize;
+    const location::ReadSpan span = location::read_span(h.location, kBlockSize);
+    const uint64_t size = location::length_bytes(h.location);
+    const uint64_t offset = region_start(region) + span.start;
     Reinsert r;
     Result<RecordView> rec = Status::corruption("over reinsertion budget");
     const bool copy =
         size <= budget && !(options_.held_elsewhere && options_.held_elsewhere(h.key, h.version));
     if (copy) {
-      r.buffer = AlignedBuffer(size);
-      Status st = read_exact(im.fd.get(), r.buffer.data(), size, offset);
-      rec = st.is_ok() ? decode_record(r.buffer.data(), size, {salt(), offset})
+      r.buffer = AlignedBuffer(span.length);
+      Status st = read_exact(im.fd.get(), r.buffer.data(), span.length, offset);
+      rec = st.is_ok() ? decode_record(r.buffer.data() + span.skew, span.length - span.skew,
+                                       {salt(), offset + span.skew})
                        : Result<RecordView>(st);
     }
     if (!rec.is_ok() || rec->key != h.key || rec->header.chunk_index != h.chunk_index ||

@@ -35,11 +35,16 @@ namespace tierkv::flash {
 namespace {
 
 constexpr uint32_t kSnapshotMagic = 0x49564B54;  // "TKVI"
+// Format 4 may hold packed locations (flash_index.h); format 3's are all of
+// the unpacked form, so they load as they are. A binary from before packing
+// refuses format 4 and scans the log instead.
+constexpr uint16_t kSnapshotFormat = 4;
+constexpr uint16_t kOldestSnapshotFormat = 3;
 constexpr size_t kSnapshotBuffer = size_t{4} << 20;
 
 struct SnapshotHeader {
   uint32_t magic = kSnapshotMagic;
-  uint16_t format_version = kFormatVersion;
+  uint16_t format_version = kSnapshotFormat;
   uint16_t reserved = 0;
   uint32_t region_count = 0;
   uint32_t fifo_count = 0;
@@ -179,7 +184,8 @@ const char* FlashTier::parse_snapshot(SnapshotReader& in) {
   Impl& im = *impl_;
   SnapshotHeader header;
   if (!in.get(&header, sizeof(header))) return "truncated header";
-  if (header.magic != kSnapshotMagic || header.format_version != kFormatVersion)
+  if (header.magic != kSnapshotMagic || header.format_version < kOldestSnapshotFormat ||
+      header.format_version > kSnapshotFormat)
     return "another format";
   if (header.region_count != region_count_) return "another region count";
   struct SeqFill {

@@ -2,11 +2,26 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "flash/flash_index.h"
 #include "flash/record.h"
 
 namespace tierkv::flash {
+
+static_assert(location::kPackUnit == kRecordAlign);
+
+namespace {
+
+// Where a record of `size` bytes appended at `offset` starts: there, unless
+// it would cross a block boundary (then at the next block), so that a small
+// record is read with one block and a large one starts a block.
+uint64_t record_start(uint64_t offset, uint64_t size) {
+  const uint64_t in_block = offset % kBlockSize;
+  return in_block != 0 && in_block + size > kBlockSize ? align_up(offset) : offset;
+}
+
+}  // namespace
 
 void WriteBatch::on_complete(int64_t result) {
   writer->on_batch_complete(this, result);
@@ -22,7 +37,7 @@ void LogWriter::start(IoEngine& engine, uint64_t salt, Landed landed) {
 }
 
 bool LogWriter::has_room(uint64_t bytes) const {
-  return active_region_ >= 0 && active_offset_ + bytes <= options_.region_size;
+  return active_region_ >= 0 && record_start(active_offset_, bytes) + bytes <= options_.region_size;
 }
 
 void LogWriter::start_region(uint32_t r, uint64_t seq) {
@@ -40,16 +55,18 @@ void LogWriter::start_region(uint32_t r, uint64_t seq) {
 void LogWriter::append(PendingChunk chunk, std::string_view data) {
   const uint64_t size = record_size(chunk.key.size(), data.size());
   const auto region = static_cast<uint32_t>(active_region_);
-  if (!active_ || active_->used + size > active_->buffer.size()) {
-    seal();
+  const uint64_t start = record_start(active_offset_, size);
+  if (!active_ || active_->used + (start - active_offset_) + size > active_->buffer.size()) {
+    seal();  // the next batch starts at a block boundary
     active_ = new_batch(region, active_offset_, size);
   }
+  pad_active(record_start(active_offset_, size) - active_offset_);
   encode_record(active_->buffer.data() + active_->used, chunk.key, data,
                 {chunk.chunk_index, chunk.version, regions_.state(region).seq, chunk.object_size,
                  chunk.record_flags, chunk.expire_at_ms, chunk.chunk_count},
                 {salt_, region_offset(region, options_.region_size) + active_offset_});
-  chunk.location = location::pack(region, active_offset_ / kBlockSize,
-                                  record_length(chunk.key.size(), data.size()));
+  chunk.location =
+      location::pack(region, active_offset_, record_length(chunk.key.size(), data.size()));
   chunk.data_bytes = data.size();
   active_->used += size;
   active_->chunks.push_back(std::move(chunk));
@@ -77,8 +94,19 @@ std::unique_ptr<WriteBatch> LogWriter::new_batch(uint32_t region, uint64_t offse
   return batch;
 }
 
+void LogWriter::pad_active(uint64_t bytes) {
+  if (bytes == 0) return;
+  std::memset(active_->buffer.data() + active_->used, 0, bytes);
+  active_->used += bytes;
+  active_offset_ += bytes;
+  regions_.add_fill(active_->region, bytes);
+  pending_bytes_ += bytes;
+}
+
 void LogWriter::seal() {
-  if (active_) sealed_.push_back(std::move(active_));
+  if (!active_) return;
+  pad_active(align_up(active_->used) - active_->used);
+  sealed_.push_back(std::move(active_));
 }
 
 void LogWriter::kick(std::vector<IoRequest*>& to_submit) {
@@ -93,7 +121,9 @@ void LogWriter::kick(std::vector<IoRequest*>& to_submit) {
       batch = std::move(sealed_.front());
       sealed_.pop_front();
     } else {
-      batch = std::move(active_);  // group commit: whatever has gathered
+      seal();  // group commit: whatever has gathered
+      batch = std::move(sealed_.front());
+      sealed_.pop_front();
     }
     batch->doomed = !batch->carries_header() && region.header_failed;
     batch->buf = batch->buffer.data();

@@ -68,7 +68,7 @@ struct WriteBatch final : IoRequest {
 
   LogWriter* writer = nullptr;
   AlignedBuffer buffer;
-  uint64_t used = 0;  // bytes filled (a whole number of blocks)
+  uint64_t used = 0;  // bytes filled (a whole number of blocks once sealed)
   uint32_t region = 0;
   uint64_t region_offset = 0;  // where buffer[0] lands inside the region
   bool fsynced = false;
@@ -104,7 +104,8 @@ class LogWriter {
   // Appends a record of `chunk` carrying `data` to the active region (which
   // has room); sets chunk.location. The record lands with its batch.
   void append(PendingChunk chunk, std::string_view data);
-  // The next record starts a new batch (flush, and before a new region).
+  // The next record starts a new batch, at a block boundary (flush, and
+  // before a new region).
   void seal();
   // Picks batches to send now, in order, up to the in-flight limit.
   void kick(std::vector<IoRequest*>& to_submit);
@@ -133,6 +134,8 @@ class LogWriter {
   friend struct WriteBatch;
   void on_batch_complete(WriteBatch* batch, int64_t result);
   std::unique_ptr<WriteBatch> new_batch(uint32_t region, uint64_t offset, uint64_t bytes);
+  // Appends `bytes` of zeros to the active batch (alignment padding).
+  void pad_active(uint64_t bytes);
 
   const Options options_;
   RegionManager& regions_;

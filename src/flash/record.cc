@@ -62,7 +62,7 @@ const char* implausible(const RecordHeader& h) {
 }  // namespace
 
 uint64_t record_size(uint64_t key_length, uint64_t data_length) {
-  return align_up(sizeof(RecordHeader) + key_length + data_length);
+  return align_up(sizeof(RecordHeader) + key_length + data_length, kRecordAlign);
 }
 
 uint64_t encode_record(char* dst, std::string_view key, std::string_view data,

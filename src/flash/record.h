@@ -3,10 +3,15 @@
 // The device starts with two superblock slots (4 KiB each, written
 // alternately so a torn update leaves the other); regions follow. A region
 // starts with one block holding a RegionHeader; records follow, each padded
-// to a whole block:
+// to kRecordAlign:
 //
-//   RecordHeader (64 B) | key | data | zero padding to 4 KiB
+//   RecordHeader (64 B) | key | data | zero padding to 16 B
 //
+// A record that would cross a 4 KiB block boundary starts the next block
+// instead, and a write batch ends with zeros up to a block boundary; small
+// records share blocks, and a record of up to 4 KiB is read with one block.
+// (Devices written before packing hold one record per block at most; they
+// read the same way.)
 // The checksum (xxh3-64) covers the header (with its checksum field zeroed),
 // the key and the data, so any flipped byte in them is detected. It is
 // seeded with the device's secret salt (random, kept in the superblock) mixed
@@ -33,6 +38,8 @@ inline constexpr uint32_t kRecordMagic = 0x52564B54;  // "TKVR"
 inline constexpr uint32_t kRegionMagic = 0x47564B54;  // "TKVG"
 inline constexpr uint32_t kSuperMagic = 0x53564B54;   // "TKVS"
 inline constexpr uint16_t kFormatVersion = 3;
+// Records start at multiples of this inside their region.
+inline constexpr uint64_t kRecordAlign = 16;
 // Two superblock slots, then the regions.
 inline constexpr uint64_t kSuperblockSlots = 2;
 inline constexpr uint64_t kDataStart = kSuperblockSlots * 4096;
@@ -137,7 +144,8 @@ struct RecordView {
   std::string_view data;  // points into the decoded buffer
 };
 
-// Bytes a record occupies on flash: header + key + data, padded to 4 KiB.
+// Bytes a record occupies on flash: header + key + data, padded to
+// kRecordAlign.
 uint64_t record_size(uint64_t key_length, uint64_t data_length);
 // Header + key + data, unpadded: the bytes a read must cover.
 inline uint64_t record_length(uint64_t key_length, uint64_t data_length) {

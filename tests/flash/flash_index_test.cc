@@ -11,32 +11,76 @@
 namespace tierkv::flash {
 namespace {
 
-uint64_t loc(uint32_t region, uint64_t offset, uint64_t size = 1) {
-  return location::pack(region, offset, size);
+// A record starting block `block` of `region`.
+uint64_t loc(uint32_t region, uint64_t block, uint64_t size = 1) {
+  return location::pack(region, block * location::kBlock, size);
 }
 
 TEST(FlashIndexTest, LocationPacksAndUnpacks) {
-  // A 4 KiB object with a 24-byte key: 4184 bytes, nine 512-byte units, two blocks.
-  const uint64_t l = location::pack(123456, 1000, 64 + 24 + 4096);
+  // A 4 KiB object with a 24-byte key: 4184 bytes, nine 512-byte units.
+  const uint64_t l = location::pack(123456, 1000 * 4096, 64 + 24 + 4096);
+  EXPECT_FALSE(location::packed(l));
   EXPECT_EQ(location::region(l), 123456u);
-  EXPECT_EQ(location::offset_blocks(l), 1000u);
+  EXPECT_EQ(location::offset_bytes(l), 1000u * 4096);
   EXPECT_EQ(location::length_bytes(l), 9u * 512);
-  EXPECT_EQ(location::extent_bytes(l), 8192u);
   EXPECT_EQ(location::place(l | location::kHitBit | location::kRelocatingBit), l);
+  // Its read covers the record, aligned, and no more.
+  const location::ReadSpan s = location::read_span(l, 4096);
+  EXPECT_EQ(s.start, 1000u * 4096);
+  EXPECT_EQ(s.length, 8192u);
+  EXPECT_EQ(s.skew, 0u);
+}
+
+TEST(FlashIndexTest, SmallRecordsPackInsideABlock) {
+  // 64-byte header, 16-byte key, 200-byte value: 280 bytes, 18 units of 16.
+  const uint64_t l = location::pack(7, 5 * 4096 + 3 * 288, 280);
+  EXPECT_TRUE(location::packed(l));
+  EXPECT_EQ(location::region(l), 7u);
+  EXPECT_EQ(location::offset_bytes(l), 5u * 4096 + 3 * 288);
+  EXPECT_EQ(location::length_bytes(l), 288u);
+  // 512-byte sectors: only the sectors the record touches, inside its block.
+  location::ReadSpan s = location::read_span(l, 512);
+  EXPECT_EQ(s.start, 5u * 4096 + 512);
+  EXPECT_EQ(s.skew, 3u * 288 - 512);
+  EXPECT_EQ(s.length, 1024u);
+  s = location::read_span(l, 4096);
+  EXPECT_EQ(s.start, 5u * 4096);
+  EXPECT_EQ(s.length, 4096u);
+  s = location::read_span(l, 1);  // buffered I/O
+  EXPECT_EQ(s.start, 5u * 4096 + 3 * 288);
+  EXPECT_EQ(s.length, 288u);
+  // The last record of a block, and a whole block's record.
+  const uint64_t last = location::pack(1, 4096 - 16, 16);
+  EXPECT_EQ(location::offset_bytes(last), 4096u - 16);
+  EXPECT_EQ(location::read_span(last, 4096).length, 4096u);
+  const uint64_t whole = location::pack(1, 8192, 4096);
+  EXPECT_TRUE(location::packed(whole));
+  EXPECT_EQ(location::length_bytes(whole), 4096u);
+  EXPECT_EQ(location::offset_bytes(whole), 8192u);
 }
 
 TEST(FlashIndexTest, LocationHoldsTheLargestRecord) {
-  const uint64_t l =
-      location::pack(location::kMaxRegion, location::kMaxBlocks, location::kMaxRecordBytes);
+  const uint64_t l = location::pack(location::kMaxRegion, location::kMaxBlocks * 4096,
+                                    location::kMaxRecordBytes);
+  EXPECT_FALSE(location::packed(l));
   EXPECT_EQ(location::region(l), location::kMaxRegion);
-  EXPECT_EQ(location::offset_blocks(l), location::kMaxBlocks);
+  EXPECT_EQ(location::offset_bytes(l), location::kMaxBlocks * 4096);
   EXPECT_EQ(location::length_bytes(l), location::kMaxRecordBytes);
   EXPECT_FALSE(location::hit(l));
   EXPECT_FALSE(location::relocating(l));
-  // Exact multiples of 512 and 4 KiB do not round up.
-  EXPECT_EQ(location::length_bytes(location::pack(1, 1, 4096)), 4096u);
-  EXPECT_EQ(location::extent_bytes(location::pack(1, 1, 4096)), 4096u);
-  EXPECT_EQ(location::extent_bytes(location::pack(1, 1, 4097)), 8192u);
+  // Exact multiples of 512 do not round up.
+  EXPECT_EQ(location::length_bytes(location::pack(1, 4096, 4608)), 4608u);
+  EXPECT_EQ(location::length_bytes(location::pack(1, 4096, 4097)), 4608u);
+}
+
+TEST(FlashIndexTest, LocationsOfSnapshotsBeforePackingReadTheSame) {
+  // The layout before packing: bits 0-19 block, 20-39 length in 512-byte
+  // units, 40-61 region. Every record then was under 256 MiB.
+  const uint64_t old = 1000 | (uint64_t{9} << 20) | (uint64_t{123} << 40);
+  EXPECT_FALSE(location::packed(old));
+  EXPECT_EQ(location::offset_bytes(old), 1000u * 4096);
+  EXPECT_EQ(location::length_bytes(old), 9u * 512);
+  EXPECT_EQ(location::region(old), 123u);
 }
 
 TEST(FlashIndexTest, AddLookupReplaceDrop) {

@@ -18,7 +18,7 @@ namespace {
 void add_keys(FlashIndex& index, int n) {
   for (int i = 0; i < n; ++i) {
     std::string key = "k" + std::to_string(i);
-    ASSERT_TRUE(index.add(key, hash64(key), 0, 1, 100, location::pack(1, 1 + i, 200)));
+    ASSERT_TRUE(index.add(key, hash64(key), 0, 1, 100, location::pack(1, (1 + i) * 4096, 200)));
   }
 }
 
@@ -78,7 +78,7 @@ TEST(FlashIndexWalkTest, KeysPresentThroughoutAreSeenOnceDespiteChurn) {
     for (int round = 0; !stop.load() && round < 200; ++round) {
       for (int i = 0; i < 200; ++i) {
         std::string key = "tmp" + std::to_string(round * 200 + i);
-        index.add(key, hash64(key), 0, 1, 100, location::pack(2, 1 + i, 200));
+        index.add(key, hash64(key), 0, 1, 100, location::pack(2, (1 + i) * 4096, 200));
       }
       for (int i = 0; i < 200; ++i) {
         std::string key = "tmp" + std::to_string(round * 200 + i);

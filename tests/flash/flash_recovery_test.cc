@@ -66,7 +66,7 @@ std::map<std::string, Extent> map_records(const std::string& path, uint64_t regi
       const char* p = file.data() + region + off;
       Result<RecordView> r = decode_record(p, region_size - off, {salt, region + off});
       if (!is_record_start(p, region_size - off, h->seq) || !r.is_ok()) {
-        off += kBlockSize;
+        off += kRecordAlign;
         continue;
       }
       std::string name(r->key);
