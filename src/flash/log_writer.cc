@@ -30,9 +30,10 @@ void WriteBatch::on_complete(int64_t result) {
 LogWriter::LogWriter(const Options& options, RegionManager& regions)
     : options_(options), regions_(regions) {}
 
-void LogWriter::start(IoEngine& engine, uint64_t salt, Landed landed) {
+void LogWriter::start(IoEngine& engine, uint64_t salt, uint32_t write_alignment, Landed landed) {
   engine_ = &engine;
   salt_ = salt;
+  write_alignment_ = write_alignment;
   landed_ = std::move(landed);
 }
 
@@ -57,8 +58,9 @@ void LogWriter::append(PendingChunk chunk, std::string_view data) {
   const auto region = static_cast<uint32_t>(active_region_);
   const uint64_t start = record_start(active_offset_, size);
   if (!active_ || active_->used + (start - active_offset_) + size > active_->buffer.size()) {
-    seal();  // the next batch starts at a block boundary
-    active_ = new_batch(region, active_offset_, size);
+    seal();
+    active_ = new_batch(region, active_offset_,
+                        record_start(active_offset_, size) - active_offset_ + size);
   }
   pad_active(record_start(active_offset_, size) - active_offset_);
   encode_record(active_->buffer.data() + active_->used, chunk.key, data,
@@ -105,7 +107,7 @@ void LogWriter::pad_active(uint64_t bytes) {
 
 void LogWriter::seal() {
   if (!active_) return;
-  pad_active(align_up(active_->used) - active_->used);
+  pad_active(align_up(active_->used, write_alignment_) - active_->used);
   sealed_.push_back(std::move(active_));
 }
 

@@ -93,8 +93,10 @@ class LogWriter {
   LogWriter(const Options& options, RegionManager& regions);
 
   // Before the first append: the engine batches go to, the salt records
-  // carry, and the landing handler.
-  void start(IoEngine& engine, uint64_t salt, Landed landed);
+  // carry, the device's write alignment (a power of two, 512 to 4096: a
+  // batch ends padded to it, and the next starts there), and the landing
+  // handler.
+  void start(IoEngine& engine, uint64_t salt, uint32_t write_alignment, Landed landed);
 
   // True if a record of `bytes` fits in the active region.
   bool has_room(uint64_t bytes) const;
@@ -104,7 +106,7 @@ class LogWriter {
   // Appends a record of `chunk` carrying `data` to the active region (which
   // has room); sets chunk.location. The record lands with its batch.
   void append(PendingChunk chunk, std::string_view data);
-  // The next record starts a new batch, at a block boundary (flush, and
+  // The next record starts a new batch, at the write alignment (flush, and
   // before a new region).
   void seal();
   // Picks batches to send now, in order, up to the in-flight limit.
@@ -141,6 +143,7 @@ class LogWriter {
   RegionManager& regions_;
   IoEngine* engine_ = nullptr;
   uint64_t salt_ = 0;
+  uint32_t write_alignment_ = kBlockSize;
   Landed landed_;
 
   int64_t active_region_ = -1;

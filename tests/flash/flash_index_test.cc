@@ -60,8 +60,8 @@ TEST(FlashIndexTest, SmallRecordsPackInsideABlock) {
 }
 
 TEST(FlashIndexTest, LocationHoldsTheLargestRecord) {
-  const uint64_t l = location::pack(location::kMaxRegion, location::kMaxBlocks * 4096,
-                                    location::kMaxRecordBytes);
+  const uint64_t l =
+      location::pack(location::kMaxRegion, location::kMaxBlocks * 4096, location::kMaxRecordBytes);
   EXPECT_FALSE(location::packed(l));
   EXPECT_EQ(location::region(l), location::kMaxRegion);
   EXPECT_EQ(location::offset_bytes(l), location::kMaxBlocks * 4096);
