@@ -259,7 +259,8 @@ def main():
     print(f"DRAM per flash object (RSS difference): {flash['dram_per_object']:.1f} B")
     print(f"flash per object over its record ({flash['record_bytes']} B): "
           f"{flash['flash_per_object_over_record']:.3f}")
-    print(f"clean restart: {flash['clean_restart_s']:.2f} s ({flash['objects_after_clean']:,} "
+    print(f"clean restart: {flash['clean_restart_s']:.2f} s from the "
+          f"{flash['clean_restart_source']} ({flash['objects_after_clean']:,} "
           f"objects); after kill -9: {flash['crash_restart_s']:.2f} s "
           f"({flash['scan_objects_s']:,.0f} objects/s)")
     ratio = r["rss_per_key"] / t["rss_per_key"]
@@ -275,6 +276,7 @@ def main():
         "flash_over_record": round(flash["flash_per_object_over_record"], 3),
         "objects": flash["points"][-1]["flash_objects"],
         "clean_restart_s": round(flash["clean_restart_s"], 2),
+        "clean_restart_from": flash["clean_restart_source"],
         "crash_restart_s": round(flash["crash_restart_s"], 2),
         "scan_objects_s": round(flash["scan_objects_s"]),
     }))

@@ -39,7 +39,7 @@ ChunkReader::ChunkReader(const Options& options, IoEngine& engine, FlashIndex& i
 
 ChunkReader::~ChunkReader() {
   {
-    std::lock_guard lock(verify_mu_);
+    MutexLock lock(verify_mu_);
     verify_stop_ = true;
   }
   verify_cv_.notify_all();
@@ -74,7 +74,7 @@ std::unique_ptr<ChunkRead> ChunkReader::prepare(std::string_view key, uint64_t k
 void ChunkReader::submit(std::span<std::unique_ptr<ChunkRead>> reads) {
   std::vector<IoRequest*> now;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     outstanding_ += reads.size();
     for (std::unique_ptr<ChunkRead>& r : reads) {
       const bool demand = r->priority == ReadPriority::kDemand;
@@ -109,7 +109,7 @@ void ChunkReader::on_done(ChunkRead* raw, int64_t result) {
   std::vector<IoRequest*> next;  // keep the device busy before the callback
   bool others_in_flight = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --in_flight_;
     if (read->priority == ReadPriority::kBackground) --background_in_flight_;
     take_queued_locked(next);
@@ -120,7 +120,7 @@ void ChunkReader::on_done(ChunkRead* raw, int64_t result) {
   if (offload_verify_ &&
       (background || (others_in_flight && read->length >= kOffloadVerifyBytes))) {
     {
-      std::lock_guard lock(verify_mu_);
+      MutexLock lock(verify_mu_);
       (background ? verify_background_ : verify_demand_).emplace_back(read.release(), result);
     }
     verify_cv_.notify_one();
@@ -130,8 +130,8 @@ void ChunkReader::on_done(ChunkRead* raw, int64_t result) {
 }
 
 void ChunkReader::wait_idle() {
-  std::unique_lock lock(mu_);
-  idle_.wait(lock, [&] { return outstanding_ == 0; });
+  MutexLock lock(mu_);
+  while (outstanding_ != 0) idle_.wait(mu_);
 }
 
 void ChunkReader::complete(ChunkRead* raw, int64_t result) {
@@ -140,16 +140,16 @@ void ChunkReader::complete(ChunkRead* raw, int64_t result) {
   metrics_.read_latency.record(mono_ns() - read->start_ns);
   read->done(std::move(chunk));
   read.reset();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (--outstanding_ == 0) idle_.notify_all();
 }
 
 void ChunkReader::run_verifier() {
-  std::unique_lock lock(verify_mu_);
+  MutexLock lock(verify_mu_);
   while (true) {
-    verify_cv_.wait(lock, [&] {
-      return verify_stop_ || !verify_demand_.empty() || !verify_background_.empty();
-    });
+    while (!verify_stop_ && verify_demand_.empty() && verify_background_.empty()) {
+      verify_cv_.wait(verify_mu_);
+    }
     auto& queue = verify_demand_.empty() ? verify_background_ : verify_demand_;
     if (queue.empty()) return;  // stopping, and nothing left
     auto [read, result] = queue.front();

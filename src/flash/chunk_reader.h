@@ -17,11 +17,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +29,7 @@
 
 #include "core/aligned_buffer.h"
 #include "core/buffer_pool.h"
+#include "core/mutex.h"
 #include "flash/flash_index.h"
 #include "flash/flash_metrics.h"
 #include "flash/flash_tier.h"
@@ -88,8 +87,8 @@ class ChunkReader {
  private:
   friend struct ChunkRead;
   void on_done(ChunkRead* read, int64_t result);
-  // Moves queued reads into free slots, demand reads first (under mu_).
-  void take_queued_locked(std::vector<IoRequest*>& out);
+  // Moves queued reads into free slots, demand reads first.
+  void take_queued_locked(std::vector<IoRequest*>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Verifies, runs the callback, frees the read.
   void complete(ChunkRead* read, int64_t result);
   Result<FlashChunk> verify(ChunkRead& read, int64_t result);
@@ -101,22 +100,23 @@ class ChunkReader {
   FlashMetrics& metrics_;
   const std::atomic<uint64_t>& reclaim_epoch_;
 
-  std::mutex mu_;
-  std::condition_variable idle_;
-  std::deque<ChunkRead*> demand_queue_;
-  std::deque<ChunkRead*> background_queue_;
-  uint32_t in_flight_ = 0;
-  uint32_t background_in_flight_ = 0;  // of in_flight_
-  uint64_t outstanding_ = 0;           // queued + in flight + callback running
+  Mutex mu_;
+  CondVar idle_;
+  std::deque<ChunkRead*> demand_queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<ChunkRead*> background_queue_ ABSL_GUARDED_BY(mu_);
+  uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t background_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // of in_flight_
+  // queued + in flight + callback running
+  uint64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Completed reads waiting for a verifier thread (io_uring only: the
   // thread-pool engine completes reads on many threads already).
   const bool offload_verify_;
-  std::mutex verify_mu_;
-  std::condition_variable verify_cv_;
-  std::deque<std::pair<ChunkRead*, int64_t>> verify_demand_;
-  std::deque<std::pair<ChunkRead*, int64_t>> verify_background_;
-  bool verify_stop_ = false;
+  Mutex verify_mu_;
+  CondVar verify_cv_;
+  std::deque<std::pair<ChunkRead*, int64_t>> verify_demand_ ABSL_GUARDED_BY(verify_mu_);
+  std::deque<std::pair<ChunkRead*, int64_t>> verify_background_ ABSL_GUARDED_BY(verify_mu_);
+  bool verify_stop_ ABSL_GUARDED_BY(verify_mu_) = false;
   std::vector<std::thread> verifiers_;
 };
 

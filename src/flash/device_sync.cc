@@ -15,16 +15,17 @@ bool DeviceSync::sync_if_dirty(int fd) {
 
 void DeviceSync::start_every_second(int fd) {
   thread_ = std::thread([this, fd] {
-    std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; })) {
-      (void)sync_if_dirty(fd);
+    MutexLock lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(mu_, std::chrono::seconds(1));
+      if (!stop_) (void)sync_if_dirty(fd);
     }
   });
 }
 
 void DeviceSync::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();

@@ -6,11 +6,11 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "core/metrics.h"
+
+#include "core/mutex.h"
 
 namespace tierkv::flash {
 
@@ -34,9 +34,9 @@ class DeviceSync {
  private:
   Counter& fsyncs_;
   std::atomic<bool> dirty_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -60,7 +60,7 @@ void FlashIndex::for_each_entry(const std::function<void(const EntryImage&)>& fn
   std::vector<uint64_t> places;
   for (uint32_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[i];
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     for (const auto& [hash, e] : s.map) {
       places.assign(e.block.get(), e.block.get() + e.slots);
       for (uint64_t& p : places) p = location::relocating(p) ? 0 : location::place(p);
@@ -115,7 +115,7 @@ bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_ind
                      uint64_t version, uint64_t object_size, uint64_t loc,
                      uint32_t chunk_count_hint, int64_t expire_at_ms) {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   const uint32_t wanted = std::max(chunk_index + 1, chunk_count_hint);
   auto [entry, inserted] = find_or_insert(s, key_hash);
   Entry& e = *entry;
@@ -140,7 +140,7 @@ bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_ind
 
 bool FlashIndex::install(const EntryImage& image, uint64_t key_hash) {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto [entry, inserted] = find_or_insert(s, key_hash);
   Entry& e = *entry;
   if (!inserted && e.key() == image.key && e.version >= image.version) return false;
@@ -160,7 +160,7 @@ std::optional<IndexedChunk> FlashIndex::lookup(std::string_view key, uint64_t ke
                                                uint32_t chunk_index,
                                                std::optional<uint64_t> version, bool mark_hit) {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end()) return std::nullopt;
   Entry& e = it->second;
@@ -174,7 +174,7 @@ std::optional<IndexedChunk> FlashIndex::lookup(std::string_view key, uint64_t ke
 
 std::optional<FlashObjectInfo> FlashIndex::object(std::string_view key, uint64_t key_hash) const {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end() || it->second.key() != key) return std::nullopt;
   const Entry& e = it->second;
@@ -190,7 +190,7 @@ std::optional<FlashObjectInfo> FlashIndex::object(std::string_view key, uint64_t
 bool FlashIndex::version_locations(std::string_view key, uint64_t key_hash, uint64_t version,
                                    std::vector<uint64_t>* locations, int64_t* expire_at_ms) const {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end() || it->second.key() != key || it->second.version != version) return false;
   const Entry& e = it->second;
@@ -206,7 +206,7 @@ bool FlashIndex::version_locations(std::string_view key, uint64_t key_hash, uint
 std::optional<FlashObjectSummary> FlashIndex::summary(std::string_view key,
                                                       uint64_t key_hash) const {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end() || it->second.key() != key) return std::nullopt;
   const Entry& e = it->second;
@@ -221,7 +221,7 @@ std::optional<FlashObjectSummary> FlashIndex::summary(std::string_view key,
 bool FlashIndex::has_chunks(std::string_view key, uint64_t key_hash, uint64_t version,
                             uint32_t chunk_count) const {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end() || it->second.key() != key) return false;
   const Entry& e = it->second;
@@ -236,7 +236,7 @@ bool FlashIndex::has_chunks(std::string_view key, uint64_t key_hash, uint64_t ve
 bool FlashIndex::set_expiry(std::string_view key, uint64_t key_hash, uint64_t version,
                             int64_t expire_at_ms) {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end() || it->second.key() != key || it->second.version != version) return false;
   it->second.expire_at_ms = expire_at_ms;
@@ -249,7 +249,7 @@ bool FlashIndex::remove(std::string_view key, uint64_t key_hash) {
 
 bool FlashIndex::remove_up_to(std::string_view key, uint64_t key_hash, uint64_t max_version) {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end() || it->second.key() != key || it->second.version > max_version) {
     return false;
@@ -262,7 +262,7 @@ std::vector<std::string> FlashIndex::keys_in_shard(uint32_t shard) const {
   std::vector<std::string> keys;
   if (shard >= shard_count_) return keys;
   const Shard& s = shards_[shard];
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   keys.reserve(s.map.size());
   for (const auto& [hash, e] : s.map) keys.emplace_back(e.key());
   return keys;
@@ -276,7 +276,7 @@ std::vector<std::string> FlashIndex::keys_from(uint64_t from, size_t max, uint64
   uint64_t bound = 0;  // 0: no shard left any out
   for (uint32_t i = 0; i < shard_count_; ++i) {
     const Shard& s = shards_[i];
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.ordered.lower_bound(from);
     for (size_t n = 0; it != s.ordered.end() && n < max; ++it, ++n) hashes.push_back(*it);
     if (it != s.ordered.end() && (bound == 0 || *it < bound)) bound = *it;
@@ -291,7 +291,7 @@ std::vector<std::string> FlashIndex::keys_from(uint64_t from, size_t max, uint64
   std::vector<std::pair<uint64_t, std::string>> found;
   for (uint32_t i = 0; i < shard_count_; ++i) {
     const Shard& s = shards_[i];
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     for (auto it = s.ordered.lower_bound(from); it != s.ordered.end(); ++it) {
       if (cut != 0 && *it >= cut) break;
       found.emplace_back(*it, std::string(s.map.find(*it)->second.key()));
@@ -309,7 +309,7 @@ std::optional<std::string> FlashIndex::random_key(uint64_t seed) const {
   const uint64_t pick = seed >> 32;  // the low bits choose the shard
   for (uint32_t i = 0; i < shard_count_; ++i) {
     const Shard& s = shards_[(seed + i) & (shard_count_ - 1)];
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     if (s.sample.empty()) continue;
     return std::string(s.map.find(s.sample[pick % s.sample.size()])->second.key());
   }
@@ -319,7 +319,7 @@ std::optional<std::string> FlashIndex::random_key(uint64_t seed) const {
 bool FlashIndex::drop_chunk(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                             uint64_t loc) {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end()) return false;
   Entry& e = it->second;
@@ -334,7 +334,7 @@ size_t FlashIndex::drop_region(uint32_t region, std::vector<ReinsertCandidate>* 
   size_t touched = 0;
   for (uint32_t i = 0; i < shard_count_; ++i) {
     Shard& s = shards_[i];
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     for (auto it = s.map.begin(); it != s.map.end();) {
       Entry& e = it->second;
       for (uint32_t c = 0; c < e.slots; ++c) {
@@ -362,7 +362,7 @@ size_t FlashIndex::drop_region(uint32_t region, std::vector<ReinsertCandidate>* 
 std::optional<int64_t> FlashIndex::relocating_expiry(std::string_view key, uint64_t key_hash,
                                                      uint32_t chunk_index, uint64_t version) const {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end()) return std::nullopt;
   const Entry& e = it->second;
@@ -374,7 +374,7 @@ std::optional<int64_t> FlashIndex::relocating_expiry(std::string_view key, uint6
 bool FlashIndex::relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                           uint64_t version, uint64_t new_location) {
   Shard& s = shard_for(key_hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
   if (it == s.map.end()) return false;
   Entry& e = it->second;
@@ -388,7 +388,7 @@ bool FlashIndex::relocate(std::string_view key, uint64_t key_hash, uint32_t chun
 uint64_t FlashIndex::object_count() const {
   uint64_t n = 0;
   for (uint32_t i = 0; i < shard_count_; ++i) {
-    std::lock_guard lock(shards_[i].mu);
+    MutexLock lock(shards_[i].mu);
     n += shards_[i].map.size();
   }
   return n;
@@ -397,7 +397,7 @@ uint64_t FlashIndex::object_count() const {
 uint64_t FlashIndex::chunk_count() const {
   uint64_t n = 0;
   for (uint32_t i = 0; i < shard_count_; ++i) {
-    std::lock_guard lock(shards_[i].mu);
+    MutexLock lock(shards_[i].mu);
     n += shards_[i].chunks;
   }
   return n;
@@ -406,7 +406,7 @@ uint64_t FlashIndex::chunk_count() const {
 uint64_t FlashIndex::max_version() const {
   uint64_t v = 0;
   for (uint32_t i = 0; i < shard_count_; ++i) {
-    std::lock_guard lock(shards_[i].mu);
+    MutexLock lock(shards_[i].mu);
     v = std::max(v, shards_[i].max_version);
   }
   return v;
@@ -417,7 +417,7 @@ size_t FlashIndex::memory_bytes() const {
   constexpr size_t kSlot = sizeof(std::pair<const uint64_t, Entry>) + 1;
   size_t n = sizeof(*this) + shard_count_ * sizeof(Shard);
   for (uint32_t i = 0; i < shard_count_; ++i) {
-    std::lock_guard lock(shards_[i].mu);
+    MutexLock lock(shards_[i].mu);
     n += shards_[i].map.capacity() * kSlot + shards_[i].block_bytes +
          shards_[i].sample.capacity() * sizeof(uint64_t) +
          shards_[i].ordered.size() * sizeof(uint64_t);  // btree nodes: about 8 bytes a key
@@ -427,7 +427,7 @@ size_t FlashIndex::memory_bytes() const {
 
 void FlashIndex::clear() {
   for (uint32_t i = 0; i < shard_count_; ++i) {
-    std::lock_guard lock(shards_[i].mu);
+    MutexLock lock(shards_[i].mu);
     shards_[i].map.clear();
     shards_[i].sample.clear();
     shards_[i].ordered.clear();

@@ -22,19 +22,21 @@
 // Thread-safe: sharded by key hash, one mutex per shard.
 #pragma once
 
+#include <absl/base/thread_annotations.h>
 #include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace tierkv::flash {
 
@@ -258,25 +260,30 @@ class FlashIndex {
     uint64_t* locations() { return block.get(); }
   };
   struct Shard {
-    mutable std::mutex mu;
-    absl::flat_hash_map<uint64_t, Entry> map;
-    std::vector<uint64_t> sample;       // every key hash in map, for random_key
-    absl::btree_set<uint64_t> ordered;  // the same, in order, for keys_from
-    size_t block_bytes = 0;
-    uint64_t chunks = 0;
-    uint64_t max_version = 0;
+    mutable Mutex mu;
+    absl::flat_hash_map<uint64_t, Entry> map ABSL_GUARDED_BY(mu);
+    // every key hash in map, for random_key
+    std::vector<uint64_t> sample ABSL_GUARDED_BY(mu);
+    // the same, in order, for keys_from
+    absl::btree_set<uint64_t> ordered ABSL_GUARDED_BY(mu);
+    size_t block_bytes ABSL_GUARDED_BY(mu) = 0;
+    uint64_t chunks ABSL_GUARDED_BY(mu) = 0;
+    uint64_t max_version ABSL_GUARDED_BY(mu) = 0;
   };
 
   Shard& shard_for(uint64_t key_hash) const { return shards_[key_hash & (shard_count_ - 1)]; }
-  // The entry of `key_hash` (second: it was just made, empty); s.mu held.
-  static std::pair<Entry*, bool> find_or_insert(Shard& s, uint64_t key_hash);
+  // The entry of `key_hash` (second: it was just made, empty).
+  static std::pair<Entry*, bool> find_or_insert(Shard& s, uint64_t key_hash)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   static size_t block_bytes(uint32_t slots, uint32_t key_length);
-  static void resize_block(Shard& s, Entry& e, uint32_t slots);
+  static void resize_block(Shard& s, Entry& e, uint32_t slots) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   static void reset_entry(Shard& s, Entry& e, std::string_view key, uint64_t version,
-                          uint64_t object_size, uint32_t slots);
-  static void erase_chunk(Shard& s, Entry& e, uint32_t chunk_index);
+                          uint64_t object_size, uint32_t slots) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  static void erase_chunk(Shard& s, Entry& e, uint32_t chunk_index)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Erases the entry at `it` (block, sample slot, counts).
-  static void erase_entry(Shard& s, absl::flat_hash_map<uint64_t, Entry>::iterator it);
+  static void erase_entry(Shard& s, absl::flat_hash_map<uint64_t, Entry>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
 
   const uint32_t shard_count_;
   std::unique_ptr<Shard[]> shards_;

@@ -40,6 +40,7 @@ bool FlashTier::contains_object(std::string_view key, uint64_t version,
 FlashTier::WriteCallback FlashTier::append_meta_locked(PendingChunk chunk,
                                                        std::vector<IoRequest*>& to_submit) {
   Impl& im = *impl_;
+  im.write_mu.assert_held();
   // clear() wipes whatever this record would describe: as good as landed.
   // The caller runs the callback once it has let go of write_mu.
   if (im.clearing) return std::move(chunk.done);
@@ -51,6 +52,7 @@ FlashTier::WriteCallback FlashTier::append_meta_locked(PendingChunk chunk,
 
 void FlashTier::append_deferred_meta_locked() {
   Impl& im = *impl_;
+  im.write_mu.assert_held();
   while (!im.deferred_meta.empty()) {
     // Meta records are one block each and skip the pending-bytes limit. The
     // copy stays queued if there is no room yet (Busy: retried on landing).
@@ -67,7 +69,7 @@ bool FlashTier::write_meta(std::string_view key, uint64_t key_hash, uint64_t ver
   WriteCallback unwritten;  // run once write_mu is let go
   bool indexed = false;
   {
-    std::lock_guard lock(im.write_mu);
+    MutexLock lock(im.write_mu);
     indexed = index_first();
     if (indexed) {
       PendingChunk record;
@@ -82,7 +84,7 @@ bool FlashTier::write_meta(std::string_view key, uint64_t key_hash, uint64_t ver
       unwritten = std::move(done);
     }
   }
-  im.log.submit(to_submit);
+  LogWriter::submit(*im.engine, to_submit);
   if (unwritten) unwritten(Status::ok());
   return indexed;
 }
@@ -97,7 +99,7 @@ bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expir
 std::pair<bool, bool> FlashTier::drop_versions(std::string_view key, uint64_t key_hash,
                                                uint64_t up_to_version) {
   Impl& im = *impl_;
-  std::lock_guard lock(im.landing_mu);
+  MutexLock lock(im.landing_mu);
   const bool dropped = im.index.remove_up_to(key, key_hash, up_to_version);
   auto pending = im.in_flight.find(key_hash);
   if (pending == im.in_flight.end()) return {dropped, false};
@@ -127,7 +129,7 @@ bool FlashTier::remove(std::string_view key, uint64_t up_to_version, RemoveOptio
 
 FlashTier::KeyHold FlashTier::hold_key(std::string_view key) {
   const uint64_t key_hash = hash64(key);
-  std::lock_guard lock(impl_->landing_mu);
+  MutexLock lock(impl_->landing_mu);
   ++impl_->in_flight[key_hash].writes;
   return KeyHold(this, key_hash);
 }
@@ -135,7 +137,7 @@ FlashTier::KeyHold FlashTier::hold_key(std::string_view key) {
 FlashTier::KeyHold::~KeyHold() {
   if (tier_ == nullptr) return;
   Impl& im = *tier_->impl_;
-  std::lock_guard lock(im.landing_mu);
+  MutexLock lock(im.landing_mu);
   auto it = im.in_flight.find(hash_);
   if (it != im.in_flight.end() && --it->second.writes == 0) im.in_flight.erase(it);
 }
@@ -149,11 +151,11 @@ bool FlashTier::forget(std::string_view key, uint64_t below_version) {
 
 void FlashTier::clear() {
   Impl& im = *impl_;
-  std::unique_lock lock(im.write_mu);
-  im.log.wait(lock, [&] { return !im.clearing; });
+  MutexLock lock(im.write_mu);
+  while (im.clearing) im.log.wait(im.write_mu);
   im.clearing = true;  // new writes get Busy until the wipe is done
   {
-    std::lock_guard landing(im.landing_mu);
+    MutexLock landing(im.landing_mu);
     ++im.generation;  // what is in flight lands unindexed
     im.index.clear();
     for (auto& [hash, pending] : im.in_flight) pending.removed.clear();
@@ -164,10 +166,10 @@ void FlashTier::clear() {
   im.log.seal();
   im.log.kick(to_submit);
   lock.unlock();
-  im.log.submit(to_submit);
+  LogWriter::submit(*im.engine, to_submit);
   lock.lock();
   // A region header still in flight would bring its region back: wait.
-  im.log.wait(lock, [&] { return im.log.idle(); });
+  while (!im.log.idle()) im.log.wait(im.write_mu);
   Status st = wipe_region_headers();
   if (!st.is_ok()) {
     spdlog::error(

@@ -284,9 +284,12 @@ Status FlashTier::start_engine() {
                                                          .salt = salt(),
                                                          .buffer_pool = options_.buffer_pool},
                                     *im.engine, im.index, im.metrics, im.reclaim_epoch);
-  // Buffered I/O takes any alignment; 512 keeps batches whole sectors.
-  im.log.start(*im.engine, salt(), std::max<uint32_t>(io_alignment_, 512),
-               [this](WriteBatch* batch, int64_t result) { on_write_done(batch, result); });
+  {
+    MutexLock lock(im.write_mu);  // nothing runs yet; the analysis wants it
+    // Buffered I/O takes any alignment; 512 keeps batches whole sectors.
+    im.log.start(*im.engine, salt(), std::max<uint32_t>(io_alignment_, 512),
+                 [this](WriteBatch* batch, int64_t result) { on_write_done(batch, result); });
+  }
   start_reclaimer();
   spdlog::info("flash: {} ({} regions of {} KiB) via {}, {} I/O, fsync {}", file_path_,
                region_count_, options_.region_size >> 10, im.engine->name(),

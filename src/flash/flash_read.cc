@@ -46,15 +46,16 @@ std::optional<FlashTier::VersionLocations> FlashTier::locate_version(std::string
   Impl& im = *impl_;
   const uint64_t key_hash = hash64(key);
   VersionLocations out;
-  // See reclaim_locked(): the lookup and the pins are one step for it.
-  std::unique_lock<std::mutex> pins;
-  if (pinning == Pinning::kPin) pins = im.regions.lock_pins();
   // Taken before the lookup, as for a read (see reclaim_locked()).
-  out.reclaim_epoch = im.reclaim_epoch.load(std::memory_order_acquire);
-  if (!im.index.version_locations(key, key_hash, version, &out.locations, &out.expire_at_ms))
-    return std::nullopt;
+  auto lookup = [&] {
+    out.reclaim_epoch = im.reclaim_epoch.load(std::memory_order_acquire);
+    return im.index.version_locations(key, key_hash, version, &out.locations, &out.expire_at_ms);
+  };
   out.version = version;
-  if (pinning == Pinning::kNone) return out;
+  if (pinning == Pinning::kNone) return lookup() ? std::optional(std::move(out)) : std::nullopt;
+  // See reclaim_locked(): the lookup and the pins are one step for it.
+  MutexLock pins(im.regions.pin_mutex());
+  if (!lookup()) return std::nullopt;
   std::vector<uint32_t>& regions = out.pins.regions_;
   for (uint64_t where : out.locations) {
     if (where == 0) continue;

@@ -31,27 +31,22 @@ namespace {
 // ratios within noise; a fifth writes less.
 constexpr double kReinsertMaxFraction = 0.2;
 
-struct Reinsert {
-  PendingChunk chunk;
-  AlignedBuffer buffer;
-  std::string_view data;  // inside buffer
-};
-
 }  // namespace
 
 bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits,
                                bool self_pin) {
   Impl& im = *impl_;
+  im.write_mu.assert_held();
   {
     // Before the index: an object installed after this has no chunk here.
-    std::lock_guard landing(im.landing_mu);
+    MutexLock landing(im.landing_mu);
     lose_staged_in_region_locked(region);
   }
   RegionManager::ReclaimPins pinned;
   {
     // Under the pin lock: a read pins the region before this drops its
     // chunks (and is waited for), or finds them gone and does not pin it.
-    auto pins = im.regions.lock_pins();
+    MutexLock pins(im.regions.pin_mutex());
     im.index.drop_region(region, hits);
     // Readers compare this epoch: a record that changed under a read after
     // a reclaim is a race, not corruption.
@@ -73,6 +68,7 @@ bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* 
 // reclaim that meets a read in progress), so written at once.
 void FlashTier::retire_region_header_locked(uint32_t region) {
   Impl& im = *impl_;
+  im.write_mu.assert_held();
   Result<uint64_t> watermark = impl_->super->take_seq();
   Status st = watermark.status();
   if (st.is_ok()) {
@@ -94,7 +90,7 @@ void FlashTier::unpin_regions(std::span<const uint32_t> regions) const {
   Impl& im = *impl_;
   const absl::InlinedVector<uint32_t, 4> last_pins = im.regions.unpin(regions);
   if (last_pins.empty()) return;
-  std::lock_guard lock(im.write_mu);
+  MutexLock lock(im.write_mu);
   for (uint32_t r : last_pins) im.regions.unpin_last(r);
 }
 
@@ -106,6 +102,7 @@ static size_t reclaim_target(size_t regions) {
 
 bool FlashTier::reclaim_wanted_locked() const {
   const Impl& im = *impl_;
+  im.write_mu.assert_held();
   return im.regions.free_count() < reclaim_target(region_count_) &&
          im.regions.written().size() > 1 && !im.clearing &&
          im.regions.state(*im.regions.oldest()).pending_writes == 0;
@@ -115,15 +112,25 @@ void FlashTier::start_reclaimer() {
   Impl& im = *impl_;
   if (!options_.reinsertion) return;
   im.reclaimer = std::thread([this, &im] {
-    std::unique_lock lock(im.write_mu);
+    MutexLock lock(im.write_mu);
     while (!im.reclaim_stop) {
       if (!reclaim_wanted_locked()) {
         im.reclaim_idle.notify_all();
         // Also polls: the oldest region's last writes land without a signal.
-        im.reclaim_cv.wait_for(lock, std::chrono::milliseconds(20));
+        im.reclaim_cv.wait_for(im.write_mu, std::chrono::milliseconds(20));
         continue;
       }
-      reclaim_ahead(lock);
+      // Reads the device without write_mu, a round at a time.
+      ReclaimRound round;
+      begin_reclaim_round_locked(round);
+      lock.unlock();
+      read_reinsertions(round);
+      lock.lock();
+      std::vector<IoRequest*> to_submit;
+      finish_reclaim_round_locked(round, to_submit);
+      lock.unlock();
+      LogWriter::submit(*im.engine, to_submit);
+      lock.lock();
     }
     im.reclaim_idle.notify_all();
   });
@@ -131,41 +138,45 @@ void FlashTier::start_reclaimer() {
 
 bool FlashTier::wait_for_reclaimer(std::chrono::milliseconds timeout) {
   Impl& im = *impl_;
-  std::unique_lock lock(im.write_mu);
+  MutexLock lock(im.write_mu);
   if (!im.reclaimer.joinable()) return true;
   im.reclaim_cv.notify_one();
-  return im.reclaim_idle.wait_for(lock, timeout,
-                                  [&] { return im.reclaim_stop || !reclaim_wanted_locked(); });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!im.reclaim_stop && reclaim_wanted_locked()) {
+    if (!im.reclaim_idle.wait_until(im.write_mu, deadline))
+      return im.reclaim_stop || !reclaim_wanted_locked();
+  }
+  return true;
 }
 
 void FlashTier::stop_reclaimer() {
   Impl& im = *impl_;
   if (!im.reclaimer.joinable()) return;
   {
-    std::lock_guard lock(im.write_mu);
+    MutexLock lock(im.write_mu);
     im.reclaim_stop = true;
   }
   im.reclaim_cv.notify_all();
   im.reclaimer.join();
 }
 
-// Called with write_lock held; releases it while reading the device.
-void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
+void FlashTier::begin_reclaim_round_locked(ReclaimRound& round) {
   Impl& im = *impl_;
-  const uint32_t region = *im.regions.oldest();
+  im.write_mu.assert_held();
+  round.region = *im.regions.oldest();
   im.regions.pop_oldest();
-  std::vector<ReinsertCandidate> hits;
-  // Its own pin: the hot chunks are read below, and streams may pin it too.
-  reclaim_locked(region, &hits, /*self_pin=*/true);
-  const uint64_t generation = im.generation;
-  write_lock.unlock();
+  // Its own pin: the hot chunks are read next, and streams may pin it too.
+  reclaim_locked(round.region, &round.hits, /*self_pin=*/true);
+  round.generation = im.generation;
+}
 
-  std::vector<Reinsert> copies;
+void FlashTier::read_reinsertions(ReclaimRound& round) {
+  Impl& im = *impl_;
   auto budget = static_cast<uint64_t>(options_.region_size * kReinsertMaxFraction);
-  for (ReinsertCandidate& h : hits) {
+  for (ReinsertCandidate& h : round.hits) {
     const location::ReadSpan span = location::read_span(h.location, kBlockSize);
     const uint64_t size = location::length_bytes(h.location);
-    const uint64_t offset = region_start(region) + span.start;
+    const uint64_t offset = region_start(round.region) + span.start;
     Reinsert r;
     Result<RecordView> rec = Status::corruption("over reinsertion budget");
     const bool copy =
@@ -193,18 +204,21 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
     r.chunk.old_location = h.location;
     r.chunk.reinsertion = true;
     r.data = rec->data;
-    copies.push_back(std::move(r));
+    round.copies.push_back(std::move(r));
   }
+  if (options_.after_reinsert_read && !round.copies.empty()) options_.after_reinsert_read();
+}
 
-  if (options_.after_reinsert_read && !copies.empty()) options_.after_reinsert_read();
-  write_lock.lock();
+void FlashTier::finish_reclaim_round_locked(ReclaimRound& round,
+                                            std::vector<IoRequest*>& to_submit) {
+  Impl& im = *impl_;
+  im.write_mu.assert_held();
   // clear() ran meanwhile: it freed every region, this one included.
-  const bool cleared = generation != im.generation || im.clearing;
+  const bool cleared = round.generation != im.generation || im.clearing;
   // Free first (unless a stream still reads it; clear() freed it already):
   // the copies may need a region of their own.
-  im.regions.unpin_last(region);
-  std::vector<IoRequest*> to_submit;
-  for (Reinsert& r : copies) {
+  im.regions.unpin_last(round.region);
+  for (Reinsert& r : round.copies) {
     PendingChunk& c = r.chunk;
     Status st = cleared ? Status::busy("flash cleared during reinsertion") : Status::ok();
     // Looked up again under write_mu, which every tombstone and expiry
@@ -223,9 +237,6 @@ void FlashTier::reclaim_ahead(std::unique_lock<std::mutex>& write_lock) {
     if (!st.is_ok()) im.index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.old_location);
   }
   im.log.kick(to_submit);
-  write_lock.unlock();
-  im.log.submit(to_submit);
-  write_lock.lock();
 }
 
 }  // namespace tierkv::flash

@@ -311,7 +311,7 @@ Status FlashTier::recover() {
   im.metrics.recovered_records.add(recovery_.records_recovered);
   im.metrics.recovery_dropped_records.add(recovery_.records_dropped);
   {
-    std::lock_guard lock(im.write_mu);
+    MutexLock lock(im.write_mu);
     update_space_gauges_locked();
   }
   update_index_gauges();

@@ -237,8 +237,8 @@ Status FlashTier::write_snapshot() {
   stop_reclaimer();  // no relocation may be half done
   flush();
   const uint64_t start = mono_ns();
-  std::unique_lock lock(im.write_mu);
-  im.log.wait(lock, [&] { return im.log.idle() && im.deferred_meta.empty(); });
+  MutexLock lock(im.write_mu);
+  while (!(im.log.idle() && im.deferred_meta.empty())) im.log.wait(im.write_mu);
   SnapshotWriter out(im.fd.get(), layout_.snapshot_offset, layout_.snapshot_bytes, salt());
   SnapshotHeader header;
   header.region_count = region_count_;
@@ -280,6 +280,7 @@ Status FlashTier::write_snapshot() {
 // Called (under write_mu) before the first record after a snapshot.
 Status FlashTier::drop_snapshot_locked() {
   Impl& im = *impl_;
+  im.write_mu.assert_held();
   if (!im.snapshot_on_device) return Status::ok();
   TIERKV_RETURN_IF_ERROR(im.super->drop_snapshot());
   im.snapshot_on_device = false;

@@ -56,7 +56,7 @@ Result<FlashTier::StagedObject> FlashTier::begin_staged(const StagedObjectSpec& 
   KeyHold hold = hold_key(spec.key);
   Impl& im = *impl_;
   {
-    std::lock_guard lock(im.landing_mu);
+    MutexLock lock(im.landing_mu);
     entry->generation = im.generation;
     im.staging.insert(entry.get());
   }
@@ -72,7 +72,7 @@ FlashTier::StagedObject::StagedObject(StagedObject&& o) noexcept
 
 FlashTier::StagedObject::~StagedObject() {
   if (!entry_) return;
-  std::lock_guard lock(tier_->impl_->landing_mu);
+  MutexLock lock(tier_->impl_->landing_mu);
   tier_->impl_->staging.erase(entry_.get());
 }
 
@@ -84,7 +84,7 @@ Status FlashTier::StagedObject::write_chunk(uint32_t chunk_index, std::string_vi
   }
   int64_t expire_at_ms = 0;
   {
-    std::lock_guard lock(tier_->impl_->landing_mu);
+    MutexLock lock(tier_->impl_->landing_mu);
     expire_at_ms = entry_->expire_at_ms;
     if (chunk_index + 1 == count && entry_->lost) {
       return Status::conflict("flash: the staged object lost a chunk");
@@ -108,12 +108,12 @@ Status FlashTier::StagedObject::write_chunk(uint32_t chunk_index, std::string_vi
 }
 
 void FlashTier::StagedObject::set_expiry(int64_t expire_at_ms) {
-  std::lock_guard lock(tier_->impl_->landing_mu);
+  MutexLock lock(tier_->impl_->landing_mu);
   entry_->expire_at_ms = expire_at_ms;
 }
 
 uint32_t FlashTier::StagedObject::chunks_landed() const {
-  std::lock_guard lock(tier_->impl_->landing_mu);
+  MutexLock lock(tier_->impl_->landing_mu);
   return entry_->landed;
 }
 
@@ -122,12 +122,13 @@ uint32_t FlashTier::StagedObject::chunk_count() const {
 }
 
 bool FlashTier::StagedObject::lost() const {
-  std::lock_guard lock(tier_->impl_->landing_mu);
+  MutexLock lock(tier_->impl_->landing_mu);
   return entry_->lost;
 }
 
 Status FlashTier::land_staged_locked(PendingChunk& chunk) {
   Impl& im = *impl_;
+  im.landing_mu.assert_held();
   StagingEntry& s = *chunk.staging;
   if (s.generation != im.generation) s.lost = true;
   if (s.lost) return Status::conflict("flash: the staged object lost a chunk or was cleared");
@@ -148,6 +149,7 @@ Status FlashTier::land_staged_locked(PendingChunk& chunk) {
 }
 
 void FlashTier::lose_staged_in_region_locked(uint32_t region) {
+  impl_->landing_mu.assert_held();
   for (StagingEntry* e : impl_->staging) {
     for (uint64_t loc : e->locations) {
       if (loc != 0 && location::region(loc) == region) e->lost = true;

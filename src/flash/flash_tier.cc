@@ -80,7 +80,7 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
   std::vector<IoRequest*> to_submit;
   Status st;
   {
-    std::lock_guard lock(im.write_mu);
+    MutexLock lock(im.write_mu);
     if (im.clearing) return Status::busy("flash is being cleared");
     const uint64_t pending = im.log.pending_bytes();
     if (pending > 0 && pending + total > options_.max_pending_write_bytes) {
@@ -105,17 +105,18 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
     }
     {
       // Before write_mu is released, so before any of them can land.
-      std::lock_guard landing(im.landing_mu);
+      MutexLock landing(im.landing_mu);
       for (size_t i = 0; i < appended; ++i) ++im.in_flight[hash64(chunks[i].key)].writes;
     }
     im.log.kick(to_submit);
   }
-  im.log.submit(to_submit);
+  LogWriter::submit(*im.engine, to_submit);
   return st;
 }
 
 Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
   Impl& im = *impl_;
+  im.write_mu.assert_held();
   TIERKV_RETURN_IF_ERROR(drop_snapshot_locked());
   if (chunk.version > im.max_version_seen.load(std::memory_order_relaxed))
     im.max_version_seen.store(chunk.version, std::memory_order_relaxed);
@@ -129,6 +130,7 @@ Status FlashTier::append_locked(PendingChunk chunk, std::string_view data) {
 
 Status FlashTier::open_region_locked() {
   Impl& im = *impl_;
+  im.write_mu.assert_held();
   // Before anything changes: a failure here leaves the tier as it was.
   Result<uint64_t> seq = impl_->super->take_seq();
   if (!seq.is_ok()) return seq.status();
@@ -176,18 +178,18 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
   }
   std::vector<IoRequest*> next;
   {
-    std::lock_guard lock(im.write_mu);
+    MutexLock lock(im.write_mu);
     im.log.release_landed(*batch, ok);
     if (!im.deferred_meta.empty() && !im.clearing) append_deferred_meta_locked();
     im.log.kick(next);
   }
-  im.log.submit(next);
+  LogWriter::submit(*im.engine, next);
   update_index_gauges();
   for (size_t i = 0; i < batch->chunks.size(); ++i) {
     if (batch->chunks[i].done) batch->chunks[i].done(std::move(outcomes[i]));
   }
   // flush() returns only after the callbacks of what it waited for have run.
-  std::lock_guard lock(im.write_mu);
+  MutexLock lock(im.write_mu);
   im.log.finish_callbacks();
 }
 
@@ -195,7 +197,7 @@ void FlashTier::on_write_done(WriteBatch* raw, int64_t result) {
 void FlashTier::index_landed(WriteBatch& batch, std::vector<Status>& outcomes,
                              uint64_t& user_bytes) {
   Impl& im = *impl_;
-  std::lock_guard lock(im.landing_mu);
+  MutexLock lock(im.landing_mu);
   for (size_t i = 0; i < batch.chunks.size(); ++i) {
     PendingChunk& c = batch.chunks[i];
     const bool ok = outcomes[i].is_ok();
@@ -246,21 +248,22 @@ void FlashTier::flush() {
   Impl& im = *impl_;
   std::vector<IoRequest*> to_submit;
   {
-    std::lock_guard lock(im.write_mu);
+    MutexLock lock(im.write_mu);
     if (!im.clearing) append_deferred_meta_locked();
     im.log.seal();
     im.log.kick(to_submit);
   }
-  im.log.submit(to_submit);
+  LogWriter::submit(*im.engine, to_submit);
   {
-    std::unique_lock lock(im.write_mu);
-    im.log.wait(lock, [&] { return im.log.idle(); });
+    MutexLock lock(im.write_mu);
+    while (!im.log.idle()) im.log.wait(im.write_mu);
   }
   if (options_.fsync != FsyncPolicy::kNone) (void)im.device_sync.sync_if_dirty(im.fd.get());
 }
 
 void FlashTier::update_space_gauges_locked() {
   Impl& im = *impl_;
+  im.write_mu.assert_held();
   const uint64_t used = im.regions.used_bytes();
   im.metrics.bytes_used.set(static_cast<int64_t>(used));
   im.metrics.bytes_free.set(static_cast<int64_t>(capacity() - used));
@@ -285,7 +288,7 @@ FlashStats FlashTier::stats() const {
   s.capacity_bytes = capacity();
   s.regions = region_count_;
   {
-    std::lock_guard lock(im.write_mu);
+    MutexLock lock(im.write_mu);
     s.used_bytes = im.regions.used_bytes();
     s.regions_used = im.regions.written().size();
   }
@@ -310,7 +313,7 @@ FlashStats FlashTier::stats() const {
 }
 
 uint64_t FlashTier::pending_write_bytes() const {
-  std::lock_guard lock(impl_->write_mu);
+  MutexLock lock(impl_->write_mu);
   return impl_->log.pending_bytes();
 }
 

@@ -61,6 +61,7 @@ namespace tierkv::flash {
 class IoEngine;
 struct IoRequest;
 struct PendingChunk;
+struct ReclaimRound;
 struct StagingEntry;
 struct WriteBatch;
 struct ChunkRead;
@@ -464,7 +465,9 @@ class FlashTier {
   std::pair<bool, bool> drop_versions(std::string_view key, uint64_t key_hash,
                                       uint64_t up_to_version);
   Status start_engine();
-  // Write path (flash_tier.cc); *_locked need impl_->write_mu.
+  // Write path (flash_tier.cc); *_locked need impl_->write_mu (or landing_mu,
+  // where said). Impl is incomplete here, so they cannot say REQUIRES: each
+  // asserts its lock for the analysis of its body.
   Status enqueue_writes(std::span<const ChunkWrite> chunks, std::vector<WriteCallback> done,
                         const std::shared_ptr<StagingEntry>& staging = nullptr);
   // A staged chunk landed (landing_mu held): records it, and for the last
@@ -493,7 +496,11 @@ class FlashTier {
   // region ahead: writers never wait for it.
   void start_reclaimer();
   void stop_reclaimer();
-  void reclaim_ahead(std::unique_lock<std::mutex>& write_lock);
+  // A round of the reclaimer: takes the oldest region out (write_mu held),
+  // reads its hot chunks (without it), appends the copies (write_mu held).
+  void begin_reclaim_round_locked(ReclaimRound& round);
+  void read_reinsertions(ReclaimRound& round);
+  void finish_reclaim_round_locked(ReclaimRound& round, std::vector<IoRequest*>& to_submit);
   // Drops the region's chunks from the index (with `hits`, chunks read since
   // written stay, marked relocating, listed) and empties it. True if it may
   // be written at once; false if reads pin it (it is draining: the last

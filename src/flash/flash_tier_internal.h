@@ -4,10 +4,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -18,6 +16,7 @@
 #include "core/aligned_buffer.h"
 #include "core/log_throttle.h"
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "core/unique_fd.h"
 #include "flash/chunk_reader.h"
 #include "flash/device_sync.h"
@@ -54,6 +53,21 @@ struct KeyInFlight {
   std::vector<std::pair<std::string, uint64_t>> removed;  // key, up to version
 };
 
+// A chunk reinsertion copies: its record, read back from the device.
+struct Reinsert {
+  PendingChunk chunk;
+  AlignedBuffer buffer;
+  std::string_view data;  // inside buffer
+};
+
+// One region reclaimed ahead by the reclaimer thread, and its hot chunks.
+struct ReclaimRound {
+  uint32_t region = 0;
+  uint64_t generation = 0;  // Impl::generation when it began
+  std::vector<ReinsertCandidate> hits;
+  std::vector<Reinsert> copies;
+};
+
 struct FlashTier::Impl {
   Impl(MetricsRegistry& registry, const LogWriter::Options& log_options)
       : metrics(registry), log(log_options, regions) {}
@@ -69,33 +83,39 @@ struct FlashTier::Impl {
   // Landing: indexing a landed chunk and remove() are atomic under landing_mu,
   // so a removal is either seen by the landing or drops what it indexed.
   // Lock order: write_mu before landing_mu.
-  std::mutex landing_mu;
-  absl::flat_hash_map<uint64_t, KeyInFlight> in_flight;  // by key hash
-  absl::flat_hash_set<StagingEntry*> staging;            // of live StagedObjects
+  Mutex landing_mu;
+  absl::flat_hash_map<uint64_t, KeyInFlight> in_flight ABSL_GUARDED_BY(landing_mu);  // by key hash
+  // of live StagedObjects
+  absl::flat_hash_set<StagingEntry*> staging ABSL_GUARDED_BY(landing_mu);
   // Bumped by clear() (holding write_mu and landing_mu): chunks accepted
-  // under an older generation are not indexed.
+  // under an older generation are not indexed. Not annotated: it is read
+  // under either lock, which GUARDED_BY cannot say.
   uint64_t generation = 0;
-  bool clearing = false;  // write_mu: clear() is waiting for writes to land
+  // clear() is waiting for writes to land
+  bool clearing ABSL_GUARDED_BY(write_mu) = false;
 
   // Write errors are logged at most once a second (device full: every write fails).
   LogThrottle error_log;
 
   // Write side, guarded by write_mu (the region table, the log writer, and
   // what follows); RegionManager's pins nest inside it, then the index.
-  std::mutex write_mu;
+  Mutex write_mu ABSL_ACQUIRED_BEFORE(landing_mu);
+  // Its table needs write_mu and its pins their own lock; not annotated
+  // here because RegionManager cannot name write_mu, and reads unpin
+  // without it.
   RegionManager regions{metrics.regions_draining};
-  LogWriter log;
+  LogWriter log ABSL_GUARDED_BY(write_mu);
   // Tombstones and expiry records that found no room yet (the region to
   // reclaim still had writes in flight); retried in order as writes land.
-  std::deque<PendingChunk> deferred_meta;
+  std::deque<PendingChunk> deferred_meta ABSL_GUARDED_BY(write_mu);
   // The newest version any record names (recovered or written since).
   std::atomic<uint64_t> max_version_seen{0};
   // A snapshot is on the device and still valid: the next record drops it.
-  bool snapshot_on_device = false;
+  bool snapshot_on_device ABSL_GUARDED_BY(write_mu) = false;
   // The reinsertion reclaimer, woken when the last free region is taken.
-  std::condition_variable reclaim_cv;
-  std::condition_variable reclaim_idle;  // it found nothing to do
-  bool reclaim_stop = false;
+  CondVar reclaim_cv;
+  CondVar reclaim_idle;  // it found nothing to do
+  bool reclaim_stop ABSL_GUARDED_BY(write_mu) = false;
   std::thread reclaimer;
 
   // The read path below the index; made by start_engine().

@@ -8,15 +8,14 @@
 
 #include <algorithm>
 #include <bit>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 
 namespace tierkv::flash {
 namespace {
@@ -57,7 +56,7 @@ class ReadModel {
   // successive calls ascend.
   uint64_t due(uint64_t now_ns, uint64_t bytes) {
     if (ns_per_byte_ == 0) return now_ns + latency_ns_;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const auto transfer = static_cast<uint64_t>(ns_per_byte_ * static_cast<double>(bytes));
     link_free_ns_ = std::max(link_free_ns_, now_ns) + transfer;
     return link_free_ns_ + latency_ns_;
@@ -66,8 +65,8 @@ class ReadModel {
  private:
   const uint64_t latency_ns_;
   const double ns_per_byte_;
-  std::mutex mu_;
-  uint64_t link_free_ns_ = 0;  // under mu_
+  Mutex mu_;
+  uint64_t link_free_ns_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Runs one request synchronously; returns bytes or -errno.
@@ -112,7 +111,7 @@ class UringEngine final : public IoEngine {
   ~UringEngine() override {
     if (!initialized_) return;
     {
-      std::lock_guard lock(submit_mu_);
+      MutexLock lock(submit_mu_);
       io_uring_sqe* sqe = next_sqe_locked();
       io_uring_prep_nop(sqe);
       io_uring_sqe_set_data(sqe, nullptr);  // the stop sentinel
@@ -124,7 +123,7 @@ class UringEngine final : public IoEngine {
 
   using IoEngine::submit;
   void submit(std::span<IoRequest* const> requests) override {
-    std::lock_guard lock(submit_mu_);
+    MutexLock lock(submit_mu_);
     for (IoRequest* r : requests) prep_locked(r);
     io_uring_submit(&ring_);
   }
@@ -138,7 +137,7 @@ class UringEngine final : public IoEngine {
     uint64_t deadline_ns;
   };
 
-  io_uring_sqe* next_sqe_locked() {
+  io_uring_sqe* next_sqe_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (sqe == nullptr) {  // SQ full: push what is queued to the kernel
       io_uring_submit(&ring_);
@@ -147,7 +146,7 @@ class UringEngine final : public IoEngine {
     return sqe;
   }
 
-  void prep_locked(IoRequest* r) {
+  void prep_locked(IoRequest* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_) {
     io_uring_sqe* sqe = next_sqe_locked();
     const unsigned n = static_cast<unsigned>(r->length - r->done);
     switch (r->op) {
@@ -257,7 +256,7 @@ class UringEngine final : public IoEngine {
   ReadModel model_;
   io_uring ring_{};
   bool initialized_ = false;
-  std::mutex submit_mu_;
+  Mutex submit_mu_;  // the submission queue of ring_ (the reaper reads completions)
   std::thread reaper_;
 };
 
@@ -270,7 +269,7 @@ class ThreadPoolEngine final : public IoEngine {
 
   ~ThreadPoolEngine() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -280,7 +279,7 @@ class ThreadPoolEngine final : public IoEngine {
   using IoEngine::submit;
   void submit(std::span<IoRequest* const> requests) override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       queue_.insert(queue_.end(), requests.begin(), requests.end());
     }
     if (requests.size() == 1) {
@@ -298,8 +297,8 @@ class ThreadPoolEngine final : public IoEngine {
     for (;;) {
       IoRequest* r = nullptr;
       {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        MutexLock lock(mu_);
+        while (!stop_ && queue_.empty()) cv_.wait(mu_);
         if (queue_.empty()) return;
         r = queue_.front();
         queue_.pop_front();
@@ -313,10 +312,10 @@ class ThreadPoolEngine final : public IoEngine {
 
   const int fd_;
   ReadModel model_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<IoRequest*> queue_;
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<IoRequest*> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 

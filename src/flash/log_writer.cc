@@ -137,7 +137,7 @@ void LogWriter::kick(std::vector<IoRequest*>& to_submit) {
   }
 }
 
-void LogWriter::submit(std::vector<IoRequest*>& batches) {
+void LogWriter::submit(IoEngine& engine, std::vector<IoRequest*>& batches) {
   for (IoRequest* r : batches) {
     auto* batch = static_cast<WriteBatch*>(r);
     // Doomed batches still go through the engine (as a cheap fsync) so that
@@ -147,7 +147,7 @@ void LogWriter::submit(std::vector<IoRequest*>& batches) {
       batch->fsynced = true;
     }
   }
-  if (!batches.empty()) engine_->submit(batches);
+  if (!batches.empty()) engine.submit(batches);
   batches.clear();
 }
 

@@ -22,17 +22,16 @@
 // write lock (FlashTier's write_mu).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/aligned_buffer.h"
+#include "core/mutex.h"
 #include "core/status.h"
 #include "flash/io_engine.h"
 #include "flash/region_manager.h"
@@ -111,8 +110,9 @@ class LogWriter {
   void seal();
   // Picks batches to send now, in order, up to the in-flight limit.
   void kick(std::vector<IoRequest*>& to_submit);
-  // Sends what kick() picked; call without the write lock.
-  void submit(std::vector<IoRequest*>& batches);
+  // Sends what kick() picked through `engine` (the one start() was given);
+  // call without the write lock. Static: it touches only the batches.
+  static void submit(IoEngine& engine, std::vector<IoRequest*>& batches);
   // From the landing handler: the batch no longer holds a write slot or its
   // region. Keeps its buffer for reuse; its chunks stay for the callbacks.
   void release_landed(WriteBatch& batch, bool ok);
@@ -123,11 +123,9 @@ class LogWriter {
 
   // Nothing queued, in flight or in its callbacks.
   bool idle() const;
-  // Waits on the landing of writes (and on notify()).
-  template <typename Pred>
-  void wait(std::unique_lock<std::mutex>& lock, Pred pred) {
-    changed_.wait(lock, pred);
-  }
+  // Waits once for a batch to land (or a notify()); `owner_mu` is the
+  // owner's write lock. Callers loop on their condition.
+  void wait(Mutex& owner_mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_mu) { changed_.wait(owner_mu); }
   void notify() { changed_.notify_all(); }
   // Bytes accepted and not yet landed.
   uint64_t pending_bytes() const { return pending_bytes_; }
@@ -154,7 +152,7 @@ class LogWriter {
   uint32_t writes_finishing_ = 0;  // landed, callbacks still running
   uint64_t pending_bytes_ = 0;
   std::vector<AlignedBuffer> spare_buffers_;
-  std::condition_variable changed_;
+  CondVar changed_;
 };
 
 }  // namespace tierkv::flash

@@ -7,7 +7,7 @@ void RegionManager::reset(uint32_t count) {
   free_.clear();
   fifo_.clear();
   used_bytes_ = 0;
-  std::lock_guard pins(pin_mu_);
+  MutexLock pins(pin_mu_);
   readers_.assign(count, 0);
   draining_.assign(count, false);
   draining_count_ = 0;
@@ -38,7 +38,7 @@ void RegionManager::free_all() {
   for (uint32_t r = 0; r < count(); ++r) free_.push_back(r);
   fifo_.clear();
   used_bytes_ = 0;
-  std::lock_guard pins(pin_mu_);
+  MutexLock pins(pin_mu_);
   draining_.assign(states_.size(), false);
   draining_count_ = 0;
   draining_gauge_.set(0);
@@ -88,7 +88,7 @@ RegionManager::ReclaimPins RegionManager::reclaim_locked(uint32_t r, bool self_p
 
 absl::InlinedVector<uint32_t, 4> RegionManager::unpin(std::span<const uint32_t> regions) {
   absl::InlinedVector<uint32_t, 4> last_pins;
-  std::lock_guard pins(pin_mu_);
+  MutexLock pins(pin_mu_);
   for (uint32_t r : regions) {
     // Freeing a region needs the write lock, taken before pin_mu.
     if (readers_[r] == 1 && draining_[r]) {
@@ -101,7 +101,7 @@ absl::InlinedVector<uint32_t, 4> RegionManager::unpin(std::span<const uint32_t> 
 }
 
 void RegionManager::unpin_last(uint32_t r) {
-  std::lock_guard pins(pin_mu_);
+  MutexLock pins(pin_mu_);
   if (--readers_[r] > 0 || !draining_[r]) return;
   draining_[r] = false;
   draining_gauge_.set(static_cast<int64_t>(--draining_count_));
@@ -109,7 +109,7 @@ void RegionManager::unpin_last(uint32_t r) {
 }
 
 uint64_t RegionManager::draining_count() const {
-  std::lock_guard pins(pin_mu_);
+  MutexLock pins(pin_mu_);
   return draining_count_;
 }
 

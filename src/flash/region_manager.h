@@ -9,14 +9,13 @@
 // Locking, the contract: the region table, the free pool, the FIFO and the
 // byte counts are guarded by the owner's write lock (FlashTier's write_mu),
 // which callers of every method not marked otherwise hold. Pins have a mutex
-// of their own (taken by lock_pins()), nested inside the write lock, because
+// of their own (pin_mutex()), nested inside the write lock, because
 // reads pin and unpin without the write lock. Lock order: write lock, pins,
 // then the index's shard locks.
 #pragma once
 
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -24,6 +23,7 @@
 #include <absl/container/inlined_vector.h>
 
 #include "core/metrics.h"
+#include "core/mutex.h"
 
 namespace tierkv::flash {
 
@@ -74,23 +74,23 @@ class RegionManager {
   void empty(uint32_t r);
   uint64_t used_bytes() const { return used_bytes_; }
 
-  // Pins. The lock makes an index lookup and the pins it leads to one step,
-  // against a reclaim that drops the region's entries under the same lock.
-  [[nodiscard]] std::unique_lock<std::mutex> lock_pins() const { return std::unique_lock(pin_mu_); }
-  // Pins held (lock_pins()).
-  void pin_locked(uint32_t r) { ++readers_[r]; }
+  // Pins. Their lock makes an index lookup and the pins it leads to one
+  // step, against a reclaim that drops the region's entries under it.
+  Mutex& pin_mutex() const ABSL_LOCK_RETURNED(pin_mu_) { return pin_mu_; }
+  void pin_locked(uint32_t r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pin_mu_) { ++readers_[r]; }
   struct ReclaimPins {
     bool read_by_others = false;  // pinned by reads when reclaimed
     bool writable = false;        // no pin at all: reusable at once
   };
-  // Pins held: region `r` is being reclaimed; pinned, it drains. With
-  // `self_pin` the reclaimer keeps a pin of its own (it reads the region).
-  ReclaimPins reclaim_locked(uint32_t r, bool self_pin);
+  // Region `r` is being reclaimed; pinned, it drains. With `self_pin` the
+  // reclaimer keeps a pin of its own (it reads the region).
+  ReclaimPins reclaim_locked(uint32_t r, bool self_pin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pin_mu_);
   // Without the write lock: drops pins, except each last pin of a draining
   // region. Those are returned, for unpin_last() under the write lock.
-  absl::InlinedVector<uint32_t, 4> unpin(std::span<const uint32_t> regions);
+  absl::InlinedVector<uint32_t, 4> unpin(std::span<const uint32_t> regions)
+      ABSL_LOCKS_EXCLUDED(pin_mu_);
   // Write lock held: drops one pin; a draining region left without pins is free.
-  void unpin_last(uint32_t r);
+  void unpin_last(uint32_t r) ABSL_LOCKS_EXCLUDED(pin_mu_);
   uint64_t draining_count() const;
 
  private:
@@ -99,11 +99,11 @@ class RegionManager {
   std::deque<uint32_t> fifo_;
   uint64_t used_bytes_ = 0;
 
-  mutable std::mutex pin_mu_;
-  std::vector<uint32_t> readers_;
+  mutable Mutex pin_mu_;
+  std::vector<uint32_t> readers_ ABSL_GUARDED_BY(pin_mu_);
   // Reclaimed while pinned: out of the index, not yet free.
-  std::vector<bool> draining_;
-  uint64_t draining_count_ = 0;
+  std::vector<bool> draining_ ABSL_GUARDED_BY(pin_mu_);
+  uint64_t draining_count_ ABSL_GUARDED_BY(pin_mu_) = 0;
   Gauge& draining_gauge_;
 };
 

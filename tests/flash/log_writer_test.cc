@@ -78,7 +78,7 @@ class LogWriterTest : public ::testing::Test {
       std::lock_guard lock(mu);
       writer->kick(picked);
     }
-    writer->submit(picked);
+    LogWriter::submit(engine, picked);
   }
   // Completes the oldest held request with `result`, then sends what that freed.
   IoRequest* complete_next(int64_t result) {

@@ -42,14 +42,14 @@ TEST_F(RegionManagerTest, ReclaimOfAPinnedRegionDrainsUntilTheLastUnpin) {
   regions.start_written(r, 1);
   regions.add_fill(r, 4096);
   {
-    auto pins = regions.lock_pins();
+    MutexLock pins(regions.pin_mutex());
     regions.pin_locked(r);
     regions.pin_locked(r);
   }
   regions.pop_oldest();
   RegionManager::ReclaimPins reclaimed;
   {
-    auto pins = regions.lock_pins();
+    MutexLock pins(regions.pin_mutex());
     reclaimed = regions.reclaim_locked(r, /*self_pin=*/false);
   }
   regions.empty(r);
@@ -76,7 +76,7 @@ TEST_F(RegionManagerTest, UnpinnedReclaimIsWritableAtOnceAndSelfPinDrains) {
   RegionManager::ReclaimPins unpinned;
   RegionManager::ReclaimPins self;
   {
-    auto pins = regions.lock_pins();
+    MutexLock pins(regions.pin_mutex());
     unpinned = regions.reclaim_locked(0, false);
     self = regions.reclaim_locked(1, true);
   }
@@ -95,7 +95,7 @@ TEST_F(RegionManagerTest, FreeAllKeepsPinsCountedButDrainsNothing) {
   regions.start_written(r, 5);
   regions.add_fill(r, 4096);
   {
-    auto pins = regions.lock_pins();
+    MutexLock pins(regions.pin_mutex());
     regions.pin_locked(r);
     (void)regions.reclaim_locked(r, false);
   }
@@ -139,7 +139,7 @@ TEST_F(RegionManagerTest, RandomLifeMatchesTheModel) {
       case 1:
         if (!fifo.empty()) {
           const uint32_t r = fifo[rng() % fifo.size()];
-          auto lock = regions.lock_pins();
+          MutexLock lock(regions.pin_mutex());
           regions.pin_locked(r);
           ++pins[r];
         }
@@ -152,7 +152,7 @@ TEST_F(RegionManagerTest, RandomLifeMatchesTheModel) {
           fifo.pop_front();
           RegionManager::ReclaimPins got;
           {
-            auto lock = regions.lock_pins();
+            MutexLock lock(regions.pin_mutex());
             got = regions.reclaim_locked(r, false);
           }
           regions.empty(r);

@@ -42,9 +42,17 @@ class FlashServer:
     """A tierkv-server whose work directory (and flash file) survives restarts.
 
     Every start() picks fresh ports, so a restart never races the previous
-    process's sockets; the log of every run is appended to server.log."""
+    process's sockets; the log of every run is appended to server.log.
 
-    def __init__(self, workdir, memory="64mb", flash_size="256mb", flash_path=None, extra=()):
+    A test gives itself the flash it needs: which objects a reclaim drops is
+    not the test's to choose, so the flash_servers fixture fails a test whose
+    servers reclaimed (INFO flash_reclaims, summed over its runs) unless it
+    passed reclaim_ok=True, and then it must assert only what it controls."""
+
+    def __init__(self, workdir, memory="64mb", flash_size="256mb", flash_path=None, extra=(),
+                 reclaim_ok=False):
+        self.reclaim_ok = reclaim_ok
+        self.reclaims = 0  # flash_reclaims of the runs that ended
         self.workdir = workdir
         self.flash_path = flash_path or os.path.join(workdir, "flash.dat")
         self.memory = memory
@@ -80,10 +88,27 @@ class FlashServer:
             raise AssertionError(f"{e}\n--- server log ---\n{self.log_tail()}") from None
         return self
 
+    def count_reclaims(self):
+        """Adds this run's flash_reclaims to self.reclaims, before it ends. A
+        server that does not answer (stopped, or asking for a password) is
+        not counted."""
+        if not self.alive():
+            return
+        c = self.client(socket_timeout=2)
+        try:
+            c.set_response_callback("INFO", lambda r, **kw: r)
+            fields, _ = parse_info(c.execute_command("INFO", "flash").decode())
+            self.reclaims += int(fields.get("flash_reclaims", 0))
+        except (redis.RedisError, OSError):
+            pass
+        finally:
+            c.close()
+
     def stop(self, timeout=60.0):
         """SIGTERM and wait: a clean shutdown. Returns the exit code."""
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else None
+        self.count_reclaims()
         self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
@@ -96,6 +121,7 @@ class FlashServer:
     def kill(self):
         """SIGKILL: a crash; nothing gets a chance to flush."""
         if self.proc is not None and self.proc.poll() is None:
+            self.count_reclaims()
             self.proc.kill()
             self.proc.wait()
 
@@ -171,6 +197,11 @@ def flash_servers():
     for s in made:
         s.kill()
         shutil.rmtree(s.workdir, ignore_errors=True)
+    for s in made:
+        assert s.reclaim_ok or s.reclaims == 0, (
+            f"flash reclaimed {s.reclaims} times under a test that did not expect it: give it "
+            f"more flash (flash_size={s.flash_size}), or pass reclaim_ok=True and assert only "
+            f"what it controls")
 
 
 # --- deterministic values ----------------------------------------------------

@@ -30,7 +30,8 @@ def test_a_slow_get_survives_the_log_wrapping_under_it(flash_servers):
     # is written through to flash and every GET of it streams from there.
     s = flash_servers(memory="8mb", flash_size="64mb",
                       extra=("--region-size", "4mb", "--flash-read-buffer", "2mb",
-                             "--client-output-buffer-limit", "64mb")).start()
+                             "--client-output-buffer-limit", "64mb"),
+                      reclaim_ok=True).start()  # the log wraps: that is the test
     c = s.client(socket_timeout=30)
     size = 12 * MIB
     value = make_value("big", 1, size)

@@ -427,7 +427,8 @@ def run_restart_model(flash_servers, label, policy, flash_size, region_size, los
     print(f"\n[model {label}] seed={seed} ops={ops} rounds={rounds}")
     s = flash_servers(memory="64mb", flash_size=flash_size,
                       extra=("--region-size", region_size, "--flash-preallocate", "no",
-                             "--offload-policy", policy))
+                             "--offload-policy", policy),
+                      reclaim_ok=lost_ok)  # the model lets reclaim drop keys then
     s.start()
     m = RestartModel(s, seed, lost_ok, label)
     per_round = max(1, ops // rounds)
