@@ -23,7 +23,7 @@ BufferPool::BufferPool(size_t buffer_size, IdleRoom idle_room, size_t min_size)
 
 BufferPool::~BufferPool() {
   std::vector<char*> all;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [size, c] : classes_) pop_locked(size, c, c.idle.size(), all);
   free_all(all);
 }
@@ -34,7 +34,7 @@ AlignedBuffer BufferPool::take(size_t size) {
     return AlignedBuffer(size, AlignedBuffer::Uninitialized{});
   char* data = nullptr;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = classes_.find(rounded);
     if (it != classes_.end() && !it->second.idle.empty()) {
       SizeClass& c = it->second;
@@ -60,7 +60,7 @@ AlignedBuffer BufferPool::take(size_t size) {
 void BufferPool::give_back(char* data, size_t size) {
   const int64_t room = idle_room_ ? idle_room_() : 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (idle_bytes_.load(std::memory_order_relaxed) + static_cast<int64_t>(size) <= room) {
       classes_[size].idle.push_back(data);
       idle_bytes_.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
@@ -87,7 +87,7 @@ void BufferPool::trim() {
   if (idle_bytes_.load(std::memory_order_relaxed) <= room) return;
   std::vector<char*> surplus;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // Largest buffers first: the fewest frees give the room back.
     for (auto it = classes_.rbegin();
          it != classes_.rend() && idle_bytes_.load(std::memory_order_relaxed) > room; ++it) {
@@ -102,7 +102,7 @@ void BufferPool::trim() {
 void BufferPool::release_idle() {
   std::vector<char*> unneeded;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [size, c] : classes_) {
       pop_locked(size, c, (c.low_water + 1) / 2, unneeded);
       c.low_water = c.idle.size();

@@ -29,10 +29,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include "core/aligned_buffer.h"
+#include "core/mutex.h"
 
 namespace tierkv {
 
@@ -76,15 +76,16 @@ class BufferPool {
     std::vector<char*> idle;
     size_t low_water = 0;  // fewest idle buffers since release_idle()
   };
-  // Moves up to `n` idle buffers of `size` into `out`; under mu_.
-  void pop_locked(size_t size, SizeClass& c, size_t n, std::vector<char*>& out);
+  // Moves up to `n` idle buffers of `size` into `out`.
+  void pop_locked(size_t size, SizeClass& c, size_t n, std::vector<char*>& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void free_all(std::vector<char*>& buffers);
 
   const size_t buffer_size_;
   const size_t min_size_;
   const IdleRoom idle_room_;
-  mutable std::mutex mu_;
-  std::map<size_t, SizeClass> classes_;  // by buffer size; guarded by mu_
+  mutable Mutex mu_;
+  std::map<size_t, SizeClass> classes_ ABSL_GUARDED_BY(mu_);  // by buffer size
   std::atomic<int64_t> idle_bytes_{0};
   std::atomic<uint64_t> reused_{0}, fresh_{0}, returned_{0};
 };

@@ -5,10 +5,10 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 
 namespace tierkv {
 
@@ -20,7 +20,7 @@ class LogThrottle {
   // line may be logged now; nothing (and it is counted) otherwise. `now` is
   // the monotonic clock (given by tests).
   std::optional<uint64_t> admit(uint64_t now = mono_ns()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (logged_once_ && now - last_ns_ < interval_ns_) {
       ++held_back_;
       return std::nullopt;
@@ -34,10 +34,10 @@ class LogThrottle {
 
  private:
   const uint64_t interval_ns_;
-  std::mutex mu_;
-  bool logged_once_ = false;
-  uint64_t last_ns_ = 0;
-  uint64_t held_back_ = 0;
+  Mutex mu_;
+  bool logged_once_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t last_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t held_back_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tierkv

@@ -98,13 +98,13 @@ M& MetricsRegistry::find_or_add(std::deque<Entry<M>>& list, std::string name, st
 }
 
 Counter& MetricsRegistry::counter(std::string name, std::string help, std::string labels) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return find_or_add(counters_, std::move(name), std::move(help), std::move(labels));
 }
 
 Gauge& MetricsRegistry::gauge(std::string name, std::string help, std::string labels,
                               int64_t per_unit) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Gauge& g = find_or_add(gauges_, std::move(name), std::move(help), std::move(labels));
   for (auto& e : gauges_) {
     if (e.metric.get() == &g) e.per_unit = per_unit > 0 ? per_unit : 1;
@@ -113,7 +113,7 @@ Gauge& MetricsRegistry::gauge(std::string name, std::string help, std::string la
 }
 
 Histogram& MetricsRegistry::latency(std::string name, std::string help, std::string labels) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return find_or_add(latencies_, std::move(name), std::move(help), std::move(labels));
 }
 
@@ -138,25 +138,25 @@ std::map<std::string, std::vector<const E*>> by_family(const std::deque<E>& list
 }  // namespace
 
 uint64_t MetricsRegistry::add_collector(std::function<void()> fn) {
-  std::lock_guard lock(collectors_mu_);
+  MutexLock lock(collectors_mu_);
   uint64_t id = next_collector_++;
   collectors_.emplace(id, std::move(fn));
   return id;
 }
 
 void MetricsRegistry::remove_collector(uint64_t id) {
-  std::lock_guard lock(collectors_mu_);
+  MutexLock lock(collectors_mu_);
   collectors_.erase(id);
 }
 
 void MetricsRegistry::collect() const {
-  std::lock_guard lock(collectors_mu_);
+  MutexLock lock(collectors_mu_);
   for (const auto& [id, fn] : collectors_) fn();
 }
 
 std::string MetricsRegistry::render_prometheus() const {
   collect();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string out;
   for (const auto& [name, entries] : by_family(counters_)) {
     out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, entries[0]->help, name);
@@ -193,7 +193,7 @@ std::string MetricsRegistry::render_prometheus() const {
 }
 
 void MetricsRegistry::reset_all() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& e : counters_) e.metric->reset();
   for (auto& e : latencies_) e.metric->reset();
 }

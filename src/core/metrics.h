@@ -14,10 +14,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace tierkv {
 
@@ -93,12 +94,12 @@ class MetricsRegistry {
 
   template <typename Fn>  // fn(name, labels, const Counter&)
   void for_each_counter(Fn&& fn) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& e : counters_) fn(e.name, e.labels, *e.metric);
   }
   template <typename Fn>  // fn(name, labels, const Gauge&, per_unit)
   void for_each_gauge(Fn&& fn) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& e : gauges_) fn(e.name, e.labels, *e.metric, e.per_unit);
   }
   // A collector refreshes gauges whose values live elsewhere (a subsystem's
@@ -110,7 +111,7 @@ class MetricsRegistry {
   void collect() const;
   template <typename Fn>  // fn(name, labels, const Histogram&)
   void for_each_latency(Fn&& fn) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& e : latencies_) fn(e.name, e.labels, *e.metric);
   }
 
@@ -125,13 +126,13 @@ class MetricsRegistry {
   static M& find_or_add(std::deque<Entry<M>>& list, std::string name, std::string help,
                         std::string labels);
 
-  mutable std::mutex collectors_mu_;  // held while collectors run, never with mu_
-  std::map<uint64_t, std::function<void()>> collectors_;
-  uint64_t next_collector_ = 1;
-  mutable std::mutex mu_;
-  std::deque<Entry<Counter>> counters_;
-  std::deque<Entry<Gauge>> gauges_;
-  std::deque<Entry<Histogram>> latencies_;
+  mutable Mutex collectors_mu_;  // held while collectors run, never with mu_
+  std::map<uint64_t, std::function<void()>> collectors_ ABSL_GUARDED_BY(collectors_mu_);
+  uint64_t next_collector_ ABSL_GUARDED_BY(collectors_mu_) = 1;
+  mutable Mutex mu_;
+  std::deque<Entry<Counter>> counters_ ABSL_GUARDED_BY(mu_);
+  std::deque<Entry<Gauge>> gauges_ ABSL_GUARDED_BY(mu_);
+  std::deque<Entry<Histogram>> latencies_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tierkv

@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <utility>
 
+#include "core/mutex.h"
 #include "core/status.h"
 
 namespace tierkv {
@@ -23,7 +23,7 @@ class StatusJoin : public std::enable_shared_from_this<StatusJoin> {
 
   static std::shared_ptr<StatusJoin> make(size_t steps, Callback done) {
     auto join = std::shared_ptr<StatusJoin>(new StatusJoin(steps, std::move(done)));
-    if (steps == 0) join->finish();
+    if (steps == 0) join->finish(Status::ok());
     return join;
   }
 
@@ -36,22 +36,26 @@ class StatusJoin : public std::enable_shared_from_this<StatusJoin> {
   StatusJoin(size_t steps, Callback done) : left_(steps), done_(std::move(done)) {}
 
   void arrive(Status st) {
-    std::unique_lock lock(mu_);
-    if (!st.is_ok() && first_error_.is_ok()) first_error_ = std::move(st);
-    if (--left_ > 0) return;
-    lock.unlock();
-    finish();
+    Status result;
+    {
+      MutexLock lock(mu_);
+      if (!st.is_ok() && first_error_.is_ok()) first_error_ = std::move(st);
+      if (--left_ > 0) return;
+      result = std::move(first_error_);
+    }
+    finish(std::move(result));
   }
 
-  void finish() {
+  // Runs once: after the last arrival (or from make() with no steps).
+  void finish(Status result) {
     Callback done = std::move(done_);
-    if (done) done(std::move(first_error_));
+    if (done) done(std::move(result));
   }
 
-  std::mutex mu_;
-  size_t left_;
-  Status first_error_;
-  Callback done_;
+  Mutex mu_;
+  size_t left_ ABSL_GUARDED_BY(mu_);
+  Status first_error_ ABSL_GUARDED_BY(mu_);
+  Callback done_;  // moved out once, by the one finish()
 };
 
 }  // namespace tierkv

@@ -10,11 +10,10 @@
 // callback, which wait() guarantees when it is called before destruction.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <functional>
-#include <mutex>
 
+#include "core/mutex.h"
 #include "core/status.h"
 
 namespace tierkv {
@@ -28,29 +27,29 @@ class StatusWait {
 
   std::function<void(Status)> arrival() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++pending_;
     }
     return [this](Status st) { arrive(std::move(st)); };
   }
 
   Status wait() {
-    std::unique_lock lock(mu_);
-    arrived_.wait(lock, [this] { return pending_ == 0; });
+    MutexLock lock(mu_);
+    while (pending_ != 0) arrived_.wait(mu_);
     return first_error_;
   }
 
  private:
   void arrive(Status st) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!st.is_ok() && first_error_.is_ok()) first_error_ = std::move(st);
     if (--pending_ == 0) arrived_.notify_all();
   }
 
-  std::mutex mu_;
-  std::condition_variable arrived_;
-  size_t pending_ = 0;
-  Status first_error_;
+  Mutex mu_;
+  CondVar arrived_;
+  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;
+  Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tierkv

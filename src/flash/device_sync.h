@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "core/metrics.h"
-
 #include "core/mutex.h"
 
 namespace tierkv::flash {

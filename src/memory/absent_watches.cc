@@ -27,7 +27,7 @@ void AbsentWatches::Handle::reset() {
 AbsentWatches::Handle AbsentWatches::watch(uint64_t key_hash) {
   Handle h;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Entry& e = entries_[key_hash];
     ++e.watchers;
     h.creations_at_watch_ = e.creations;
@@ -41,19 +41,19 @@ AbsentWatches::Handle AbsentWatches::watch(uint64_t key_hash) {
 }
 
 void AbsentWatches::note_created_slow(uint64_t key_hash) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key_hash);
   if (it != entries_.end()) ++it->second.creations;
 }
 
 uint64_t AbsentWatches::creations(uint64_t key_hash) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key_hash);
   return it == entries_.end() ? 0 : it->second.creations;
 }
 
 void AbsentWatches::unwatch(uint64_t key_hash) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key_hash);
   if (it == entries_.end()) return;
   if (--it->second.watchers == 0) entries_.erase(it);
@@ -61,7 +61,7 @@ void AbsentWatches::unwatch(uint64_t key_hash) {
 }
 
 size_t AbsentWatches::watched_hashes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 

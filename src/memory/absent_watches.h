@@ -18,7 +18,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
+
+#include "core/mutex.h"
 
 namespace tierkv::memory {
 
@@ -62,10 +63,10 @@ class AbsentWatches : public std::enable_shared_from_this<AbsentWatches> {
   void unwatch(uint64_t key_hash);
 
   std::atomic<uint64_t> watchers_{0};
-  // std::mutex, not absl::Mutex: ThreadSanitizer does not see Debian's
+  // core's Mutex, not absl::Mutex: ThreadSanitizer does not see Debian's
   // abseil locks (see memory_tier_internal.h).
-  mutable std::mutex mu_;
-  absl::flat_hash_map<uint64_t, Entry> entries_;  // guarded by mu_
+  mutable Mutex mu_;
+  absl::flat_hash_map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tierkv::memory

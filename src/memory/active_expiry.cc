@@ -10,7 +10,7 @@ namespace tierkv::memory {
 
 void ActiveExpiry::start(int hz) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     hz_ = std::max(hz, 0);
     stop_ = false;
   }
@@ -21,7 +21,7 @@ void ActiveExpiry::start(int hz) {
 
 void ActiveExpiry::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -30,14 +30,14 @@ void ActiveExpiry::stop() {
 
 void ActiveExpiry::request_trim() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     trim_requested_ = true;
   }
   cv_.notify_one();
 }
 
 void ActiveExpiry::run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   int64_t last_check_ms = 0, last_pool_release_ms = 0;
   while (!stop_) {
     const bool trim_only = std::exchange(trim_requested_, false);
@@ -59,11 +59,15 @@ void ActiveExpiry::run() {
       work_.release_idle_buffers();
     }
     lock.lock();
-    auto wake = [&] { return stop_ || trim_requested_ || hz_ != hz; };
-    if (hz > 0)
-      cv_.wait_for(lock, std::chrono::milliseconds(1000 / hz), wake);
-    else
-      cv_.wait(lock, wake);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(1000 / std::max(hz, 1));
+    while (!stop_ && !trim_requested_ && hz_ == hz) {
+      if (hz == 0) {
+        cv_.wait(mu_);
+      } else if (!cv_.wait_until(mu_, deadline)) {
+        break;
+      }
+    }
   }
 }
 

@@ -8,11 +8,11 @@
 // only for requested trims. A new rate applies at once.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "core/mutex.h"
 
 namespace tierkv::memory {
 
@@ -40,11 +40,11 @@ class ActiveExpiry {
   void run();
 
   Work work_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  int hz_ = 0;                   // under mu_
-  bool trim_requested_ = false;  // under mu_
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int hz_ ABSL_GUARDED_BY(mu_) = 0;
+  bool trim_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

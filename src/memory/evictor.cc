@@ -106,13 +106,13 @@ bool Evictor::trim_to_budget() {
 void Evictor::wait_for_offloads(int64_t deadline_ms) {
   // Short slices: a landing that races with this wait is seen next slice.
   int64_t slice = std::min<int64_t>(deadline_ms - unix_time_ms(), 20);
-  std::unique_lock lock(landed_mu_);
-  landed_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(slice, 1)));
+  MutexLock lock(landed_mu_);
+  landed_cv_.wait_for(landed_mu_, std::chrono::milliseconds(std::max<int64_t>(slice, 1)));
 }
 
 void Evictor::copy_finished(bool offload) {
   if (offload) offloads_inflight_.fetch_sub(1);
-  std::lock_guard lock(landed_mu_);
+  MutexLock lock(landed_mu_);
   landed_cv_.notify_all();
 }
 

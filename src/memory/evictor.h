@@ -22,10 +22,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 
+#include "core/mutex.h"
 #include "core/status.h"
 #include "memory/chunk.h"
 #include "memory/lower_tier.h"
@@ -86,8 +85,8 @@ class Evictor {
   std::atomic<uint64_t> offloads_inflight_{0};
   std::atomic<uint64_t> offloads_{0}, offload_busy_{0}, offload_dropped_{0}, offload_waits_{0};
   std::atomic<int64_t> offload_wait_ms_;
-  std::mutex landed_mu_;
-  std::condition_variable landed_cv_;
+  Mutex landed_mu_;  // guards nothing: it only pairs with landed_cv_
+  CondVar landed_cv_;
 };
 
 }  // namespace tierkv::memory

@@ -5,17 +5,18 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
+
+#include "core/mutex.h"
 
 namespace tierkv {
 
 class KeyLocks {
  public:
-  std::mutex& for_hash(uint64_t hash) { return stripes_[hash % stripes_.size()].mu; }
+  Mutex& for_hash(uint64_t hash) { return stripes_[hash % stripes_.size()].mu; }
 
  private:
   struct alignas(64) Stripe {
-    std::mutex mu;
+    Mutex mu;  // guards no field: it serializes work on its keys
   };
   std::array<Stripe, 256> stripes_;
 };

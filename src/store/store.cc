@@ -73,21 +73,25 @@ void Store::load(const Config& config) {
   open_flash(config);
   memory_->start_active_expiry(static_cast<int>(config.active_expire_hz));
   {
-    std::lock_guard lock(loaded_mu_);
+    MutexLock lock(loaded_mu_);
     loaded_.store(true, std::memory_order_release);
   }
   loaded_cv_.notify_all();
 }
 
 void Store::wait_loaded() const {
-  std::unique_lock lock(loaded_mu_);
-  loaded_cv_.wait(lock, [&] { return loaded_.load(std::memory_order_acquire); });
+  MutexLock lock(loaded_mu_);
+  while (!loaded_.load(std::memory_order_acquire)) loaded_cv_.wait(loaded_mu_);
 }
 
 bool Store::wait_loaded_for(std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(loaded_mu_);
-  return loaded_cv_.wait_for(lock, timeout,
-                             [&] { return loaded_.load(std::memory_order_acquire); });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(loaded_mu_);
+  while (!loaded_.load(std::memory_order_acquire)) {
+    if (!loaded_cv_.wait_until(loaded_mu_, deadline))
+      return loaded_.load(std::memory_order_acquire);
+  }
+  return true;
 }
 
 LoadProgress Store::load_progress() const {
@@ -285,7 +289,7 @@ void Store::persist(std::string_view key, uint64_t version, std::function<void(S
   if (st.code() != StatusCode::kBusy) return p.done(st);
   // The flash write queue is full: wait for landings, not for the client.
   {
-    std::lock_guard lock(persist_mu_);
+    MutexLock lock(persist_mu_);
     persist_retry_.push_back(std::move(p));
     persist_retry_waiting_.store(true);
   }
@@ -312,7 +316,7 @@ Status Store::try_persist(PendingPersist& p) {
 void Store::retry_persists() {
   std::vector<PendingPersist> batch;
   {
-    std::lock_guard lock(persist_mu_);
+    MutexLock lock(persist_mu_);
     batch.swap(persist_retry_);
     persist_retry_waiting_.store(false);
   }
@@ -326,7 +330,7 @@ void Store::retry_persists() {
       p.done(st);
   }
   if (still_busy.empty()) return;
-  std::lock_guard lock(persist_mu_);
+  MutexLock lock(persist_mu_);
   for (PendingPersist& p : still_busy) persist_retry_.push_back(std::move(p));
   persist_retry_waiting_.store(true);
 }
@@ -349,7 +353,7 @@ bool Store::remove(std::string_view key, std::optional<uint64_t> if_version,
     if (durable) durable(Status::ok());
     return removed;
   }
-  std::lock_guard lock(key_locks_.for_hash(hash64(key)));
+  MutexLock lock(key_locks_.for_hash(hash64(key)));
   return remove_both_tiers(key, if_version, std::move(durable));
 }
 
@@ -398,7 +402,7 @@ bool Store::set_expiry(std::string_view key, int64_t expire_at_ms, DurableCallba
     return found;
   }
   // Serialised per key: two changes must reach both tiers in one order.
-  std::lock_guard lock(key_locks_.for_hash(hash64(key)));
+  MutexLock lock(key_locks_.for_hash(hash64(key)));
   std::optional<ObjectInfo> mem = memory_->stat(key);
   bool in_memory = mem && memory_->set_expiry(key, expire_at_ms);
   if (!in_memory) {

@@ -38,6 +38,7 @@
 
 #include "core/config.h"
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "core/status.h"
 #include "memory/memory_tier.h"
 #include "store/flashio/flash_copy.h"
@@ -538,19 +539,19 @@ class Store {
   // I/O, whose callbacks use everything above.
   std::unique_ptr<flash::FlashTier> flash_;
   KeyLocks key_locks_;
-  std::mutex persist_mu_;
-  std::vector<PendingPersist> persist_retry_;
+  Mutex persist_mu_;
+  std::vector<PendingPersist> persist_retry_ ABSL_GUARDED_BY(persist_mu_);
   std::atomic<bool> persist_retry_waiting_{false};
   std::atomic<int64_t> scratch_bytes_{0};  // buffers of blocking flash reads
   FlashTierStatus flash_status_;
   std::unique_ptr<flash::RecoveryProgress> progress_;
   std::atomic<bool> loaded_{false};
-  mutable std::mutex loaded_mu_;
-  mutable std::condition_variable loaded_cv_;
+  mutable Mutex loaded_mu_;  // pairs with loaded_cv_ (loaded_ is atomic)
+  mutable CondVar loaded_cv_;
   std::thread loader_;
   std::atomic<bool> exists_prefetch_{false};
-  mutable std::mutex prefetch_map_mu_;
-  std::vector<SuffixRewrite> prefetch_map_;  // under prefetch_map_mu_
+  mutable Mutex prefetch_map_mu_;
+  std::vector<SuffixRewrite> prefetch_map_ ABSL_GUARDED_BY(prefetch_map_mu_);
   std::atomic<bool> has_prefetch_map_{false};
   bool durable_writes_ = false;
   int64_t shutdown_timeout_ms_ = 10000;

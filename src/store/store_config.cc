@@ -160,7 +160,7 @@ Status Store::apply_config(ConfigApply hook, const Config& next) {
 void Store::apply_prefetch(const Config& config) {
   exists_prefetch_.store(config.exists_prefetch);
   {
-    std::lock_guard lock(prefetch_map_mu_);
+    MutexLock lock(prefetch_map_mu_);
     prefetch_map_ = config.exists_prefetch_map;
     has_prefetch_map_.store(!prefetch_map_.empty());
   }

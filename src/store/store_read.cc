@@ -449,7 +449,7 @@ bool Store::probe_for_prefetch(std::string_view key, bool in_memory,
 
 std::vector<std::string> Store::prefetch_companions(std::string_view key) const {
   std::vector<std::string> out;
-  std::lock_guard lock(prefetch_map_mu_);
+  MutexLock lock(prefetch_map_mu_);
   for (const SuffixRewrite& r : prefetch_map_) {
     if (key.size() < r.from.size() || !key.ends_with(r.from)) continue;
     out.push_back(std::string(key.substr(0, key.size() - r.from.size())) + r.to);

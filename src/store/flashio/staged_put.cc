@@ -148,7 +148,7 @@ Result<memory::WriteResult> StagedPut::await_last() {
   TIERKV_RETURN_IF_ERROR(wait_for_landing(chunk_count_));
   // Visible now: a watcher of the absent key must see it came (and went).
   memory_.note_created(key_);
-  std::lock_guard lock(locks_.for_hash(hash64(key_)));
+  MutexLock lock(locks_.for_hash(hash64(key_)));
   TIERKV_RETURN_IF_ERROR(publish_locked());
   return memory::WriteResult{.written = true, .version = version_, .previous = std::nullopt};
 }

@@ -29,7 +29,7 @@ Writeback::~Writeback() {
 void Writeback::set_dirty_max_fraction(double fraction) {
   fraction_.store(fraction, std::memory_order_relaxed);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     wake_ = true;
   }
   cv_.notify_all();
@@ -37,7 +37,7 @@ void Writeback::set_dirty_max_fraction(double fraction) {
 
 void Writeback::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -45,18 +45,22 @@ void Writeback::stop() {
 }
 
 void Writeback::run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
     lock.unlock();
     bool more = step();
     lock.lock();
     if (more || stop_) continue;
-    auto woken = [&] { return stop_ || wake_; };
     // Disabled: nothing to look at until the fraction changes.
-    if (fraction_.load(std::memory_order_relaxed) >= 1.0)
-      cv_.wait(lock, woken);
-    else
-      cv_.wait_for(lock, std::chrono::milliseconds(kPollMs), woken);
+    const bool disabled = fraction_.load(std::memory_order_relaxed) >= 1.0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPollMs);
+    while (!stop_ && !wake_) {
+      if (disabled) {
+        cv_.wait(mu_);
+      } else if (!cv_.wait_until(mu_, deadline)) {
+        break;
+      }
+    }
     wake_ = false;
   }
 }
@@ -107,7 +111,7 @@ void Writeback::landed(int64_t bytes, const Status& result) {
     bytes_.add(static_cast<uint64_t>(bytes));
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     wake_ = true;
   }
   cv_.notify_one();

@@ -19,12 +19,11 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "core/status.h"
 #include "flash/flash_tier.h"
 #include "memory/memory_tier.h"
@@ -74,10 +73,10 @@ class Writeback {
   Counter& bytes_;
   Gauge& inflight_;
   std::atomic<double> fraction_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // under mu_
-  bool wake_ = false;  // under mu_: a copy landed or the fraction changed
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;  // a copy landed or the fraction changed
   std::thread thread_;
 };
 

@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
-
 #include "core/clock.h"
 #include "core/hash.h"
 
@@ -34,7 +32,7 @@ void InflightRegistry::Slot::release() {
 
 std::optional<InflightRegistry::Slot> InflightRegistry::acquire(std::string_view key,
                                                                 bool attachable) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (static_cast<int64_t>(keys_.size()) >= cap_.load()) return std::nullopt;
   if (!keys_
            .try_emplace(absl_view(key),
@@ -46,7 +44,7 @@ std::optional<InflightRegistry::Slot> InflightRegistry::acquire(std::string_view
 }
 
 bool InflightRegistry::when_settled(std::string_view key, std::function<void()> settled) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = keys_.find(absl_view(key));
   if (it == keys_.end() || !it->second.attachable) return false;
   it->second.waiters.push_back(std::move(settled));
@@ -54,26 +52,26 @@ bool InflightRegistry::when_settled(std::string_view key, std::function<void()> 
 }
 
 void InflightRegistry::set_job(std::string_view key, std::weak_ptr<PromotionJob> job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = keys_.find(absl_view(key));
   if (it != keys_.end()) it->second.job = std::move(job);
 }
 
 std::shared_ptr<PromotionJob> InflightRegistry::job(std::string_view key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = keys_.find(absl_view(key));
   return it == keys_.end() ? nullptr : it->second.job.lock();
 }
 
 size_t InflightRegistry::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return keys_.size();
 }
 
 void InflightRegistry::release(const std::string& key) {
   std::vector<std::function<void()>> waiters;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = keys_.find(key);
     if (it == keys_.end()) return;
     waiters = std::move(it->second.waiters);
@@ -92,23 +90,25 @@ struct PromotionJob {
   uint64_t bytes = 0;
   bool finished = false;
   int64_t charged = 0;  // bytes counted in Promoter::inflight_bytes_
-  // What reads that attach need; under mu.
-  std::mutex mu;
-  bool started = false;  // by a pool worker, or taken over by a read
+  // What reads that attach need.
+  Mutex mu;
+  // by a pool worker, or taken over by a read
+  bool started ABSL_GUARDED_BY(mu) = false;
   // start() has published `read` and `version`, or ended the job: a read
   // that attaches while a worker is inside start() waits for this (start
   // never blocks, so the wait is short).
-  bool launched = false;
-  std::condition_variable launched_cv;
+  bool launched ABSL_GUARDED_BY(mu) = false;
+  CondVar launched_cv;
   // The flash read filling the copy. Weak: the read holds the job (its
   // on_copied), and a strong pointer back would keep both alive for good.
-  std::weak_ptr<FlashRead> read;
-  uint64_t version = 0;  // the version it reads
+  std::weak_ptr<FlashRead> read ABSL_GUARDED_BY(mu);
+  uint64_t version ABSL_GUARDED_BY(mu) = 0;  // the version it reads
   // Reads of the key that came while the job ran: the first read a lease
   // would wait for has come, so the install grants none.
-  uint32_t reads = 0;
-  uint32_t attached = 0;  // of those, the ones served by this job's read
-  uint64_t first_read_ns = 0;
+  uint32_t reads ABSL_GUARDED_BY(mu) = 0;
+  // of those, the ones served by this job's read
+  uint32_t attached ABSL_GUARDED_BY(mu) = 0;
+  uint64_t first_read_ns ABSL_GUARDED_BY(mu) = 0;
 };
 
 Promoter::Promoter(memory::MemoryTier& memory, flash::FlashTier& flash, FlashReader& reader,
@@ -218,7 +218,7 @@ class LaunchedOnExit {
   explicit LaunchedOnExit(PromotionJob& job) : job_(job) {}
   ~LaunchedOnExit() {
     {
-      std::lock_guard lock(job_.mu);
+      MutexLock lock(job_.mu);
       job_.launched = true;
     }
     job_.launched_cv.notify_all();
@@ -232,7 +232,7 @@ class LaunchedOnExit {
 
 void Promoter::start(const std::shared_ptr<Job>& job) {
   {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     if (std::exchange(job->started, true)) return;  // a read took it over
   }
   LaunchedOnExit launched(*job);
@@ -268,7 +268,7 @@ void Promoter::start(const std::shared_ptr<Job>& job) {
       reader_.start(key, *info, 0, info->object_size, std::move(ignore), {}, std::move(*writer),
                     on_copied(job, info->version, info->expire_at_ms), std::move(resident),
                     std::nullopt, /*background=*/true);
-  std::lock_guard lock(job->mu);
+  MutexLock lock(job->mu);
   job->read = std::move(read);
   job->version = info->version;
 }
@@ -278,7 +278,7 @@ std::shared_ptr<FlashRead> Promoter::attach(std::string_view key, uint64_t versi
   std::shared_ptr<Job> job = registry_.job(key);
   if (!job) return nullptr;
   {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     // Counted first: the install may run before follow() returns.
     if (job->reads++ == 0) job->first_read_ns = mono_ns();
     ++job->attached;
@@ -286,14 +286,14 @@ std::shared_ptr<FlashRead> Promoter::attach(std::string_view key, uint64_t versi
   start(job);  // a job still queued starts now; a started one is left alone
   std::shared_ptr<FlashRead> read;
   {
-    std::unique_lock lock(job->mu);
-    job->launched_cv.wait(lock, [&] { return job->launched; });
+    MutexLock lock(job->mu);
+    while (!job->launched) job->launched_cv.wait(job->mu);
     if (job->version == version) read = job->read.lock();
   }
   std::shared_ptr<FlashRead> follower = reader_.follow(read, offset, length, callbacks);
   if (!follower) {
     // It reads flash itself, but it came: the copy needs no lease.
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     --job->attached;
   }
   return follower;
@@ -343,7 +343,7 @@ PromotionOutcome Promoter::install(Job& job, memory::ObjectWriter&& writer, uint
   RoomScope room(job.request.clean_only);
   uint32_t chunks = static_cast<uint32_t>(writer.chunk_count());
   {
-    std::lock_guard lock(locks_.for_hash(hash64(key)));
+    MutexLock lock(locks_.for_hash(hash64(key)));
     if (!flash_.contains_object(key, version, chunks)) return PromotionOutcome::kGone;
     Result<memory::WriteResult> r = memory_.install_copy(std::move(writer), version, expire_at_ms);
     if (!r) return PromotionOutcome::kSaturated;
@@ -352,7 +352,7 @@ PromotionOutcome Promoter::install(Job& job, memory::ObjectWriter&& writer, uint
   if (!job.request.lease) return PromotionOutcome::kPromoted;
   const bool prefetch = job.request.trigger == PromotionTrigger::kPrefetch;
   {
-    std::lock_guard lock(job.mu);
+    MutexLock lock(job.mu);
     // The read a lease waits for came while the job ran: no lease (it
     // would only hold memory until its TTL). Served by it, it counts.
     if (job.reads > 0) {

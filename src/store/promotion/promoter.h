@@ -23,12 +23,12 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "flash/flash_tier.h"
 #include "memory/memory_tier.h"
 #include "store/flashio/flash_reader.h"
@@ -116,8 +116,8 @@ class InflightRegistry {
 
   std::atomic<int64_t> cap_;
   Gauge& gauge_;
-  mutable std::mutex mu_;
-  absl::flat_hash_map<std::string, InFlight> keys_;
+  mutable Mutex mu_;
+  absl::flat_hash_map<std::string, InFlight> keys_ ABSL_GUARDED_BY(mu_);
 };
 
 struct PromoterOptions {
