@@ -1,11 +1,10 @@
 // Store: reads, and the key space seen across both tiers.
 #include <fmt/format.h>
 
-#include <condition_variable>
-#include <mutex>
-
 #include "core/clock.h"
 #include "core/hash.h"
+#include "core/mutex.h"
+#include "core/status_join.h"
 #include "flash/flash_tier.h"
 #include "store/flashio/buffer_budget.h"
 #include "store/flashio/flash_reader.h"
@@ -269,26 +268,11 @@ void Store::fetch(std::span<const std::string_view> keys, std::function<void(Sta
   for (std::string_view k : keys)
     if (needs_flash(k)) wanted.push_back(k);
   if (wanted.empty()) return done(Status::ok());
-  struct Join {
-    std::mutex mu;
-    size_t left;
-    Status first_error;
-    std::function<void(Status)> done;
-  };
-  auto join = std::make_shared<Join>();
-  join->left = wanted.size();
-  join->done = std::move(done);
-  auto one_done = [join](const Status& st) {
-    std::unique_lock lock(join->mu);
-    if (!st.is_ok() && join->first_error.is_ok()) join->first_error = st;
-    if (--join->left > 0) return;
-    Status result = join->first_error;
-    lock.unlock();
-    join->done(result);
-  };
+  auto join = StatusJoin::make(wanted.size(), std::move(done));
   for (std::string_view k : wanted) {
     // A promotion of the key already in flight: wait for it to end rather
     // than be refused as its duplicate and poll.
+    auto one_done = join->arrival();
     if (promoter_->when_settled(k, [one_done] { one_done(Status::ok()); })) continue;
     PromotionRequest request{.trigger = PromotionTrigger::kFetch,
                              .lease = true,
@@ -318,10 +302,11 @@ Result<ObjectView> Store::get_range(std::string_view key, uint64_t offset, uint6
 Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, uint64_t length,
                                          const ReadOptions& options) {
   struct Wait {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Status status;
+    Mutex mu;
+    CondVar cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    Status status ABSL_GUARDED_BY(mu);
+    // Filled by the read's pieces, one at a time, before done: not locked.
     memory::Chunk* buffer = nullptr;
     uint64_t filled = 0;
   };
@@ -337,7 +322,7 @@ Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, 
     wait->filled += p.bytes.size();
   };
   cb.on_done = [wait](Status st) {
-    std::lock_guard lock(wait->mu);
+    MutexLock lock(wait->mu);
     wait->status = std::move(st);
     wait->done = true;
     wait->cv.notify_all();
@@ -363,8 +348,8 @@ Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, 
   ReadStart start = read(key, offset, length, std::move(cb), options);
   if (start.where == ReadStart::Where::kMemory) return std::move(start.view);
   if (start.where == ReadStart::Where::kAbsent) return Status::not_found();
-  std::unique_lock lock(wait->mu);
-  wait->cv.wait(lock, [&] { return wait->done; });
+  MutexLock lock(wait->mu);
+  while (!wait->done) wait->cv.wait(wait->mu);
   if (!wait->status.is_ok()) return wait->status;
   if (!wait->buffer || wait->filled != start.length)
     return Status::conflict("object moved while being read");

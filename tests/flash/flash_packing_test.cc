@@ -34,7 +34,8 @@ struct Object {
 };
 
 // Writes `objects` a group at a time in one call, as a busy writer's batches
-// gather them, and waits for every one to land.
+// gather them, and waits for every one to land. A key twice in a group
+// keeps its later (higher) version.
 void write_all(FlashTier& tier, const std::vector<Object>& objects, size_t group = 256) {
   for (size_t first = 0; first < objects.size(); first += group) {
     std::vector<ChunkWrite> writes;
@@ -49,7 +50,10 @@ void write_all(FlashTier& tier, const std::vector<Object>& objects, size_t group
     std::promise<Status> landed;
     Status st = tier.write_chunks(writes, [&](Status s) { landed.set_value(std::move(s)); });
     ASSERT_TRUE(st.is_ok()) << st.to_string();
-    ASSERT_TRUE(landed.get_future().get().is_ok());
+    // Conflict: a newer version of a key in the same group landed first
+    // (batches may complete out of order); the newer one is what counts.
+    const Status result = landed.get_future().get();
+    ASSERT_TRUE(result.is_ok() || result.code() == StatusCode::kConflict) << result.to_string();
   }
 }
 

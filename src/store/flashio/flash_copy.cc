@@ -1,12 +1,11 @@
 #include "store/flashio/flash_copy.h"
 
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "core/clock.h"
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "flash/flash_tier.h"
 #include "store/flashio/staged_put.h"
 #include "store/store.h"
@@ -30,10 +29,10 @@ Step again() {
 }  // namespace
 
 struct FlashCopy::Tombstone {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool landed = false;
-  Status status;
+  Mutex mu;
+  CondVar cv;
+  bool landed ABSL_GUARDED_BY(mu) = false;
+  Status status ABSL_GUARDED_BY(mu);
 };
 
 FlashCopy::FlashCopy(Store& store, flash::FlashTier& flash, FlashCopyRequest request,
@@ -80,29 +79,33 @@ Status FlashCopy::copy_chunks(StagedPut& put, uint64_t version,
                               const flash::FlashTier::VersionLocations& known) {
   const auto chunk_count = static_cast<uint32_t>(known.locations.size());
   struct Batch {
-    std::mutex mu;
-    std::condition_variable cv;
-    size_t left = 0;
+    Mutex mu;
+    CondVar cv;
+    size_t left ABSL_GUARDED_BY(mu) = 0;
+    // Read after left reaches 0, when no callback touches it any more.
     std::vector<std::optional<Result<flash::FlashChunk>>> chunks;
   };
   for (uint32_t first = 0; first < chunk_count; first += kReadWindow) {
     const uint32_t n = std::min(kReadWindow, chunk_count - first);
     auto batch = std::make_shared<Batch>();
-    batch->left = n;
+    {
+      MutexLock lock(batch->mu);  // before any read can call back
+      batch->left = n;
+    }
     batch->chunks.resize(n);
     std::vector<uint32_t> indexes;
     for (uint32_t i = 0; i < n; ++i) indexes.push_back(first + i);
     flash_.read_chunks(
         request_.source, indexes, version,
         [batch, first](uint32_t index, Result<flash::FlashChunk> chunk) {
-          std::lock_guard lock(batch->mu);
+          MutexLock lock(batch->mu);
           batch->chunks[index - first].emplace(std::move(chunk));
           if (--batch->left == 0) batch->cv.notify_all();
         },
         &known);
     {
-      std::unique_lock lock(batch->mu);
-      batch->cv.wait(lock, [&] { return batch->left == 0; });
+      MutexLock lock(batch->mu);
+      while (batch->left != 0) batch->cv.wait(batch->mu);
     }
     for (uint32_t i = 0; i < n; ++i) {
       Result<flash::FlashChunk>& chunk = *batch->chunks[i];
@@ -157,7 +160,7 @@ Step FlashCopy::finish_exclusive(StagedPut& put, uint64_t version, bool& busy) {
     if (request_.durable) {
       tombstone_ = std::make_shared<Tombstone>();
       durable = [t = tombstone_](Status s) {
-        std::lock_guard lock(t->mu);
+        MutexLock lock(t->mu);
         t->landed = true;
         t->status = std::move(s);
         t->cv.notify_all();
@@ -169,8 +172,8 @@ Step FlashCopy::finish_exclusive(StagedPut& put, uint64_t version, bool& busy) {
 }
 
 Status FlashCopy::wait_for_tombstone() {
-  std::unique_lock lock(tombstone_->mu);
-  tombstone_->cv.wait(lock, [&] { return tombstone_->landed; });
+  MutexLock lock(tombstone_->mu);
+  while (!tombstone_->landed) tombstone_->cv.wait(tombstone_->mu);
   return tombstone_->status;
 }
 

@@ -30,14 +30,14 @@ PrefetchThrottle::PrefetchThrottle(const PrefetchThrottleOptions& options)
 void PrefetchThrottle::set_options(const PrefetchThrottleOptions& options) {
   dedup_ttl_ms_.store(options.dedup_ttl_ms);
   max_entries_.store(options.max_entries);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   options_ = options;
   cooldown_len_ms_.store(std::clamp(cooldown_len_ms_.load(), options.cooldown_ms,
                                     std::max(options.cooldown_ms, options.max_cooldown_ms)));
 }
 
 PrefetchThrottleOptions PrefetchThrottle::options() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return options_;
 }
 
@@ -46,7 +46,7 @@ ThrottleVerdict PrefetchThrottle::admit(std::string_view key, uint64_t hash, int
   // TTL 0: no memory of past prefetches at all, so nothing to bound.
   if (dedup_ttl_ms_.load() <= 0) return ThrottleVerdict::kGo;
   Shard& s = shard_for(hash);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(absl_view(key));
   if (it != s.map.end()) {
     if (it->second.in_flight || now_ms < it->second.expires_at_ms)
@@ -76,7 +76,7 @@ void PrefetchThrottle::finish(std::string_view key, uint64_t hash, ThrottleOutco
                               int64_t now_ms) {
   {
     Shard& s = shard_for(hash);
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.map.find(absl_view(key));
     if (it != s.map.end()) {
       const int64_t ttl = dedup_ttl_ms_.load();
@@ -99,13 +99,13 @@ void PrefetchThrottle::finish(std::string_view key, uint64_t hash, ThrottleOutco
 
 bool PrefetchThrottle::admit_kick(int64_t now_ms) {
   if (!cooling_down(now_ms)) return true;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return kick_failures_ < options_.kick_max_failures;
 }
 
 void PrefetchThrottle::finish_kick(ThrottleOutcome outcome, int64_t now_ms) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (outcome == ThrottleOutcome::kSaturated) ++kick_failures_;
     if (outcome == ThrottleOutcome::kPromoted) kick_failures_ = 0;
   }
@@ -114,7 +114,7 @@ void PrefetchThrottle::finish_kick(ThrottleOutcome outcome, int64_t now_ms) {
 
 void PrefetchThrottle::record(ThrottleOutcome outcome, int64_t now_ms) {
   if (outcome == ThrottleOutcome::kNeutral) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const bool success = outcome == ThrottleOutcome::kPromoted;
   outcome_bits_ = (outcome_bits_ << 1) | (success ? 1 : 0);
   outcomes_ = std::min(outcomes_ + 1, kWindow);
@@ -150,7 +150,7 @@ bool PrefetchThrottle::backoff_locked() const {
 }
 
 void PrefetchThrottle::observe_accuracy(uint64_t reads, uint64_t wasted) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t dr = reads >= last_reads_ ? reads - last_reads_ : 0;
   const uint64_t dw = wasted >= last_wasted_ ? wasted - last_wasted_ : 0;
   last_reads_ = reads;
@@ -168,14 +168,14 @@ int64_t PrefetchThrottle::cooldown_remaining_ms(int64_t now_ms) const {
 }
 
 double PrefetchThrottle::recent_success_ratio() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (outcomes_ == 0) return 1.0;
   const uint64_t mask = (uint64_t{1} << outcomes_) - 1;
   return static_cast<double>(std::popcount(outcome_bits_ & mask)) / outcomes_;
 }
 
 double PrefetchThrottle::recent_accuracy() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const double judged = recent_reads_ + recent_wasted_;
   return judged > 0 ? recent_reads_ / judged : 1.0;
 }

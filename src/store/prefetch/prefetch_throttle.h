@@ -28,9 +28,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
+
+#include "core/mutex.h"
 
 namespace tierkv {
 
@@ -97,32 +98,35 @@ class PrefetchThrottle {
     bool in_flight = false;
   };
   struct Shard {
-    std::mutex mu;
-    absl::flat_hash_map<std::string, Entry> map;
+    Mutex mu;
+    absl::flat_hash_map<std::string, Entry> map ABSL_GUARDED_BY(mu);
   };
   Shard& shard_for(uint64_t hash) { return shards_[hash % kShards]; }
   // Drops expired, settled entries of a full shard; returns how many.
-  size_t sweep_locked(Shard& s, int64_t now_ms);
+  size_t sweep_locked(Shard& s, int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   void record(ThrottleOutcome outcome, int64_t now_ms);
-  void enter_cooldown_locked(int64_t now_ms);
-  bool backoff_locked() const;
+  void enter_cooldown_locked(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool backoff_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<Shard[]> shards_;
   std::atomic<int64_t> entries_{0};
   std::atomic<int64_t> dedup_ttl_ms_;
   std::atomic<int64_t> max_entries_;
 
-  mutable std::mutex mu_;  // the cooldown state below (written under it)
-  PrefetchThrottleOptions options_;
+  mutable Mutex mu_;  // the cooldown state below (atomics: written under it)
+  PrefetchThrottleOptions options_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> cooldown_until_ms_{0};
   std::atomic<int64_t> cooldown_len_ms_;
   std::atomic<uint64_t> cooldowns_{0};
-  int64_t kick_failures_ = 0;
-  uint64_t outcome_bits_ = 0;  // the last kWindow outcomes: 1 success
-  int outcomes_ = 0;           // how many of them are filled
+  int64_t kick_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  // the last kWindow outcomes: 1 success
+  uint64_t outcome_bits_ ABSL_GUARDED_BY(mu_) = 0;
+  int outcomes_ ABSL_GUARDED_BY(mu_) = 0;  // how many of them are filled
   // Decayed recent reads and wasted prefetches, and the last totals seen.
-  double recent_reads_ = 0, recent_wasted_ = 0;
-  uint64_t last_reads_ = 0, last_wasted_ = 0;
+  double recent_reads_ ABSL_GUARDED_BY(mu_) = 0;
+  double recent_wasted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_reads_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_wasted_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tierkv

@@ -6,19 +6,19 @@
 namespace tierkv {
 
 void PrefetchWindow::set_min_share(double share) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   min_share_ = share;
 }
 
 void PrefetchWindow::observe_promotion(uint64_t elapsed_ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto t = static_cast<double>(elapsed_ns);
   promotion_ns_ = promotions_ == 0 ? t : promotion_ns_ + kWeight * (t - promotion_ns_);
   if (promotions_ < kMinSamples) ++promotions_;
 }
 
 void PrefetchWindow::observe_early_read(uint64_t gap_ns, bool served) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (served) ++early_served_;
   // Before any promotion was timed, the read says nothing yet.
   if (promotions_ == 0 || promotion_ns_ <= 0) return;
@@ -26,7 +26,7 @@ void PrefetchWindow::observe_early_read(uint64_t gap_ns, bool served) {
 }
 
 void PrefetchWindow::observe_served_reads(uint64_t total) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // An early read is reported here just before the memory tier counts it,
   // so the difference may trail by one for a moment: never fold back.
   const int64_t late = static_cast<int64_t>(total) - static_cast<int64_t>(early_served_);
@@ -43,19 +43,19 @@ void PrefetchWindow::add_share_locked(double share, uint64_t count) {
 }
 
 bool PrefetchWindow::skip() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (min_share_ <= 0 || promotions_ < kMinSamples || reads_ < kMinSamples) return false;
   if (share_ >= min_share_) return false;
   return ++skips_ % kExploreEvery != 0;
 }
 
 double PrefetchWindow::hidden_share() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return share_;
 }
 
 uint64_t PrefetchWindow::promotion_ns() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return static_cast<uint64_t>(promotion_ns_);
 }
 

@@ -19,7 +19,8 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
+
+#include "core/mutex.h"
 
 namespace tierkv {
 
@@ -47,17 +48,19 @@ class PrefetchWindow {
   uint64_t promotion_ns() const;
 
  private:
-  void add_share_locked(double share, uint64_t count);
+  void add_share_locked(double share, uint64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  double min_share_;
-  double promotion_ns_ = 0;
-  int promotions_ = 0;
-  double share_ = 1.0;
-  int reads_ = 0;
-  uint64_t early_served_ = 0;  // early reads the memory tier counts
-  int64_t late_seen_ = 0;      // served reads after an install, folded in
-  uint64_t skips_ = 0;
+  mutable Mutex mu_;
+  double min_share_ ABSL_GUARDED_BY(mu_);
+  double promotion_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int promotions_ ABSL_GUARDED_BY(mu_) = 0;
+  double share_ ABSL_GUARDED_BY(mu_) = 1.0;
+  int reads_ ABSL_GUARDED_BY(mu_) = 0;
+  // early reads the memory tier counts
+  uint64_t early_served_ ABSL_GUARDED_BY(mu_) = 0;
+  // served reads after an install, folded in
+  int64_t late_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t skips_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tierkv

@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <bit>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "core/mutex.h"
 #include "store/stream/readahead_span.h"
 #include "store/stream/stream_context.h"
 #include "store/stream/stream_entry.h"
@@ -48,24 +48,24 @@ class Readahead::Impl : public std::enable_shared_from_this<Impl> {
                  const ReadOptions& options);
   void reset() {
     end_lookahead();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     key_.clear();
     seq_ = 0;
   }
   bool active() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return active_;
   }
   uint32_t window() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return active_ ? window_ : 0;
   }
   uint32_t staged() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return static_cast<uint32_t>(entries_.size());
   }
   ReadaheadCounts counts() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return counts_;
   }
 
@@ -87,7 +87,7 @@ class Readahead::Impl : public std::enable_shared_from_this<Impl> {
   void pump_after_take();
   // pump() would start a read now: a chunk left inside the window, and a
   // channel free.
-  bool room_to_read_locked() const {
+  bool room_to_read_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return active_ && front_ + entries_.size() < std::min(chunk_count(), front_ + window_) &&
            inflight_ < channels_;
   }
@@ -95,36 +95,40 @@ class Readahead::Impl : public std::enable_shared_from_this<Impl> {
   void on_read_done(uint64_t gen);
   void on_carry(uint64_t gen, ReadaheadCarry carry);
   void end_lookahead();
-  uint64_t chunk_count() const { return (size_ + chunk_ - 1) / chunk_; }
+  uint64_t chunk_count() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return (size_ + chunk_ - 1) / chunk_;
+  }
 
   StreamContext& ctx_;
   const uint64_t chunk_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // The sequence: where its next read starts, and how many reads it had.
-  std::string key_;
-  uint64_t next_offset_ = 0;
-  uint32_t seq_ = 0;
+  std::string key_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   // The look-ahead, for one version of key_.
-  bool active_ = false;
-  uint64_t gen_ = 0;  // a look-ahead's number: callbacks of an ended one are ignored
-  ObjectInfo info_;
-  uint64_t size_ = 0;
-  uint32_t window_ = 0;
-  uint32_t max_window_ = 0;
-  uint32_t channels_ = 1;
-  uint64_t front_ = 0;  // chunk of entries_.front()
-  std::deque<std::shared_ptr<StreamEntry>> entries_;
-  uint32_t inflight_ = 0;
-  std::optional<ReadaheadCarry> carry_;  // the rest of the chunk the last read ended in
-  ReadaheadCounts counts_;
+  bool active_ ABSL_GUARDED_BY(mu_) = false;
+  // a look-ahead's number: callbacks of an ended one are ignored
+  uint64_t gen_ ABSL_GUARDED_BY(mu_) = 0;
+  ObjectInfo info_ ABSL_GUARDED_BY(mu_);
+  uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t window_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t max_window_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t channels_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t front_ ABSL_GUARDED_BY(mu_) = 0;  // chunk of entries_.front()
+  std::deque<std::shared_ptr<StreamEntry>> entries_ ABSL_GUARDED_BY(mu_);
+  uint32_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  // the rest of the chunk the last read ended in
+  std::optional<ReadaheadCarry> carry_ ABSL_GUARDED_BY(mu_);
+  ReadaheadCounts counts_ ABSL_GUARDED_BY(mu_);
 };
 
 ReadStart Readahead::Impl::read(std::string_view key, uint64_t offset, uint64_t length,
                                 FlashReadCallbacks& cb, const ReadOptions& options) {
   bool sequential;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sequential = seq_ > 0 && key == key_ && offset == next_offset_;
   }
   if (!ctx_.readahead.load(std::memory_order_relaxed)) {
@@ -142,7 +146,7 @@ ReadStart Readahead::Impl::read(std::string_view key, uint64_t offset, uint64_t 
 
 void Readahead::Impl::note_plain(std::string_view key, const ReadStart& r, bool sequential) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (r.where != ReadStart::Where::kFlash) {
       // Memory answers at once: nothing to read ahead.
       key_.clear();
@@ -184,7 +188,7 @@ bool Readahead::Impl::serve(std::string_view key, uint64_t offset, uint64_t leng
   uint64_t gen;
   ObjectInfo info;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!active_ || !now || now->version != info_.version || offset >= size_) return false;
     end = std::min(size_ - offset, length) + offset;
     gen = gen_;
@@ -206,7 +210,7 @@ bool Readahead::Impl::serve(std::string_view key, uint64_t offset, uint64_t leng
   {
     // Before the span runs: it may end at once, and its carry is kept only
     // where the sequence goes on.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++(hit ? counts_.hits : counts_.late);
     ++seq_;
     next_offset_ = end;
@@ -232,7 +236,7 @@ void Readahead::Impl::pump_after_take() {
   // pump here keeps the next read ahead of the consumer's next request.
   bool staged;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!room_to_read_locked()) return;  // a pump could start nothing now
     staged = !entries_.empty();
   }
@@ -251,7 +255,7 @@ bool Readahead::Impl::take_parts(uint64_t offset, uint64_t end, SpanRead& span, 
   std::optional<ReadaheadCarry> carry;
   std::vector<std::shared_ptr<StreamEntry>> parts;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!active_) return false;
     uint64_t from = offset;
     if (carry_) {
@@ -291,7 +295,7 @@ void Readahead::Impl::pump(uint64_t need_end) {
     ObjectInfo info;
     std::string key;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!active_ || ctx_.closing.load(std::memory_order_acquire)) return;
       chunk = front_ + entries_.size();
       const uint64_t target = std::min(chunk_count(), std::max(front_ + window_, need_end));
@@ -308,7 +312,7 @@ void Readahead::Impl::pump(uint64_t need_end) {
         });
     if (!e) return;  // the lane is full: served reads make room
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       // The consumer may have moved on (or out of order) meanwhile.
       if (!active_ || gen != gen_ || front_ + entries_.size() != chunk) return;
       entries_.push_back(e);
@@ -316,7 +320,7 @@ void Readahead::Impl::pump(uint64_t need_end) {
     }
     if (StreamEntry::start_read(ctx_, e)) {
       ctx_.metrics.ra_issued.add();
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++counts_.issued;
     }
   }
@@ -324,7 +328,7 @@ void Readahead::Impl::pump(uint64_t need_end) {
 
 void Readahead::Impl::on_read_done(uint64_t gen) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (gen != gen_ || inflight_ == 0) return;
     --inflight_;
   }
@@ -332,7 +336,7 @@ void Readahead::Impl::on_read_done(uint64_t gen) {
 }
 
 void Readahead::Impl::on_carry(uint64_t gen, ReadaheadCarry carry) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Kept only if the sequence goes on there (and the carry is released,
   // with its charge, after the lock otherwise).
   if (gen == gen_ && active_ && carry.offset == next_offset_ && !carry_) carry_ = std::move(carry);
@@ -342,7 +346,7 @@ void Readahead::Impl::end_lookahead() {
   std::deque<std::shared_ptr<StreamEntry>> unread;
   std::optional<ReadaheadCarry> carry;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!active_) return;
     active_ = false;
     ++gen_;
@@ -357,7 +361,7 @@ void Readahead::Impl::end_lookahead() {
   }
   if (wasted == 0) return;
   ctx_.metrics.ra_wasted.add(wasted);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   counts_.wasted += wasted;
 }
 

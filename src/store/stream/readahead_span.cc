@@ -9,7 +9,7 @@ SpanRead::SpanRead(uint64_t offset, uint64_t end, FlashReadCallbacks consumer, O
     : offset_(offset), end_(end), on_carry_(std::move(on_carry)), consumer_(std::move(consumer)) {}
 
 void SpanRead::add_carry(ReadaheadCarry carry) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Part p;
   p.at = carry.offset;
   for (ValuePiece& piece : carry.pieces) p.pieces.push_back(std::move(piece));
@@ -20,7 +20,7 @@ void SpanRead::add_carry(ReadaheadCarry carry) {
 StreamEntry::Attach SpanRead::add_entry(const std::shared_ptr<StreamEntry>& e) {
   size_t index;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     index = parts_.size();
     Part p;
     p.at = e->offset();
@@ -37,7 +37,7 @@ StreamEntry::Attach SpanRead::add_entry(const std::shared_ptr<StreamEntry>& e) {
 }
 
 void SpanRead::go() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   going_ = true;
   // Here (the caller's thread) only if every part has arrived; otherwise
   // the thread of the part that arrives next hands out everything from the
@@ -46,28 +46,28 @@ void SpanRead::go() {
   // overtaken by later ones posted from a completion thread.
   const bool all_done =
       std::all_of(parts_.begin(), parts_.end(), [](const Part& p) { return p.done; });
-  if (all_done) forward(lock);
+  if (all_done) forward();
 }
 
 FlashReadCallbacks SpanRead::release_consumer() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   finished_ = true;  // whatever the parts still deliver is dropped
   return std::move(consumer_);
 }
 
 void SpanRead::on_piece(size_t part, ValuePiece piece) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (finished_) return;  // released on return, after the lock
   parts_[part].pieces.push_back(std::move(piece));
-  forward(lock);
+  forward();
 }
 
 void SpanRead::on_done(size_t part, Status status) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (finished_) return;
   parts_[part].done = true;
   parts_[part].status = std::move(status);
-  forward(lock);
+  forward();
 }
 
 void SpanRead::keep_tail(uint64_t at, const ValuePiece& piece) {
@@ -78,7 +78,7 @@ void SpanRead::keep_tail(uint64_t at, const ValuePiece& piece) {
   carry_.end = at + piece.bytes.size();
 }
 
-void SpanRead::forward(std::unique_lock<std::mutex>& lock) {
+void SpanRead::forward() {
   if (!going_ || delivering_ || finished_) return;
   delivering_ = true;
   while (current_ < parts_.size() && !finished_) {
@@ -92,25 +92,25 @@ void SpanRead::forward(std::unique_lock<std::mutex>& lock) {
       const uint64_t from = std::max(at, offset_);
       const uint64_t to = std::min(at + piece.bytes.size(), end_);
       // The consumer runs, and the piece is released, without the lock.
-      lock.unlock();
+      mu_.unlock();
       if (from < to)
         consumer_.on_piece(ValuePiece{piece.bytes.substr(from - at, to - from), piece.owner});
       piece = ValuePiece{};
-      lock.lock();
+      mu_.lock();
       continue;
     }
     if (!p.done) break;
     if (!p.status.is_ok()) {
-      finish(lock, p.status);
+      finish(p.status);
       break;
     }
     ++current_;
   }
-  if (current_ == parts_.size() && !finished_) finish(lock, Status::ok());
+  if (current_ == parts_.size() && !finished_) finish(Status::ok());
   delivering_ = false;
 }
 
-void SpanRead::finish(std::unique_lock<std::mutex>& lock, Status status) {
+void SpanRead::finish(Status status) {
   finished_ = true;
   FlashReadCallbacks consumer = std::move(consumer_);
   ReadaheadCarry carry = std::move(carry_);
@@ -118,7 +118,7 @@ void SpanRead::finish(std::unique_lock<std::mutex>& lock, Status status) {
   std::vector<Part> parts = std::move(parts_);  // what waits is released
   parts_.clear();
   current_ = 0;
-  lock.unlock();
+  mu_.unlock();
   if (status.is_ok()) {
     if (!carry.pieces.empty() && on_carry_) on_carry_(std::move(carry));
   } else {
@@ -127,27 +127,27 @@ void SpanRead::finish(std::unique_lock<std::mutex>& lock, Status status) {
   parts.clear();
   carry = ReadaheadCarry{};
   consumer.on_done(std::move(status));
-  lock.lock();
+  mu_.lock();
 }
 
 void SpanRead::cancel() {
   std::vector<std::shared_ptr<StreamEntry>> entries;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     entries = entries_;
   }
   for (const auto& e : entries) e->cancel();
 }
 
 uint32_t SpanRead::chunks_held() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint32_t n = 0;
   for (const auto& e : entries_) n += e->chunks_held();
   return n;
 }
 
 uint64_t SpanRead::chunks_issued() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t n = 0;
   for (const auto& e : entries_) n += e->chunks_issued();
   return n;

@@ -9,9 +9,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "core/mutex.h"
 #include "store/store.h"
 #include "store/stream/stream_entry.h"
 
@@ -58,23 +58,26 @@ class SpanRead final : public FlashRead, public std::enable_shared_from_this<Spa
   void on_done(size_t part, Status status);
   // Hands what arrived, in order, to the consumer; one thread at a time,
   // unlocked while the consumer runs.
-  void forward(std::unique_lock<std::mutex>& lock);
-  void keep_tail(uint64_t at, const ValuePiece& piece);
-  void finish(std::unique_lock<std::mutex>& lock, Status status);
+  void forward() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void keep_tail(uint64_t at, const ValuePiece& piece) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unlocked while the consumer and the carry run.
+  void finish(Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t offset_;
   const uint64_t end_;
   OnCarry on_carry_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
+  // Set before go(); forward() calls it without the lock, which
+  // delivering_ makes safe (one deliverer at a time): not annotatable.
   FlashReadCallbacks consumer_;
-  std::vector<Part> parts_;
-  std::vector<std::shared_ptr<StreamEntry>> entries_;
-  size_t current_ = 0;
-  bool going_ = false;
-  bool delivering_ = false;
-  bool finished_ = false;
-  ReadaheadCarry carry_;
+  std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<StreamEntry>> entries_ ABSL_GUARDED_BY(mu_);
+  size_t current_ ABSL_GUARDED_BY(mu_) = 0;
+  bool going_ ABSL_GUARDED_BY(mu_) = false;
+  bool delivering_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  ReadaheadCarry carry_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tierkv

@@ -73,7 +73,7 @@ void StreamEntry::started(ReadStart&& r) {
   std::shared_ptr<FlashRead> cancel_now;
   const bool is_flash = r.where == ReadStart::Where::kFlash;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     started_ = true;
     if (is_flash && r.version == version_) {
       flash_ = true;
@@ -83,55 +83,55 @@ void StreamEntry::started(ReadStart&& r) {
       ignore_ = is_flash;
       cancel_now = is_flash ? r.flash_read : nullptr;
       charge_.reset();
-      finish_without_read(lock, r,
-                          r.where == ReadStart::Where::kAbsent
-                              ? Status::not_found()
-                              : Status::conflict("value changed while read ahead"));
+      finish_without_read(r, r.where == ReadStart::Where::kAbsent
+                                 ? Status::not_found()
+                                 : Status::conflict("value changed while read ahead"));
     }
   }
   if (cancel_now) cancel_now->cancel();
   if (!is_flash) read_done();  // a flash read ends in on_done
 }
 
-void StreamEntry::finish_without_read(std::unique_lock<std::mutex>& lock, ReadStart& r,
-                                      Status error) {
+void StreamEntry::finish_without_read(ReadStart& r, Status error) {
   // Only a consumer that came before the read started needs this; one that
   // comes later reads plainly (may_serve() is false).
   if (!attached_ || done_) return;
   if (r.where == ReadStart::Where::kMemory && r.view.version() == version_) {
     auto view = std::make_shared<ObjectView>(std::move(r.view));
-    view->for_each_segment([&](std::string_view seg) { pieces_.push_back(ValuePiece{seg, view}); });
+    std::vector<std::string_view> segments;
+    view->for_each_segment([&](std::string_view seg) { segments.push_back(seg); });
+    for (std::string_view seg : segments) pieces_.push_back(ValuePiece{seg, view});
     error = Status::ok();
   }
   done_ = true;
   status_ = std::move(error);
-  deliver(lock);
+  deliver();
 }
 
 bool StreamEntry::may_serve() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return !started_ || flash_;
 }
 
 bool StreamEntry::read_from_flash() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return flash_;
 }
 
 void StreamEntry::read_done() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (std::exchange(read_done_called_, true)) return;
   }
   if (on_read_done_) on_read_done_();
 }
 
 void StreamEntry::on_piece(ValuePiece piece) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (dropped_ || ignore_) return;  // released on return, after the lock
   auto held = std::make_shared<HeldPiece>(HeldPiece{std::move(piece.owner), charge_});
   pieces_.push_back(ValuePiece{piece.bytes, std::move(held)});
-  deliver(lock);
+  deliver();
 }
 
 void StreamEntry::on_done(Status status) {
@@ -141,11 +141,11 @@ void StreamEntry::on_done(Status status) {
   std::shared_ptr<FlashRead> read;
   std::shared_ptr<LaneCharge> charge;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (!ignore_) {
       done_ = true;
       status_ = std::move(status);
-      deliver(lock);
+      deliver();
     }
     read = std::move(read_);
     charge = std::move(charge_);
@@ -155,7 +155,7 @@ void StreamEntry::on_done(Status status) {
 
 StreamEntry::Attach StreamEntry::attach(uint64_t offset, uint64_t length,
                                         FlashReadCallbacks& consumer) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (started_ && !flash_) return Attach::kRefused;
   attached_ = true;
   consumer_ = std::move(consumer);
@@ -165,7 +165,7 @@ StreamEntry::Attach StreamEntry::attach(uint64_t offset, uint64_t length,
   // What arrived is handed out here (the consumer's thread) only if it is
   // the whole value; otherwise with the next piece, from the read's thread,
   // so that a consumer posting pieces to its own thread keeps their order.
-  if (arrived) deliver(lock);
+  if (arrived) deliver();
   return arrived ? Attach::kHit : Attach::kLate;
 }
 
@@ -176,7 +176,7 @@ std::string_view StreamEntry::clip(uint64_t at, std::string_view bytes) const {
   return bytes.substr(from - at, to - from);
 }
 
-void StreamEntry::deliver(std::unique_lock<std::mutex>& lock) {
+void StreamEntry::deliver() {
   if (delivering_ || !attached_) return;
   delivering_ = true;
   for (;;) {
@@ -187,10 +187,10 @@ void StreamEntry::deliver(std::unique_lock<std::mutex>& lock) {
       arrived_ += p.bytes.size();
       // The consumer runs, and the piece is released, without the lock: a
       // release may read the next chunk, which calls back here.
-      lock.unlock();
+      mu_.unlock();
       if (!part.empty()) consumer_.on_piece(ValuePiece{part, std::move(p.owner)});
       p = ValuePiece{};
-      lock.lock();
+      mu_.lock();
       continue;
     }
     if (done_ && !done_sent_) {
@@ -199,10 +199,10 @@ void StreamEntry::deliver(std::unique_lock<std::mutex>& lock) {
       // The consumer's callbacks may hold pieces, whose read holds this
       // entry: let go of them once they are done with.
       FlashReadCallbacks consumer = std::move(consumer_);
-      lock.unlock();
+      mu_.unlock();
       consumer.on_done(std::move(st));
       consumer = FlashReadCallbacks{};
-      lock.lock();
+      mu_.lock();
       continue;
     }
     break;
@@ -214,7 +214,7 @@ void StreamEntry::drop() {
   std::deque<ValuePiece> unread;
   std::shared_ptr<FlashRead> read;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (attached_ || dropped_) return;
     dropped_ = true;
     unread.swap(pieces_);
@@ -227,7 +227,7 @@ void StreamEntry::drop() {
 void StreamEntry::cancel() {
   std::shared_ptr<FlashRead> read;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     read = read_;
     cancel_asked_ = true;  // a read not started yet is cancelled as it starts
   }
@@ -235,12 +235,12 @@ void StreamEntry::cancel() {
 }
 
 uint32_t StreamEntry::chunks_held() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return read_ ? read_->chunks_held() : 0;
 }
 
 uint64_t StreamEntry::chunks_issued() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return read_ ? read_->chunks_issued() : 0;
 }
 

@@ -8,10 +8,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "core/mutex.h"
 #include "memory/memory_tier.h"
 #include "store/store.h"
 
@@ -87,40 +87,48 @@ class StreamEntry final : public FlashRead {
   void on_done(Status status);
   // Hands what arrived to the consumer, one thread at a time; unlocks
   // while the consumer runs.
-  void deliver(std::unique_lock<std::mutex>& lock);
-  std::string_view clip(uint64_t at, std::string_view bytes) const;
+  void deliver() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string_view clip(uint64_t at, std::string_view bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void read_done();
   // Ends the value for the consumer without the look-ahead read: the
-  // memory copy's segments, or `error`. Locked.
-  void finish_without_read(std::unique_lock<std::mutex>& lock, ReadStart& r, Status error);
+  // memory copy's segments, or `error`.
+  void finish_without_read(ReadStart& r, Status error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string key_;
   const uint64_t offset_;
   const uint64_t length_;
-  std::shared_ptr<LaneCharge> charge_;  // shared with every piece handed out
+  // shared with every piece handed out
+  std::shared_ptr<LaneCharge> charge_ ABSL_GUARDED_BY(mu_);
   std::function<void()> on_read_done_;  // once, when the look-ahead read ends
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   const uint64_t version_;
   const uint64_t object_size_;
   const int64_t expire_at_ms_;
-  bool started_ = false;
-  bool flash_ = false;   // the look-ahead read is a flash read of version_
-  bool ignore_ = false;  // a read of another version: its pieces are dropped
-  std::shared_ptr<FlashRead> read_;
-  std::deque<ValuePiece> pieces_;  // arrived, not yet handed out
-  uint64_t arrived_ = 0;           // object offset of the next piece
-  bool done_ = false;
-  bool done_sent_ = false;
-  bool read_done_called_ = false;
-  Status status_;
-  bool attached_ = false;
-  bool dropped_ = false;
-  bool cancel_asked_ = false;  // the attached consumer cancelled
-  bool delivering_ = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  // the look-ahead read is a flash read of version_
+  bool flash_ ABSL_GUARDED_BY(mu_) = false;
+  // a read of another version: its pieces are dropped
+  bool ignore_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<FlashRead> read_ ABSL_GUARDED_BY(mu_);
+  // arrived, not yet handed out
+  std::deque<ValuePiece> pieces_ ABSL_GUARDED_BY(mu_);
+  uint64_t arrived_ ABSL_GUARDED_BY(mu_) = 0;  // object offset of the next piece
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_done_called_ ABSL_GUARDED_BY(mu_) = false;
+  Status status_ ABSL_GUARDED_BY(mu_);
+  bool attached_ ABSL_GUARDED_BY(mu_) = false;
+  bool dropped_ ABSL_GUARDED_BY(mu_) = false;
+  // the attached consumer cancelled
+  bool cancel_asked_ ABSL_GUARDED_BY(mu_) = false;
+  bool delivering_ ABSL_GUARDED_BY(mu_) = false;
+  // Set under mu_ by attach(); deliver() calls it without the lock, which
+  // delivering_ makes safe (one deliverer at a time): not annotatable.
   FlashReadCallbacks consumer_;
-  uint64_t range_offset_ = 0;
-  uint64_t range_length_ = 0;
+  uint64_t range_offset_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t range_length_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tierkv

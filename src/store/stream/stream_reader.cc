@@ -10,11 +10,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "store/stream/stream_context.h"
 #include "store/stream/stream_entry.h"
 #include "store/worker_pool.h"
@@ -103,19 +102,19 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   Result<StreamValue> next();
   void end_lookahead();
   bool active() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return !stopped_ && pos_ < keys_.size();
   }
   size_t position() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return pos_;
   }
   uint32_t depth() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return depth_;
   }
   StreamCounts counts() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return counts_;
   }
   StreamContext& context() { return ctx_; }
@@ -131,10 +130,10 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   // the consumer reaches it. Starting a read costs the consumer a wake-up
   // of the kernel's I/O worker or of the device (~5-10 us on a VM); the
   // completion thread is awake anyway.
-  bool completion_pumps_in_time_locked(uint64_t now_ns);
+  bool completion_pumps_in_time_locked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // pump() would start a read now: a key is left to stage, the window has
   // room and a channel is free.
-  bool room_to_stage_locked() const {
+  bool room_to_stage_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !stopped_ && staged_end_ < keys_.size() && staged_end_ - pos_ < depth_ &&
            inflight_ < channels_;
   }
@@ -148,7 +147,7 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   void count_wasted(uint64_t n);
   // The consumer took a key: with an automatic depth, D = ceil(L / C) + 1
   // from its pace C (the smoothed time between takes).
-  void note_pace_locked(uint64_t now_ns);
+  void note_pace_locked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StreamContext& ctx_;
   const std::vector<std::string> keys_;
@@ -157,24 +156,27 @@ class StreamReader::Impl : public std::enable_shared_from_this<Impl> {
   const bool use_once_;
   const uint64_t latency_ns_;  // the estimate at open (automatic depth)
 
-  mutable std::mutex mu_;
-  uint32_t depth_;
-  size_t pos_ = 0;
-  size_t staged_end_ = 0;
-  std::deque<std::shared_ptr<StreamEntry>> entries_;  // keys [pos_, staged_end_)
-  uint32_t inflight_ = 0;
-  uint32_t staging_ = 0;  // pumps between staging a key and counting its read
-  std::condition_variable staged_cv_;
-  bool stopped_ = false;
-  StreamCounts counts_;
-  int64_t last_take_ns_ = 0;
-  double pace_ns_ = 0;
+  mutable Mutex mu_;
+  uint32_t depth_ ABSL_GUARDED_BY(mu_);
+  size_t pos_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t staged_end_ ABSL_GUARDED_BY(mu_) = 0;
+  // keys [pos_, staged_end_)
+  std::deque<std::shared_ptr<StreamEntry>> entries_ ABSL_GUARDED_BY(mu_);
+  uint32_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  // pumps between staging a key and counting its read
+  uint32_t staging_ ABSL_GUARDED_BY(mu_) = 0;
+  CondVar staged_cv_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  StreamCounts counts_ ABSL_GUARDED_BY(mu_);
+  int64_t last_take_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  double pace_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // The consumer's own time per value: the gaps after a take that waited
   // for nothing. The refill plans on it, not on pace_ns_, which includes
   // waits: a refill left late would slow the pace and so seem ever later.
-  double own_pace_ns_ = 0;
-  bool last_take_hit_ = false;
-  std::deque<uint64_t> issued_ns_;        // start times of the reads in flight
+  double own_pace_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  bool last_take_hit_ ABSL_GUARDED_BY(mu_) = false;
+  // start times of the reads in flight
+  std::deque<uint64_t> issued_ns_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> read_ns_;         // flash read latency now (90th percentile)
   std::atomic<bool> pump_queued_{false};  // a pump waits for a store worker
   uint32_t takes_ = 0;
@@ -204,7 +206,7 @@ void StreamReader::Impl::pump() {
     std::shared_ptr<StreamEntry> e;
     std::string key;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!room_to_stage_locked() || ctx_.closing.load(std::memory_order_acquire)) return;
       key = keys_[staged_end_];
     }
@@ -216,7 +218,7 @@ void StreamReader::Impl::pump() {
     });
     if (!e) return;  // the lane is full
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       // The consumer may have moved on (or out of order) meanwhile.
       if (stopped_ || staged_end_ >= keys_.size() || keys_[staged_end_] != key ||
           staged_end_ < pos_ || inflight_ >= channels_)
@@ -245,14 +247,14 @@ void StreamReader::Impl::pump_off_thread() {
 void StreamReader::Impl::stage(const std::shared_ptr<StreamEntry>& e) {
   const bool flash = StreamEntry::start_read(ctx_, e);
   if (flash) ctx_.metrics.issued.add();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (flash) ++counts_.issued;
   if (--staging_ == 0) staged_cv_.notify_all();
 }
 
 void StreamReader::Impl::on_read_done(uint64_t issued_ns) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --inflight_;
     auto it = std::find(issued_ns_.begin(), issued_ns_.end(), issued_ns);
     if (it != issued_ns_.end()) issued_ns_.erase(it);
@@ -313,7 +315,7 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
   bool pump_inline = true;
   bool refresh = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // In order, the stream moves on, with look-ahead or (once it ended)
     // without.
     if (pos_ < keys_.size() && keys_[pos_] == key) {
@@ -349,7 +351,7 @@ ReadStart StreamReader::Impl::read(std::string_view key, uint64_t offset, uint64
 void StreamReader::Impl::count_wasted(uint64_t n) {
   if (n == 0) return;
   ctx_.metrics.wasted.add(n);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   counts_.wasted += n;
 }
 
@@ -384,7 +386,7 @@ ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<
   const bool arrived = a == StreamEntry::Attach::kHit;
   (arrived ? ctx_.metrics.hits : ctx_.metrics.late).add();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++(arrived ? counts_.hits : counts_.late);
     last_take_hit_ = arrived;
   }
@@ -399,12 +401,12 @@ ReadStart StreamReader::Impl::serve(std::string_view key, const std::shared_ptr<
 void StreamReader::Impl::end_lookahead() {
   std::deque<std::shared_ptr<StreamEntry>> unread;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
     // A pump may be starting the read of a key it staged: once it has, that
     // read is counted issued, so the wasted count below matches it.
-    staged_cv_.wait(lock, [&] { return staging_ == 0; });
+    while (staging_ != 0) staged_cv_.wait(mu_);
     unread.swap(entries_);
     staged_end_ = pos_;
   }
@@ -419,26 +421,26 @@ void StreamReader::Impl::end_lookahead() {
 Result<StreamValue> StreamReader::Impl::next() {
   std::string key;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (pos_ >= keys_.size()) return Status::out_of_range("end of stream");
     key = keys_[pos_];
   }
   struct Wait {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::vector<ValuePiece> pieces;
-    bool done = false;
+    Mutex mu;
+    CondVar cv;
+    std::vector<ValuePiece> pieces ABSL_GUARDED_BY(mu);
+    bool done ABSL_GUARDED_BY(mu) = false;
     std::atomic<bool> ready{false};  // done, for the yielding wait
-    Status status;
+    Status status ABSL_GUARDED_BY(mu);
   };
   auto wait = std::make_shared<Wait>();
   FlashReadCallbacks cb;
   cb.on_piece = [wait](ValuePiece p) {
-    std::lock_guard lock(wait->mu);
+    MutexLock lock(wait->mu);
     wait->pieces.push_back(std::move(p));
   };
   cb.on_done = [wait](Status st) {
-    std::lock_guard lock(wait->mu);
+    MutexLock lock(wait->mu);
     wait->status = std::move(st);
     wait->done = true;
     wait->ready.store(true, std::memory_order_release);
@@ -466,8 +468,8 @@ Result<StreamValue> StreamReader::Impl::next() {
   const uint64_t until = mono_ns() + kSpinNs;
   while (!wait->ready.load(std::memory_order_acquire) && mono_ns() < until) {
   }
-  std::unique_lock lock(wait->mu);
-  wait->cv.wait(lock, [&] { return wait->done; });
+  MutexLock lock(wait->mu);
+  while (!wait->done) wait->cv.wait(wait->mu);
   if (!wait->status.is_ok()) {
     wait->pieces.clear();  // a read that failed part-way: nothing of it is kept
     return wait->status;
