@@ -13,15 +13,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "core/clock.h"
 #include "core/hash.h"
+#include "core/mutex.h"
 #include "flash/exact_io.h"
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
@@ -230,7 +229,7 @@ class ParallelRegionReader {
   }
   ~ParallelRegionReader() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -241,11 +240,13 @@ class ParallelRegionReader {
 
   // Waits for region i (taken in order) and lets the readers move on.
   RegionScan take(size_t i) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return results_[i].done; });
-    RegionScan out = std::move(results_[i]);
-    taken_ = i + 1;
-    lock.unlock();
+    RegionScan out;
+    {
+      MutexLock lock(mu_);
+      while (!results_[i].done) cv_.wait(mu_);
+      out = std::move(results_[i]);
+      taken_ = i + 1;
+    }
     cv_.notify_all();
     return out;
   }
@@ -256,16 +257,15 @@ class ParallelRegionReader {
     for (;;) {
       size_t i = 0;
       {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock,
-                 [&] { return stop_ || next_ >= results_.size() || next_ < taken_ + window_; });
+        MutexLock lock(mu_);
+        while (!stop_ && next_ < results_.size() && next_ >= taken_ + window_) cv_.wait(mu_);
         if (stop_ || next_ >= results_.size()) return;
         i = next_++;
       }
       RegionScan scanned;
       parse_(i, scanned, buffer);
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         results_[i] = std::move(scanned);
         results_[i].done = true;
       }
@@ -273,13 +273,14 @@ class ParallelRegionReader {
     }
   }
 
-  std::vector<RegionScan> results_;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<RegionScan> results_ ABSL_GUARDED_BY(mu_);
   Parse parse_;
-  size_t window_ = 2;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t next_ = 0, taken_ = 0;
-  bool stop_ = false;
+  size_t window_ = 2;  // set before the workers start
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t taken_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

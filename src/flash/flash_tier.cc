@@ -12,6 +12,7 @@
 
 #include "core/clock.h"
 #include "core/hash.h"
+#include "core/status_join.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
 
@@ -30,33 +31,13 @@ Status FlashTier::write_chunks(std::span<const ChunkWrite> chunks, WriteCallback
     done(Status::ok());
     return Status::ok();
   }
-  struct Join {
-    std::mutex mu;
-    size_t remaining;
-    Status first_error;
-    WriteCallback done;
-  };
-  auto join = std::make_shared<Join>();
-  join->remaining = chunks.size();
-  join->done = std::move(done);
+  auto join = StatusJoin::make(chunks.size(), std::move(done));
   std::vector<WriteCallback> callbacks;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    callbacks.push_back([join](Status st) {
-      std::unique_lock lock(join->mu);
-      if (!st.is_ok() && join->first_error.is_ok()) join->first_error = std::move(st);
-      if (--join->remaining > 0) return;
-      Status result = std::move(join->first_error);
-      lock.unlock();
-      join->done(std::move(result));
-    });
-  }
+  for (size_t i = 0; i < chunks.size(); ++i) callbacks.push_back(join->arrival());
   Status st = enqueue_writes(chunks, std::move(callbacks));
-  if (!st.is_ok()) {
-    // Chunks queued before the failure still land; the caller hears only
-    // this error, so the joined callback must not run.
-    std::lock_guard lock(join->mu);
-    join->done = [](Status) {};
-  }
+  // Chunks queued before the failure still land; the caller hears only
+  // this error, so the joined callback must not run.
+  if (!st.is_ok()) join->cancel();
   return st;
 }
 

@@ -1,6 +1,7 @@
 #include "store/preheat/preheat_source.h"
 
 #include "core/curl_handle.h"
+#include "core/mutex.h"
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -14,7 +15,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <system_error>
 
 namespace tierkv {
@@ -269,14 +269,14 @@ class HttpSource final : public PreheatSource {
   }
 
   std::unique_ptr<CurlHandle> take_handle() {
-    std::lock_guard lock(handles_mu_);
+    MutexLock lock(handles_mu_);
     if (handles_.empty()) return std::make_unique<CurlHandle>();
     std::unique_ptr<CurlHandle> h = std::move(handles_.back());
     handles_.pop_back();
     return h;
   }
   void give_back(std::unique_ptr<CurlHandle> h) {
-    std::lock_guard lock(handles_mu_);
+    MutexLock lock(handles_mu_);
     handles_.push_back(std::move(h));
   }
 
@@ -297,8 +297,9 @@ class HttpSource final : public PreheatSource {
   }
 
   std::string url_;
-  std::mutex handles_mu_;
-  std::vector<std::unique_ptr<CurlHandle>> handles_;  // idle, connected
+  Mutex handles_mu_;
+  // idle, connected
+  std::vector<std::unique_ptr<CurlHandle>> handles_ ABSL_GUARDED_BY(handles_mu_);
 };
 
 // A path some server or proxy may read as another path than the allowlist

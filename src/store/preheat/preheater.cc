@@ -64,34 +64,37 @@ uint64_t default_piece_size(uint64_t length, uint32_t chunk_size, uint64_t max_p
 struct Preheater::Job {
   uint64_t id = 0;
   PreheatRequest request;
-  std::mutex mu;  // everything below (Preheater::mu_ before it, if both)
-  PreheatState state = PreheatState::kQueued;
-  std::string error;
+  Mutex mu;  // everything below (Preheater::mu_ before it, if both)
+  PreheatState state ABSL_GUARDED_BY(mu) = PreheatState::kQueued;
+  std::string error ABSL_GUARDED_BY(mu);
+  // Set by open_job() before any lane runs, read-only after, and used by
+  // the lanes without mu (the source and the put take concurrent pieces):
+  // not annotated.
   std::unique_ptr<PreheatSource> source;
   std::unique_ptr<StagedPut> put;
   uint64_t length = 0;
   uint64_t piece_size = 0;
-  uint32_t pieces = 0;
-  uint32_t next_piece = 0;
-  uint32_t pieces_done = 0;
-  uint32_t lanes = 0;
-  uint32_t lanes_started = 0;
-  uint64_t bytes_done = 0;
-  uint64_t retries = 0;
-  bool cancel = false;
+  uint32_t pieces ABSL_GUARDED_BY(mu) = 0;
+  uint32_t next_piece ABSL_GUARDED_BY(mu) = 0;
+  uint32_t pieces_done ABSL_GUARDED_BY(mu) = 0;
+  uint32_t lanes ABSL_GUARDED_BY(mu) = 0;
+  uint32_t lanes_started ABSL_GUARDED_BY(mu) = 0;
+  uint64_t bytes_done ABSL_GUARDED_BY(mu) = 0;
+  uint64_t retries ABSL_GUARDED_BY(mu) = 0;
+  bool cancel ABSL_GUARDED_BY(mu) = false;
   std::stop_source stop;  // requested with cancel: ends a source read in flight
-  bool failed = false;
-  bool cached = false;
-  uint64_t cached_bytes = 0;  // of the object, in its memory copy
-  std::string fail_error;
-  int64_t started_ms = 0;
-  int64_t finished_ms = 0;
-  uint64_t started_ns = 0;
-  uint64_t finished_ns = 0;
+  bool failed ABSL_GUARDED_BY(mu) = false;
+  bool cached ABSL_GUARDED_BY(mu) = false;
+  uint64_t cached_bytes ABSL_GUARDED_BY(mu) = 0;  // of the object, in its memory copy
+  std::string fail_error ABSL_GUARDED_BY(mu);
+  int64_t started_ms ABSL_GUARDED_BY(mu) = 0;
+  int64_t finished_ms ABSL_GUARDED_BY(mu) = 0;
+  uint64_t started_ns ABSL_GUARDED_BY(mu) = 0;
+  uint64_t finished_ns ABSL_GUARDED_BY(mu) = 0;
   // The digest is taken in piece order; pieces that came early wait here.
-  std::unique_ptr<Sha256> sha;
-  uint32_t next_hash = 0;
-  std::map<uint32_t, PieceBuffer> early;
+  std::unique_ptr<Sha256> sha ABSL_GUARDED_BY(mu);
+  uint32_t next_hash ABSL_GUARDED_BY(mu) = 0;
+  std::map<uint32_t, PieceBuffer> early ABSL_GUARDED_BY(mu);
 
   uint64_t piece_offset(uint32_t piece) const { return uint64_t{piece} * piece_size; }
   uint64_t piece_length(uint32_t piece) const {
@@ -143,18 +146,18 @@ Preheater::~Preheater() {
 
 void Preheater::set_limits(PreheatLimits limits) {
   buffers_.set_limit(static_cast<int64_t>(std::max<uint64_t>(limits.buffer_bytes, chunk_size_)));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   limits_ = std::move(limits);
   schedule_locked();
 }
 
 bool Preheater::allowed(const std::string& url) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return source_allowed(url, limits_.sources);
 }
 
 uint32_t Preheater::max_files() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return limits_.max_files;
 }
 
@@ -168,8 +171,11 @@ Result<uint64_t> Preheater::start(PreheatRequest request) {
   }
   auto job = std::make_shared<Job>();
   job->request = std::move(request);
-  if (!job->request.sha256.empty()) job->sha = std::make_unique<Sha256>();
-  std::lock_guard lock(mu_);
+  if (!job->request.sha256.empty()) {
+    MutexLock job_lock(job->mu);
+    job->sha = std::make_unique<Sha256>();
+  }
+  MutexLock lock(mu_);
   const uint64_t piece = job->request.piece_size;
   if (piece != 0 && (piece % chunk_size_ != 0 || piece > limits_.buffer_bytes)) {
     return Status::invalid_argument(
@@ -207,7 +213,7 @@ void Preheater::schedule_locked() {
     metrics_.running.add(1);
     metrics_.started.add();
     {
-      std::lock_guard job_lock(job->mu);
+      MutexLock job_lock(job->mu);
       job->state = PreheatState::kRunning;
       job->started_ms = unix_time_ms();
       job->started_ns = mono_ns();
@@ -226,13 +232,13 @@ void Preheater::schedule_locked() {
 void Preheater::open_job(const std::shared_ptr<Job>& job) {
   bool cancelled = false;
   {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     cancelled = job->cancel;
   }
   if (cancelled) return finish(*job, PreheatState::kCancelled, "cancelled");
   std::vector<std::string> allowed;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     allowed = limits_.sources;
   }
   // A CANCEL (or a shutdown) ends an HTTP open that hangs.
@@ -247,7 +253,7 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
   const uint64_t length = (*source)->info().length;
   uint64_t max_piece = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     max_piece = limits_.buffer_bytes;
   }
   // Without a validator, pieces of two versions of the object could not be
@@ -265,7 +271,7 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
   if (!put) return finish(*job, PreheatState::kFailed, put.status().message());
   uint32_t lanes = 0;
   {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     job->source = std::move(*source);
     job->put = std::move(*put);
     job->cached = job->put->caching();
@@ -289,7 +295,7 @@ void Preheater::open_job(const std::shared_ptr<Job>& job) {
 void Preheater::queue_lane(const std::shared_ptr<Job>& job) {
   pool_->submit_continuation([this, job](bool run) {
     if (!run) {
-      std::lock_guard lock(job->mu);
+      MutexLock lock(job->mu);
       job->cancel = true;
       job->stop.request_stop();
     }
@@ -300,7 +306,7 @@ void Preheater::queue_lane(const std::shared_ptr<Job>& job) {
 void Preheater::run_lane(const std::shared_ptr<Job>& job) {
   int64_t charge = 0;
   {
-    std::unique_lock lock(job->mu);
+    MutexLock lock(job->mu);
     if (job->cancel || job->failed || job->next_piece >= job->pieces) {
       lock.unlock();
       return lane_done(job);
@@ -324,7 +330,7 @@ void Preheater::queue_claim(const std::shared_ptr<Job>& job, int64_t charge) {
     if (run) return claim_piece(job, charge);
     buffers_.release(charge);
     {
-      std::lock_guard lock(job->mu);
+      MutexLock lock(job->mu);
       job->cancel = true;
       job->stop.request_stop();
     }
@@ -337,7 +343,7 @@ void Preheater::claim_piece(const std::shared_ptr<Job>& job, int64_t charge) {
   bool ended = false;
   bool too_far = false;
   {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     ended = job->cancel || job->failed || job->next_piece >= job->pieces;
     // With a digest, pieces may not run far ahead of the one to hash next:
     // they wait in memory until it comes.
@@ -360,7 +366,7 @@ void Preheater::run_piece(const std::shared_ptr<Job>& job, uint32_t piece) {
   PieceBuffer buffer(buffers_, job->piece_length(piece));
   bool ended = false;
   {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     ended = job->cancel || job->failed;
   }
   if (ended) return lane_done(job);
@@ -368,7 +374,7 @@ void Preheater::run_piece(const std::shared_ptr<Job>& job, uint32_t piece) {
   if (st.is_ok()) st = job->put->write(job->piece_offset(piece), buffer.view());
   if (!st.is_ok()) {
     {
-      std::lock_guard lock(job->mu);
+      MutexLock lock(job->mu);
       if (!job->failed) job->fail_error = st.message();
       job->failed = true;
     }
@@ -376,19 +382,21 @@ void Preheater::run_piece(const std::shared_ptr<Job>& job, uint32_t piece) {
   }
   const uint64_t size = buffer.view().size();
   metrics_.bytes_flash.add(size);
+  bool hashing = false;
   {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     ++job->pieces_done;
     job->bytes_done += size;
+    hashing = job->sha != nullptr;
   }
-  if (job->sha) hash_in_order(*job, piece, std::move(buffer));
+  if (hashing) hash_in_order(*job, piece, std::move(buffer));
   queue_lane(job);
 }
 
 Status Preheater::fetch_piece(Job& job, uint32_t piece, std::span<char> out) {
   uint32_t retries = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     retries = limits_.retries;
   }
   for (uint32_t attempt = 0;; ++attempt) {
@@ -403,7 +411,7 @@ Status Preheater::fetch_piece(Job& job, uint32_t piece, std::span<char> out) {
     if (st.code() != StatusCode::kIOError || attempt >= retries) return st;
     metrics_.retries.add();
     {
-      std::lock_guard lock(job.mu);
+      MutexLock lock(job.mu);
       ++job.retries;
       if (job.cancel) return Status::unavailable("cancelled");
     }
@@ -414,7 +422,7 @@ Status Preheater::fetch_piece(Job& job, uint32_t piece, std::span<char> out) {
 }
 
 void Preheater::hash_in_order(Job& job, uint32_t piece, PieceBuffer&& buffer) {
-  std::lock_guard lock(job.mu);
+  MutexLock lock(job.mu);
   if (piece != job.next_hash) {
     job.early.emplace(piece, std::move(buffer));
     return;
@@ -433,7 +441,7 @@ void Preheater::lane_done(const std::shared_ptr<Job>& job) {
   bool cancelled = false;
   std::string error;
   {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     if (--job->lanes > 0) return;
     cancelled = job->cancel;
     if (job->failed) {
@@ -451,7 +459,10 @@ void Preheater::lane_done(const std::shared_ptr<Job>& job) {
   if (job->request.ttl_s > 0) job->put->set_expiry(unix_time_ms() + job->request.ttl_s * 1000);
   Result<memory::WriteResult> committed = job->put->commit(job->request.exclusive);
   if (!committed) return finish(*job, PreheatState::kFailed, committed.status().message());
-  if (job->cached) metrics_.bytes_memory.add(job->cached_bytes);
+  {
+    MutexLock lock(job->mu);
+    if (job->cached) metrics_.bytes_memory.add(job->cached_bytes);
+  }
   finish(*job, PreheatState::kDone, "");
 }
 
@@ -459,8 +470,11 @@ void Preheater::finish(Job& job, PreheatState state, std::string error) {
   std::unique_ptr<StagedPut> put;
   std::unique_ptr<PreheatSource> source;
   std::map<uint32_t, PieceBuffer> early;  // their room goes back to buffers_
+  if (state == PreheatState::kFailed) {
+    spdlog::warn("preheat job {} of '{}' failed: {}", job.id, job.request.key, error);
+  }
   {
-    std::lock_guard lock(job.mu);
+    MutexLock lock(job.mu);
     early = std::move(job.early);
     job.state = state;
     job.error = std::move(error);
@@ -475,10 +489,7 @@ void Preheater::finish(Job& job, PreheatState state, std::string error) {
    : state == PreheatState::kFailed ? metrics_.failed
                                     : metrics_.cancelled)
       .add();
-  if (state == PreheatState::kFailed) {
-    spdlog::warn("preheat job {} of '{}' failed: {}", job.id, job.request.key, job.error);
-  }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ended_.push_back(job.id);
   --running_;
   metrics_.running.add(-1);
@@ -487,6 +498,7 @@ void Preheater::finish(Job& job, PreheatState state, std::string error) {
 }
 
 PreheatJobStatus Preheater::status_of(const Job& job) const {
+  job.mu.assert_held();
   PreheatJobStatus s;
   s.id = job.id;
   s.key = job.request.key;
@@ -513,12 +525,12 @@ PreheatJobStatus Preheater::status_of(const Job& job) const {
 std::optional<PreheatJobStatus> Preheater::job(uint64_t id) const {
   std::shared_ptr<Job> job;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return std::nullopt;
     job = it->second;
   }
-  std::lock_guard lock(job->mu);
+  MutexLock lock(job->mu);
   return status_of(*job);
 }
 
@@ -526,25 +538,25 @@ std::vector<PreheatJobStatus> Preheater::jobs(uint64_t first_id, size_t count,
                                               uint64_t* next_id) const {
   std::vector<std::shared_ptr<Job>> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = jobs_.lower_bound(first_id);
     for (; it != jobs_.end() && all.size() < count; ++it) all.push_back(it->second);
     if (next_id) *next_id = it == jobs_.end() ? 0 : it->first;
   }
   std::vector<PreheatJobStatus> out;
   for (const auto& job : all) {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     out.push_back(status_of(*job));
   }
   return out;
 }
 
 Status Preheater::cancel(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Status::not_found("no such preheat job");
   Job& job = *it->second;
-  std::lock_guard job_lock(job.mu);
+  MutexLock job_lock(job.mu);
   if (job.state == PreheatState::kQueued) {
     std::erase(queue_, it->second);
     metrics_.queued.add(-1);
@@ -563,17 +575,23 @@ Status Preheater::cancel(uint64_t id) {
 bool Preheater::stop(std::chrono::milliseconds timeout) {
   std::vector<uint64_t> ids;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     for (const auto& [id, job] : jobs_) ids.push_back(id);
   }
   for (uint64_t id : ids) (void)cancel(id);
-  std::unique_lock lock(mu_);
-  if (timeout == std::chrono::milliseconds::max()) {
-    idle_.wait(lock, [&] { return running_ == 0; });
-    return true;
+  MutexLock lock(mu_);
+  const bool forever = timeout == std::chrono::milliseconds::max();
+  const auto deadline = forever ? std::chrono::steady_clock::time_point::max()
+                                : std::chrono::steady_clock::now() + timeout;
+  while (running_ != 0) {
+    if (forever) {
+      idle_.wait(mu_);
+    } else if (!idle_.wait_until(mu_, deadline)) {
+      return running_ == 0;
+    }
   }
-  return idle_.wait_for(lock, timeout, [&] { return running_ == 0; });
+  return true;
 }
 
 }  // namespace tierkv

@@ -26,19 +26,18 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "core/status.h"
 #include "store/flashio/buffer_budget.h"
 #include "store/flashio/staged_put.h"
@@ -116,7 +115,7 @@ class Preheater {
     Counter& retries;
   };
 
-  void schedule_locked();
+  void schedule_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void open_job(const std::shared_ptr<Job>& job);
   void queue_lane(const std::shared_ptr<Job>& job);
   void run_lane(const std::shared_ptr<Job>& job);
@@ -128,6 +127,7 @@ class Preheater {
   void hash_in_order(Job& job, uint32_t piece, PieceBuffer&& buffer);
   void lane_done(const std::shared_ptr<Job>& job);
   void finish(Job& job, PreheatState state, std::string error);
+  // Needs job.mu (not said with REQUIRES: Job is incomplete here).
   PreheatJobStatus status_of(const Job& job) const;
 
   std::unique_ptr<WorkerPool> pool_;
@@ -135,15 +135,17 @@ class Preheater {
   Metrics metrics_;
   BufferBudget buffers_;  // preheat-buffer
   const uint32_t chunk_size_;
-  mutable std::mutex mu_;
-  std::condition_variable idle_;
-  PreheatLimits limits_;
-  uint64_t next_id_ = 1;
-  bool stopping_ = false;
-  uint32_t running_ = 0;
-  std::deque<std::shared_ptr<Job>> queue_;
-  std::map<uint64_t, std::shared_ptr<Job>> jobs_;  // every job, by id (bounded: oldest ended go)
-  std::deque<uint64_t> ended_;  // ids of the jobs in jobs_ that ended, oldest first
+  mutable Mutex mu_;
+  CondVar idle_;
+  PreheatLimits limits_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<std::shared_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
+  // every job, by id (bounded: oldest ended go)
+  std::map<uint64_t, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  // ids of the jobs in jobs_ that ended, oldest first
+  std::deque<uint64_t> ended_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tierkv
