@@ -127,7 +127,7 @@ void Controller::run(std::stop_token stop) {
       terms_.fetch_add(1, std::memory_order_relaxed);
       spdlog::info("cluster: {} leads the controller", options_.self_id);
     }
-    std::unique_lock lock(mu_);
+    std::unique_lock<Mutex> lock(mu_);
     wake_.wait_for(lock, stop, options_.interval, [] { return false; });
   }
 }

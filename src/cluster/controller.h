@@ -24,7 +24,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +31,7 @@
 #include "cluster/etcd_client.h"
 #include "cluster/move_report.h"
 #include "cluster/slot_map.h"
+#include "core/mutex.h"
 
 namespace tierkv::cluster {
 
@@ -83,7 +83,7 @@ class Controller {
   int64_t lease_ = 0;
   std::atomic<bool> leading_{false};
   std::atomic<uint64_t> maps_written_{0}, terms_{0};
-  std::mutex mu_;
+  Mutex mu_;  // guards nothing: the stop_token wait below needs a lock
   std::condition_variable_any wake_;
   std::jthread thread_;
 };

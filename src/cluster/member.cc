@@ -108,7 +108,7 @@ bool Member::holds_slots() const {
 }
 
 bool Member::pause(std::stop_token& stop, std::chrono::milliseconds d) {
-  std::unique_lock lock(mu_);
+  std::unique_lock<Mutex> lock(mu_);
   wake_.wait_for(lock, stop, d, [] { return false; });
   return !stop.stop_requested();
 }
@@ -129,7 +129,7 @@ void Member::keep(std::stop_token stop) {
       if (granted.is_ok() && client.put(key, value, *granted).is_ok()) {
         lease = *granted;
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           lease_ = lease;
           // The map may have moved on while the lease was lost: serve only
           // after a read of it that began after this registration.
@@ -169,7 +169,7 @@ void Member::watch(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::stop_source this_round;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       watch_round_ = this_round;
     }
     std::stop_callback forward(stop, [&] { this_round.request_stop(); });
@@ -199,7 +199,7 @@ void Member::offer_map(std::string_view text) {
     return;
   }
   auto next = std::make_shared<const SlotMap>(std::move(*parsed));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (map_ && map_->version() >= next->version()) return;
   if (options_.before_publish) options_.before_publish(map_.get(), *next);
   map_ = std::move(next);
@@ -208,7 +208,7 @@ void Member::offer_map(std::string_view text) {
 }
 
 std::shared_ptr<const SlotMap> Member::map() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return map_;
 }
 

@@ -27,7 +27,6 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -35,6 +34,7 @@
 
 #include "cluster/etcd_client.h"
 #include "cluster/slot_map.h"
+#include "core/mutex.h"
 
 namespace tierkv::cluster {
 
@@ -99,17 +99,19 @@ class Member {
   bool pause(std::stop_token& stop, std::chrono::milliseconds d);
 
   const MemberOptions options_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
+  // Waits on mu_ through std::unique_lock (for its stop_token wait), so
+  // it must touch nothing guarded while it waits.
   std::condition_variable_any wake_;
-  std::shared_ptr<const SlotMap> map_;
-  int64_t lease_ = 0;
+  std::shared_ptr<const SlotMap> map_ ABSL_GUARDED_BY(mu_);
+  int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   // Steady clock, when the requests were sent: the last renewal etcd
   // acknowledged, the registration of the current lease, the last read
   // of the map that succeeded.
   std::atomic<int64_t> renewed_at_ms_{0};
   std::atomic<int64_t> registered_at_ms_{0};
   std::atomic<int64_t> map_confirmed_at_ms_{0};
-  std::stop_source watch_round_;  // the watcher's current round; guarded by mu_
+  std::stop_source watch_round_ ABSL_GUARDED_BY(mu_);  // the watcher's current round
   std::atomic<uint64_t> renewals_{0}, registrations_{0}, maps_seen_{0};
   std::atomic<uint64_t> round_trips_{0}, failures_{0};
   static inline std::atomic<uint64_t> published_{0};

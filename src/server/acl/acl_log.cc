@@ -13,7 +13,7 @@ bool same(const AclDenial& a, const AclDenial& b) {
 }  // namespace
 
 void AclLog::add(AclDenial denial, int64_t now_ms, size_t max_len) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (now_ms - it->updated_ms >= kGroupingMs || !same(it->denial, denial)) continue;
     AclLogEntry entry = std::move(*it);
@@ -29,19 +29,19 @@ void AclLog::add(AclDenial denial, int64_t now_ms, size_t max_len) {
 }
 
 std::vector<AclLogEntry> AclLog::newest(int64_t count) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   const size_t n =
       count < 0 ? entries_.size() : std::min(entries_.size(), static_cast<size_t>(count));
   return {entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(n)};
 }
 
 void AclLog::reset() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   entries_.clear();
 }
 
 void AclLog::trim(size_t max_len) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   while (entries_.size() > max_len) entries_.pop_back();
 }
 

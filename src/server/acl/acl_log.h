@@ -6,12 +6,13 @@
 #pragma once
 
 #include <absl/base/thread_annotations.h>
-#include <absl/synchronization/mutex.h>
 
 #include <cstdint>
 #include <deque>
 #include <string>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace tierkv::server {
 
@@ -39,7 +40,7 @@ class AclLog {
   void trim(size_t max_len);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::deque<AclLogEntry> entries_ ABSL_GUARDED_BY(mu_);  // newest first
 };
 

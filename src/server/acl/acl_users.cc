@@ -31,12 +31,12 @@ bool valid_name(std::string_view name) {
 }  // namespace
 
 AclUsers::AclUsers() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   users_.emplace("default", std::make_shared<const AclUser>(AclUser::default_user()));
 }
 
 void AclUsers::set_requirepass(std::string_view password) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   AclUser next = *users_.at("default");
   (void)next.apply("resetpass");
   (void)next.apply(password.empty() ? std::string("nopass") : ">" + std::string(password));
@@ -48,7 +48,7 @@ Status AclUsers::set_user(std::string_view name, std::span<const std::string_vie
                           size_t* failed) {
   if (!valid_name(name))
     return Status::invalid_argument("Usernames can't contain spaces or null characters");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   auto it = users_.find(name);
   AclUser next = it != users_.end() ? *it->second : AclUser(std::string(name));
   for (size_t i = 0; i < rules.size(); ++i) {
@@ -64,7 +64,7 @@ Result<size_t> AclUsers::delete_users(std::span<const std::string_view> names) {
   for (std::string_view n : names) {
     if (n == "default") return Status::invalid_argument("The 'default' user cannot be removed");
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   size_t removed = 0;
   for (std::string_view n : names) removed += users_.erase(std::string(n));
   if (removed > 0) generation_.fetch_add(1, std::memory_order_acq_rel);
@@ -72,13 +72,13 @@ Result<size_t> AclUsers::delete_users(std::span<const std::string_view> names) {
 }
 
 std::shared_ptr<const AclUser> AclUsers::find(std::string_view name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   auto it = users_.find(name);
   return it == users_.end() ? nullptr : it->second;
 }
 
 std::vector<std::shared_ptr<const AclUser>> AclUsers::all() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   std::vector<std::shared_ptr<const AclUser>> out;
   for (const auto& [name, user] : users_) out.push_back(user);
   return out;
@@ -136,7 +136,7 @@ Status AclUsers::load(const std::string& path) {
   }
   if (!loaded.contains("default"))
     loaded.emplace("default", std::make_shared<const AclUser>(AclUser::default_user()));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   users_ = std::move(loaded);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   return Status::ok();

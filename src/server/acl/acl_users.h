@@ -13,7 +13,6 @@
 #pragma once
 
 #include <absl/base/thread_annotations.h>
-#include <absl/synchronization/mutex.h>
 
 #include <atomic>
 #include <map>
@@ -23,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/status.h"
 #include "server/acl/acl_user.h"
 
@@ -59,7 +59,7 @@ class AclUsers {
   Status load(const std::string& path);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const AclUser>, std::less<>> users_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{1};
 };

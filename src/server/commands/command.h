@@ -17,7 +17,6 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,6 +26,7 @@
 #include "cluster/router.h"
 #include "core/config.h"
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "server/acl/acl_log.h"
 #include "server/acl/acl_users.h"
 #include "server/cluster/key_fence.h"
@@ -499,8 +499,8 @@ class ServerContext {
   Counter* keys_migrated_out_ = nullptr;
   AclUsers acl_users_;
   AclLog acl_log_;
-  mutable std::mutex config_mu_;
-  Config config_;
+  mutable Mutex config_mu_;
+  Config config_ ABSL_GUARDED_BY(config_mu_);
   Store& store_;
   MetricsRegistry& metrics_;
   PrefetchHintsReceived hints_received_;
@@ -513,9 +513,10 @@ class ServerContext {
   std::shared_ptr<ExecGate> exec_gate_ = std::make_shared<ExecGate>();
   SlowLog slowlog_;
   std::shared_ptr<ClientPause> client_pause_ = std::make_shared<ClientPause>();
-  void publish_limits();  // config_ -> limits_, with config_mu_ held
-  // Makes `next` take effect for one hook (see ConfigApply), config_mu_ held.
-  Status apply_config(ConfigApply hook, const Config& next);
+  void publish_limits() ABSL_EXCLUSIVE_LOCKS_REQUIRED(config_mu_);  // config_ -> limits_
+  // Makes `next` take effect for one hook (see ConfigApply).
+  Status apply_config(ConfigApply hook, const Config& next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(config_mu_);
 };
 
 // Sets spdlog's level.

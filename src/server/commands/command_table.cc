@@ -183,7 +183,7 @@ void ServerContext::publish_limits() {
 }
 
 Config ServerContext::config() const {
-  std::lock_guard lock(config_mu_);
+  MutexLock lock(config_mu_);
   return config_;
 }
 
@@ -193,7 +193,7 @@ Status ServerContext::set_config(std::string_view key, std::string_view value) {
 }
 
 Status ServerContext::set_configs(const std::vector<ConfigPair>& pairs, size_t* failed) {
-  std::lock_guard lock(config_mu_);
+  MutexLock lock(config_mu_);
   Config next = config_;
   std::vector<std::pair<ConfigApply, size_t>> hooks;  // each once, with its first pair
   for (size_t i = 0; i < pairs.size(); ++i) {

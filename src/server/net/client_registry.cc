@@ -10,7 +10,7 @@
 namespace tierkv::server {
 
 bool ClientRegistry::add(Connection* c, int64_t max_clients) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (static_cast<int64_t>(clients_.size()) >= max_clients) return false;
   clients_.emplace(c->id(), c);
   count_.store(clients_.size(), std::memory_order_relaxed);
@@ -18,13 +18,13 @@ bool ClientRegistry::add(Connection* c, int64_t max_clients) {
 }
 
 void ClientRegistry::remove(Connection* c) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   clients_.erase(c->id());
   count_.store(clients_.size(), std::memory_order_relaxed);
 }
 
 std::vector<std::string> ClientRegistry::lines(int64_t now_ms) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::pair<uint64_t, std::string>> lines;
   for (const auto& [id, c] : clients_) lines.emplace_back(id, c->describe(now_ms));
   std::sort(lines.begin(), lines.end());
@@ -35,7 +35,7 @@ std::vector<std::string> ClientRegistry::lines(int64_t now_ms) const {
 
 ClientKillResult ClientRegistry::kill(const ClientKillFilter& filter, uint64_t self_id) {
   ClientKillResult out;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (filter.match_none) return out;
   for (const auto& [id, c] : clients_) {
     if (filter.id && *filter.id != id) continue;
@@ -53,7 +53,7 @@ ClientKillResult ClientRegistry::kill(const ClientKillFilter& filter, uint64_t s
 }
 
 void ClientRegistry::evict_over(int64_t limit) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t total = 0;
   std::vector<std::pair<uint64_t, Connection*>> evictable;
   for (const auto& [id, c] : clients_) {

@@ -9,12 +9,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "server/commands/command.h"
 
 namespace tierkv::server {
@@ -41,8 +41,8 @@ class ClientRegistry {
 
  private:
   Counter& evicted_;
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Connection*> clients_;
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, Connection*> clients_ ABSL_GUARDED_BY(mu_);
   std::atomic<size_t> count_{0};
 };
 

@@ -314,7 +314,7 @@ void Server::wake_paused_clients() {
 }
 
 void Server::shutdown(bool save) {
-  std::lock_guard lock(stop_mu_);
+  MutexLock lock(stop_mu_);
   stop_requested_ = true;
   save_on_stop_ = save;
   stop_cv_.notify_all();
@@ -354,8 +354,8 @@ void Server::persist_memory() {
 
 void Server::wait() {
   {
-    std::unique_lock lock(stop_mu_);
-    stop_cv_.wait(lock, [this] { return stop_requested_; });
+    MutexLock lock(stop_mu_);
+    while (!stop_requested_) stop_cv_.wait(stop_mu_);
   }
   stop();
 }
@@ -446,7 +446,7 @@ MigratorCredentials Server::peer_login() const {
 
 void Server::stop() {
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(stop_mu_);
     if (stopped_) return;
     stopped_ = true;
   }
@@ -496,7 +496,7 @@ void Server::stop() {
   slot_purger_.reset();
   bool save;
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(stop_mu_);
     save = save_on_stop_;
   }
   if (store_.loading()) {

@@ -12,10 +12,8 @@
 #include <asio.hpp>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -24,6 +22,7 @@
 #include "cluster/controller.h"
 #include "cluster/member.h"
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "server/cluster/key_fence.h"
 #include "server/cluster/prefetch_hints.h"
 #include "server/cluster/slot_migrator.h"
@@ -171,11 +170,11 @@ class Server {
   std::atomic<uint64_t> ops_last_total_{0};
   std::atomic<uint64_t> ops_per_sec_{0};
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stop_requested_ = false;
-  bool stopped_ = false;
-  bool save_on_stop_ = true;
+  Mutex stop_mu_;
+  CondVar stop_cv_;
+  bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
+  bool save_on_stop_ ABSL_GUARDED_BY(stop_mu_) = true;
   std::atomic<int64_t> deferred_inflight_{0};
   std::atomic<bool> stopping_{false};
 };

@@ -148,7 +148,7 @@ Status TlsContextHolder::reload(const Config& config) {
     if (!made.is_ok()) return made.status();
     client = std::move(*made);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   context_ = std::move(*built);
   client_ = std::move(client);
   return Status::ok();

@@ -14,9 +14,9 @@
 #include <asio/ssl.hpp>
 
 #include <memory>
-#include <mutex>
 
 #include "core/config.h"
+#include "core/mutex.h"
 #include "core/status.h"
 
 namespace tierkv::server {
@@ -32,20 +32,20 @@ Result<std::shared_ptr<ssl_ctx_st>> make_tls_client_context(const Config& config
 class TlsContextHolder {
  public:
   std::shared_ptr<asio::ssl::context> get() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return context_;
   }
   std::shared_ptr<ssl_ctx_st> client() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return client_;
   }
   // Builds from `config` and, if that works, serves them from now on.
   Status reload(const Config& config);
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<asio::ssl::context> context_;
-  std::shared_ptr<ssl_ctx_st> client_;
+  mutable Mutex mu_;
+  std::shared_ptr<asio::ssl::context> context_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<ssl_ctx_st> client_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tierkv::server

@@ -34,7 +34,7 @@ void SlowLog::configure(int64_t slower_than_us, int64_t max_len) {
   if (slower_than_us >= 0 && static_cast<uint64_t>(slower_than_us) < kNever / 1000)
     ns = static_cast<uint64_t>(slower_than_us) * 1000;
   threshold_ns_.store(ns, std::memory_order_relaxed);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   max_len_ = static_cast<size_t>(std::max<int64_t>(max_len, 0));
   if (entries_.size() > max_len_) entries_.resize(max_len_);
 }
@@ -50,25 +50,25 @@ void SlowLog::add(std::span<const std::string_view> argv, uint64_t ns, std::stri
   e.argv = slowlog_arguments(argv, redact);
   e.addr = std::string(addr);
   e.name = std::string(name);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   e.id = next_id_++;
   entries_.push_front(std::move(e));
   while (entries_.size() > max_len_) entries_.pop_back();
 }
 
 std::vector<SlowLogEntry> SlowLog::newest(size_t count) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   size_t n = std::min(count, entries_.size());
   return {entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(n)};
 }
 
 size_t SlowLog::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 
 void SlowLog::reset() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   entries_.clear();
 }
 

@@ -12,11 +12,12 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace tierkv::server {
 
@@ -55,10 +56,10 @@ class SlowLog {
 
  private:
   std::atomic<uint64_t> threshold_ns_{UINT64_MAX};
-  mutable std::mutex mu_;
-  std::deque<SlowLogEntry> entries_;  // newest first
-  size_t max_len_ = 128;
-  uint64_t next_id_ = 0;
+  mutable Mutex mu_;
+  std::deque<SlowLogEntry> entries_ ABSL_GUARDED_BY(mu_);  // newest first
+  size_t max_len_ ABSL_GUARDED_BY(mu_) = 128;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Redis's argument cut: arguments past the 31st become one "... (N more

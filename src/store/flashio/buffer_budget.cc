@@ -9,7 +9,7 @@ BufferBudget::BufferBudget(int64_t limit, Metrics metrics) : limit_(limit), metr
 }
 
 bool BufferBudget::acquire(int64_t bytes, std::function<void()> granted) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (waiters_.empty() && used_ + bytes <= limit_) {
     used_ += bytes;
     metrics_.used.set(used_);
@@ -21,27 +21,35 @@ bool BufferBudget::acquire(int64_t bytes, std::function<void()> granted) {
 }
 
 void BufferBudget::take(int64_t bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   used_ += bytes;
   metrics_.used.set(used_);
 }
 
 void BufferBudget::release(int64_t bytes) {
   if (bytes == 0) return;
-  std::unique_lock lock(mu_);
-  used_ -= bytes;
-  metrics_.used.set(used_);
-  grant_waiters(lock);
+  absl::InlinedVector<std::function<void()>, 2> granted;
+  {
+    MutexLock lock(mu_);
+    used_ -= bytes;
+    metrics_.used.set(used_);
+    granted = take_granted_locked();
+  }
+  for (auto& fn : granted) fn();
 }
 
 void BufferBudget::set_limit(int64_t limit) {
-  std::unique_lock lock(mu_);
-  limit_ = limit;
-  metrics_.limit.set(limit);
-  grant_waiters(lock);
+  absl::InlinedVector<std::function<void()>, 2> granted;
+  {
+    MutexLock lock(mu_);
+    limit_ = limit;
+    metrics_.limit.set(limit);
+    granted = take_granted_locked();
+  }
+  for (auto& fn : granted) fn();
 }
 
-void BufferBudget::grant_waiters(std::unique_lock<std::mutex>& lock) {
+absl::InlinedVector<std::function<void()>, 2> BufferBudget::take_granted_locked() {
   absl::InlinedVector<std::function<void()>, 2> run;
   while (!waiters_.empty() && used_ + waiters_.front().bytes <= limit_) {
     used_ += waiters_.front().bytes;
@@ -49,8 +57,7 @@ void BufferBudget::grant_waiters(std::unique_lock<std::mutex>& lock) {
     waiters_.pop_front();
   }
   metrics_.used.set(used_);
-  lock.unlock();
-  for (auto& fn : run) fn();
+  return run;
 }
 
 }  // namespace tierkv

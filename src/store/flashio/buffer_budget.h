@@ -9,12 +9,14 @@
 // large request is not starved by small ones. Thread-safe.
 #pragma once
 
+#include <absl/container/inlined_vector.h>
+
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 
 #include "core/metrics.h"
+#include "core/mutex.h"
 
 namespace tierkv {
 
@@ -45,13 +47,15 @@ class BufferBudget {
     int64_t bytes;
     std::function<void()> granted;
   };
-  // Grants queued waiters that now fit; runs them after the lock.
-  void grant_waiters(std::unique_lock<std::mutex>& lock);
+  // Takes the queued waiters that now fit, for the caller to run once it
+  // has let go of the lock.
+  absl::InlinedVector<std::function<void()>, 2> take_granted_locked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
-  int64_t used_ = 0;
-  int64_t limit_;
-  std::deque<Waiter> waiters_;
+  Mutex mu_;
+  int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t limit_ ABSL_GUARDED_BY(mu_);
+  std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   Metrics metrics_;
 };
 

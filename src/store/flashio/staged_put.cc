@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/hash.h"
+#include "core/mutex.h"
 
 namespace tierkv {
 
@@ -18,10 +19,10 @@ constexpr auto kQueueWait = std::chrono::seconds(30);
 // What the flash callbacks report; shared, so that a callback landing after
 // the put is gone has somewhere to write.
 struct StagedPut::Landing {
-  std::mutex mu;
-  std::condition_variable cv;
-  uint32_t landed = 0;
-  Status first_error;
+  Mutex mu;
+  CondVar cv;
+  uint32_t landed ABSL_GUARDED_BY(mu) = 0;
+  Status first_error ABSL_GUARDED_BY(mu);
 };
 
 StagedPut::StagedPut(flash::FlashTier::StagedObject object, memory::MemoryTier& memory,
@@ -69,7 +70,7 @@ Status StagedPut::write(uint64_t offset, std::string_view bytes) {
     if (char* to = copy_ ? copy_->chunk_data(index) : nullptr)
       std::memcpy(to, data.data(), data.size());
     if (index + 1 == chunk_count_) {
-      std::lock_guard lock(last_mu_);
+      MutexLock lock(last_mu_);
       last_chunk_.assign(data);
       have_last_ = true;
       continue;
@@ -92,7 +93,7 @@ Status StagedPut::queue_chunk(uint32_t index, std::string_view data) {
 Status StagedPut::try_queue_chunk(uint32_t index, std::string_view data) {
   std::shared_ptr<Landing> landing = landing_;
   return object_.write_chunk(index, data, [landing](Status s) {
-    std::lock_guard lock(landing->mu);
+    MutexLock lock(landing->mu);
     if (s.is_ok()) {
       ++landing->landed;
     } else if (landing->first_error.is_ok()) {
@@ -103,9 +104,9 @@ Status StagedPut::try_queue_chunk(uint32_t index, std::string_view data) {
 }
 
 Status StagedPut::wait_for_landing(uint32_t chunks) {
-  std::unique_lock lock(landing_->mu);
-  landing_->cv.wait(lock,
-                    [&] { return landing_->landed >= chunks || !landing_->first_error.is_ok(); });
+  MutexLock lock(landing_->mu);
+  while (landing_->landed < chunks && landing_->first_error.is_ok())
+    landing_->cv.wait(landing_->mu);
   return landing_->first_error;
 }
 
@@ -128,7 +129,7 @@ Result<memory::WriteResult> StagedPut::commit(const ExclusiveRunner& exclusive) 
 
 Status StagedPut::await_body() {
   {
-    std::lock_guard lock(last_mu_);
+    MutexLock lock(last_mu_);
     if (size_ == 0) have_last_ = true;  // its one chunk is empty
     if (!have_last_)
       return Status::invalid_argument("staged put: the object's end was not written");
@@ -141,6 +142,7 @@ Status StagedPut::await_body() {
 }
 
 Status StagedPut::try_write_last() {
+  MutexLock lock(last_mu_);  // its callback takes only the landing's lock
   return try_queue_chunk(chunk_count_ - 1, last_chunk_);
 }
 

@@ -20,11 +20,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "core/mutex.h"
 #include "core/status.h"
 #include "flash/flash_tier.h"
 #include "memory/memory_tier.h"
@@ -107,9 +107,9 @@ class StagedPut {
   uint64_t cached_bytes_ = 0;
   std::optional<memory::ObjectWriter> copy_;
   std::shared_ptr<Landing> landing_;
-  std::mutex last_mu_;
-  std::string last_chunk_;  // held back: its write is the commit
-  bool have_last_ = false;
+  Mutex last_mu_;
+  std::string last_chunk_ ABSL_GUARDED_BY(last_mu_);  // held back: its write is the commit
+  bool have_last_ ABSL_GUARDED_BY(last_mu_) = false;
 };
 
 }  // namespace tierkv
