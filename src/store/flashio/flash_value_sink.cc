@@ -1,10 +1,10 @@
 #include "store/flashio/flash_value_sink.h"
 
 #include <algorithm>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "core/mutex.h"
 #include "store/flashio/buffer_budget.h"
 #include "store/flashio/staged_put.h"
 #include "store/store.h"
@@ -29,10 +29,12 @@ struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
   char* take_buffer(uint32_t chunk_size);
   // The connection would have to read into a buffer the sink does not have
   // and may not make yet.
-  bool needs_credit_locked() const {
+  bool needs_credit_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return budget && !holding_current && free_buffers.empty() && !credit;
   }
-  bool paused_locked() const { return outstanding >= window || needs_credit_locked(); }
+  bool paused_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return outstanding >= window || needs_credit_locked();
+  }
   // Asks flash-write-buffer for the next buffer: true if granted at once;
   // else on_credit() runs once it is.
   bool ask_credit(uint32_t chunk_size);
@@ -48,19 +50,24 @@ struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
   const std::shared_ptr<BufferBudget> budget;  // flash-write-buffer; null: no cap
   const size_t window;
 
-  std::mutex mu;
-  std::vector<std::unique_ptr<char[]>> buffers;  // every buffer made
-  std::vector<char*> free_buffers;
-  bool holding_current = false;  // the sink is filling a buffer
-  bool credit = false;           // budget granted for the next new buffer
-  bool credit_waiting = false;   // ... asked for, not granted yet
-  int64_t charged = 0;           // bytes taken from the budget
-  bool committed = false;        // committed (or failed): takes no more budget
-  size_t outstanding = 0;        // buffers handed to the pool, not yet written
-  Status first_error;
-  std::function<void()> on_room;
-  bool commit_requested = false;
-  bool commit_started = false;
+  Mutex mu;
+  std::vector<std::unique_ptr<char[]>> buffers ABSL_GUARDED_BY(mu);  // every buffer made
+  std::vector<char*> free_buffers ABSL_GUARDED_BY(mu);
+  // the sink is filling a buffer
+  bool holding_current ABSL_GUARDED_BY(mu) = false;
+  // budget granted for the next new buffer
+  bool credit ABSL_GUARDED_BY(mu) = false;
+  // ... asked for, not granted yet
+  bool credit_waiting ABSL_GUARDED_BY(mu) = false;
+  int64_t charged ABSL_GUARDED_BY(mu) = 0;  // bytes taken from the budget
+  // committed (or failed): takes no more budget
+  bool committed ABSL_GUARDED_BY(mu) = false;
+  // buffers handed to the pool, not yet written
+  size_t outstanding ABSL_GUARDED_BY(mu) = 0;
+  Status first_error ABSL_GUARDED_BY(mu);
+  std::function<void()> on_room ABSL_GUARDED_BY(mu);
+  bool commit_requested ABSL_GUARDED_BY(mu) = false;
+  bool commit_started ABSL_GUARDED_BY(mu) = false;
   Commit commit;
   CommitDone done;
   ExclusiveRunner exclusive;
@@ -70,7 +77,7 @@ char* FlashValueSink::Shared::take_buffer(uint32_t chunk_size) {
   bool over_cap = false;
   char* b = nullptr;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     holding_current = true;
     if (!free_buffers.empty()) {
       b = free_buffers.back();
@@ -103,7 +110,7 @@ bool FlashValueSink::Shared::ask_credit(uint32_t chunk_size) {
     }
   });
   if (now) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     charged += bytes;
     credit = true;
     credit_waiting = false;
@@ -115,7 +122,7 @@ void FlashValueSink::Shared::on_credit(int64_t bytes) {
   std::function<void()> room;
   bool late = false;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     credit_waiting = false;
     late = committed;
     if (!late) {
@@ -134,7 +141,7 @@ void FlashValueSink::Shared::write(uint64_t offset, char* buffer, size_t length,
   Status st = run ? Status::ok() : Status::unavailable("the server is shutting down");
   bool failed_before = false;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     failed_before = !first_error.is_ok();
   }
   // After a failure the rest of the value is only drained.
@@ -142,7 +149,7 @@ void FlashValueSink::Shared::write(uint64_t offset, char* buffer, size_t length,
   std::function<void()> room;
   bool commit_next = false;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (!st.is_ok() && first_error.is_ok()) first_error = st;
     free_buffers.push_back(buffer);
     --outstanding;
@@ -168,7 +175,7 @@ void FlashValueSink::Shared::run_commit(bool run) {
           : Result<memory::WriteResult>(Status::unavailable("the server is shutting down"));
   CommitDone finished;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     finished = std::move(done);
   }
   // Let go of the staged chunks and the buffers (every write is done)
@@ -178,7 +185,7 @@ void FlashValueSink::Shared::run_commit(bool run) {
   int64_t release = 0;
   std::vector<std::unique_ptr<char[]>> gone;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     free_buffers.clear();
     gone.swap(buffers);
     release = std::exchange(charged, 0);
@@ -192,7 +199,7 @@ void FlashValueSink::Shared::run_commit(bool run) {
 
 Result<memory::WriteResult> FlashValueSink::Shared::commit_now() {
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (!first_error.is_ok()) return first_error;
   }
   TIERKV_RETURN_IF_ERROR(put->await_body());
@@ -234,7 +241,7 @@ FlashValueSink::FlashValueSink(std::unique_ptr<StagedPut> put, Store& store, Wor
 FlashValueSink::~FlashValueSink() {
   // An unfinished value: jobs still running hold the shared state; the
   // staged put goes with the last of them.
-  std::lock_guard lock(shared_->mu);
+  MutexLock lock(shared_->mu);
   shared_->on_room = nullptr;
 }
 
@@ -259,7 +266,7 @@ void FlashValueSink::submit_current() {
   const uint64_t offset = current_offset_;
   const size_t length = static_cast<size_t>(filled_ - offset);
   {
-    std::lock_guard lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     ++shared_->outstanding;
     shared_->holding_current = false;
   }
@@ -269,13 +276,13 @@ void FlashValueSink::submit_current() {
 }
 
 uint64_t FlashValueSink::buffered_bytes() const {
-  std::lock_guard lock(shared_->mu);
+  MutexLock lock(shared_->mu);
   return shared_->outstanding * chunk_size_ + (current_ ? filled_ - current_offset_ : 0);
 }
 
 bool FlashValueSink::paused() const {
   {
-    std::lock_guard lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     if (shared_->outstanding >= shared_->window) return true;
     if (!shared_->needs_credit_locked() || filled_ >= size_) return false;
     if (shared_->credit_waiting) return true;
@@ -286,7 +293,7 @@ bool FlashValueSink::paused() const {
 
 void FlashValueSink::when_room(std::function<void()> fn) {
   {
-    std::lock_guard lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     if (shared_->paused_locked()) {
       shared_->on_room = std::move(fn);
       return;
@@ -302,7 +309,7 @@ void FlashValueSink::finish(const Commit& commit, CommitDone done, ExclusiveRunn
   }
   bool now = false;
   {
-    std::lock_guard lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     shared_->commit = commit;
     shared_->done = std::move(done);
     shared_->exclusive = std::move(exclusive);
