@@ -21,6 +21,7 @@
 namespace tierkv::flash {
 namespace {
 
+using testing::flip_byte;
 using testing::open_or_die;
 using testing::pattern;
 using testing::read_sync;
@@ -155,16 +156,6 @@ TEST(FlashPackingTest, PackedRecordsSurviveACrashAndACleanStop) {
     EXPECT_TRUE(tier->recovery().from_snapshot);
     expect_matches(*tier, model, kKeys);
   }
-}
-
-void flip_byte(const std::string& path, uint64_t offset, uint8_t mask) {
-  const int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  char c = 0;
-  ASSERT_EQ(::pread(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  c = static_cast<char>(c ^ mask);
-  ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  ::close(fd);
 }
 
 TEST(FlashPackingTest, AFlipInAPackedBlockCostsOnlyItsRecord) {

@@ -18,6 +18,7 @@
 namespace tierkv::flash {
 namespace {
 
+using testing::flip_byte;
 using testing::pattern;
 using testing::read_sync;
 using testing::small_options;
@@ -76,16 +77,6 @@ std::map<std::string, Extent> map_records(const std::string& path, uint64_t regi
     }
   }
   return out;
-}
-
-void flip_byte(const std::string& path, uint64_t offset, uint8_t mask) {
-  const int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  char c = 0;
-  ASSERT_EQ(::pread(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  c = static_cast<char>(c ^ mask);
-  ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  ::close(fd);
 }
 
 TEST(FlashRecoveryTest, CleanRestartKeepsNewestVersions) {

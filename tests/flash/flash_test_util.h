@@ -2,8 +2,10 @@
 // wrappers around the asynchronous FlashTier calls.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -54,6 +56,17 @@ inline std::string pattern(size_t n, uint64_t seed) {
     for (size_t j = 0; j < 8 && i + j < n; ++j) s[i + j] = static_cast<char>(v >> (8 * j));
   }
   return s;
+}
+
+// XORs the byte at `offset` of the file with `mask` (damage on the device).
+inline void flip_byte(const std::string& path, uint64_t offset, uint8_t mask) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char c = 0;
+  ASSERT_EQ(::pread(fd, &c, 1, static_cast<off_t>(offset)), 1);
+  c = static_cast<char>(c ^ mask);
+  ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(offset)), 1);
+  ::close(fd);
 }
 
 // Opens a tier, failing the test (and returning null) if it cannot.
