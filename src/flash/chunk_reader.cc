@@ -178,6 +178,12 @@ Result<FlashChunk> ChunkReader::verify(ChunkRead& read, int64_t result) {
       metrics_.read_races.add();
       return Status::not_found("flash region reclaimed during the read");
     }
+    if (rec.is_ok() && rec->key != read.key) {
+      // A compact entry names its object by a hash ident, and another key's
+      // ident matched: that entry is the other key's, not damage.
+      metrics_.key_collisions.add();
+      return Status::not_found("flash entry belongs to another key");
+    }
     metrics_.checksum_failures.add();
     spdlog::warn("flash: record for chunk {} of a {}-byte key at offset {} failed verification: {}",
                  read.chunk_index, read.key.size(), read.offset,

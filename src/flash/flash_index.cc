@@ -14,11 +14,31 @@ std::string_view FlashIndex::Entry::key() const {
   return {reinterpret_cast<const char*>(block.get() + slots), key_length};
 }
 
-FlashIndex::FlashIndex(uint32_t shards)
+namespace {
+
+// About 64 objects a bucket at the expected count.
+unsigned bucket_bits_for(uint64_t expected_objects, uint32_t shards) {
+  const uint64_t buckets = std::max<uint64_t>(expected_objects / shards / 64, 1);
+  return std::min<unsigned>(std::bit_width(buckets - 1), CompactTable::kMaxBucketBits);
+}
+
+}  // namespace
+
+FlashIndex::FlashIndex(uint32_t shards, uint64_t expected_objects, uint64_t hash_mask)
     : shard_count_(std::bit_ceil(std::max<uint32_t>(shards, 1))),
-      shards_(new Shard[shard_count_]) {}
+      bucket_bits_(bucket_bits_for(expected_objects, shard_count_)),
+      compact_mask_(CompactTable::ident_mask(bucket_bits_) | (shard_count_ - 1)),
+      hash_mask_(hash_mask) {
+  shards_.reserve(shard_count_);
+  for (uint32_t i = 0; i < shard_count_; ++i)
+    shards_.push_back(std::make_unique<Shard>(bucket_bits_));
+}
 
 FlashIndex::~FlashIndex() = default;
+
+uint64_t FlashIndex::key_hash(std::string_view key) const {
+  return hash64(key) & hash_mask_;
+}
 
 size_t FlashIndex::block_bytes(uint32_t slots, uint32_t key_length) {
   return size_t{slots} * sizeof(uint64_t) + key_length;
@@ -56,29 +76,6 @@ void FlashIndex::resize_block(Shard& s, Entry& e, uint32_t slots) {
   e.slots = slots;
 }
 
-void FlashIndex::for_each_entry(const std::function<void(const EntryImage&)>& fn) const {
-  std::vector<uint64_t> places;
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    Shard& s = shards_[i];
-    MutexLock lock(s.mu);
-    for (const auto& [hash, e] : s.map) {
-      places.assign(e.block.get(), e.block.get() + e.slots);
-      for (uint64_t& p : places) p = location::relocating(p) ? 0 : location::place(p);
-      fn(EntryImage{e.key(), e.version, e.object_size, e.expire_at_ms, places});
-    }
-  }
-}
-
-void FlashIndex::restore(const EntryImage& image) {
-  const uint64_t key_hash = hash64(image.key);
-  const auto slots = static_cast<uint32_t>(image.locations.size());
-  for (uint32_t c = 0; c < slots; ++c) {
-    if (image.locations[c] == 0) continue;
-    add(image.key, key_hash, c, image.version, image.object_size, image.locations[c], slots,
-        image.expire_at_ms);
-  }
-}
-
 void FlashIndex::erase_entry(Shard& s, absl::flat_hash_map<uint64_t, Entry>::iterator it) {
   Entry& e = it->second;
   s.chunks -= e.resident;
@@ -111,12 +108,88 @@ std::pair<FlashIndex::Entry*, bool> FlashIndex::find_or_insert(Shard& s, uint64_
   return {&e, inserted};
 }
 
+FlashIndex::Entry* FlashIndex::keyed(Shard& s, std::string_view key, uint64_t key_hash) {
+  auto it = s.map.find(key_hash);
+  return it == s.map.end() || it->second.key() != key ? nullptr : &it->second;
+}
+
+void FlashIndex::erase_keyed(Shard& s, std::string_view key, uint64_t key_hash) {
+  auto it = s.map.find(key_hash);
+  if (it != s.map.end() && it->second.key() == key) erase_entry(s, it);
+}
+
+int64_t FlashIndex::compact_expiry(const Shard& s, uint64_t key_hash,
+                                   const CompactTable::Entry& c) const {
+  if (!c.has_expiry) return 0;
+  auto it = s.compact_expiry.find(compact_ident(key_hash));
+  return it == s.compact_expiry.end() ? 0 : it->second;
+}
+
+void FlashIndex::set_compact_expiry(Shard& s, uint64_t key_hash, CompactTable::Entry& c,
+                                    int64_t expire_at_ms) {
+  c.has_expiry = expire_at_ms != 0;
+  if (c.has_expiry) {
+    s.compact_expiry[compact_ident(key_hash)] = expire_at_ms;
+  } else {
+    s.compact_expiry.erase(compact_ident(key_hash));
+  }
+}
+
+void FlashIndex::erase_compact(Shard& s, uint64_t key_hash) {
+  if (s.compact.erase(key_hash)) s.compact_expiry.erase(compact_ident(key_hash));
+}
+
+bool FlashIndex::add_compact(Shard& s, std::string_view key, uint64_t key_hash, uint64_t version,
+                             uint64_t object_size, uint64_t loc, int64_t expire_at_ms) {
+  std::optional<CompactTable::Entry> old = s.compact.find(key_hash);
+  if (old && version < old->version) return false;
+  erase_keyed(s, key, key_hash);  // an older version of more chunks
+  CompactTable::Entry c{location::place(loc), version, static_cast<uint32_t>(object_size), false};
+  if (old && old->version == version) {
+    c.has_expiry = old->has_expiry;  // the same version again: its expiry stands
+    if (object_size == 0) c.size = old->size;
+  } else {
+    set_compact_expiry(s, key_hash, c, expire_at_ms);
+  }
+  s.compact.put(key_hash, c);
+  s.max_version = std::max(s.max_version, version);
+  return true;
+}
+
+void FlashIndex::widen_compact(Shard& s, std::string_view key, uint64_t key_hash,
+                               const CompactTable::Entry& c, uint32_t slots) {
+  const int64_t expiry = compact_expiry(s, key_hash, c);
+  erase_compact(s, key_hash);
+  auto [entry, inserted] = find_or_insert(s, key_hash);
+  reset_entry(s, *entry, key, c.version, c.size, std::max<uint32_t>(slots, 1));
+  entry->expire_at_ms = expiry;
+  entry->locations()[0] = c.location;
+  entry->resident = 1;
+  ++s.chunks;
+}
+
 bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                      uint64_t version, uint64_t object_size, uint64_t loc,
                      uint32_t chunk_count_hint, int64_t expire_at_ms) {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
+  const bool single =
+      chunk_index == 0 && chunk_count_hint == 1 && CompactTable::fits(object_size, version);
+  const Entry* known = keyed(s, key, key_hash);
+  if (single && (known == nullptr || version > known->version)) {
+    return add_compact(s, key, key_hash, version, object_size, loc, expire_at_ms);
+  }
   const uint32_t wanted = std::max(chunk_index + 1, chunk_count_hint);
+  if (known == nullptr) {
+    if (std::optional<CompactTable::Entry> c = s.compact.find(key_hash)) {
+      if (version < c->version) return false;
+      if (version == c->version) {
+        widen_compact(s, key, key_hash, *c, wanted);
+      } else {
+        erase_compact(s, key_hash);
+      }
+    }
+  }
   auto [entry, inserted] = find_or_insert(s, key_hash);
   Entry& e = *entry;
   if (inserted || e.key() != key || version > e.version) {
@@ -141,15 +214,25 @@ bool FlashIndex::add(std::string_view key, uint64_t key_hash, uint32_t chunk_ind
 bool FlashIndex::install(const EntryImage& image, uint64_t key_hash) {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
+  const Entry* known = keyed(s, image.key, key_hash);
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if ((known && known->version >= image.version) || (c && c->version >= image.version)) {
+    return false;
+  }
+  if (image.locations.size() == 1 && image.locations[0] != 0 &&
+      CompactTable::fits(image.object_size, image.version)) {
+    return add_compact(s, image.key, key_hash, image.version, image.object_size, image.locations[0],
+                       image.expire_at_ms);
+  }
+  if (c) erase_compact(s, key_hash);
   auto [entry, inserted] = find_or_insert(s, key_hash);
   Entry& e = *entry;
-  if (!inserted && e.key() == image.key && e.version >= image.version) return false;
   reset_entry(s, e, image.key, image.version, image.object_size,
               static_cast<uint32_t>(image.locations.size()));
   e.expire_at_ms = image.expire_at_ms;
-  for (size_t c = 0; c < image.locations.size(); ++c) {
-    if (image.locations[c] == 0) continue;
-    e.locations()[c] = location::place(image.locations[c]);
+  for (size_t i = 0; i < image.locations.size(); ++i) {
+    if (image.locations[i] == 0) continue;
+    e.locations()[i] = location::place(image.locations[i]);
     ++e.resident;
     ++s.chunks;
   }
@@ -161,29 +244,40 @@ std::optional<IndexedChunk> FlashIndex::lookup(std::string_view key, uint64_t ke
                                                std::optional<uint64_t> version, bool mark_hit) {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(key_hash);
-  if (it == s.map.end()) return std::nullopt;
-  Entry& e = it->second;
-  if (e.key() != key || chunk_index >= e.slots) return std::nullopt;
-  if (version && *version != e.version) return std::nullopt;
-  uint64_t& slot = e.locations()[chunk_index];
-  if (slot == 0 || location::relocating(slot)) return std::nullopt;
-  if (mark_hit) slot |= location::kHitBit;
-  return IndexedChunk{location::place(slot), e.version, e.object_size, e.expire_at_ms};
+  if (Entry* e = keyed(s, key, key_hash)) {
+    if (chunk_index >= e->slots || (version && *version != e->version)) return std::nullopt;
+    uint64_t& slot = e->locations()[chunk_index];
+    if (slot == 0 || location::relocating(slot)) return std::nullopt;
+    if (mark_hit) slot |= location::kHitBit;
+    return IndexedChunk{location::place(slot), e->version, e->object_size, e->expire_at_ms};
+  }
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c || chunk_index != 0 || (version && *version != c->version)) return std::nullopt;
+  if (location::relocating(c->location)) return std::nullopt;
+  if (mark_hit && !location::hit(c->location)) {
+    c->location |= location::kHitBit;
+    s.compact.put(key_hash, *c);
+  }
+  return IndexedChunk{location::place(c->location), c->version, c->size,
+                      compact_expiry(s, key_hash, *c)};
 }
 
 std::optional<FlashObjectInfo> FlashIndex::object(std::string_view key, uint64_t key_hash) const {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(key_hash);
-  if (it == s.map.end() || it->second.key() != key) return std::nullopt;
-  const Entry& e = it->second;
-  FlashObjectInfo info{e.version, e.object_size, {}, e.expire_at_ms};
-  info.chunks.reserve(e.resident);
-  for (uint32_t i = 0; i < e.slots; ++i) {
-    const uint64_t slot = e.block[i];
-    if (slot != 0 && !location::relocating(slot)) info.chunks.push_back(i);
+  if (const Entry* e = keyed(s, key, key_hash)) {
+    FlashObjectInfo info{e->version, e->object_size, {}, e->expire_at_ms};
+    info.chunks.reserve(e->resident);
+    for (uint32_t i = 0; i < e->slots; ++i) {
+      const uint64_t slot = e->block[i];
+      if (slot != 0 && !location::relocating(slot)) info.chunks.push_back(i);
+    }
+    return info;
   }
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c) return std::nullopt;
+  FlashObjectInfo info{c->version, c->size, {}, compact_expiry(s, key_hash, *c)};
+  if (!location::relocating(c->location)) info.chunks.push_back(0);
   return info;
 }
 
@@ -191,15 +285,20 @@ bool FlashIndex::version_locations(std::string_view key, uint64_t key_hash, uint
                                    std::vector<uint64_t>* locations, int64_t* expire_at_ms) const {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(key_hash);
-  if (it == s.map.end() || it->second.key() != key || it->second.version != version) return false;
-  const Entry& e = it->second;
-  locations->assign(e.slots, 0);
-  for (uint32_t i = 0; i < e.slots; ++i) {
-    const uint64_t slot = e.block[i];
-    if (slot != 0 && !location::relocating(slot)) (*locations)[i] = location::place(slot);
+  if (const Entry* e = keyed(s, key, key_hash)) {
+    if (e->version != version) return false;
+    locations->assign(e->slots, 0);
+    for (uint32_t i = 0; i < e->slots; ++i) {
+      const uint64_t slot = e->block[i];
+      if (slot != 0 && !location::relocating(slot)) (*locations)[i] = location::place(slot);
+    }
+    *expire_at_ms = e->expire_at_ms;
+    return true;
   }
-  *expire_at_ms = e.expire_at_ms;
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c || c->version != version) return false;
+  locations->assign(1, location::relocating(c->location) ? 0 : location::place(c->location));
+  *expire_at_ms = compact_expiry(s, key_hash, *c);
   return true;
 }
 
@@ -207,39 +306,50 @@ std::optional<FlashObjectSummary> FlashIndex::summary(std::string_view key,
                                                       uint64_t key_hash) const {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(key_hash);
-  if (it == s.map.end() || it->second.key() != key) return std::nullopt;
-  const Entry& e = it->second;
-  FlashObjectSummary out{e.version, e.object_size, e.expire_at_ms, 0};
-  for (uint32_t i = 0; i < e.slots; ++i) {
-    const uint64_t slot = e.block[i];
-    if (slot != 0 && !location::relocating(slot)) ++out.readable_chunks;
+  if (const Entry* e = keyed(s, key, key_hash)) {
+    FlashObjectSummary out{e->version, e->object_size, e->expire_at_ms, 0};
+    for (uint32_t i = 0; i < e->slots; ++i) {
+      const uint64_t slot = e->block[i];
+      if (slot != 0 && !location::relocating(slot)) ++out.readable_chunks;
+    }
+    return out;
   }
-  return out;
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c) return std::nullopt;
+  return FlashObjectSummary{c->version, c->size, compact_expiry(s, key_hash, *c),
+                            location::relocating(c->location) ? 0u : 1u};
 }
 
 bool FlashIndex::has_chunks(std::string_view key, uint64_t key_hash, uint64_t version,
                             uint32_t chunk_count) const {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(key_hash);
-  if (it == s.map.end() || it->second.key() != key) return false;
-  const Entry& e = it->second;
-  if (e.version != version || chunk_count > e.slots) return false;
-  for (uint32_t i = 0; i < chunk_count; ++i) {
-    const uint64_t slot = e.block[i];
-    if (slot == 0 || location::relocating(slot)) return false;
+  if (const Entry* e = keyed(s, key, key_hash)) {
+    if (e->version != version || chunk_count > e->slots) return false;
+    for (uint32_t i = 0; i < chunk_count; ++i) {
+      const uint64_t slot = e->block[i];
+      if (slot == 0 || location::relocating(slot)) return false;
+    }
+    return true;
   }
-  return true;
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c || c->version != version || chunk_count > 1) return false;
+  return chunk_count == 0 || !location::relocating(c->location);
 }
 
 bool FlashIndex::set_expiry(std::string_view key, uint64_t key_hash, uint64_t version,
                             int64_t expire_at_ms) {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(key_hash);
-  if (it == s.map.end() || it->second.key() != key || it->second.version != version) return false;
-  it->second.expire_at_ms = expire_at_ms;
+  if (Entry* e = keyed(s, key, key_hash)) {
+    if (e->version != version) return false;
+    e->expire_at_ms = expire_at_ms;
+    return true;
+  }
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c || c->version != version) return false;
+  set_compact_expiry(s, key_hash, *c, expire_at_ms);
+  s.compact.put(key_hash, *c);
   return true;
 }
 
@@ -251,69 +361,15 @@ bool FlashIndex::remove_up_to(std::string_view key, uint64_t key_hash, uint64_t 
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
-  if (it == s.map.end() || it->second.key() != key || it->second.version > max_version) {
-    return false;
+  if (it != s.map.end() && it->second.key() == key) {
+    if (it->second.version > max_version) return false;
+    erase_entry(s, it);
+    return true;
   }
-  erase_entry(s, it);
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c || c->version > max_version) return false;
+  erase_compact(s, key_hash);
   return true;
-}
-
-std::vector<std::string> FlashIndex::keys_in_shard(uint32_t shard) const {
-  std::vector<std::string> keys;
-  if (shard >= shard_count_) return keys;
-  const Shard& s = shards_[shard];
-  MutexLock lock(s.mu);
-  keys.reserve(s.map.size());
-  for (const auto& [hash, e] : s.map) keys.emplace_back(e.key());
-  return keys;
-}
-
-std::vector<std::string> FlashIndex::keys_from(uint64_t from, size_t max, uint64_t* next) const {
-  max = std::max<size_t>(max, 1);
-  // First the hashes only: up to `max` per shard. Every hash below `bound`
-  // (the lowest one a shard left out) was seen.
-  std::vector<uint64_t> hashes;
-  uint64_t bound = 0;  // 0: no shard left any out
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    const Shard& s = shards_[i];
-    MutexLock lock(s.mu);
-    auto it = s.ordered.lower_bound(from);
-    for (size_t n = 0; it != s.ordered.end() && n < max; ++it, ++n) hashes.push_back(*it);
-    if (it != s.ordered.end() && (bound == 0 || *it < bound)) bound = *it;
-  }
-  uint64_t cut = bound;
-  if (hashes.size() > max) {
-    std::nth_element(hashes.begin(), hashes.begin() + static_cast<ptrdiff_t>(max), hashes.end());
-    if (cut == 0 || hashes[max] < cut) cut = hashes[max];
-  }
-  // Then the keys of [from, cut): `max` of them (more only if keys came in
-  // meanwhile; none that was there is skipped).
-  std::vector<std::pair<uint64_t, std::string>> found;
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    const Shard& s = shards_[i];
-    MutexLock lock(s.mu);
-    for (auto it = s.ordered.lower_bound(from); it != s.ordered.end(); ++it) {
-      if (cut != 0 && *it >= cut) break;
-      found.emplace_back(*it, std::string(s.map.find(*it)->second.key()));
-    }
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> keys;
-  keys.reserve(found.size());
-  for (auto& [hash, key] : found) keys.push_back(std::move(key));
-  *next = cut;
-  return keys;
-}
-
-std::optional<std::string> FlashIndex::random_key(uint64_t seed) const {
-  const uint64_t pick = seed >> 32;  // the low bits choose the shard
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    const Shard& s = shards_[(seed + i) & (shard_count_ - 1)];
-    MutexLock lock(s.mu);
-    if (s.sample.empty()) continue;
-    return std::string(s.map.find(s.sample[pick % s.sample.size()])->second.key());
-  }
-  return std::nullopt;
 }
 
 bool FlashIndex::drop_chunk(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
@@ -321,119 +377,54 @@ bool FlashIndex::drop_chunk(std::string_view key, uint64_t key_hash, uint32_t ch
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
   auto it = s.map.find(key_hash);
-  if (it == s.map.end()) return false;
-  Entry& e = it->second;
-  if (e.key() != key || chunk_index >= e.slots) return false;
-  if (location::place(e.locations()[chunk_index]) != location::place(loc)) return false;
-  erase_chunk(s, e, chunk_index);
-  if (e.resident == 0) erase_entry(s, it);
-  return true;
-}
-
-size_t FlashIndex::drop_region(uint32_t region, std::vector<ReinsertCandidate>* hits) {
-  size_t touched = 0;
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    Shard& s = shards_[i];
-    MutexLock lock(s.mu);
-    for (auto it = s.map.begin(); it != s.map.end();) {
-      Entry& e = it->second;
-      for (uint32_t c = 0; c < e.slots; ++c) {
-        uint64_t& slot = e.locations()[c];
-        if (slot == 0 || location::region(slot) != region) continue;
-        ++touched;
-        if (hits != nullptr && location::hit(slot) && !location::relocating(slot)) {
-          hits->push_back({std::string(e.key()), it->first, c, e.version, e.object_size,
-                           location::place(slot), e.expire_at_ms});
-          slot = location::place(slot) | location::kRelocatingBit;
-        } else {
-          erase_chunk(s, e, c);
-        }
-      }
-      if (e.resident == 0) {
-        erase_entry(s, it++);
-      } else {
-        ++it;
-      }
-    }
+  if (it != s.map.end() && it->second.key() == key) {
+    Entry& e = it->second;
+    if (chunk_index >= e.slots) return false;
+    if (location::place(e.locations()[chunk_index]) != location::place(loc)) return false;
+    erase_chunk(s, e, chunk_index);
+    if (e.resident == 0) erase_entry(s, it);
+    return true;
   }
-  return touched;
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c || chunk_index != 0 || location::place(c->location) != location::place(loc)) return false;
+  erase_compact(s, key_hash);
+  return true;
 }
 
 std::optional<int64_t> FlashIndex::relocating_expiry(std::string_view key, uint64_t key_hash,
                                                      uint32_t chunk_index, uint64_t version) const {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(key_hash);
-  if (it == s.map.end()) return std::nullopt;
-  const Entry& e = it->second;
-  if (e.key() != key || e.version != version || chunk_index >= e.slots) return std::nullopt;
-  if (!location::relocating(e.block[chunk_index])) return std::nullopt;
-  return e.expire_at_ms;
+  if (const Entry* e = keyed(s, key, key_hash)) {
+    if (e->version != version || chunk_index >= e->slots) return std::nullopt;
+    if (!location::relocating(e->block[chunk_index])) return std::nullopt;
+    return e->expire_at_ms;
+  }
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c || c->version != version || chunk_index != 0 || !location::relocating(c->location)) {
+    return std::nullopt;
+  }
+  return compact_expiry(s, key_hash, *c);
 }
 
 bool FlashIndex::relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
                           uint64_t version, uint64_t new_location) {
   Shard& s = shard_for(key_hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(key_hash);
-  if (it == s.map.end()) return false;
-  Entry& e = it->second;
-  if (e.key() != key || e.version != version || chunk_index >= e.slots) return false;
-  uint64_t& slot = e.locations()[chunk_index];
-  if (!location::relocating(slot)) return false;
-  slot = location::place(new_location);
+  if (Entry* e = keyed(s, key, key_hash)) {
+    if (e->version != version || chunk_index >= e->slots) return false;
+    uint64_t& slot = e->locations()[chunk_index];
+    if (!location::relocating(slot)) return false;
+    slot = location::place(new_location);
+    return true;
+  }
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c || c->version != version || chunk_index != 0 || !location::relocating(c->location)) {
+    return false;
+  }
+  c->location = location::place(new_location);
+  s.compact.put(key_hash, *c);
   return true;
-}
-
-uint64_t FlashIndex::object_count() const {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    MutexLock lock(shards_[i].mu);
-    n += shards_[i].map.size();
-  }
-  return n;
-}
-
-uint64_t FlashIndex::chunk_count() const {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    MutexLock lock(shards_[i].mu);
-    n += shards_[i].chunks;
-  }
-  return n;
-}
-
-uint64_t FlashIndex::max_version() const {
-  uint64_t v = 0;
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    MutexLock lock(shards_[i].mu);
-    v = std::max(v, shards_[i].max_version);
-  }
-  return v;
-}
-
-size_t FlashIndex::memory_bytes() const {
-  // flat_hash_map: one slot plus one control byte per bucket of capacity.
-  constexpr size_t kSlot = sizeof(std::pair<const uint64_t, Entry>) + 1;
-  size_t n = sizeof(*this) + shard_count_ * sizeof(Shard);
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    MutexLock lock(shards_[i].mu);
-    n += shards_[i].map.capacity() * kSlot + shards_[i].block_bytes +
-         shards_[i].sample.capacity() * sizeof(uint64_t) +
-         shards_[i].ordered.size() * sizeof(uint64_t);  // btree nodes: about 8 bytes a key
-  }
-  return n;
-}
-
-void FlashIndex::clear() {
-  for (uint32_t i = 0; i < shard_count_; ++i) {
-    MutexLock lock(shards_[i].mu);
-    shards_[i].map.clear();
-    shards_[i].sample.clear();
-    shards_[i].ordered.clear();
-    shards_[i].block_bytes = 0;
-    shards_[i].chunks = 0;
-  }
 }
 
 }  // namespace tierkv::flash

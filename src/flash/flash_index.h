@@ -1,11 +1,20 @@
 // FlashIndex: the DRAM index of flash-resident chunks.
 //
-// One entry per object, keyed by the key's 64-bit hash. An entry holds the
-// object's version, size and expiry and a single heap block: one packed
-// 8-byte location per chunk slot, followed by the key bytes. So a chunk costs
-// 8 bytes (plus slack from geometric growth when the chunk count is unknown)
-// and an object costs one table slot, its key once, the block header, and
-// 8 bytes in its shard's sampling array (for random_key).
+// Two kinds of entry, by the key's 64-bit hash:
+//  - compact: an object of one chunk (under 8 MiB, version below 2^48)
+//    takes 22 bytes in a CompactTable, without its key. Its key is read
+//    from its record on flash when it must be named (SCAN, KEYS, RANDOMKEY,
+//    keys_in_shard), through the KeyReader the tier sets.
+//  - keyed: any other object has one map slot holding its version, size and
+//    expiry and a single heap block: one packed 8-byte location per chunk
+//    slot, followed by the key bytes, plus 8 bytes in its shard's sampling
+//    array (for random_key). Its overhead is amortized over its chunks.
+// Calls that name a key look for a keyed entry of that key first, then for
+// a compact entry of its hash. A compact entry is taken to be the key's, so
+// a second key whose hash shares the entry's ident (CompactTable) sees the
+// first key's entry: every read compares the key in the record it reads and
+// answers a miss on a mismatch, so no key is ever served another's value.
+// The odds are about n / 2^(40 + bucket bits + shard bits) per call.
 //
 // The expiry belongs to the indexed version: it is set by the chunk that
 // creates the entry and changed only by set_expiry(), so a chunk of the same
@@ -15,9 +24,8 @@
 // drops the older version's chunks (their records become garbage that FIFO
 // reclaim removes); adding an older version is refused.
 //
-// Two keys with the same 64-bit hash cannot both be indexed: the later one
-// replaces the earlier (a lookup always compares the key, so nothing wrong is
-// ever served; the cost is a spurious miss with probability ~n/2^64).
+// Two keys with the same 64-bit hash (or compact ident) cannot both be
+// indexed: the later one replaces the earlier (the cost is a spurious miss).
 //
 // Thread-safe: sharded by key hash, one mutex per shard.
 #pragma once
@@ -37,6 +45,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "flash/compact_table.h"
 
 namespace tierkv::flash {
 
@@ -147,7 +156,9 @@ struct FlashObjectSummary {
 };
 
 // A chunk whose region is being reclaimed and that was read since it was
-// written: the tier rewrites it at the head of the log.
+// written: the tier rewrites it at the head of the log. A compact entry's
+// candidate has no key (it is in the record): key is empty and key_hash is
+// the entry's ident (FlashIndex::same_object tells whether a key is it).
 struct ReinsertCandidate {
   std::string key;
   uint64_t key_hash = 0;
@@ -169,10 +180,28 @@ struct EntryImage {
 
 class FlashIndex {
  public:
-  explicit FlashIndex(uint32_t shards = 16);
+  // The key of the record at `location` (flag bits cleared), read from
+  // flash; nullopt if it cannot be read or is no longer there.
+  using KeyReader = std::function<std::optional<std::string>(uint64_t location)>;
+
+  // `expected_objects` sizes the compact tables' bucket arrays (about 64
+  // objects a bucket at that count; more objects only make buckets longer).
+  explicit FlashIndex(uint32_t shards = 16, uint64_t expected_objects = 0,
+                      uint64_t hash_mask = ~uint64_t{0});
   ~FlashIndex();
   FlashIndex(const FlashIndex&) = delete;
   FlashIndex& operator=(const FlashIndex&) = delete;
+
+  // Set before the key space is walked; called without any index lock.
+  void set_key_reader(KeyReader reader) { key_reader_ = std::move(reader); }
+  // The hash every call names `key` by: hash64, less the bits a test's
+  // hash_mask clears to force collisions.
+  uint64_t key_hash(std::string_view key) const;
+  // True if a key of hash `key_hash` is the object a compact candidate's
+  // key_hash (its ident) names.
+  bool same_object(uint64_t candidate_hash, uint64_t key_hash) const {
+    return compact_ident(key_hash) == candidate_hash;
+  }
 
   // Indexes a chunk at `location`. False (nothing changed) if the object
   // already has a newer version. `chunk_count_hint` (0: unknown) sizes the
@@ -216,11 +245,23 @@ class FlashIndex {
   bool relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t version,
                 uint64_t new_location);
 
-  // Visits every entry, a shard at a time under its lock (for the snapshot
-  // of a clean shutdown: nothing else runs then). Locations without flags.
+  // Visits every keyed entry, a shard at a time under its lock (for the
+  // snapshot of a clean shutdown: nothing else runs then). Locations
+  // without flags.
   void for_each_entry(const std::function<void(const EntryImage&)>& fn) const;
   // Puts back an entry from a snapshot.
   void restore(const EntryImage& image);
+  // The compact entries as a snapshot holds them: each bucket's packed
+  // bytes, then every expiry (by ident). Reinsertion marks are kept;
+  // relocating entries (none at a clean shutdown) would load readable.
+  uint32_t compact_bucket_bits() const { return bucket_bits_; }
+  void for_each_compact_bucket(const std::function<void(uint32_t shard, uint64_t bucket,
+                                                        std::span<const uint8_t>)>& fn) const;
+  // False (nothing changed) if the bytes are not a valid bucket image.
+  bool restore_compact_bucket(uint32_t shard, uint64_t bucket, std::span<const uint8_t> bytes);
+  void for_each_compact_expiry(const std::function<void(uint64_t ident, int64_t)>& fn) const;
+  // False unless a compact entry of that ident is indexed.
+  bool restore_compact_expiry(uint64_t ident, int64_t expire_at_ms);
   // Replaces the object's entry with `image` in one step, so a reader sees
   // the old version or the whole new one; false (nothing changed) if the
   // indexed version is the same or newer.
@@ -240,6 +281,7 @@ class FlashIndex {
   std::optional<std::string> random_key(uint64_t seed) const;
 
   uint64_t object_count() const;
+  uint64_t compact_count() const;  // of object_count()
   uint64_t chunk_count() const;
   uint64_t max_version() const;
   // DRAM used by the index: table slots and control bytes, plus heap blocks.
@@ -260,6 +302,7 @@ class FlashIndex {
     uint64_t* locations() { return block.get(); }
   };
   struct Shard {
+    explicit Shard(unsigned bucket_bits) : compact(bucket_bits) {}
     mutable Mutex mu;
     absl::flat_hash_map<uint64_t, Entry> map ABSL_GUARDED_BY(mu);
     // every key hash in map, for random_key
@@ -269,11 +312,18 @@ class FlashIndex {
     size_t block_bytes ABSL_GUARDED_BY(mu) = 0;
     uint64_t chunks ABSL_GUARDED_BY(mu) = 0;
     uint64_t max_version ABSL_GUARDED_BY(mu) = 0;
+    CompactTable compact ABSL_GUARDED_BY(mu);
+    // the expiry of each compact entry that has one, by ident
+    absl::flat_hash_map<uint64_t, int64_t> compact_expiry ABSL_GUARDED_BY(mu);
   };
 
-  Shard& shard_for(uint64_t key_hash) const { return shards_[key_hash & (shard_count_ - 1)]; }
+  Shard& shard_for(uint64_t key_hash) const { return *shards_[key_hash & (shard_count_ - 1)]; }
+  uint64_t compact_ident(uint64_t key_hash) const { return key_hash & compact_mask_; }
   // The entry of `key_hash` (second: it was just made, empty).
   static std::pair<Entry*, bool> find_or_insert(Shard& s, uint64_t key_hash)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // The keyed entry of `key`, or null.
+  static Entry* keyed(Shard& s, std::string_view key, uint64_t key_hash)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   static size_t block_bytes(uint32_t slots, uint32_t key_length);
   static void resize_block(Shard& s, Entry& e, uint32_t slots) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
@@ -284,9 +334,34 @@ class FlashIndex {
   // Erases the entry at `it` (block, sample slot, counts).
   static void erase_entry(Shard& s, absl::flat_hash_map<uint64_t, Entry>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Erases the keyed entry of `key`, if any.
+  static void erase_keyed(Shard& s, std::string_view key, uint64_t key_hash)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+
+  // Compact entries. `key_hash` may be a full hash or an ident.
+  bool add_compact(Shard& s, std::string_view key, uint64_t key_hash, uint64_t version,
+                   uint64_t object_size, uint64_t loc, int64_t expire_at_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Turns a compact entry into a keyed one of `slots` slots (a chunk of its
+  // version beyond the first came in).
+  void widen_compact(Shard& s, std::string_view key, uint64_t key_hash,
+                     const CompactTable::Entry& c, uint32_t slots)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  int64_t compact_expiry(const Shard& s, uint64_t key_hash, const CompactTable::Entry& c) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  void set_compact_expiry(Shard& s, uint64_t key_hash, CompactTable::Entry& c, int64_t expire_at_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  void erase_compact(Shard& s, uint64_t key_hash) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Reads the keys at `locations` (no lock held); a key that cannot be read
+  // is looked up again by its ident once, in case it moved.
+  std::vector<std::string> read_keys(const std::vector<std::pair<uint64_t, uint64_t>>& named) const;
 
   const uint32_t shard_count_;
-  std::unique_ptr<Shard[]> shards_;
+  const unsigned bucket_bits_;
+  const uint64_t compact_mask_;  // a compact ident's bits, shard bits included
+  const uint64_t hash_mask_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  KeyReader key_reader_;
 };
 
 }  // namespace tierkv::flash

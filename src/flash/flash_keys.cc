@@ -20,21 +20,22 @@ namespace tierkv::flash {
 // Writes exactly `length` bytes at `offset` (flash_open.cc).
 
 std::optional<FlashObjectInfo> FlashTier::lookup(std::string_view key) const {
-  return impl_->index.object(key, hash64(key));
+  return impl_->index.object(key, impl_->index.key_hash(key));
 }
 
 std::optional<FlashObjectSummary> FlashTier::summary(std::string_view key) const {
-  return impl_->index.summary(key, hash64(key));
+  return impl_->index.summary(key, impl_->index.key_hash(key));
 }
 
 bool FlashTier::contains(std::string_view key, uint32_t chunk_index,
                          std::optional<uint64_t> version) const {
-  return impl_->index.lookup(key, hash64(key), chunk_index, version, false).has_value();
+  return impl_->index.lookup(key, impl_->index.key_hash(key), chunk_index, version, false)
+      .has_value();
 }
 
 bool FlashTier::contains_object(std::string_view key, uint64_t version,
                                 uint32_t chunk_count) const {
-  return impl_->index.has_chunks(key, hash64(key), version, chunk_count);
+  return impl_->index.has_chunks(key, impl_->index.key_hash(key), version, chunk_count);
 }
 
 FlashTier::WriteCallback FlashTier::append_meta_locked(PendingChunk chunk,
@@ -91,7 +92,7 @@ bool FlashTier::write_meta(std::string_view key, uint64_t key_hash, uint64_t ver
 
 bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms,
                            std::function<void(Status)> durable) {
-  const uint64_t key_hash = hash64(key);
+  const uint64_t key_hash = impl_->index.key_hash(key);
   return write_meta(key, key_hash, version, kRecordExpiry, expire_at_ms, std::move(durable),
                     [&] { return impl_->index.set_expiry(key, key_hash, version, expire_at_ms); });
 }
@@ -115,7 +116,7 @@ std::pair<bool, bool> FlashTier::drop_versions(std::string_view key, uint64_t ke
 }
 
 bool FlashTier::remove(std::string_view key, uint64_t up_to_version, RemoveOptions options) {
-  const uint64_t key_hash = hash64(key);
+  const uint64_t key_hash = impl_->index.key_hash(key);
   auto [dropped, writes_pending] = drop_versions(key, key_hash, up_to_version);
   if (dropped) update_index_gauges();
   if (!dropped && !writes_pending && !options.always_tombstone) {
@@ -128,7 +129,7 @@ bool FlashTier::remove(std::string_view key, uint64_t up_to_version, RemoveOptio
 }
 
 FlashTier::KeyHold FlashTier::hold_key(std::string_view key) {
-  const uint64_t key_hash = hash64(key);
+  const uint64_t key_hash = impl_->index.key_hash(key);
   MutexLock lock(impl_->landing_mu);
   ++impl_->in_flight[key_hash].writes;
   return KeyHold(this, key_hash);
@@ -144,7 +145,7 @@ FlashTier::KeyHold::~KeyHold() {
 
 bool FlashTier::forget(std::string_view key, uint64_t below_version) {
   if (below_version == 0) return false;
-  const bool dropped = drop_versions(key, hash64(key), below_version - 1).first;
+  const bool dropped = drop_versions(key, impl_->index.key_hash(key), below_version - 1).first;
   if (dropped) update_index_gauges();
   return dropped;
 }

@@ -27,6 +27,7 @@ struct FlashMetrics {
   Counter& device_write_bytes;
   Counter& user_write_bytes;
   Counter& checksum_failures;
+  Counter& key_collisions;
   Counter& write_errors;
   Counter& read_errors;
   Counter& recovered_records;

@@ -47,6 +47,8 @@ FlashMetrics::FlashMetrics(MetricsRegistry& r)
           r.counter("tierkv_flash_user_write_bytes_total", "Chunk data bytes written by callers")),
       checksum_failures(
           r.counter("tierkv_flash_checksum_failures_total", "Reads that failed verification")),
+      key_collisions(r.counter("tierkv_flash_key_collisions_total",
+                               "Reads that found another key's record: a shared hash ident")),
       write_errors(r.counter("tierkv_flash_write_errors_total", "Failed device writes")),
       read_errors(r.counter("tierkv_flash_read_errors_total", "Failed device reads")),
       recovered_records(
@@ -111,10 +113,13 @@ FlashTier::FlashTier(const FlashOptions& options, MetricsRegistry* metrics) : op
     metrics = owned_metrics_.get();
   }
   impl_ = std::make_unique<Impl>(
-      *metrics, LogWriter::Options{.region_size = options.region_size,
-                                   .write_buffer_size = options.write_buffer_size,
-                                   .max_write_inflight = options.max_write_inflight,
-                                   .fsync_always = options.fsync == FsyncPolicy::kAlways});
+      *metrics,
+      LogWriter::Options{.region_size = options.region_size,
+                         .write_buffer_size = options.write_buffer_size,
+                         .max_write_inflight = options.max_write_inflight,
+                         .fsync_always = options.fsync == FsyncPolicy::kAlways},
+      options.size / Impl::kBytesPerExpectedObject, options.index_hash_mask_for_test);
+  impl_->index.set_key_reader([this](uint64_t loc) { return read_key_at(loc); });
 }
 
 Result<std::unique_ptr<FlashTier>> FlashTier::open(const FlashOptions& options,

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/hash.h"
+#include "flash/exact_io.h"
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
@@ -44,7 +45,7 @@ std::optional<FlashTier::VersionLocations> FlashTier::locate_version(std::string
                                                                      uint64_t version,
                                                                      Pinning pinning) const {
   Impl& im = *impl_;
-  const uint64_t key_hash = hash64(key);
+  const uint64_t key_hash = impl_->index.key_hash(key);
   VersionLocations out;
   // Taken before the lookup, as for a read (see reclaim_locked()).
   auto lookup = [&] {
@@ -93,7 +94,7 @@ std::unique_ptr<ChunkRead> FlashTier::prepare_read(std::string_view key, uint32_
                                                    std::optional<uint64_t> version,
                                                    const VersionLocations* known) {
   Impl& im = *impl_;
-  const uint64_t key_hash = hash64(key);
+  const uint64_t key_hash = impl_->index.key_hash(key);
   // Taken before the lookup: see reclaim_locked().
   const uint64_t epoch = im.reclaim_epoch.load(std::memory_order_acquire);
   auto found = im.index.lookup(key, key_hash, chunk_index, version, options_.reinsertion);
@@ -109,6 +110,17 @@ std::unique_ptr<ChunkRead> FlashTier::prepare_read(std::string_view key, uint32_
     return nullptr;
   }
   return im.reader->prepare(key, key_hash, chunk_index, *found, epoch);
+}
+
+std::optional<std::string> FlashTier::read_key_at(uint64_t loc) const {
+  const location::ReadSpan span = location::read_span(loc, kBlockSize);
+  const uint64_t offset = region_start(location::region(loc)) + span.start;
+  AlignedBuffer buffer(span.length);
+  if (!read_exact(impl_->fd.get(), buffer.data(), span.length, offset).is_ok()) return std::nullopt;
+  Result<RecordView> rec = decode_record(buffer.data() + span.skew, span.length - span.skew,
+                                         {salt(), offset + span.skew});
+  if (!rec.is_ok()) return std::nullopt;
+  return std::string(rec->key);
 }
 
 void FlashTier::wait_reads_idle() {

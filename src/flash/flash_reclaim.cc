@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/hash.h"
 #include "flash/exact_io.h"
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
@@ -178,15 +179,23 @@ void FlashTier::read_reinsertions(ReclaimRound& round) {
     const uint64_t size = location::length_bytes(h.location);
     const uint64_t offset = region_start(round.region) + span.start;
     Reinsert r;
-    Result<RecordView> rec = Status::corruption("over reinsertion budget");
-    const bool copy =
-        size <= budget && !(options_.held_elsewhere && options_.held_elsewhere(h.key, h.version));
-    if (copy) {
+    Result<RecordView> rec = Status::corruption("not copied");
+    auto held = [&] {
+      return options_.held_elsewhere && options_.held_elsewhere(h.key, h.version);
+    };
+    // A compact entry's candidate has no key yet: its record tells.
+    if (size <= budget && (h.key.empty() || !held())) {
       r.buffer = AlignedBuffer(span.length);
       Status st = read_exact(im.fd.get(), r.buffer.data(), span.length, offset);
       rec = st.is_ok() ? decode_record(r.buffer.data() + span.skew, span.length - span.skew,
                                        {salt(), offset + span.skew})
                        : Result<RecordView>(st);
+    }
+    if (rec.is_ok() && h.key.empty() &&
+        im.index.same_object(h.key_hash, im.index.key_hash(rec->key))) {
+      h.key.assign(rec->key);
+      h.key_hash = im.index.key_hash(h.key);
+      if (held()) rec = Status::corruption("held elsewhere");
     }
     if (!rec.is_ok() || rec->key != h.key || rec->header.chunk_index != h.chunk_index ||
         rec->header.object_version != h.version) {

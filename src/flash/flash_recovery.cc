@@ -45,7 +45,7 @@ class RecoveryScan {
   void add(const ParsedRecord& rec) {
     const uint64_t version = rec.header.object_version;
     max_seen_ = std::max(max_seen_, version);
-    const uint64_t key_hash = hash64(rec.key);
+    const uint64_t key_hash = index_.key_hash(rec.key);
     if (rec.header.flags & kRecordTombstone) {
       on_tombstone(rec.key, key_hash, version);
     } else if (rec.header.flags & kRecordExpiry) {

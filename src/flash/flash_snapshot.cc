@@ -13,7 +13,10 @@
 //   regions  region count x {seq, fill}
 //   fifo     fifo count x region index (u32)
 //   entries  {key length u32, slots u32, version, object size, expiry,
-//             slots x location, key bytes}
+//             slots x location, key bytes}       (the keyed index entries)
+//   compact  shards u32 | bucket bits u32, then for every bucket of every
+//            shard: {entries u32, entries x 22 B} (CompactTable's bytes);
+//            then expiries: count u64, count x {ident, unix ms}
 //
 // The checksum (xxh3, salted like records) covers the whole body.
 #define XXH_STATIC_LINKING_ONLY
@@ -37,8 +40,11 @@ namespace {
 constexpr uint32_t kSnapshotMagic = 0x49564B54;  // "TKVI"
 // Format 4 may hold packed locations (flash_index.h); format 3's are all of
 // the unpacked form, so they load as they are. A binary from before packing
-// refuses format 4 and scans the log instead.
-constexpr uint16_t kSnapshotFormat = 4;
+// refuses format 4 and scans the log instead. Format 5 added the compact
+// section; before it every entry was keyed (a single-chunk one loads into
+// the compact table).
+constexpr uint16_t kSnapshotFormat = 5;
+constexpr uint16_t kFirstCompactFormat = 5;
 constexpr uint16_t kOldestSnapshotFormat = 3;
 constexpr size_t kSnapshotBuffer = size_t{4} << 20;
 
@@ -180,6 +186,59 @@ class SnapshotReader {
   uint64_t read_ = 0, consumed_ = 0;
 };
 
+namespace {
+
+bool put_compact(const FlashIndex& index, uint32_t shards, SnapshotWriter& out) {
+  const uint32_t geometry[2] = {shards, index.compact_bucket_bits()};
+  bool fits = out.put(geometry, sizeof(geometry));
+  index.for_each_compact_bucket([&](uint32_t, uint64_t, std::span<const uint8_t> bytes) {
+    const auto count = static_cast<uint32_t>(bytes.size() / CompactTable::kEntryBytes);
+    fits = fits && out.put(&count, sizeof(count)) && out.put(bytes.data(), bytes.size());
+  });
+  std::vector<std::pair<uint64_t, int64_t>> expiries;
+  index.for_each_compact_expiry(
+      [&](uint64_t ident, int64_t ms) { expiries.emplace_back(ident, ms); });
+  const uint64_t count = expiries.size();
+  fits = fits && out.put(&count, sizeof(count));
+  for (const auto& [ident, ms] : expiries) {
+    const uint64_t pair[2] = {ident, static_cast<uint64_t>(ms)};
+    fits = fits && out.put(pair, sizeof(pair));
+  }
+  return fits;
+}
+
+const char* parse_compact(FlashIndex& index, uint32_t shards, SnapshotReader& in) {
+  uint32_t geometry[2];
+  if (!in.get(geometry, sizeof(geometry))) return "truncated compact section";
+  if (geometry[0] != shards || geometry[1] != index.compact_bucket_bits())
+    return "another index geometry";
+  const uint64_t buckets = uint64_t{1} << geometry[1];
+  std::vector<uint8_t> bytes;
+  for (uint32_t shard = 0; shard < shards; ++shard) {
+    for (uint64_t bucket = 0; bucket < buckets; ++bucket) {
+      uint32_t count = 0;
+      if (!in.get(&count, sizeof(count))) return "truncated compact bucket";
+      if (uint64_t{count} * CompactTable::kEntryBytes > in.remaining())
+        return "implausible compact bucket";
+      bytes.resize(size_t{count} * CompactTable::kEntryBytes);
+      if (!in.get(bytes.data(), bytes.size())) return "truncated compact bucket";
+      if (!index.restore_compact_bucket(shard, bucket, bytes)) return "bad compact bucket";
+    }
+  }
+  uint64_t expiries = 0;
+  if (!in.get(&expiries, sizeof(expiries)) || expiries > in.remaining() / 16)
+    return "bad compact expiries";
+  for (uint64_t i = 0; i < expiries; ++i) {
+    uint64_t pair[2];
+    if (!in.get(pair, sizeof(pair))) return "truncated compact expiries";
+    if (!index.restore_compact_expiry(pair[0], static_cast<int64_t>(pair[1])))
+      return "expiry of no compact entry";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 const char* FlashTier::parse_snapshot(SnapshotReader& in) {
   Impl& im = *impl_;
   SnapshotHeader header;
@@ -226,6 +285,9 @@ const char* FlashTier::parse_snapshot(SnapshotReader& in) {
       return "truncated entry";
     im.index.restore({key, eh.version, eh.object_size, eh.expire_at_ms, locations});
   }
+  if (header.format_version >= kFirstCompactFormat) {
+    if (const char* why = parse_compact(im.index, Impl::kIndexShards, in)) return why;
+  }
   if (!in.at_end()) return "trailing bytes";
   im.regions.finish_restore();
   recovered_max_version_ = header.max_version;
@@ -243,7 +305,7 @@ Status FlashTier::write_snapshot() {
   SnapshotHeader header;
   header.region_count = region_count_;
   header.fifo_count = static_cast<uint32_t>(im.regions.written().size());
-  header.entries = im.index.object_count();
+  header.entries = im.index.object_count() - im.index.compact_count();
   header.max_version = std::max(recovered_max_version_, im.max_version_seen.load());
   bool fits = out.put(&header, sizeof(header));
   for (uint32_t r = 0; r < region_count_; ++r) {
@@ -260,6 +322,7 @@ Status FlashTier::write_snapshot() {
            out.put(e.key.data(), e.key.size());
     ++entries;
   });
+  fits = fits && put_compact(im.index, Impl::kIndexShards, out);
   Status st = out.finish();
   if (!fits || !st.is_ok() || entries != header.entries) {
     spdlog::warn("flash: no index snapshot written ({}); the next start scans",

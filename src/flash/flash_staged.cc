@@ -48,7 +48,7 @@ Result<FlashTier::StagedObject> FlashTier::begin_staged(const StagedObjectSpec& 
   }
   auto entry = std::make_shared<StagingEntry>();
   entry->key.assign(spec.key);
-  entry->key_hash = hash64(spec.key);
+  entry->key_hash = impl_->index.key_hash(spec.key);
   entry->version = spec.version;
   entry->object_size = spec.object_size;
   entry->expire_at_ms = spec.expire_at_ms;

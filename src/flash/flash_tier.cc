@@ -72,7 +72,7 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
       const ChunkWrite& c = chunks[appended];
       PendingChunk p;
       p.key.assign(c.key);
-      p.key_hash = hash64(c.key);
+      p.key_hash = impl_->index.key_hash(c.key);
       p.chunk_index = c.chunk_index;
       p.version = c.version;
       p.object_size = c.object_size;
@@ -87,7 +87,8 @@ Status FlashTier::enqueue_writes(std::span<const ChunkWrite> chunks,
     {
       // Before write_mu is released, so before any of them can land.
       MutexLock landing(im.landing_mu);
-      for (size_t i = 0; i < appended; ++i) ++im.in_flight[hash64(chunks[i].key)].writes;
+      for (size_t i = 0; i < appended; ++i)
+        ++im.in_flight[impl_->index.key_hash(chunks[i].key)].writes;
     }
     im.log.kick(to_submit);
   }
@@ -274,6 +275,7 @@ FlashStats FlashTier::stats() const {
     s.regions_used = im.regions.written().size();
   }
   s.objects = im.index.object_count();
+  s.compact_objects = im.index.compact_count();
   s.chunks = im.index.chunk_count();
   s.index_bytes = im.index.memory_bytes();
   s.reclaims = im.metrics.reclaims.value();
@@ -282,6 +284,7 @@ FlashStats FlashTier::stats() const {
   s.reads = im.metrics.reads.value();
   s.read_bytes = im.metrics.read_bytes.value();
   s.checksum_failures = im.metrics.checksum_failures.value();
+  s.key_collisions = im.metrics.key_collisions.value();
   s.device_write_bytes = im.metrics.device_write_bytes.value();
   s.user_write_bytes = im.metrics.user_write_bytes.value();
   s.read_errors = im.metrics.read_errors.value();

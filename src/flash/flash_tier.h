@@ -117,6 +117,10 @@ struct FlashOptions {
   // is held elsewhere, e.g. in the memory tier above: a copy on flash
   // would duplicate it. Called on the reclaimer, no flash lock held.
   std::function<bool(std::string_view key, uint64_t version)> held_elsewhere;
+  // Tests: the index keeps only these bits of each key's hash, so that
+  // distinct keys share index entries (a forced collision). Key walks
+  // (SCAN) then no longer follow the hash order the store expects.
+  uint64_t index_hash_mask_for_test = ~uint64_t{0};
 };
 
 std::string_view fsync_policy_name(FsyncPolicy policy);
@@ -211,6 +215,7 @@ struct FlashStats {
   uint64_t regions = 0;
   uint64_t regions_used = 0;
   uint64_t objects = 0;
+  uint64_t compact_objects = 0;  // of objects: single-chunk, indexed without their key
   uint64_t chunks = 0;
   uint64_t index_bytes = 0;
   uint64_t reclaims = 0;
@@ -219,6 +224,7 @@ struct FlashStats {
   uint64_t reads = 0;
   uint64_t read_bytes = 0;
   uint64_t checksum_failures = 0;
+  uint64_t key_collisions = 0;  // reads that found another key's record (a shared ident)
   uint64_t device_write_bytes = 0;
   uint64_t user_write_bytes = 0;
   double write_amplification = 0;  // device bytes / user data bytes
@@ -513,6 +519,9 @@ class FlashTier {
   void on_write_done(WriteBatch* batch, int64_t result);
   void update_space_gauges_locked();
   void update_index_gauges();
+  // The key of the record at `loc`, read and verified (the index's
+  // KeyReader: compact entries keep their keys on flash only).
+  std::optional<std::string> read_key_at(uint64_t loc) const;
   // A read of the chunk as the index (or `known`) has it; null if not on flash.
   std::unique_ptr<ChunkRead> prepare_read(std::string_view key, uint32_t chunk_index,
                                           std::optional<uint64_t> version,

@@ -69,8 +69,14 @@ struct ReclaimRound {
 };
 
 struct FlashTier::Impl {
-  Impl(MetricsRegistry& registry, const LogWriter::Options& log_options)
-      : metrics(registry), log(log_options, regions) {}
+  Impl(MetricsRegistry& registry, const LogWriter::Options& log_options, uint64_t expected_objects,
+       uint64_t index_hash_mask)
+      : index(kIndexShards, expected_objects, index_hash_mask),
+        metrics(registry),
+        log(log_options, regions) {}
+  static constexpr uint32_t kIndexShards = 16;
+  // What sizes the compact index's buckets: one object per KiB of flash.
+  static constexpr uint64_t kBytesPerExpectedObject = 1024;
 
   UniqueFd fd;
   // Salt, layout, reserved region sequence numbers; made by recover().

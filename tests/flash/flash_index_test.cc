@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -15,6 +17,19 @@ namespace {
 uint64_t loc(uint32_t region, uint64_t block, uint64_t size = 1) {
   return location::pack(region, block * location::kBlock, size);
 }
+
+// The keys "on flash": what the index's KeyReader finds at each location
+// (compact entries keep their keys there only).
+struct KeyBook {
+  std::map<uint64_t, std::string> at;
+  void attach(FlashIndex& index) {
+    index.set_key_reader([this](uint64_t l) -> std::optional<std::string> {
+      auto it = at.find(l);
+      if (it == at.end()) return std::nullopt;
+      return it->second;
+    });
+  }
+};
 
 TEST(FlashIndexTest, LocationPacksAndUnpacks) {
   // A 4 KiB object with a 24-byte key: 4184 bytes, nine 512-byte units.
@@ -167,12 +182,17 @@ TEST(FlashIndexTest, DropRegionKeepsHitChunksForRelocation) {
 // the live keys.
 TEST(FlashIndexTest, KeySpaceFollowsEveryErasure) {
   FlashIndex index(4);
+  KeyBook book;
+  book.attach(index);
   std::set<std::string> live;
   for (int i = 0; i < 200; ++i) {
     const std::string key = "k" + std::to_string(i);
-    ASSERT_TRUE(index.add(key, hash64(key), 0, 1 + i, 10, loc(i % 5, 1 + i), 1, 1000 + i));
+    // Half keyed (chunk count unknown), half compact.
+    ASSERT_TRUE(index.add(key, hash64(key), 0, 1 + i, 10, loc(i % 5, 1 + i), i % 2, 1000 + i));
+    book.at[loc(i % 5, 1 + i)] = key;
     live.insert(key);
   }
+  EXPECT_EQ(index.compact_count(), 100u);
   index.drop_region(3, nullptr);  // every fifth key
   for (int i = 3; i < 200; i += 5) live.erase("k" + std::to_string(i));
   for (int i = 0; i < 200; i += 7) {
@@ -221,7 +241,7 @@ TEST(FlashIndexTest, MeasuresBytesPerChunkAndPerObject) {
   for (Case c : {Case{"64-chunk objects, count known", 2000, 64, 64},
                  Case{"64-chunk objects, count unknown", 2000, 64, 0},
                  Case{"single-chunk objects", 50000, 1, 1}}) {
-    FlashIndex index;
+    FlashIndex index(16, c.objects);
     const size_t empty = index.memory_bytes();
     size_t key_bytes = 0;
     for (int i = 0; i < c.objects; ++i) {
@@ -236,14 +256,23 @@ TEST(FlashIndexTest, MeasuresBytesPerChunkAndPerObject) {
     // Per-object cost: everything beyond 8 B per chunk and the key bytes.
     const double per_object = (total - 8 * chunks - static_cast<double>(key_bytes)) / c.objects;
     const double per_chunk_excl_keys = (total - static_cast<double>(key_bytes)) / chunks;
-    std::printf("[index] %-34s %.2f B/chunk (keys excluded), %.1f B/object overhead + key\n",
-                c.name, per_chunk_excl_keys, per_object);
+    if (c.chunks == 1) {
+      std::printf("[index] %-34s %.2f B/object (keys on flash)\n", c.name, total / c.objects);
+    } else {
+      std::printf("[index] %-34s %.2f B/chunk (keys excluded), %.1f B/object overhead + key\n",
+                  c.name, per_chunk_excl_keys, per_object);
+    }
     if (c.chunks > 1) {
       EXPECT_LE(per_chunk_excl_keys, 16.0) << c.name;
     }
     // Growth slack is charged to the object when the chunk count is unknown.
-    if (c.hint != 0) {
+    if (c.hint != 0 && c.chunks > 1) {
       EXPECT_LE(per_object, 160.0) << c.name;
+    }
+    // Single chunks are compact: no key in DRAM, 22 B and slack.
+    if (c.chunks == 1) {
+      EXPECT_EQ(index.compact_count(), static_cast<uint64_t>(c.objects));
+      EXPECT_LE(total / c.objects, 24.0) << c.name;
     }
   }
 }

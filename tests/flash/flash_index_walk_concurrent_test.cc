@@ -1,10 +1,13 @@
 // FlashIndex::keys_from: the bounded walk by key hash behind SCAN and KEYS,
 // alone and while other threads add and remove keys (also run under
-// ThreadSanitizer in CI).
+// ThreadSanitizer in CI), over keyed entries and over compact ones (whose
+// keys are read through the KeyReader).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -15,15 +18,50 @@
 namespace tierkv::flash {
 namespace {
 
-void add_keys(FlashIndex& index, int n) {
-  for (int i = 0; i < n; ++i) {
-    std::string key = "k" + std::to_string(i);
-    ASSERT_TRUE(index.add(key, hash64(key), 0, 1, 100, location::pack(1, (1 + i) * 4096, 200)));
-  }
+uint64_t stable_loc(int i) {
+  return location::pack(1, uint64_t(1 + i) * 4096, 200);
+}
+uint64_t churn_loc(int round, int i) {
+  return location::pack(2 + round, uint64_t(1 + i) * 4096, 200);
 }
 
-TEST(FlashIndexWalkTest, PagesAreBoundedOrderedAndCoverEveryKeyOnce) {
-  FlashIndex index(16);
+// The walk over keyed entries (false) or compact ones (true), with every
+// key the tests write "on flash" from the start: read-only while threads run.
+class FlashIndexWalkTest : public ::testing::TestWithParam<bool> {
+ protected:
+  FlashIndexWalkTest() {
+    for (int i = 0; i < 20000; ++i) book_[stable_loc(i)] = "k" + std::to_string(i);
+    for (int round = 0; round < 200; ++round) {
+      for (int i = 0; i < 200; ++i)
+        book_[churn_loc(round, i)] = "tmp" + std::to_string(round * 200 + i);
+    }
+  }
+  void attach(FlashIndex& index) {
+    index.set_key_reader([this](uint64_t l) -> std::optional<std::string> {
+      auto it = book_.find(l);
+      if (it == book_.end()) return std::nullopt;
+      return it->second;
+    });
+  }
+  uint32_t hint() const { return GetParam() ? 1 : 0; }
+  void add_keys(FlashIndex& index, int n) {
+    attach(index);
+    for (int i = 0; i < n; ++i) {
+      std::string key = "k" + std::to_string(i);
+      ASSERT_TRUE(index.add(key, hash64(key), 0, 1, 100, stable_loc(i), hint()));
+    }
+    EXPECT_EQ(index.compact_count(), GetParam() ? uint64_t(n) : 0u);
+  }
+
+ private:
+  std::map<uint64_t, std::string> book_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Entries, FlashIndexWalkTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "compact" : "keyed"; });
+
+TEST_P(FlashIndexWalkTest, PagesAreBoundedOrderedAndCoverEveryKeyOnce) {
+  FlashIndex index(16, 20000);
   add_keys(index, 20000);
   for (size_t count : {1u, 10u, 97u, 1000u}) {
     std::multiset<std::string> seen;
@@ -53,7 +91,7 @@ TEST(FlashIndexWalkTest, PagesAreBoundedOrderedAndCoverEveryKeyOnce) {
   }
 }
 
-TEST(FlashIndexWalkTest, RemovedKeysLeaveTheWalk) {
+TEST_P(FlashIndexWalkTest, RemovedKeysLeaveTheWalk) {
   FlashIndex index(4);
   add_keys(index, 100);
   for (int i = 0; i < 100; i += 2) {
@@ -70,7 +108,7 @@ TEST(FlashIndexWalkTest, RemovedKeysLeaveTheWalk) {
   EXPECT_EQ(next, 0u);
 }
 
-TEST(FlashIndexWalkTest, KeysPresentThroughoutAreSeenOnceDespiteChurn) {
+TEST_P(FlashIndexWalkTest, KeysPresentThroughoutAreSeenOnceDespiteChurn) {
   FlashIndex index(8);
   add_keys(index, 5000);  // k0..k4999 stay; others come and go
   std::atomic<bool> stop{false};
@@ -78,7 +116,7 @@ TEST(FlashIndexWalkTest, KeysPresentThroughoutAreSeenOnceDespiteChurn) {
     for (int round = 0; !stop.load() && round < 200; ++round) {
       for (int i = 0; i < 200; ++i) {
         std::string key = "tmp" + std::to_string(round * 200 + i);
-        index.add(key, hash64(key), 0, 1, 100, location::pack(2, (1 + i) * 4096, 200));
+        index.add(key, hash64(key), 0, 1, 100, churn_loc(round, i), hint());
       }
       for (int i = 0; i < 200; ++i) {
         std::string key = "tmp" + std::to_string(round * 200 + i);

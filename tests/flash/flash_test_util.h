@@ -77,7 +77,12 @@ inline std::unique_ptr<FlashTier> open_or_die(const FlashOptions& o) {
 }
 
 // Writes one chunk and waits for it to land. Retries while the tier is busy.
-inline Status write_sync(FlashTier& tier, const ChunkWrite& w) {
+// A chunk 0 that does not say its count is taken as a whole object when its
+// size says so, as the store's writes say: it is indexed compact.
+inline Status write_sync(FlashTier& tier, ChunkWrite w) {
+  if (w.chunk_index == 0 && w.chunk_count == 0 && w.object_size <= w.data.size()) {
+    w.chunk_count = 1;
+  }
   for (int attempt = 0; attempt < 1000; ++attempt) {
     auto done = std::make_shared<std::promise<Status>>();
     auto future = done->get_future();

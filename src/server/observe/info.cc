@@ -165,6 +165,7 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_used_bytes:{}\r\n", f.used_bytes);
   out += fmt::format("flash_free_bytes:{}\r\n", free_bytes);
   out += fmt::format("flash_objects:{}\r\n", f.objects);
+  out += fmt::format("flash_compact_objects:{}\r\n", f.compact_objects);
   out += fmt::format("flash_chunks:{}\r\n", f.chunks);
   out += fmt::format("flash_regions:{}\r\n", f.regions);
   out += fmt::format("flash_regions_used:{}\r\n", f.regions_used);
@@ -178,6 +179,7 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_user_write_bytes:{}\r\n", f.user_write_bytes);
   out += fmt::format("flash_write_amplification:{:.3f}\r\n", f.write_amplification);
   out += fmt::format("flash_checksum_failures:{}\r\n", f.checksum_failures);
+  out += fmt::format("flash_key_collisions:{}\r\n", f.key_collisions);
   HistogramSnapshot rl = store.flash_read_latency();
   auto read_us = [&](double q) { return static_cast<double>(rl.percentile(q)) / 1000.0; };
   out += fmt::format("flash_read_latency_usec:p50={:.3f},p99={:.3f},p99.9={:.3f}\r\n", read_us(0.5),
