@@ -126,7 +126,10 @@ def tierkv_argv(args, memory, flash_path=None, flash_size=0):
         out = [args.server, "--port", str(port), "--bind", "127.0.0.1", "--metrics-port", "0",
                "--memory", memory, "--flash-size", str(flash_size), "--log-level", "info"]
         if flash_path:
-            out += ["--flash-path", flash_path, "--region-size", "16mb"]
+            # 22 B of snapshot per ~300 B object: the default 1/64 is too
+            # small for the snapshot of a device full of them.
+            out += ["--flash-path", flash_path, "--region-size", "16mb",
+                    "--flash-snapshot-area", "0.08"]
         return out
     return argv
 

@@ -120,6 +120,10 @@ const std::vector<KeySpec>& specs() {
       bytes_key({"flash-size", "bytes of flash to use (0: no flash tier)"}, &C::flash_size, 0,
                 kMaxI),
       bytes_key({"region-size", "flash region size"}, &C::region_size, 1 << 20, 1 << 30),
+      double_key({"flash-snapshot-area",
+                  "share of the flash kept for the index snapshot of a clean stop (about 21 B "
+                  "per small object)"},
+                 &C::flash_snapshot_area, 0.001, 0.5),
       enum_key({"flash-fsync", "when flash writes are fsynced: none, everysec, always"},
                &C::flash_fsync, kFsyncNames),
       int_key({"flash-queue-depth", "flash reads in flight"}, &C::flash_queue_depth, 1, 4096),

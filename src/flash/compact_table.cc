@@ -21,7 +21,8 @@ void store_le(uint8_t* p, uint64_t v, unsigned bytes) {
   std::memcpy(p, &v, bytes);
 }
 
-constexpr uint32_t kExpiryBit = uint32_t{1} << 23;
+constexpr unsigned kSizeShift = 45;
+constexpr uint64_t kExpiryBit = uint64_t{1} << 63;
 
 // The allocator's real footprint for one array: usable size plus its header.
 size_t footprint(const void* p) {
@@ -64,17 +65,17 @@ uint32_t CompactTable::lower_bound(const Bucket& b, uint64_t tag) {
 }
 
 CompactTable::Entry CompactTable::decode(const uint8_t* p) {
-  const uint64_t size_word = load_le(p + 19, 3);
-  return Entry{load_le(p + 5, 8), load_le(p + 13, 6),
-               static_cast<uint32_t>(size_word & ~uint64_t{kExpiryBit}),
-               (size_word & kExpiryBit) != 0};
+  const uint64_t word = load_le(p + 13, 8);
+  return Entry{load_le(p + 5, 8), word & kMaxVersion,
+               static_cast<uint32_t>((word >> kSizeShift) & kMaxSize), (word & kExpiryBit) != 0};
 }
 
 void CompactTable::encode(uint8_t* p, uint64_t tag, const Entry& e) {
   store_le(p, tag, 5);
   store_le(p + 5, e.location, 8);
-  store_le(p + 13, e.version, 6);
-  store_le(p + 19, (e.size & kMaxSize) | (e.has_expiry ? kExpiryBit : 0), 3);
+  const uint64_t word = (e.version & kMaxVersion) | (uint64_t{e.size & kMaxSize} << kSizeShift) |
+                        (e.has_expiry ? kExpiryBit : 0);
+  store_le(p + 13, word, 8);
 }
 
 void CompactTable::reserve(Bucket& b, uint32_t capacity) {

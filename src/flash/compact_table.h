@@ -1,18 +1,20 @@
-// CompactTable: the DRAM index of single-chunk flash objects, 22 bytes each.
+// CompactTable: the DRAM index of single-chunk flash objects, 21 bytes each.
 //
 // An object is named by its key's 64-bit hash, not by its key: the key stays
 // on flash, in the object's record. The table keeps the top
 // bucket_bits + 40 bits of the hash (its "ident"): the top bucket_bits pick
 // a bucket, the next 40 are the entry's tag. A bucket is one heap array of
 // packed entries sorted by tag, grown a little at a time, so a table of n
-// objects takes about 22 n bytes plus 16 bytes per bucket, whatever n is.
+// objects takes about 21 n bytes plus 16 bytes per bucket, whatever n is.
 //
-// Entry, 22 bytes, little-endian:
+// Entry, 21 bytes, little-endian:
 //   tag       5 B   hash bits below the bucket bits
 //   location  8 B   as FlashIndex packs it, flag bits included
-//   version   6 B   below 2^48 (2.8e14 writes; FlashIndex keeps a later one
-//                   in its keyed map)
-//   size      3 B   object size (< 8 MiB) in bits 0-22; bit 23: has an expiry
+//   word      8 B   bits 0-44 the version (below 2^45: 3.5e13 writes),
+//                   bits 45-62 the object size (below 256 KiB), bit 63 set
+//                   if it has an expiry
+// An object outside those bounds is FlashIndex's to keep in its keyed map,
+// where its overhead is small beside 256 KiB.
 //
 // Two keys whose hashes share their ident are one entry: the later replaces
 // the earlier. Whoever reads the object's record compares its key, so a
@@ -32,10 +34,10 @@ namespace tierkv::flash {
 
 class CompactTable {
  public:
-  static constexpr size_t kEntryBytes = 22;
+  static constexpr size_t kEntryBytes = 21;
   static constexpr unsigned kTagBits = 40;
-  static constexpr uint64_t kMaxSize = (uint64_t{1} << 23) - 1;
-  static constexpr uint64_t kMaxVersion = (uint64_t{1} << 48) - 1;
+  static constexpr uint64_t kMaxSize = (uint64_t{1} << 18) - 1;
+  static constexpr uint64_t kMaxVersion = (uint64_t{1} << 45) - 1;
   static constexpr unsigned kMaxBucketBits = 64 - kTagBits;
 
   struct Entry {

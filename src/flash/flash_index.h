@@ -1,8 +1,8 @@
 // FlashIndex: the DRAM index of flash-resident chunks.
 //
 // Two kinds of entry, by the key's 64-bit hash:
-//  - compact: an object of one chunk (under 8 MiB, version below 2^48)
-//    takes 22 bytes in a CompactTable, without its key. Its key is read
+//  - compact: an object of one chunk (under 256 KiB, version below 2^45)
+//    takes 21 bytes in a CompactTable, without its key. Its key is read
 //    from its record on flash when it must be named (SCAN, KEYS, RANDOMKEY,
 //    keys_in_shard), through the KeyReader the tier sets.
 //  - keyed: any other object has one map slot holding its version, size and

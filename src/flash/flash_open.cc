@@ -136,6 +136,9 @@ Result<std::unique_ptr<FlashTier>> FlashTier::open(const FlashOptions& options,
   if (options.queue_depth == 0 || options.max_write_inflight == 0) {
     return Status::invalid_argument("flash: queue depth and write slots must be positive");
   }
+  if (!(options.snapshot_area > 0 && options.snapshot_area <= kMaxSnapshotFraction)) {
+    return Status::invalid_argument("flash: the snapshot area must be a share in (0, 0.5]");
+  }
   std::unique_ptr<FlashTier> tier(new FlashTier(options, metrics));
   TIERKV_RETURN_IF_ERROR(tier->open_device());
   tier->detect_io_alignment();
@@ -194,7 +197,7 @@ Status FlashTier::open_device() {
     }
     size = std::min(size, device_bytes);
   }
-  const Layout layout = plan_layout(size, options_.region_size);
+  const Layout layout = plan_layout(size, options_.region_size, options_.snapshot_area);
   const uint64_t regions = layout.regions;
   if (regions < 2) {
     return Status::invalid_argument("flash: size " + std::to_string(size) +

@@ -15,7 +15,7 @@
 //   entries  {key length u32, slots u32, version, object size, expiry,
 //             slots x location, key bytes}       (the keyed index entries)
 //   compact  shards u32 | bucket bits u32, then for every bucket of every
-//            shard: {entries u32, entries x 22 B} (CompactTable's bytes);
+//            shard: {entries u32, entries x 21 B} (CompactTable's bytes);
 //            then expiries: count u64, count x {ident, unix ms}
 //
 // The checksum (xxh3, salted like records) covers the whole body.

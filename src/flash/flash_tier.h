@@ -85,6 +85,11 @@ struct FlashOptions {
   std::string path = "./tierkv-data/";
   uint64_t size = uint64_t{8} << 30;          // rounded down to whole regions
   uint64_t region_size = uint64_t{64} << 20;  // multiple of 4 KiB, 64 KiB..1 GiB
+  // Share of the region space kept for the index snapshot of a clean stop
+  // (record.h: Layout), in (0, kMaxSnapshotFraction]. A change moves the
+  // region count: the snapshot of the old layout is refused (a scan), and
+  // regions past the new count are dropped.
+  double snapshot_area = kDefaultSnapshotFraction;
   FsyncPolicy fsync = FsyncPolicy::kNone;
   uint32_t queue_depth = 64;  // device reads in flight
   bool reinsertion = false;   // hit-based reinsertion on reclaim

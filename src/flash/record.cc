@@ -137,23 +137,25 @@ Result<RegionHeader> decode_region_header(const char* buf, uint64_t len, uint64_
 }
 
 namespace {
-uint64_t snapshot_area(uint64_t region_space) {
-  return align_up(std::max<uint64_t>(uint64_t{1} << 20, region_space / 64));
+uint64_t snapshot_area(uint64_t region_space, double fraction) {
+  const auto share = static_cast<uint64_t>(static_cast<double>(region_space) * fraction);
+  return align_up(std::max<uint64_t>(uint64_t{1} << 20, share));
 }
 }  // namespace
 
-uint64_t layout_size(uint64_t regions, uint64_t region_size) {
-  return kDataStart + regions * region_size + snapshot_area(regions * region_size);
+uint64_t layout_size(uint64_t regions, uint64_t region_size, double snapshot_fraction) {
+  return kDataStart + regions * region_size +
+         snapshot_area(regions * region_size, snapshot_fraction);
 }
 
-Layout plan_layout(uint64_t size, uint64_t region_size) {
+Layout plan_layout(uint64_t size, uint64_t region_size, double snapshot_fraction) {
   Layout l;
   if (size <= kDataStart || region_size == 0) return l;
   uint64_t regions = (size - kDataStart) / region_size;
-  while (regions > 0 && layout_size(regions, region_size) > size) --regions;
+  while (regions > 0 && layout_size(regions, region_size, snapshot_fraction) > size) --regions;
   l.regions = regions;
   l.snapshot_offset = kDataStart + regions * region_size;
-  l.snapshot_bytes = snapshot_area(regions * region_size);
+  l.snapshot_bytes = snapshot_area(regions * region_size, snapshot_fraction);
   l.total = l.snapshot_offset + l.snapshot_bytes;
   return l;
 }

@@ -104,8 +104,11 @@ struct Superblock {
 static_assert(sizeof(Superblock) == 72);
 
 // The device layout: superblock slots, the regions, then the area that
-// holds the index snapshot of a clean shutdown (1/64 of the region space,
-// at least 1 MiB: about 60 B of index per 4 KiB object fits).
+// holds the index snapshot of a clean shutdown (`snapshot_fraction` of the
+// region space, 1/64 unless configured, at least 1 MiB: at 1/64, 21 B of
+// compact index per 1.4 KB of regions fits).
+inline constexpr double kDefaultSnapshotFraction = 1.0 / 64;
+inline constexpr double kMaxSnapshotFraction = 0.5;
 struct Layout {
   uint64_t regions = 0;
   uint64_t snapshot_offset = 0;
@@ -117,9 +120,11 @@ inline uint64_t region_offset(uint32_t region, uint64_t region_size) {
   return kDataStart + uint64_t{region} * region_size;
 }
 // The most regions of `region_size` that `size` bytes hold.
-Layout plan_layout(uint64_t size, uint64_t region_size);
+Layout plan_layout(uint64_t size, uint64_t region_size,
+                   double snapshot_fraction = kDefaultSnapshotFraction);
 // The smallest size that holds `regions` regions (for tests and tools).
-uint64_t layout_size(uint64_t regions, uint64_t region_size);
+uint64_t layout_size(uint64_t regions, uint64_t region_size,
+                     double snapshot_fraction = kDefaultSnapshotFraction);
 
 // Where a record sits and the device's salt: both seed its checksum.
 struct RecordSeal {

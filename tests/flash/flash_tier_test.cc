@@ -317,6 +317,11 @@ TEST(FlashTierTest, ErrorsAreStatusesNotCrashes) {
   EXPECT_EQ(FlashTier::open(o).status().code(), StatusCode::kInvalidArgument);
   o.region_size = 5000;
   EXPECT_EQ(FlashTier::open(o).status().code(), StatusCode::kInvalidArgument);
+  o = small_options(dir.file("g"));
+  for (double area : {0.0, -1.0, 0.51}) {
+    o.snapshot_area = area;
+    EXPECT_EQ(FlashTier::open(o).status().code(), StatusCode::kInvalidArgument) << area;
+  }
 
   // A chunk larger than a region is refused; the callback never runs.
   o = small_options(dir.file("ok"));

@@ -13,6 +13,22 @@ namespace {
 constexpr RecordSeal kSeal{0x5eed5a17c0ffee00ull, 3 * kBlockSize};
 constexpr uint64_t kSalt = kSeal.salt;
 
+// The snapshot area takes its share of the region space (at least 1 MiB),
+// and the regions take the rest.
+TEST(RecordTest, LayoutGivesTheSnapshotItsShare) {
+  const uint64_t size = uint64_t{1} << 32, region = uint64_t{16} << 20;
+  for (double share : {kDefaultSnapshotFraction, 0.08, 0.5}) {
+    const Layout l = plan_layout(size, region, share);
+    const double space = static_cast<double>(l.regions * region);
+    EXPECT_GE(static_cast<double>(l.snapshot_bytes), space * share) << share;
+    EXPECT_LE(l.total, size);
+    EXPECT_GT(layout_size(l.regions + 1, region, share), size) << "a region more would fit";
+    EXPECT_EQ(l.snapshot_offset, kDataStart + l.regions * region);
+  }
+  EXPECT_GT(plan_layout(size, region).regions, plan_layout(size, region, 0.08).regions);
+  EXPECT_EQ(plan_layout(uint64_t{8} << 20, 1 << 20, 0.001).snapshot_bytes, uint64_t{1} << 20);
+}
+
 TEST(RecordTest, RoundTripKeepsEveryField) {
   const std::string key = "model/layer-7/kv";
   const std::string data(10'000, 'x');

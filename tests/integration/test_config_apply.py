@@ -9,7 +9,7 @@ from flash_util import MIB, flash_servers, residencies, tier_stat, wait_until  #
 
 IMMUTABLE = ("bind", "port", "unixsocket", "io-threads", "metrics-bind", "metrics-port",
              "chunk-size", "eviction-policy", "memory-shards", "flash-path", "flash-size",
-             "region-size", "flash-fsync", "flash-queue-depth", "flash-reinsertion",
+             "region-size", "flash-fsync", "flash-queue-depth", "flash-reinsertion", "flash-snapshot-area",
              "flash-preallocate", "flash-write-queue", "backing-latency-ns", "offload-policy")
 
 # A new value for every runtime-settable key, as CONFIG GET prints it.
