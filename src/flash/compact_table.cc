@@ -182,21 +182,40 @@ std::span<const uint8_t> CompactTable::bucket_bytes(size_t bucket) const {
   return {b.data, size_t{b.count} * kEntryBytes};
 }
 
-bool CompactTable::load_bucket(size_t bucket, std::span<const uint8_t> bytes,
-                               uint64_t* max_version) {
-  Bucket& b = buckets_[bucket];
-  if (bytes.size() % kEntryBytes != 0) return false;
-  const auto count = static_cast<uint32_t>(bytes.size() / kEntryBytes);
-  if (count == 0) return true;
+bool CompactTable::ascending(const uint8_t* entries, uint32_t count) {
   for (uint32_t i = 1; i < count; ++i) {
-    if (load_le(bytes.data() + size_t{i - 1} * kEntryBytes, 5) >=
-        load_le(bytes.data() + size_t{i} * kEntryBytes, 5))
+    if (load_le(entries + size_t{i - 1} * kEntryBytes, 5) >=
+        load_le(entries + size_t{i} * kEntryBytes, 5))
       return false;
   }
+  return true;
+}
+
+bool CompactTable::load_bucket(size_t bucket, std::span<const uint8_t> bytes,
+                               uint64_t* max_version) {
+  if (bytes.size() % kEntryBytes != 0) return false;
+  const auto count = static_cast<uint32_t>(bytes.size() / kEntryBytes);
+  return load_bucket(
+      bucket, count,
+      [&](uint8_t* dst, size_t n) {
+        std::memcpy(dst, bytes.data(), n);
+        return true;
+      },
+      max_version);
+}
+
+bool CompactTable::load_bucket(size_t bucket, uint32_t count,
+                               absl::FunctionRef<bool(uint8_t*, size_t)> fill,
+                               uint64_t* max_version) {
+  if (count == 0) return true;
+  Bucket& b = buckets_[bucket];
+  const size_t bytes = size_t{count} * kEntryBytes;
   if (b.count != 0) {
     // Entries there already (put back one by one): merge, newer version first.
+    std::vector<uint8_t> image(bytes);
+    if (!fill(image.data(), bytes) || !ascending(image.data(), count)) return false;
     for (uint32_t i = 0; i < count; ++i) {
-      const uint8_t* p = bytes.data() + size_t{i} * kEntryBytes;
+      const uint8_t* p = image.data() + size_t{i} * kEntryBytes;
       const uint64_t hash = ident_at(bucket, load_le(p, 5));
       const Entry e = decode(p);
       std::optional<Entry> there = find(hash);
@@ -206,7 +225,10 @@ bool CompactTable::load_bucket(size_t bucket, std::span<const uint8_t> bytes,
     return true;
   }
   reserve(b, count);
-  std::memcpy(b.data, bytes.data(), bytes.size());
+  if (!fill(b.data, bytes) || !ascending(b.data, count)) {
+    release(b);
+    return false;
+  }
   for (uint32_t i = 0; i < count; ++i)
     *max_version = std::max(*max_version, decode(b.data + size_t{i} * kEntryBytes).version);
   b.count = count;

@@ -23,6 +23,8 @@
 // Not thread-safe: FlashIndex keeps one per shard, under the shard's lock.
 #pragma once
 
+#include <absl/functional/function_ref.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -98,6 +100,10 @@ class CompactTable {
   // ascending tag order. Merged into entries already there (the newer
   // version of an ident wins). *max_version: the newest version loaded.
   bool load_bucket(size_t bucket, std::span<const uint8_t> bytes, uint64_t* max_version);
+  // The same, with `count` entries that fill(dst, bytes) writes (false: it
+  // could not), straight into the bucket's array when it is empty.
+  bool load_bucket(size_t bucket, uint32_t count, absl::FunctionRef<bool(uint8_t*, size_t)> fill,
+                   uint64_t* max_version);
 
  private:
   struct Bucket {
@@ -112,6 +118,8 @@ class CompactTable {
   // The first position in b whose tag is >= tag.
   static uint32_t lower_bound(const Bucket& b, uint64_t tag);
   static uint64_t tag_at(const Bucket& b, uint32_t pos);
+  // True if the entries' tags strictly ascend.
+  static bool ascending(const uint8_t* entries, uint32_t count);
   static Entry decode(const uint8_t* p);
   static void encode(uint8_t* p, uint64_t tag, const Entry& e);
   void reserve(Bucket& b, uint32_t capacity);

@@ -33,6 +33,7 @@
 #include <absl/base/thread_annotations.h>
 #include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
+#include <absl/functional/function_ref.h>
 
 #include <cstdint>
 #include <functional>
@@ -259,6 +260,9 @@ class FlashIndex {
                                                         std::span<const uint8_t>)>& fn) const;
   // False (nothing changed) if the bytes are not a valid bucket image.
   bool restore_compact_bucket(uint32_t shard, uint64_t bucket, std::span<const uint8_t> bytes);
+  // The same, for `count` entries that fill(dst, bytes) writes.
+  bool restore_compact_bucket(uint32_t shard, uint64_t bucket, uint32_t count,
+                              absl::FunctionRef<bool(uint8_t*, size_t)> fill);
   void for_each_compact_expiry(const std::function<void(uint64_t ident, int64_t)>& fn) const;
   // False unless a compact entry of that ident is indexed.
   bool restore_compact_expiry(uint64_t ident, int64_t expire_at_ms);

@@ -1,6 +1,7 @@
 // FlashIndex: whole-index walks (the key space, reclaim's region sweep, the
 // snapshot images) and totals. Single-key calls are in flash_index.cc.
 #include <algorithm>
+#include <cstring>
 
 #include "core/hash.h"
 #include "flash/flash_index.h"
@@ -41,12 +42,22 @@ void FlashIndex::for_each_compact_bucket(
 
 bool FlashIndex::restore_compact_bucket(uint32_t shard, uint64_t bucket,
                                         std::span<const uint8_t> bytes) {
+  if (bytes.size() % CompactTable::kEntryBytes != 0) return false;
+  const auto count = static_cast<uint32_t>(bytes.size() / CompactTable::kEntryBytes);
+  return restore_compact_bucket(shard, bucket, count, [&](uint8_t* dst, size_t n) {
+    std::memcpy(dst, bytes.data(), n);
+    return true;
+  });
+}
+
+bool FlashIndex::restore_compact_bucket(uint32_t shard, uint64_t bucket, uint32_t count,
+                                        absl::FunctionRef<bool(uint8_t*, size_t)> fill) {
   if (shard >= shard_count_) return false;
   Shard& s = *shards_[shard];
   MutexLock lock(s.mu);
   if (bucket >= s.compact.bucket_count()) return false;
   uint64_t newest = 0;
-  if (!s.compact.load_bucket(bucket, bytes, &newest)) return false;
+  if (!s.compact.load_bucket(bucket, count, fill, &newest)) return false;
   s.max_version = std::max(s.max_version, newest);
   return true;
 }

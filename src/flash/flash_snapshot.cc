@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 
 #include "core/clock.h"
 #include "flash/exact_io.h"
@@ -132,7 +133,9 @@ class SnapshotWriter {
 
 }  // namespace
 
-// Reads the body back in large pieces; false past its length or on error.
+// Reads the body back in large pieces, one piece ahead on a helper thread so
+// that the device read and the parse overlap; false past its length or on
+// error.
 class SnapshotReader {
  public:
   SnapshotReader(int fd, uint64_t offset, uint64_t length, uint64_t salt,
@@ -142,7 +145,13 @@ class SnapshotReader {
         length_(length),
         hash_(salt),
         progress_(progress),
-        buffer_(kSnapshotBuffer) {}
+        buffer_(kSnapshotBuffer),
+        spare_(kSnapshotBuffer) {}
+  ~SnapshotReader() {
+    if (ahead_.valid()) ahead_.wait();  // it writes into spare_
+  }
+  SnapshotReader(const SnapshotReader&) = delete;
+  SnapshotReader& operator=(const SnapshotReader&) = delete;
 
   bool get(void* out, size_t n) {
     if (consumed_ + n > length_) return false;
@@ -165,25 +174,41 @@ class SnapshotReader {
 
  private:
   bool refill() {
-    const uint64_t left = align_up(length_) - read_;
-    const size_t bytes = static_cast<size_t>(std::min<uint64_t>(left, buffer_.size()));
-    if (bytes == 0 || !read_exact(fd_, buffer_.data(), bytes, offset_ + read_).is_ok()) {
-      return false;
+    if (!started_) {
+      started_ = true;
+      read_ahead();
     }
-    read_ += bytes;
-    if (progress_) progress_->bytes_done.fetch_add(bytes);
-    filled_ = bytes;
+    if (!ahead_.valid() || !ahead_.get()) return false;
+    std::swap(buffer_, spare_);
+    filled_ = ahead_bytes_;
     pos_ = 0;
+    if (progress_) progress_->bytes_done.fetch_add(filled_);
+    read_ahead();
     return true;
+  }
+  // Starts reading the next piece into spare_ (none past the end).
+  void read_ahead() {
+    const uint64_t left = align_up(length_) - read_;
+    const size_t bytes = static_cast<size_t>(std::min<uint64_t>(left, spare_.size()));
+    if (bytes == 0) return;
+    const uint64_t at = offset_ + read_;
+    read_ += bytes;
+    ahead_bytes_ = bytes;
+    ahead_ = std::async(std::launch::async, [this, bytes, at] {
+      return read_exact(fd_, spare_.data(), bytes, at).is_ok();
+    });
   }
 
   int fd_;
   uint64_t offset_, length_;
   SnapshotHash hash_;
   RecoveryProgress* progress_;
-  AlignedBuffer buffer_;
-  size_t pos_ = 0, filled_ = 0;
+  AlignedBuffer buffer_;  // being parsed
+  AlignedBuffer spare_;   // being read into, while ahead_ runs
+  size_t pos_ = 0, filled_ = 0, ahead_bytes_ = 0;
   uint64_t read_ = 0, consumed_ = 0;
+  bool started_ = false;
+  std::future<bool> ahead_;
 };
 
 namespace {
@@ -213,16 +238,16 @@ const char* parse_compact(FlashIndex& index, uint32_t shards, SnapshotReader& in
   if (geometry[0] != shards || geometry[1] != index.compact_bucket_bits())
     return "another index geometry";
   const uint64_t buckets = uint64_t{1} << geometry[1];
-  std::vector<uint8_t> bytes;
   for (uint32_t shard = 0; shard < shards; ++shard) {
     for (uint64_t bucket = 0; bucket < buckets; ++bucket) {
       uint32_t count = 0;
       if (!in.get(&count, sizeof(count))) return "truncated compact bucket";
       if (uint64_t{count} * CompactTable::kEntryBytes > in.remaining())
         return "implausible compact bucket";
-      bytes.resize(size_t{count} * CompactTable::kEntryBytes);
-      if (!in.get(bytes.data(), bytes.size())) return "truncated compact bucket";
-      if (!index.restore_compact_bucket(shard, bucket, bytes)) return "bad compact bucket";
+      // Straight from the read buffer into the bucket's array.
+      if (!index.restore_compact_bucket(shard, bucket, count,
+                                        [&](uint8_t* dst, size_t n) { return in.get(dst, n); }))
+        return "bad compact bucket";
     }
   }
   uint64_t expiries = 0;
