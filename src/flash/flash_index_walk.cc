@@ -133,10 +133,9 @@ std::vector<std::string> FlashIndex::keys_from(uint64_t from, size_t max, uint64
     bool compact;
     uint64_t ident;     // compact: its ident (with shard bits)
     uint64_t location;  // compact: where its key is
-    std::string key;    // keyed
   };
-  // Up to `max` per shard: every position below `bound` (the lowest one a
-  // shard left out) was seen.
+  // First the positions only: up to `max` per shard. Every position below
+  // `bound` (the lowest one a shard left out) was seen.
   std::vector<Found> found;
   uint64_t bound = 0;  // 0: no shard left any out
   auto lower = [&bound](uint64_t left_out) {
@@ -148,12 +147,12 @@ std::vector<std::string> FlashIndex::keys_from(uint64_t from, size_t max, uint64
     MutexLock lock(s.mu);
     auto it = s.ordered.lower_bound(from);
     for (size_t n = 0; it != s.ordered.end() && n < max; ++it, ++n) {
-      found.push_back({*it, false, 0, 0, std::string(s.map.find(*it)->second.key())});
+      found.push_back({*it, false, 0, 0});
     }
     if (it != s.ordered.end()) lower(*it);
     named.clear();
     lower(s.compact.walk_from(from, max, &named));
-    for (const auto& n : named) found.push_back({n.ident, true, n.ident | i, n.entry.location, {}});
+    for (const auto& n : named) found.push_back({n.ident, true, n.ident | i, n.entry.location});
   }
   std::sort(found.begin(), found.end(),
             [](const Found& a, const Found& b) { return a.order < b.order; });
@@ -162,15 +161,22 @@ std::vector<std::string> FlashIndex::keys_from(uint64_t from, size_t max, uint64
   // More than a page of prefixes equal to from's (forced collisions): take
   // them all rather than step back.
   if (cut != 0 && cut <= from) cut = (from | ~CompactTable::ident_mask(bucket_bits_)) + 1;
+  // Then the keys of [from, cut), copied for the page only: keyed ones
+  // again under their shard's lock (more only if keys came in meanwhile;
+  // none that was there is skipped), compact ones read from flash.
   std::vector<std::pair<uint64_t, std::string>> page;
-  std::vector<std::pair<uint64_t, uint64_t>> compact;
-  for (Found& f : found) {
-    if (cut != 0 && f.order >= cut) break;
-    if (f.compact) {
-      compact.emplace_back(f.ident, f.location);
-    } else {
-      page.emplace_back(f.order, std::move(f.key));
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    Shard& s = *shards_[i];
+    MutexLock lock(s.mu);
+    for (auto it = s.ordered.lower_bound(from); it != s.ordered.end(); ++it) {
+      if (cut != 0 && *it >= cut) break;
+      page.emplace_back(*it, std::string(s.map.find(*it)->second.key()));
     }
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> compact;
+  for (const Found& f : found) {
+    if (cut != 0 && f.order >= cut) break;
+    if (f.compact) compact.emplace_back(f.ident, f.location);
   }
   for (std::string& k : read_keys(compact)) {
     const uint64_t hash = key_hash(k);
