@@ -24,24 +24,23 @@ struct Object;
 
 struct Chunk {
   static constexpr uint8_t kUseOnce = 1;     // streaming: dropped first
-  static constexpr uint8_t kLeased = 2;      // protected until lease_until_ms
+  static constexpr uint8_t kLeased = 2;      // protected until its LeaseTable entry ends
   static constexpr uint8_t kPrefetched = 4;  // the lease is a prefetch's (counts accuracy)
+  static constexpr uint8_t kInBuffer = 8;    // a BufferedChunk: the bytes are in its buffer
 
-  PolicyHook hook;  // first member: policies hand back PolicyHook*
+  // First member: policies hand back PolicyHook*. hook.bytes is what this
+  // chunk costs the budget, credited back on free.
+  PolicyHook hook;
   std::atomic<uint32_t> refs{1};
   uint32_t size = 0;
   uint32_t index = 0;
   uint8_t flags = 0;
-  int64_t lease_until_ms = 0;
   Object* owner = nullptr;               // null once detached from the index
   std::atomic<int64_t>* used = nullptr;  // budget counter to credit on free
-  uint32_t charge = 0;                   // bytes credited back on free
-  uint32_t lease_slot = UINT32_MAX;      // position in the shard's lease list
-  char* bytes = nullptr;                 // inline after the header, or in buffer
-  AlignedBuffer buffer;                  // the bytes, when not inline
 
-  char* data() { return bytes; }
-  const char* data() const { return bytes; }
+  inline char* data();
+  inline const char* data() const;
+  uint32_t charge() const { return hook.bytes; }
   bool pinned() const { return refs.load(std::memory_order_acquire) > 1; }
 
   static Chunk* from_hook(PolicyHook* h) { return reinterpret_cast<Chunk*>(h); }
@@ -66,7 +65,30 @@ struct Chunk {
   void add_ref() { refs.fetch_add(1, std::memory_order_relaxed); }
   void release();
 };
+
+// A chunk whose bytes live in an aligned buffer (pooled, or filled by a
+// flash read) rather than after its header. Only these pay for the buffer's
+// fields: a small value's chunk is the 64-byte header and its bytes.
+struct BufferedChunk : Chunk {
+  char* bytes = nullptr;
+  AlignedBuffer buffer;
+};
+
+char* Chunk::data() {
+  return (flags & kInBuffer) ? static_cast<BufferedChunk*>(this)->bytes
+                             : reinterpret_cast<char*>(this + 1);
+}
+const char* Chunk::data() const {
+  return (flags & kInBuffer) ? static_cast<const BufferedChunk*>(this)->bytes
+                             : reinterpret_cast<const char*>(this + 1);
+}
+
 static_assert(offsetof(Chunk, hook) == 0);
+
+// What a heap block of `bytes` costs: glibc's header and 16-byte steps below
+// Chunk::kLargeAllocation, whole pages from there.
+size_t heap_block_charge(size_t bytes);
+static_assert(sizeof(Chunk) == 64, "the header every small value pays");
 
 // Keeps one chunk alive (and unevictable) while its bytes are read or sent.
 class ChunkPin {

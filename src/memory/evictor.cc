@@ -155,8 +155,8 @@ Evictor::EvictResult Evictor::evict_one(size_t first_shard) {
     if (!victim) continue;
     Object* obj = victim->owner;
     if (t.lower_ && obj->flash_state == FlashState::kClean &&
-        !t.lower_->holds(obj->key, obj->hash, obj->version,
-                         static_cast<uint32_t>(obj->chunks.size()))) {
+        !t.lower_->holds(obj->key(), obj->hash, obj->version,
+                         static_cast<uint32_t>(obj->chunks().size()))) {
       // Its copy below was reclaimed. What memory holds of it is all there
       // is: a whole object is written down again; a partial one is lost with
       // its copy (as a flash-only object would be), so it goes now.
@@ -188,7 +188,7 @@ Evictor::EvictResult Evictor::evict_one(size_t first_shard) {
   if (!offload) {
     bool freed = !to_release.empty();
     int64_t bytes = 0;
-    for (const Chunk* c : to_release) bytes += c->charge;
+    for (const Chunk* c : to_release) bytes += c->charge();
     t.release_all(to_release);
     t.note_freed(bytes);
     return freed ? EvictResult::kFreed : EvictResult::kNothing;
@@ -219,7 +219,7 @@ void Evictor::evict_chunk_locked(MemoryShard& s, Chunk* c, ChunkList& to_release
   Object* obj = c->owner;
   if (obj->resident == 1) return evict_whole_locked(s, obj, to_release);
   if (c->flags & Chunk::kLeased) tier_.end_lease_locked(c, false);
-  obj->chunks[c->index] = nullptr;
+  obj->chunks()[c->index] = nullptr;
   --obj->resident;
   --s.chunks;
   c->owner = nullptr;
@@ -241,7 +241,7 @@ void Evictor::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
         tier_.relink_victim_locked(s, obj, MemoryTier::Relink::kColdest);
       } else {
         count_offload_dropped();
-        count_evicted(1, obj->chunks.size());
+        count_evicted(1, obj->chunks().size());
         tier_.detach_locked(s, obj, to_release);
       }
     }

@@ -67,21 +67,22 @@ bool MemoryTier::expired(const Object* obj, int64_t now_ms) const {
   return obj->expire_at_ms != 0 && obj->expire_at_ms <= now_ms;
 }
 
-void MemoryTier::begin_lease_locked(Shard& s, Chunk* c) {
+void MemoryTier::set_lease_locked(Shard& s, Chunk* c, int64_t until_ms) {
   s.mu.assert_held();
   c->flags |= Chunk::kLeased;
-  c->lease_slot = static_cast<uint32_t>(s.leased.size());
-  s.leased.push_back(c);
+  s.leases.set(c, until_ms);
+}
+
+int64_t MemoryTier::lease_end_locked(const Chunk* c) {
+  Shard& s = shard_for(c->owner->hash);
+  s.mu.assert_held();
+  return s.leases.until(c);
 }
 
 void MemoryTier::end_lease_locked(Chunk* c, bool read) {
   Shard& s = shard_for(c->owner->hash);
   s.mu.assert_held();
-  Chunk* last = s.leased.back();
-  s.leased[c->lease_slot] = last;
-  last->lease_slot = c->lease_slot;
-  s.leased.pop_back();
-  c->lease_slot = UINT32_MAX;
+  s.leases.remove(c);
   leased_.fetch_sub(c->size, std::memory_order_relaxed);
   if (!read) lease_expired_unread_.fetch_add(1, std::memory_order_relaxed);
   // An object's prefetch is judged by its first chunk: the one every whole
@@ -94,7 +95,7 @@ void MemoryTier::end_lease_locked(Chunk* c, bool read) {
 bool MemoryTier::chunk_evictable(Chunk* c, uint32_t refs, int64_t now_ms) {
   if (c->refs.load(std::memory_order_acquire) > refs) return false;
   if (c->flags & Chunk::kLeased) {
-    if (c->lease_until_ms > now_ms) return false;
+    if (lease_end_locked(c) > now_ms) return false;
     end_lease_locked(c, false);
   }
   return true;
@@ -106,7 +107,7 @@ bool MemoryTier::evictable(Chunk* c, int64_t now_ms) {
   const uint32_t refs = c->owner->flash_state == FlashState::kFlushing ? 2 : 1;
   // A clean object leaves chunk by chunk: only this one must be free.
   if (lower_ && evicts_by_chunk(c->owner)) return chunk_evictable(c, refs, now_ms);
-  for (Chunk* ch : c->owner->chunks) {
+  for (Chunk* ch : c->owner->chunks()) {
     if (ch && !chunk_evictable(ch, refs, now_ms)) return false;
   }
   return true;
@@ -114,7 +115,7 @@ bool MemoryTier::evictable(Chunk* c, int64_t now_ms) {
 
 void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
   s.mu.assert_held();
-  for (Chunk* c : obj->chunks) {
+  for (Chunk* c : obj->chunks()) {
     if (!c) continue;
     if (c->hook.linked) {
       if (c->flags & Chunk::kUseOnce)
@@ -130,8 +131,8 @@ void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
   count_flash_state(obj, obj->flash_state, -1);  // it leaves the index
   set_expiry_locked(s, obj, 0);
   s.index.erase(obj);
-  unreserve(obj->charge);
-  delete obj;
+  unreserve(obj->charge());
+  Object::destroy(obj);
 }
 
 void MemoryTier::release_all(ChunkList& chunks) {
@@ -324,8 +325,7 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
         break;
     }
     if (ok) {
-      auto* obj = new Object();
-      obj->key = std::move(writer.key_);
+      Object* obj = Object::create(writer.key_, static_cast<uint32_t>(writer.chunks_.size()));
       obj->hash = writer.hash_;
       obj->size = writer.size_;
       if (opts.install_version != 0) {
@@ -334,7 +334,7 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
       } else {
         obj->version = next_version_.fetch_add(1, std::memory_order_relaxed);
       }
-      obj->charge = std::exchange(writer.meta_charge_, 0);
+      writer.meta_charge_ = 0;  // obj->charge() now
       obj->raw_encoding = opts.raw_encoding;
       int64_t expire_at = opts.keep_ttl && old ? old->expire_at_ms : opts.expire_at_ms;
       if (old) {
@@ -342,8 +342,9 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
       } else {
         absent_watches_->note_created(writer.hash_);
       }
-      for (Chunk* c : writer.chunks_) {
-        obj->chunks.push_back(c);
+      for (size_t i = 0; i < writer.chunks_.size(); ++i) {
+        Chunk* c = writer.chunks_[i];
+        obj->chunks()[i] = c;
         if (!c) continue;
         c->owner = obj;
         if (opts.use_once) {
@@ -386,7 +387,7 @@ void MemoryTier::note_read_locked(Chunk* c, const GetOptions& o, int64_t& now_ms
   }
   if (o.end_lease && (c->flags & Chunk::kLeased)) {
     if (now_ms == 0) now_ms = unix_time_ms();
-    end_lease_locked(c, c->lease_until_ms > now_ms);
+    end_lease_locked(c, lease_end_locked(c) > now_ms);
   }
 }
 
@@ -396,7 +397,7 @@ bool MemoryTier::range_resident(const Object* obj, uint64_t offset, uint64_t len
   length = std::min(length, obj->size - offset);
   if (length == 0) return true;
   for (size_t i = offset / chunk_size_; i <= (offset + length - 1) / chunk_size_; ++i)
-    if (!obj->chunks[i]) return false;
+    if (!obj->chunks()[i]) return false;
   return true;
 }
 
@@ -408,7 +409,7 @@ ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now
     size_t first = offset / chunk_size_;
     size_t last = (offset + length - 1) / chunk_size_;
     for (size_t i = first; i <= last; ++i) {
-      Chunk* c = obj->chunks[i];
+      Chunk* c = obj->chunks()[i];
       pins.emplace_back(c);
       note_read_locked(c, o, now_ms);
     }
@@ -447,10 +448,10 @@ std::vector<ChunkPin> MemoryTier::resident_chunks(std::string_view key, uint64_t
   {
     MutexLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, now, to_release);
-    if (obj && obj->version == version && last < obj->chunks.size()) {
+    if (obj && obj->version == version && last < obj->chunks().size()) {
       pins.resize(last - first + 1);
       for (uint32_t i = first; i <= last; ++i) {
-        Chunk* c = obj->chunks[i];
+        Chunk* c = obj->chunks()[i];
         if (!c) continue;
         pins[i - first] = ChunkPin(c);
         note_read_locked(c, options, now);

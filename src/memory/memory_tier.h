@@ -396,8 +396,10 @@ class MemoryTier {
   bool trim_to_budget() { return evictor_.trim_to_budget(); }
   // now_ms == 0: read the clock if a lease needs it.
   ObjectView view_locked(Object* obj, const GetOptions& options, int64_t now_ms);
-  void begin_lease_locked(Shard& s, Chunk* c);
+  // Leases c until until_ms (a new lease, or a leased chunk's new end).
+  void set_lease_locked(Shard& s, Chunk* c, int64_t until_ms);
   // c must still be attached (c->owner set): its shard's lock is held.
+  int64_t lease_end_locked(const Chunk* c);
   void end_lease_locked(Chunk* c, bool read);
   // Ends up to `samples` randomly chosen leases that ran out; returns how many.
   size_t sweep_leases_locked(Shard& s, int64_t now_ms, size_t samples);

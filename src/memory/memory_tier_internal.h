@@ -10,6 +10,7 @@
 
 #include "core/mutex.h"
 #include "memory/hook_list.h"
+#include "memory/lease_table.h"
 #include "memory/memory_tier.h"
 #include "memory/object.h"
 #include "memory/policy/eviction_policy.h"
@@ -31,7 +32,7 @@ struct ObjectEq {
   using is_transparent = void;
   bool operator()(const Object* a, const Object* b) const { return a == b; }
   bool operator()(const Object* a, const KeyRef& k) const {
-    return a->hash == k.hash && a->key == k.key;
+    return a->hash == k.hash && a->key() == k.key;
   }
   bool operator()(const KeyRef& k, const Object* a) const { return (*this)(a, k); }
 };
@@ -48,7 +49,7 @@ struct alignas(64) MemoryShard {
   std::vector<Object*> with_ttl ABSL_GUARDED_BY(mu);  // sampled by active expiry
   // Leased chunks, sampled by active expiry so that leases that ran out
   // unread stop counting against the lease cap without waiting for eviction.
-  std::vector<Chunk*> leased ABSL_GUARDED_BY(mu);
+  LeaseTable leases ABSL_GUARDED_BY(mu);
   int64_t index_charge ABSL_GUARDED_BY(mu) = 0;
   uint64_t chunks ABSL_GUARDED_BY(mu) = 0;
 };

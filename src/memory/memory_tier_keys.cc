@@ -38,7 +38,7 @@ void MemoryTier::expire_locked(Shard& s, Object* obj, ChunkList& to_release) {
   // A clean object's copy below may carry another expiry (or be landing
   // with one); dirty ones have no copy.
   if (lower_ && obj->flash_state != FlashState::kDirty)
-    lower_->reconcile_expiry(obj->key, obj->version, obj->expire_at_ms);
+    lower_->reconcile_expiry(obj->key(), obj->version, obj->expire_at_ms);
   detach_locked(s, obj, to_release);
 }
 
@@ -79,7 +79,7 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
       info->expire_at_ms = obj->expire_at_ms;
       info->flash_state = obj->flash_state;
       info->raw_encoding = obj->raw_encoding;
-      for (const Chunk* c : obj->chunks) {
+      for (const Chunk* c : obj->chunks()) {
         if (!c) continue;  // a hole: on flash only
         info->chunks.push_back({c->index, c->size, c->refs.load() - 1,
                                 (c->flags & Chunk::kLeased) != 0,
@@ -119,8 +119,10 @@ void MemoryTier::set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms) 
     last->ttl_slot = obj->ttl_slot;
     s.with_ttl.pop_back();
     obj->ttl_slot = Object::kNoTtlSlot;
-  } else if (expire_at_ms != 0 && obj->ttl_slot == Object::kNoTtlSlot) {
-    obj->ttl_slot = static_cast<uint32_t>(s.with_ttl.size());
+  } else if (expire_at_ms != 0 && obj->ttl_slot == Object::kNoTtlSlot &&
+             s.with_ttl.size() < Object::kNoTtlSlot) {
+    // Past the slot bits an object's TTL still ends on access, not by sampling.
+    obj->ttl_slot = static_cast<uint32_t>(s.with_ttl.size()) & Object::kNoTtlSlot;
     s.with_ttl.push_back(obj);
   }
 }
@@ -170,7 +172,7 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefet
     } else {
       // All or nothing: a half-leased object would still be evicted whole.
       int64_t needed = 0;
-      for (const Chunk* c : obj->chunks) {
+      for (const Chunk* c : obj->chunks()) {
         if (c && !(c->flags & Chunk::kLeased)) needed += c->size;
       }
       int64_t cur = leased_.load(std::memory_order_relaxed);
@@ -185,11 +187,10 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefet
         }
       } while (!leased_.compare_exchange_weak(cur, cur + needed, std::memory_order_relaxed));
       if (st.is_ok()) {
-        for (Chunk* c : obj->chunks) {
+        for (Chunk* c : obj->chunks()) {
           if (!c) continue;
-          if (!(c->flags & Chunk::kLeased)) begin_lease_locked(s, c);
+          set_lease_locked(s, c, now + ttl_ms);
           if (prefetch) c->flags |= Chunk::kPrefetched;
-          c->lease_until_ms = now + ttl_ms;
         }
       }
     }
@@ -216,12 +217,12 @@ ScanPage MemoryTier::scan(uint64_t cursor, size_t count) {
       std::nth_element(candidates.begin(), candidates.begin() + want, candidates.end(), by_hash);
       candidates.resize(want);
       std::sort(candidates.begin(), candidates.end(), by_hash);
-      for (const Object* o : candidates) page.keys.push_back(o->key);
+      for (const Object* o : candidates) page.keys.emplace_back(o->key());
       uint64_t last = candidates.back()->hash;
       page.next_cursor = last == UINT64_MAX ? 0 : last + 1;
       return page;
     }
-    for (const Object* o : candidates) page.keys.push_back(o->key);
+    for (const Object* o : candidates) page.keys.emplace_back(o->key());
     cursor = shard_bits_ == 0 ? 0 : (uint64_t{shard} + 1) << (64 - shard_bits_);
     if (page.keys.size() >= count) {
       page.next_cursor = shard + 1 < shard_count_ ? cursor : 0;
@@ -245,7 +246,7 @@ std::optional<std::string> MemoryTier::random_key() {
       if (skip > 0) {
         --skip;
       } else if (!expired(o, now)) {
-        return o->key;
+        return std::string(o->key());
       }
     }
   }
@@ -263,7 +264,7 @@ void MemoryTier::clear() {
       ObjectIndex fresh;
       s.index.swap(fresh);
       std::vector<Object*>().swap(s.with_ttl);
-      std::vector<Chunk*>().swap(s.leased);
+      s.leases.clear();
       unreserve(s.index_charge);
       s.index_charge = 0;
     }
@@ -275,10 +276,10 @@ size_t MemoryTier::sweep_leases_locked(Shard& s, int64_t now_ms, size_t samples)
   s.mu.assert_held();
   thread_local std::mt19937_64 rng{std::random_device{}()};
   size_t ended = 0;
-  for (size_t i = 0; i < samples && !s.leased.empty(); ++i) {
-    Chunk* c = s.leased[rng() % s.leased.size()];
-    if (c->lease_until_ms > now_ms) continue;
-    end_lease_locked(c, false);
+  for (size_t i = 0; i < samples && !s.leases.empty(); ++i) {
+    const LeaseTable::Lease& lease = s.leases.at(rng() % s.leases.size());
+    if (lease.until_ms > now_ms) continue;
+    end_lease_locked(lease.chunk, false);
     ++ended;
   }
   return ended;

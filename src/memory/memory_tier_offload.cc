@@ -49,8 +49,8 @@ void MemoryTier::set_flash_state(Object* obj, FlashState state) {
 
 int64_t MemoryTier::chunk_charge(const Object* obj) {
   int64_t n = 0;
-  for (const Chunk* c : obj->chunks)
-    if (c) n += c->charge;
+  for (const Chunk* c : obj->chunks())
+    if (c) n += c->charge();
   return n;
 }
 
@@ -63,31 +63,31 @@ void MemoryTier::note_freed(int64_t bytes) {
 
 bool MemoryTier::clean_below(const Object* obj) const {
   return lower_ && obj->flash_state == FlashState::kClean &&
-         lower_->holds(obj->key, obj->hash, obj->version,
-                       static_cast<uint32_t>(obj->chunks.size()));
+         lower_->holds(obj->key(), obj->hash, obj->version,
+                       static_cast<uint32_t>(obj->chunks().size()));
 }
 
 OffloadItem MemoryTier::make_item_locked(Object* obj, bool evicted) {
   OffloadItem item;
-  item.key = obj->key;
+  item.key = std::string(obj->key());
   item.hash = obj->hash;
   item.version = obj->version;
   item.size = obj->size;
   item.expire_at_ms = obj->expire_at_ms;
   item.evicted = evicted;
-  item.chunks.reserve(obj->chunks.size());
-  for (Chunk* c : obj->chunks) item.chunks.emplace_back(c);
+  item.chunks.reserve(obj->chunks().size());
+  for (Chunk* c : obj->chunks()) item.chunks.emplace_back(c);
   return item;
 }
 
 bool MemoryTier::evicts_by_chunk(const Object* obj) {
-  return obj->flash_state == FlashState::kClean && obj->chunks.size() > 1;
+  return obj->flash_state == FlashState::kClean && obj->chunks().size() > 1;
 }
 
 void MemoryTier::relink_victim_locked(Shard& s, Object* obj, Relink where) {
   s.mu.assert_held();
   bool coldest = where == Relink::kColdest;
-  for (Chunk* c : obj->chunks) {
+  for (Chunk* c : obj->chunks()) {
     if (!c || c->hook.linked) continue;
     if (c->flags & Chunk::kUseOnce)
       coldest ? s.use_once.push_back(&c->hook) : s.use_once.push_front(&c->hook);
@@ -108,12 +108,12 @@ void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool
     // An EXPIRE/PERSIST while the copy was being written: the copy has the
     // old expiry. Told under this lock, so a later set_expiry comes after.
     if (obj && ok && lower_ && obj->expire_at_ms != written_expire_at_ms)
-      lower_->reconcile_expiry(obj->key, version, obj->expire_at_ms);
+      lower_->reconcile_expiry(obj->key(), version, obj->expire_at_ms);
     if (obj && obj->flash_state == FlashState::kOffloading && !ok && !offload) {
       keep_after_failed_copy_locked(s, obj);
     } else if (obj && obj->flash_state == FlashState::kOffloading) {
       if (!ok) evictor_.count_offload_dropped();
-      evictor_.count_evicted(1, obj->chunks.size());
+      evictor_.count_evicted(1, obj->chunks().size());
       detach_locked(s, obj, to_release);
     } else if (obj && obj->flash_state == FlashState::kFlushing) {
       set_flash_state(obj, ok ? FlashState::kClean : FlashState::kDirty);
@@ -179,13 +179,13 @@ void MemoryTier::uncharge_use_once(int64_t bytes) {
 void MemoryTier::drop_use_once_locked(Shard& s, Object* obj, ChunkList& to_release) {
   s.mu.assert_held();
   if (obj->partial()) return;
-  for (const Chunk* c : obj->chunks) {
+  for (const Chunk* c : obj->chunks()) {
     if (!(c->flags & Chunk::kUseOnce) || !c->hook.linked) return;
     // The index's reference and the reader's pin: anyone else keeps it.
     if (c->refs.load(std::memory_order_acquire) > 2 || (c->flags & Chunk::kLeased)) return;
   }
   if (!clean_below(obj)) return;  // dropping it would lose the only copy
-  use_once_dropped_.fetch_add(obj->chunks.size(), std::memory_order_relaxed);
+  use_once_dropped_.fetch_add(obj->chunks().size(), std::memory_order_relaxed);
   detach_locked(s, obj, to_release);
 }
 

@@ -49,7 +49,7 @@ void MemoryTier::leave_when_copied_locked(Shard& s, Object* obj) {
   // Out of every policy list, so no one picks it again; the copy's landing
   // (finish_flash_write) then drops it. Eviction of a copy under way needs
   // no new write; an offload (Evictor) starts one.
-  for (Chunk* c : obj->chunks) {
+  for (Chunk* c : obj->chunks()) {
     if (!c || !c->hook.linked) continue;
     if (c->flags & Chunk::kUseOnce)
       s.use_once.unlink(&c->hook);
