@@ -108,8 +108,7 @@ Controller::Controller(ControllerOptions options)
     : options_(std::move(options)), thread_([this](std::stop_token stop) { run(stop); }) {}
 
 Controller::~Controller() {
-  thread_.request_stop();
-  wake_.notify_all();
+  thread_.request_stop();  // ends its sleep
   thread_.join();
   if (lease_ != 0) {
     EtcdClient etcd({options_.etcd_endpoints, options_.etcd_timeout, options_.etcd_security});
@@ -127,8 +126,7 @@ void Controller::run(std::stop_token stop) {
       terms_.fetch_add(1, std::memory_order_relaxed);
       spdlog::info("cluster: {} leads the controller", options_.self_id);
     }
-    std::unique_lock<Mutex> lock(mu_);
-    wake_.wait_for(lock, stop, options_.interval, [] { return false; });
+    sleep_unless_stopped(stop, options_.interval);
   }
 }
 

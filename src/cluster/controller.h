@@ -22,7 +22,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <string>
 #include <thread>
@@ -83,8 +82,6 @@ class Controller {
   int64_t lease_ = 0;
   std::atomic<bool> leading_{false};
   std::atomic<uint64_t> maps_written_{0}, terms_{0};
-  Mutex mu_;  // guards nothing: the stop_token wait below needs a lock
-  std::condition_variable_any wake_;
   std::jthread thread_;
 };
 

@@ -82,8 +82,7 @@ Member::Member(MemberOptions options)
 
 Member::~Member() {
   keeper_.request_stop();
-  watcher_.request_stop();
-  wake_.notify_all();
+  watcher_.request_stop();  // ends their sleeps
   keeper_.join();
   watcher_.join();
   if (lease_ == 0) return;
@@ -108,9 +107,7 @@ bool Member::holds_slots() const {
 }
 
 bool Member::pause(std::stop_token& stop, std::chrono::milliseconds d) {
-  std::unique_lock<Mutex> lock(mu_);
-  wake_.wait_for(lock, stop, d, [] { return false; });
-  return !stop.stop_requested();
+  return sleep_unless_stopped(stop, d);
 }
 
 void Member::keep(std::stop_token stop) {

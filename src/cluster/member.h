@@ -24,7 +24,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <stop_token>
@@ -100,9 +99,6 @@ class Member {
 
   const MemberOptions options_;
   mutable Mutex mu_;
-  // Waits on mu_ through std::unique_lock (for its stop_token wait), so
-  // it must touch nothing guarded while it waits.
-  std::condition_variable_any wake_;
   std::shared_ptr<const SlotMap> map_ ABSL_GUARDED_BY(mu_);
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   // Steady clock, when the requests were sent: the last renewal etcd

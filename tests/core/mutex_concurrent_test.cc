@@ -72,5 +72,50 @@ TEST(MutexTest, WaitForTimesOutWithoutANotify) {
   EXPECT_FALSE(notified);
 }
 
+TEST(MutexTest, StopCondVarWakesOnThePredicateAndOnStop) {
+  Mutex mu;
+  StopCondVar cv;
+  int ready = 0;  // under mu
+  std::stop_source never;
+  std::thread waiter([&] {
+    MutexLock lock(mu);
+    const bool ok = cv.wait(mu, never.get_token(), [&] {
+      mu.assert_held();
+      return ready == 1;
+    });
+    EXPECT_TRUE(ok);
+    ready = 2;
+  });
+  {
+    MutexLock lock(mu);
+    ready = 1;
+  }
+  cv.notify_all();
+  waiter.join();
+  EXPECT_EQ(ready, 2);
+
+  // A stop request ends a wait whose predicate never holds, long before its
+  // timeout, and the wait answers the predicate (false).
+  std::stop_source stop;
+  bool answered = true;
+  std::thread stopped([&] {
+    MutexLock lock(mu);
+    answered = cv.wait_for(mu, stop.get_token(), std::chrono::hours(1), [] { return false; });
+  });
+  stop.request_stop();
+  stopped.join();
+  EXPECT_FALSE(answered);
+}
+
+TEST(MutexTest, SleepUnlessStoppedSaysWhichEndedIt) {
+  std::stop_source stop;
+  EXPECT_TRUE(sleep_unless_stopped(stop.get_token(), milliseconds(1)));
+  std::thread sleeper(
+      [&] { EXPECT_FALSE(sleep_unless_stopped(stop.get_token(), std::chrono::hours(1))); });
+  stop.request_stop();
+  sleeper.join();
+  EXPECT_FALSE(sleep_unless_stopped(stop.get_token(), std::chrono::hours(1)));
+}
+
 }  // namespace
 }  // namespace tierkv

@@ -67,7 +67,7 @@ SlotMigrator::SlotMigrator(Store& store, KeyFence& fence, Counter& keys_out,
 SlotMigrator::~SlotMigrator() {
   stop_.request_stop();
   {
-    std::lock_guard lock(link_mu_);  // a blocked send or receive ends now
+    MutexLock lock(link_mu_);  // a blocked send or receive ends now
     for (const std::unique_ptr<Stream>& s : streams_) {
       for (auto& [address, link] : s->links) link->shutdown();
     }
@@ -92,7 +92,7 @@ void SlotMigrator::on_map(const cluster::SlotMap& next) {
     ++moving;
   }
   slots_moving_.store(moving, std::memory_order_relaxed);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   plan.epoch = latest_.same_moves(plan) ? latest_.epoch : latest_.epoch + 1;
   latest_ = std::move(plan);
   ++generation_;
@@ -120,8 +120,11 @@ void SlotMigrator::run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::shared_ptr<const Plan> plan;
     {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, stop, [&] { return retry || generation_ != seen; });
+      MutexLock lock(mu_);
+      wake_.wait(mu_, stop, [&] {
+        mu_.assert_held();
+        return retry || generation_ != seen;
+      });
       if (stop.stop_requested()) return;
       seen = generation_;
       plan = std::make_shared<const Plan>(latest_);
@@ -144,14 +147,12 @@ void SlotMigrator::run(std::stop_token stop) {
 }
 
 bool SlotMigrator::current(const Plan& plan) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return latest_.epoch == plan.epoch;
 }
 
 bool SlotMigrator::pause(std::stop_token stop, std::chrono::milliseconds d) {
-  std::unique_lock lock(mu_);
-  wake_.wait_for(lock, stop, d, [] { return false; });
-  return !stop.stop_requested();
+  return sleep_unless_stopped(stop, d);
 }
 
 bool SlotMigrator::pass(std::stop_token stop, const std::shared_ptr<const Plan>& plan) {
@@ -164,7 +165,7 @@ bool SlotMigrator::pass(std::stop_token stop, const std::shared_ptr<const Plan>&
   const auto started = std::chrono::steady_clock::now();
   const uint64_t bytes_before = counters_.bytes_out.load(std::memory_order_relaxed);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     pass_failed_ = false;
   }
   bool ok = true;
@@ -206,8 +207,11 @@ bool SlotMigrator::pass(std::stop_token stop, const std::shared_ptr<const Plan>&
 }
 
 bool SlotMigrator::submit(std::stop_token stop, Stream& stream, Batch batch) {
-  std::unique_lock lock(mu_);
-  wake_.wait(lock, stop, [&] { return pass_failed_ || stream.batches.size() < kQueuedBatches; });
+  MutexLock lock(mu_);
+  wake_.wait(mu_, stop, [&] {
+    mu_.assert_held();
+    return pass_failed_ || stream.batches.size() < kQueuedBatches;
+  });
   if (pass_failed_ || stop.stop_requested()) return false;
   stream.batches.push_back(std::move(batch));
   wake_.notify_all();
@@ -215,10 +219,10 @@ bool SlotMigrator::submit(std::stop_token stop, Stream& stream, Batch batch) {
 }
 
 bool SlotMigrator::drain_streams(std::stop_token stop) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   // Not cut short by stop: no stream may still run a batch of this pass
   // when the next one starts (each ends soon after stop, its links cut).
-  wake_.wait(lock, [&] {
+  wake_.wait(mu_, [&] {
     return std::all_of(streams_.begin(), streams_.end(), [](const std::unique_ptr<Stream>& s) {
       return s->batches.empty() && !s->busy;
     });
@@ -230,15 +234,15 @@ void SlotMigrator::run_stream(std::stop_token stop, Stream& stream) {
   for (;;) {
     Batch batch;
     {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, stop, [&] { return !stream.batches.empty(); });
+      MutexLock lock(mu_);
+      wake_.wait(mu_, stop, [&] { return !stream.batches.empty(); });
       if (stream.batches.empty()) return;  // stopped
       batch = std::move(stream.batches.front());
       stream.batches.pop_front();
       stream.busy = true;
     }
     const bool moved = !stop.stop_requested() && move_batch(stop, stream, batch);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stream.busy = false;
     if (!moved) pass_failed_ = true;
     wake_.notify_all();
@@ -247,7 +251,7 @@ void SlotMigrator::run_stream(std::stop_token stop, Stream& stream) {
 
 bool SlotMigrator::move_batch(std::stop_token stop, Stream& stream, const Batch& batch) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (pass_failed_) return false;  // another batch of this pass gave up
   }
   const auto since = std::chrono::steady_clock::now();
@@ -317,7 +321,7 @@ Result<KeySender*> SlotMigrator::link(Stream& stream, const cluster::ClusterNode
 
 void SlotMigrator::set_link(Stream& stream, const std::string& address,
                             std::unique_ptr<KeySender> link) {
-  std::lock_guard lock(link_mu_);
+  MutexLock lock(link_mu_);
   if (!link) {
     stream.links.erase(address);
     return;
@@ -330,7 +334,7 @@ void SlotMigrator::set_link(Stream& stream, const std::string& address,
 void SlotMigrator::publish_stall(const Plan& plan, const cluster::ClusterNode& target,
                                  const Status& why) {
   cluster::MoveStall stall{plan.version, target.id, why.message()};
-  std::lock_guard lock(stall_mu_);
+  MutexLock lock(stall_mu_);
   // Said again every second while it lasts: a command that began watching
   // after the first word hears it too.
   const auto now = std::chrono::steady_clock::now();
@@ -347,7 +351,7 @@ void SlotMigrator::publish_stall(const Plan& plan, const cluster::ClusterNode& t
 }
 
 void SlotMigrator::clear_stall(bool after_batch) {
-  std::lock_guard lock(stall_mu_);
+  MutexLock lock(stall_mu_);
   if (!stall_published_ && !stall_unknown_) return;
   const auto now = std::chrono::steady_clock::now();
   if (after_batch && now - stall_clear_failed_at_ < std::chrono::seconds(1)) return;

@@ -31,13 +31,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -48,6 +46,7 @@
 #include "cluster/move_report.h"
 #include "cluster/slot_map.h"
 #include "core/metrics.h"
+#include "core/mutex.h"
 #include "core/status_wait.h"
 #include "server/cluster/key_fence.h"
 #include "server/cluster/key_sender.h"
@@ -111,8 +110,9 @@ class SlotMigrator {
   };
   // One sending thread, its batches and its links (one per target).
   struct Stream {
-    std::deque<Batch> batches;                                // mu_
-    bool busy = false;                                        // mu_: running a batch
+    // Guarded by the migrator's mu_ (a nested struct cannot name it).
+    std::deque<Batch> batches;
+    bool busy = false;                                        // running a batch
     std::map<std::string, std::unique_ptr<KeySender>> links;  // swapped under link_mu_
     std::thread thread;
   };
@@ -147,20 +147,22 @@ class SlotMigrator {
   KeyFence& fence_;
   MoveCounters counters_;
   const SlotMigratorOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable_any wake_;  // a new map, a stream's progress, or stop
-  Plan latest_;                       // of the newest map
-  uint64_t generation_ = 0;
-  bool pass_failed_ = false;  // a stream gave up on a batch of this pass
+  mutable Mutex mu_;
+  StopCondVar wake_;                  // a new map, a stream's progress, or stop
+  Plan latest_ ABSL_GUARDED_BY(mu_);  // of the newest map
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool pass_failed_ ABSL_GUARDED_BY(mu_) = false;  // a stream gave up on a batch of this pass
   // The stall this node has in etcd.
-  std::mutex stall_mu_;
-  std::optional<cluster::MoveStall> stall_published_;
-  std::chrono::steady_clock::time_point stall_published_at_;
-  bool stall_unknown_ = true;  // a run before a restart may have left one
-  std::chrono::steady_clock::time_point stall_clear_failed_at_;
-  // link_mu_ guards swapping the streams' links, so that the destructor
-  // can cut a send or receive that is blocked on one.
-  std::mutex link_mu_;
+  Mutex stall_mu_;
+  std::optional<cluster::MoveStall> stall_published_ ABSL_GUARDED_BY(stall_mu_);
+  std::chrono::steady_clock::time_point stall_published_at_ ABSL_GUARDED_BY(stall_mu_);
+  // A run before a restart may have left one.
+  bool stall_unknown_ ABSL_GUARDED_BY(stall_mu_) = true;
+  std::chrono::steady_clock::time_point stall_clear_failed_at_ ABSL_GUARDED_BY(stall_mu_);
+  // link_mu_ guards swapping the streams' links (Stream::links, which a
+  // nested struct cannot annotate), so that the destructor can cut a send
+  // or receive that is blocked on one.
+  Mutex link_mu_;
   std::atomic<uint64_t> passes_{0}, retries_{0};
   std::atomic<uint64_t> slots_moving_{0}, progress_cursor_{0};
   std::atomic<uint64_t> last_pass_ms_{0}, last_pass_bytes_{0};

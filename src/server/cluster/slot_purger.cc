@@ -58,7 +58,7 @@ void SlotPurger::mark(const cluster::SlotMap* old, const cluster::SlotMap& next)
   const std::optional<size_t> self = next.index_of(options_.self_id);
   size_t marked = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const uint64_t generation = ++generation_;
     const std::optional<size_t> self_old = old ? old->index_of(options_.self_id) : std::nullopt;
     for (uint32_t s = 0; self && s < cluster::kSlotCount; ++s) {
@@ -85,8 +85,11 @@ void SlotPurger::run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     uint64_t target;
     {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, stop, [&] { return generation_ > done; });
+      MutexLock lock(mu_);
+      wake_.wait(mu_, stop, [&] {
+        mu_.assert_held();
+        return generation_ > done;
+      });
       if (stop.stop_requested()) return;
       target = generation_;
     }
@@ -130,13 +133,13 @@ void SlotPurger::purge_pass(std::stop_token& stop, uint64_t generation) {
 //                  "purging": [[first, last], ...]}.
 void SlotPurger::save_state() {
   if (options_.state_path.empty()) return;
-  std::lock_guard file_lock(state_mu_);
+  MutexLock file_lock(state_mu_);
   nlohmann::json purging = nlohmann::json::array();
   uint64_t version;
   {
     // mark() sets a map's version and its marks under mu_: read both in one
     // step, or a file could name a new version without its new marks.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     version = served_version_;
     for (uint32_t s = 0; s < cluster::kSlotCount; ++s) {
       if (pending_[s].load(std::memory_order_acquire) == 0) continue;
@@ -177,7 +180,8 @@ void SlotPurger::load_state() {
       for (uint32_t s = first; s <= last && s < cluster::kSlotCount; ++s)
         pending_[s].store(1, std::memory_order_release);
     }
-    generation_ = 1;  // the unfinished purges start at once
+    MutexLock lock(mu_);  // before the thread starts; taken for the analysis
+    generation_ = 1;      // the unfinished purges start at once
     base_version_ = served_version_ = version;
   } catch (const nlohmann::json::exception& e) {
     spdlog::error("cluster: {} does not parse ({}); every slot this node holds starts empty",

@@ -36,15 +36,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cluster/slot_map.h"
+#include "core/mutex.h"
 #include "store/store.h"
 
 namespace tierkv::server {
@@ -75,7 +74,7 @@ class SlotPurger {
   void purge_pass(std::stop_token& stop, uint64_t generation);
   // Whether `next` leaves this node's keys of `slot` as they are.
   bool clean(const cluster::SlotMap* old, const cluster::SlotMap& next, uint16_t slot,
-             size_t self) const;
+             size_t self) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether this node may keep keys of `slot`, which `next` does not give
   // it; `self_old` is its index in `old`.
   bool may_hold_orphans(const cluster::SlotMap* old, std::optional<size_t> self_old,
@@ -87,14 +86,14 @@ class SlotPurger {
   const SlotPurgerOptions options_;
   // Per slot: the generation of the mark (0: not marked).
   std::vector<std::atomic<uint64_t>> pending_;
-  std::mutex mu_;
-  std::condition_variable_any wake_;
-  uint64_t generation_ = 0;  // marks so far
+  Mutex state_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // orders the state file's writes
+  Mutex mu_;
+  StopCondVar wake_;                              // a new mark, or stop
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // marks so far
   // The version of the map served before this process started (0: none
-  // known); then of the last map marked. Guarded by mu_.
-  uint64_t base_version_ = 0;
-  uint64_t served_version_ = 0;
-  std::mutex state_mu_;  // orders the state file's writes
+  // known); then of the last map marked.
+  uint64_t base_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t served_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> keys_purged_{0};
   std::jthread thread_;
 };

@@ -241,7 +241,7 @@ void Connection::publish_memory() {
 }
 
 bool Connection::no_evict() const {
-  std::lock_guard lock(info_mu_);
+  MutexLock lock(info_mu_);
   return shared_no_evict_;
 }
 
@@ -502,7 +502,7 @@ uint64_t Connection::account(const CommandSpec& spec, uint64_t start, bool faile
 }
 
 void Connection::publish_identity() {
-  std::lock_guard lock(info_mu_);
+  MutexLock lock(info_mu_);
   shared_name_ = state_.name;
   shared_lib_name_ = state_.lib_name;
   shared_lib_ver_ = state_.lib_ver;
@@ -562,7 +562,7 @@ std::string Connection::describe(int64_t now) const {
   // Redis's letters, in its order: x (MULTI), e (NO-EVICT), T (NO-TOUCH).
   std::string flags = multi < 0 ? "" : "x";
   {
-    std::lock_guard lock(info_mu_);
+    MutexLock lock(info_mu_);
     name = shared_name_;
     lib_name = shared_lib_name_;
     lib_ver = shared_lib_ver_;

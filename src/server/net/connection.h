@@ -30,13 +30,13 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "core/mutex.h"
 #include "server/commands/command.h"
 #include "server/net/transport.h"
 #include "server/protocol/resp_parser.h"
@@ -74,7 +74,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   const std::string& addr() const { return state_.addr; }
   // The ACL user it runs as (CLIENT KILL USER); any thread.
   std::string user_name() const {
-    std::lock_guard lock(info_mu_);
+    MutexLock lock(info_mu_);
     return shared_user_;
   }
   const std::string& laddr() const { return state_.laddr; }
@@ -276,9 +276,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
     std::optional<ValuePiece> piece;  // empty: the read's on_done
     Status done;
   };
-  std::mutex stream_inbox_mu_;
-  std::vector<StreamEvent> stream_inbox_;  // under stream_inbox_mu_
-  bool stream_drain_posted_ = false;       // under stream_inbox_mu_
+  Mutex stream_inbox_mu_;
+  std::vector<StreamEvent> stream_inbox_ ABSL_GUARDED_BY(stream_inbox_mu_);
+  bool stream_drain_posted_ ABSL_GUARDED_BY(stream_inbox_mu_) = false;
   // kPersist: the reply of a write waits here until the write is durable.
   ReplyBuffer held_;
   bool holding_ = false;
@@ -287,10 +287,14 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
 
   // What other threads read (CLIENT LIST): copied under info_mu_ when a
   // command that changes it runs.
-  mutable std::mutex info_mu_;
-  std::string shared_name_, shared_lib_name_, shared_lib_ver_, shared_user_;
-  int shared_proto_ = 2;
-  bool shared_no_evict_ = false, shared_no_touch_ = false;
+  mutable Mutex info_mu_;
+  std::string shared_name_ ABSL_GUARDED_BY(info_mu_);
+  std::string shared_lib_name_ ABSL_GUARDED_BY(info_mu_);
+  std::string shared_lib_ver_ ABSL_GUARDED_BY(info_mu_);
+  std::string shared_user_ ABSL_GUARDED_BY(info_mu_);
+  int shared_proto_ ABSL_GUARDED_BY(info_mu_) = 2;
+  bool shared_no_evict_ ABSL_GUARDED_BY(info_mu_) = false;
+  bool shared_no_touch_ ABSL_GUARDED_BY(info_mu_) = false;
   std::atomic<int> shared_multi_{-1};  // queued commands in MULTI, else -1
   std::atomic<int64_t> last_active_ms_{0};
   std::atomic<bool> killed_{false};

@@ -54,7 +54,7 @@ FlashReadCallbacks Connection::bulk_stream_callbacks() {
 void Connection::stream_inbox_push(uint64_t gen, std::optional<ValuePiece> piece, Status done) {
   bool post;
   {
-    std::lock_guard lock(stream_inbox_mu_);
+    MutexLock lock(stream_inbox_mu_);
     stream_inbox_.push_back(StreamEvent{gen, std::move(piece), std::move(done)});
     post = !std::exchange(stream_drain_posted_, true);
   }
@@ -67,7 +67,7 @@ void Connection::drain_stream_inbox() {
   std::shared_ptr<Connection> self = shared_from_this();  // on_stream_done may drop the last
   std::vector<StreamEvent> events;
   {
-    std::lock_guard lock(stream_inbox_mu_);
+    MutexLock lock(stream_inbox_mu_);
     events.swap(stream_inbox_);
     stream_drain_posted_ = false;
   }

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/mutex.h"
+
 namespace tierkv {
 
 // --- one read ---
@@ -27,11 +29,11 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   std::shared_ptr<FlashRead> follow(uint64_t offset, uint64_t length,
                                     FlashReadCallbacks& callbacks);
   uint32_t chunks_held() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return held_;
   }
   uint64_t chunks_issued() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return issued_;
   }
 
@@ -82,9 +84,11 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   void unfollow(const std::shared_ptr<Follower>& follower);
   // Hands followers the chunks delivered so far, and ends those served in
   // full or cancelled. Runs as part of deliver(); may unlock.
-  void serve_followers(std::unique_lock<std::mutex>& lock);
+  void serve_followers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  Slot& slot(uint32_t index) { return ring_[(index - first_) % ring_.size()]; }
+  Slot& slot(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ring_[(index - first_) % ring_.size()];
+  }
   uint64_t expected_length(uint32_t index) const {
     uint64_t start = uint64_t{index} * chunk_size_;
     return std::min<uint64_t>(chunk_size_, object_size_ - std::min(object_size_, start));
@@ -96,7 +100,7 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   std::string_view slice(uint32_t index, std::string_view data) const;
   void on_chunk(uint32_t index, Result<flash::FlashChunk> chunk);
   // Puts chunk `index` in its slot from resident_, if memory holds it.
-  bool take_resident(uint32_t index);
+  bool take_resident(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void copy_chunk(uint32_t index, std::string_view data) {
     if (char* to = copy_->chunk_data(index)) {
       std::memcpy(to, data.data(), data.size());
@@ -107,16 +111,18 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   // Puts a chunk read from flash into the promotion's writer: its buffer
   // becomes the memory chunk where it can (no copy), and the slot then hands
   // out the memory chunk.
-  void fill_copy(uint32_t index, Slot& s, flash::FlashChunk& chunk);
+  void fill_copy(uint32_t index, Slot& s, flash::FlashChunk& chunk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void granted(int64_t charge);
   void released(int64_t charge);
   // Hands out the chunks that are next in order; may unlock while the
   // consumer runs. One thread delivers at a time.
-  void deliver(std::unique_lock<std::mutex>& lock);
-  void deliver_in_order(std::unique_lock<std::mutex>& lock);
+  void deliver() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void deliver_in_order() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the read (on_done) once it is complete or stopped with nothing in
-  // flight. Returns unlocked.
-  void maybe_finish(std::unique_lock<std::mutex>& lock);
+  // flight. Returns unlocked: its callers lock mu_ by hand, since a
+  // MutexLock cannot be handed a release the analysis follows (clang 14).
+  void maybe_finish() ABSL_UNLOCK_FUNCTION(mu_);
 
   FlashReader& reader_;
   const std::string key_;
@@ -133,27 +139,27 @@ class FlashReader::Op : public FlashRead, public std::enable_shared_from_this<Op
   std::optional<flash::FlashTier::VersionLocations> known_;
   std::optional<memory::ObjectWriter> copy_;
   OnCopied on_copied_;
+  mutable Mutex mu_;
   // Chunks of the range memory holds (entry i: chunk first_ + i), for an
   // object held in part: they are handed out without a device read.
-  std::vector<memory::ChunkPin> resident_;
-
-  mutable std::mutex mu_;
-  std::vector<Slot> ring_;
-  uint32_t next_issue_;
-  uint32_t next_deliver_;
-  uint32_t held_ = 0;      // issued and not yet released by the consumer
-  uint32_t inflight_ = 0;  // issued and not yet completed
-  uint64_t issued_ = 0;
-  int64_t prepaid_ = 0;  // budget held for the next chunk (granted, or kept)
-  bool waiting_budget_ = false;
-  bool delivering_ = false;
-  bool redeliver_ = false;  // more to hand out came while delivering_
-  std::vector<std::shared_ptr<Follower>> followers_;
-  bool stopped_ = false;  // error or cancel: nothing more is issued
+  std::vector<memory::ChunkPin> resident_ ABSL_GUARDED_BY(mu_);
+  std::vector<Slot> ring_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_issue_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_deliver_ ABSL_GUARDED_BY(mu_);
+  uint32_t held_ ABSL_GUARDED_BY(mu_) = 0;      // issued and not yet released by the consumer
+  uint32_t inflight_ ABSL_GUARDED_BY(mu_) = 0;  // issued and not yet completed
+  uint64_t issued_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prepaid_ ABSL_GUARDED_BY(mu_) = 0;  // budget held for the next chunk (granted, or kept)
+  bool waiting_budget_ ABSL_GUARDED_BY(mu_) = false;
+  bool delivering_ ABSL_GUARDED_BY(mu_) = false;
+  bool redeliver_ ABSL_GUARDED_BY(mu_) = false;  // more to hand out came while delivering_
+  // Their fields too are guarded by mu_ (a nested struct cannot name it).
+  std::vector<std::shared_ptr<Follower>> followers_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;  // error or cancel: nothing more is issued
   // Issued as background reads until a reader follows (then it waits).
   std::atomic<bool> background_;
-  bool finished_ = false;
-  Status error_;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  Status error_ ABSL_GUARDED_BY(mu_);
 };
 
 FlashReader::Op::Op(FlashReader& reader, std::string_view key,
@@ -214,7 +220,7 @@ bool FlashReader::Op::take_resident(uint32_t index) {
 void FlashReader::Op::pump() {
   absl::InlinedVector<uint32_t, 8> batch;
   {
-    std::unique_lock lock(mu_);
+    mu_.lock();  // by hand: maybe_finish() returns unlocked
     bool from_memory = false;
     while (!stopped_ && next_issue_ <= last_ && held_ < depth_ && inflight_ < parallel_) {
       if (take_resident(next_issue_)) {
@@ -240,10 +246,11 @@ void FlashReader::Op::pump() {
       batch.push_back(next_issue_++);
     }
     if (from_memory) {
-      deliver(lock);
+      deliver();
       // With device reads in the batch, their completions end the read.
-      if (batch.empty()) return maybe_finish(lock);
+      if (batch.empty()) return maybe_finish();
     }
+    mu_.unlock();
   }
   if (batch.empty()) return;
   auto self = shared_from_this();
@@ -260,7 +267,7 @@ void FlashReader::Op::pump() {
 void FlashReader::Op::granted(int64_t charge) {
   bool wanted;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     waiting_budget_ = false;
     wanted = !stopped_ && !finished_ && prepaid_ == 0;
     if (wanted) prepaid_ = charge;
@@ -274,7 +281,7 @@ void FlashReader::Op::granted(int64_t charge) {
 
 void FlashReader::Op::released(int64_t charge) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --held_;
     // A read being drained keeps one buffer for its next chunk rather than
     // queueing behind reads whose clients do not read: it cannot be starved.
@@ -288,15 +295,15 @@ void FlashReader::Op::released(int64_t charge) {
 }
 
 void FlashReader::Op::cancel() {
-  std::unique_lock lock(mu_);
-  if (stopped_ || finished_) return;
+  mu_.lock();  // by hand: maybe_finish() returns unlocked
+  if (stopped_ || finished_) return mu_.unlock();
   stopped_ = true;
   if (error_.is_ok()) error_ = Status::unavailable("flash read cancelled");
-  maybe_finish(lock);
+  maybe_finish();
 }
 
 void FlashReader::Op::on_chunk(uint32_t index, Result<flash::FlashChunk> chunk) {
-  std::unique_lock lock(mu_);
+  mu_.lock();  // by hand: maybe_finish() returns unlocked
   --inflight_;
   if (chunk && chunk->data().size() != expected_length(index))
     chunk = Status::corruption(fmt::format("chunk {} of '{}' has {} bytes, expected {}", index,
@@ -307,17 +314,17 @@ void FlashReader::Op::on_chunk(uint32_t index, Result<flash::FlashChunk> chunk) 
     stopped_ = true;
     int64_t charge = std::exchange(s.charge, 0);
     --held_;
-    lock.unlock();
+    mu_.unlock();
     reader_.budget_.release(charge);
-    lock.lock();
-    return maybe_finish(lock);  // nothing more is issued
+    mu_.lock();
+    return maybe_finish();  // nothing more is issued
   }
   if (copy_)
     fill_copy(index, s, *chunk);
   else
     s.chunk.emplace(std::move(*chunk));
-  deliver(lock);
-  maybe_finish(lock);
+  deliver();
+  maybe_finish();
   pump();  // a read slot is free
 }
 
@@ -333,7 +340,7 @@ void FlashReader::Op::fill_copy(uint32_t index, Slot& s, flash::FlashChunk& chun
   s.chunk.emplace(std::move(chunk));
 }
 
-void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
+void FlashReader::Op::deliver() {
   if (delivering_) {  // the thread delivering now takes this one too
     redeliver_ = true;
     return;
@@ -341,13 +348,13 @@ void FlashReader::Op::deliver(std::unique_lock<std::mutex>& lock) {
   delivering_ = true;
   do {
     redeliver_ = false;
-    deliver_in_order(lock);
-    serve_followers(lock);
+    deliver_in_order();
+    serve_followers();
   } while (redeliver_);
   delivering_ = false;
 }
 
-void FlashReader::Op::deliver_in_order(std::unique_lock<std::mutex>& lock) {
+void FlashReader::Op::deliver_in_order() {
   while (!stopped_ && next_deliver_ <= last_ && slot(next_deliver_).ready()) {
     uint32_t index = next_deliver_++;
     Slot& s = slot(index);
@@ -359,14 +366,14 @@ void FlashReader::Op::deliver_in_order(std::unique_lock<std::mutex>& lock) {
     std::string_view bytes = slice(index, piece->data());
     // Pieces go out in order, without the lock: the consumer may drop a
     // piece at once, and that reads the next chunk.
-    lock.unlock();
+    mu_.unlock();
     if (!bytes.empty()) callbacks_.on_piece(ValuePiece{bytes, piece});
     piece.reset();
-    lock.lock();
+    mu_.lock();
   }
 }
 
-void FlashReader::Op::serve_followers(std::unique_lock<std::mutex>& lock) {
+void FlashReader::Op::serve_followers() {
   for (size_t k = 0; k < followers_.size(); ++k) {
     std::shared_ptr<Follower> f = followers_[k];
     while (!f->cancelled && f->next <= f->last && f->next < next_deliver_) {
@@ -376,15 +383,15 @@ void FlashReader::Op::serve_followers(std::unique_lock<std::mutex>& lock) {
       const uint64_t from = f->offset > start ? f->offset - start : 0;
       const uint64_t end = std::min<uint64_t>(f->offset + f->length - start, pin->bytes().size());
       std::string_view bytes = from < end ? pin->bytes().substr(from, end - from) : "";
-      lock.unlock();
+      mu_.unlock();
       if (!bytes.empty()) f->callbacks.on_piece(ValuePiece{bytes, std::move(pin)});
-      lock.lock();
+      mu_.lock();
     }
     if (f->ended || !(f->cancelled || f->next > f->last)) continue;
     f->ended = true;
-    lock.unlock();
+    mu_.unlock();
     f->callbacks.on_done(f->cancelled ? Status::unavailable("flash read cancelled") : Status::ok());
-    lock.lock();
+    mu_.lock();
   }
   std::erase_if(followers_, [](const std::shared_ptr<Follower>& f) { return f->ended; });
 }
@@ -407,7 +414,7 @@ class FlashReader::Op::FollowerHandle final : public FlashRead {
 
 std::shared_ptr<FlashRead> FlashReader::Op::follow(uint64_t offset, uint64_t length,
                                                    FlashReadCallbacks& callbacks) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (!copy_ || finished_ || stopped_ || length == 0 || offset + length > object_size_)
     return nullptr;
   auto f = std::make_shared<Follower>(Follower{
@@ -419,21 +426,21 @@ std::shared_ptr<FlashRead> FlashReader::Op::follow(uint64_t offset, uint64_t len
   });
   followers_.push_back(f);
   background_.store(false, std::memory_order_relaxed);  // a reader waits now
-  deliver(lock);                                        // what was read already, at once
+  deliver();                                            // what was read already, at once
   lock.unlock();
   return std::make_shared<FollowerHandle>(weak_from_this(), std::move(f));
 }
 
 void FlashReader::Op::unfollow(const std::shared_ptr<Follower>& follower) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (follower->ended || follower->cancelled) return;
   follower->cancelled = true;
-  deliver(lock);  // ends it here, or on the thread delivering now
+  deliver();  // ends it here, or on the thread delivering now
 }
 
-void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
+void FlashReader::Op::maybe_finish() {
   bool complete = next_deliver_ > last_;
-  if (finished_ || delivering_ || !(complete || (stopped_ && inflight_ == 0))) return lock.unlock();
+  if (finished_ || delivering_ || !(complete || (stopped_ && inflight_ == 0))) return mu_.unlock();
   finished_ = true;
   Status result = complete && !stopped_ ? Status::ok() : error_;
   // Chunks that arrived but will never be handed out.
@@ -456,7 +463,7 @@ void FlashReader::Op::maybe_finish(std::unique_lock<std::mutex>& lock) {
   // Nothing more is read from the device: reclaim may have those regions.
   flash::FlashTier::RegionPins pins;
   if (known_) pins = std::move(known_->pins);
-  lock.unlock();
+  mu_.unlock();
   pins.reset();
   reader_.budget_.release(unused);
   callbacks_.on_done(result);

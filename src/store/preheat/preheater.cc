@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <span>
 #include <stop_token>
 #include <thread>
@@ -21,15 +19,6 @@
 namespace tierkv {
 
 namespace {
-
-// Sleeps for `d` unless a stop is requested first; false if it was.
-bool sleep_unless_stopped(std::stop_token stop, std::chrono::milliseconds d) {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mu);
-  cv.wait_for(lock, stop, d, [] { return false; });
-  return !stop.stop_requested();
-}
 
 constexpr uint64_t kMinPiece = uint64_t{4} << 20;
 constexpr uint64_t kMaxPiece = uint64_t{64} << 20;
