@@ -35,7 +35,7 @@ Chunk* Chunk::allocate_in(AlignedBuffer buffer, uint32_t offset, uint32_t size, 
   c->size = size;
   c->hook.bytes = charge;
   c->used = used;
-  c->flags = kInBuffer;
+  c->in_buffer = true;
   c->buffer = std::move(buffer);
   c->bytes = c->buffer.data() + offset;
   return c;
@@ -43,7 +43,7 @@ Chunk* Chunk::allocate_in(AlignedBuffer buffer, uint32_t offset, uint32_t size, 
 
 bool Chunk::adopt(AlignedBuffer& from, uint32_t offset) {
   // An inline chunk keeps its allocation: only a buffer is swapped.
-  if (!(flags & kInBuffer)) return false;
+  if (!in_buffer) return false;
   auto* self = static_cast<BufferedChunk*>(this);
   if (from.size() > charge() || offset + uint64_t{size} > from.size()) return false;
   self->buffer = std::move(from);
@@ -57,7 +57,7 @@ void Chunk::release() {
   // Credited before the bytes go: a pooled buffer is kept only while the
   // budget has room for it.
   used->fetch_sub(charge(), std::memory_order_relaxed);
-  if (flags & kInBuffer) {
+  if (in_buffer) {
     delete static_cast<BufferedChunk*>(this);
     return;
   }

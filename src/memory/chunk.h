@@ -26,7 +26,6 @@ struct Chunk {
   static constexpr uint8_t kUseOnce = 1;     // streaming: dropped first
   static constexpr uint8_t kLeased = 2;      // protected until its LeaseTable entry ends
   static constexpr uint8_t kPrefetched = 4;  // the lease is a prefetch's (counts accuracy)
-  static constexpr uint8_t kInBuffer = 8;    // a BufferedChunk: the bytes are in its buffer
 
   // First member: policies hand back PolicyHook*. hook.bytes is what this
   // chunk costs the budget, credited back on free.
@@ -34,7 +33,11 @@ struct Chunk {
   std::atomic<uint32_t> refs{1};
   uint32_t size = 0;
   uint32_t index = 0;
-  uint8_t flags = 0;
+  uint8_t flags = 0;  // changed under the shard lock
+  // A BufferedChunk: its bytes are in its buffer. Set at allocation and
+  // never changed, so readers holding a pin read it without the lock (not
+  // in `flags`, which the shard lock guards).
+  bool in_buffer = false;
   Object* owner = nullptr;               // null once detached from the index
   std::atomic<int64_t>* used = nullptr;  // budget counter to credit on free
 
@@ -75,11 +78,11 @@ struct BufferedChunk : Chunk {
 };
 
 char* Chunk::data() {
-  return (flags & kInBuffer) ? static_cast<BufferedChunk*>(this)->bytes
+  return in_buffer ? static_cast<BufferedChunk*>(this)->bytes
                              : reinterpret_cast<char*>(this + 1);
 }
 const char* Chunk::data() const {
-  return (flags & kInBuffer) ? static_cast<const BufferedChunk*>(this)->bytes
+  return in_buffer ? static_cast<const BufferedChunk*>(this)->bytes
                              : reinterpret_cast<const char*>(this + 1);
 }
 
