@@ -78,12 +78,11 @@ struct BufferedChunk : Chunk {
 };
 
 char* Chunk::data() {
-  return in_buffer ? static_cast<BufferedChunk*>(this)->bytes
-                             : reinterpret_cast<char*>(this + 1);
+  return in_buffer ? static_cast<BufferedChunk*>(this)->bytes : reinterpret_cast<char*>(this + 1);
 }
 const char* Chunk::data() const {
   return in_buffer ? static_cast<const BufferedChunk*>(this)->bytes
-                             : reinterpret_cast<const char*>(this + 1);
+                   : reinterpret_cast<const char*>(this + 1);
 }
 
 static_assert(offsetof(Chunk, hook) == 0);
