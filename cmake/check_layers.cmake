@@ -1,23 +1,40 @@
-# Fails if a source file under ROOT includes a header it must not reach:
-# src/server goes to the tiers through Store alone, so no memory/ or flash/
-# header, and not store/store_tiers.h (the tiers handed out for tests).
-# Usage: cmake -DROOT=<folder> [-DSTAMP=<file to touch on success>] -P check_layers.cmake
-if(NOT ROOT)
-  message(FATAL_ERROR "check_layers.cmake: ROOT is not set")
+# Fails if a source file under ROOT reaches a layer it must not: an
+# #include "<folder>/..." whose folder is not in ALLOWED, a header matching
+# FORBID_HEADERS, or a line that names a type matching FORBID_NAMES.
+# Usage: cmake -DROOT=<folder> -DLAYER=<name> -DALLOWED=<a;b;...>
+#              [-DFORBID_HEADERS=<regex>] [-DFORBID_NAMES=<regex>]
+#              [-DSTAMP=<file to touch on success>] -P check_layers.cmake
+cmake_policy(SET CMP0007 NEW)
+if(NOT ROOT OR NOT LAYER OR NOT ALLOWED)
+  message(FATAL_ERROR "check_layers.cmake: ROOT, LAYER and ALLOWED must be set")
 endif()
+string(REPLACE "," ";" ALLOWED "${ALLOWED}")
 file(GLOB_RECURSE files ${ROOT}/*.cc ${ROOT}/*.h)
 set(violations "")
 foreach(file ${files})
-  file(STRINGS ${file} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"(memory|flash)/|store/store_tiers\\.h")
-  foreach(line ${lines})
-    string(STRIP "${line}" line)
-    list(APPEND violations "${file}: ${line}")
+  file(STRINGS ${file} includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"[a-z_]+/")
+  foreach(line ${includes})
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([a-z_]+)/.*" "\\1" folder "${line}")
+    list(FIND ALLOWED ${folder} allowed)
+    if(allowed EQUAL -1 OR (FORBID_HEADERS AND line MATCHES "${FORBID_HEADERS}"))
+      string(STRIP "${line}" line)
+      string(REPLACE ";" "," line "${line}")
+      list(APPEND violations "${file}: ${line}")
+    endif()
   endforeach()
+  if(FORBID_NAMES)
+    file(STRINGS ${file} names REGEX "${FORBID_NAMES}")
+    foreach(line ${names})
+      string(STRIP "${line}" line)
+      string(REPLACE ";" "," line "${line}")
+      list(APPEND violations "${file}: ${line}")
+    endforeach()
+  endif()
 endforeach()
 if(violations)
   list(JOIN violations "\n  " text)
-  message(FATAL_ERROR "src/server reaches the tiers only through Store "
-                      "(include store/store.h or store/api_types.h):\n  ${text}")
+  list(JOIN ALLOWED ", " allowed)
+  message(FATAL_ERROR "src/${LAYER} may use only ${allowed} (docs/architecture.md, Layers):\n  ${text}")
 endif()
 if(STAMP)
   file(TOUCH ${STAMP})

@@ -115,6 +115,8 @@ Store::Store(const Config& config, MetricsRegistry* metrics)
           "tierkv_prefetch_reads_attached_total",
           "reads served by the key's promotion in flight instead of reading flash again")) {
   progress_ = std::make_unique<flash::RecoveryProgress>();
+  preheats_ =
+      std::make_unique<PreheatJobs>([this](std::string_view key) { return check_key(key); });
 }
 
 // A flash tier that cannot open is not fatal: the store serves from memory
@@ -186,6 +188,7 @@ Store::~Store() {
   // In-flight flash I/O calls back into the memory tier and the promoter:
   // let it finish while they still exist.
   if (memory_) memory_->stop_active_expiry();
+  preheats_->attach(nullptr);
   preheater_.reset();  // cancels its jobs and joins its workers while flash_ exists
   if (streams_) streams_->pool.store(nullptr, std::memory_order_release);
   if (pool_) pool_->stop();
@@ -436,9 +439,9 @@ Status Store::close_cleanly() {
   // A copy started after the final flush would discard the snapshot; so
   // would a preheat piece. A job stuck in its source does not stop the
   // memory from being written: past shutdown-timeout-ms it is left behind
-  // (the caller exits without waiting for it, see preheat_stuck()).
+  // (the caller exits without waiting for it, see PreheatJobs::stuck()).
   if (preheater_ && !preheater_->stop(std::chrono::milliseconds(shutdown_timeout_ms_))) {
-    preheat_stuck_.store(true);
+    preheats_->mark_stuck();
     spdlog::warn(
         "preheat jobs still running {} ms after they were cancelled: writing memory "
         "to flash without them",

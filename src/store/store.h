@@ -41,8 +41,10 @@
 #include "core/mutex.h"
 #include "core/status.h"
 #include "memory/memory_tier.h"
+#include "store/api_types.h"
 #include "store/flashio/flash_copy.h"
 #include "store/key_locks.h"
+#include "store/preheat/preheat_jobs.h"
 #include "store/preheat/preheat_types.h"
 
 namespace tierkv {
@@ -70,6 +72,8 @@ class Readahead;
 struct StreamOptions;
 struct StreamContext;
 
+using flash::FlashStats;
+using flash::RecoveryStats;
 using memory::GetOptions;
 using memory::ObjectInfo;
 using memory::ObjectView;
@@ -374,24 +378,8 @@ class Store {
   // full or there is no flash tier). For network threads: never blocks.
   void copy_on_flash(FlashCopyRequest request, ExclusiveRunner exclusive,
                      std::function<void(Result<FlashCopyOutcome>)> done);
-  // Preheat jobs (see preheater.h): start() never blocks.
-  Result<uint64_t> preheat(PreheatRequest request);
-  std::optional<PreheatJobStatus> preheat_job(uint64_t id) const;
-  // As Preheater::jobs(): up to `count` jobs from id `first_id` up.
-  std::vector<PreheatJobStatus> preheat_jobs(uint64_t first_id = 0, size_t count = SIZE_MAX,
-                                             uint64_t* next_id = nullptr) const;
-  Status cancel_preheat(uint64_t id);
-  // TIER.PREHEAT PREFIX: one job per file under the file:// folder
-  // `dir_url` (sorted by relative path; key = key_prefix + that path), all
-  // or none: a folder with more than preheat-max-files files, or a job
-  // refused, starts nothing. `options` gives the rest of each request.
-  Result<std::vector<uint64_t>> preheat_folder(const std::string& key_prefix,
-                                               const std::string& dir_url,
-                                               const PreheatRequest& options);
-  // The same on a preheat worker (a walk must not hold a network thread);
-  // `done` runs there, or at once with an error if the store is closing.
-  void preheat_folder_async(std::string key_prefix, std::string dir_url, PreheatRequest options,
-                            std::function<void(Result<std::vector<uint64_t>>)> done);
+  // Preheat jobs (TIER.PREHEAT): the one handle to them (preheat_jobs.h).
+  PreheatJobs& preheats() { return *preheats_; }
 
   // --- removal and key space ---
   // Callback that runs once what a removal or expiry change wrote to flash
@@ -414,7 +402,7 @@ class Store {
   // WATCH of an absent key: the handle tells whether the key was created
   // (and maybe removed again) since. Take it before stat(), so a creation
   // between the two is never missed (memory/absent_watches.h).
-  memory::AbsentWatches::Handle watch_absent(std::string_view key);
+  AbsentWatch watch_absent(std::string_view key);
   std::optional<ObjectResidency> residency(std::string_view key);
   ScanPage scan(uint64_t cursor, size_t count);
   std::optional<std::string> random_key();
@@ -431,9 +419,6 @@ class Store {
   // index snapshot, so the next start loads the index instead of scanning
   // the device.
   Status close_cleanly();
-  // A preheat job outlived close_cleanly()'s wait: destroying the store
-  // would wait for it, so the process should exit without that.
-  bool preheat_stuck() const { return preheat_stuck_.load(); }
 
   // --- administration ---
   // CONFIG SET of a key whose apply hook is the store's (memory budget,
@@ -525,6 +510,9 @@ class Store {
   // Runs on a pool of its own; destroyed before flash_ (its tasks hold
   // staged flash writes), see ~Store.
   std::unique_ptr<Preheater> preheater_;
+  // Made with the store (before a background load opens flash), so that
+  // commands and INFO can hold it at any time; attached to preheater_.
+  std::unique_ptr<PreheatJobs> preheats_;
   // What streams share (metrics, defaults, the read-latency estimate); it
   // outlives flash_, whose last completions may still reach a stream.
   std::unique_ptr<StreamContext> streams_;
@@ -555,7 +543,6 @@ class Store {
   std::atomic<bool> has_prefetch_map_{false};
   bool durable_writes_ = false;
   int64_t shutdown_timeout_ms_ = 10000;
-  std::atomic<bool> preheat_stuck_{false};
   bool write_through_ = false;
   double large_value_fraction_ = 0.5;  // large-value-memory-fraction
   // Chunk buffers a large SET's value may hold waiting for flash.

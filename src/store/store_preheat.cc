@@ -4,7 +4,6 @@
 #include "store/flashio/buffer_budget.h"
 #include "store/flashio/flash_value_sink.h"
 #include "store/flashio/staged_put.h"
-#include "store/preheat/preheat_source.h"
 #include "store/preheat/preheater.h"
 #include "store/store.h"
 #include "store/store_config.h"
@@ -28,6 +27,7 @@ void Store::open_preheater(const Config& config) {
       },
       *metrics_, memory_->chunk_size(), hooks_.before_preheat_job);
   preheater_->set_limits(preheat_limits(config));
+  preheats_->attach(preheater_.get());
 }
 
 Result<std::unique_ptr<StagedPut>> Store::begin_staged_put(std::string_view key, uint64_t size,
@@ -82,62 +82,6 @@ void Store::copy_on_flash(FlashCopyRequest request, ExclusiveRunner exclusive,
              : Result<FlashCopyOutcome>(Status::unavailable("the server is shutting down")));
   };
   if (!pool_->try_submit(job)) done(Status::busy("the store's workers are all busy; try again"));
-}
-
-Result<uint64_t> Store::preheat(PreheatRequest request) {
-  if (!preheater_) return no_flash();
-  TIERKV_RETURN_IF_ERROR(check_key(request.key));
-  return preheater_->start(std::move(request));
-}
-
-std::optional<PreheatJobStatus> Store::preheat_job(uint64_t id) const {
-  return preheater_ ? preheater_->job(id) : std::nullopt;
-}
-
-std::vector<PreheatJobStatus> Store::preheat_jobs(uint64_t first_id, size_t count,
-                                                  uint64_t* next_id) const {
-  if (next_id) *next_id = 0;
-  return preheater_ ? preheater_->jobs(first_id, count, next_id) : std::vector<PreheatJobStatus>{};
-}
-
-Status Store::cancel_preheat(uint64_t id) {
-  return preheater_ ? preheater_->cancel(id) : Status::not_found("no such preheat job");
-}
-
-Result<std::vector<uint64_t>> Store::preheat_folder(const std::string& key_prefix,
-                                                    const std::string& dir_url,
-                                                    const PreheatRequest& options) {
-  if (!preheater_) return no_flash();
-  // The folder itself must be allowed; each file is checked again.
-  if (!preheater_->allowed(dir_url)) {
-    return Status::invalid_argument("preheat source not allowed by preheat-sources: " + dir_url);
-  }
-  Result<std::vector<std::string>> files = list_source_dir(dir_url, preheater_->max_files());
-  if (!files) return files.status();
-  std::vector<uint64_t> ids;
-  for (const std::string& file : *files) {
-    PreheatRequest r = options;
-    r.key = key_prefix + file;
-    r.source = dir_url + file;
-    Result<uint64_t> id = preheat(std::move(r));
-    if (!id) {
-      for (uint64_t started : ids) (void)cancel_preheat(started);
-      return id.status();
-    }
-    ids.push_back(*id);
-  }
-  return ids;
-}
-
-void Store::preheat_folder_async(std::string key_prefix, std::string dir_url,
-                                 PreheatRequest options,
-                                 std::function<void(Result<std::vector<uint64_t>>)> done) {
-  if (!preheater_) return done(no_flash());
-  preheater_->run_task([this, key_prefix = std::move(key_prefix), dir_url = std::move(dir_url),
-                        options = std::move(options), done = std::move(done)](bool run) {
-    done(run ? preheat_folder(key_prefix, dir_url, options)
-             : Result<std::vector<uint64_t>>(Status::unavailable("the server is shutting down")));
-  });
 }
 
 }  // namespace tierkv

@@ -448,7 +448,7 @@ std::optional<ObjectInfo> Store::stat(std::string_view key) {
   return flash_info(key);
 }
 
-memory::AbsentWatches::Handle Store::watch_absent(std::string_view key) {
+AbsentWatch Store::watch_absent(std::string_view key) {
   return memory_->watch_absent(key);
 }
 

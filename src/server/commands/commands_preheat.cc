@@ -159,13 +159,13 @@ void preheat_prefix(CommandContext& ctx) {
   if (!dir.ends_with('/')) dir += '/';
   Store& store = ctx.store;
   auto walk = [&store, prefix, dir, options](auto done) {
-    store.preheat_folder_async(
+    store.preheats().start_folder_async(
         prefix, dir, options, [done = std::move(done)](Result<std::vector<uint64_t>> ids) {
           done([ids = std::move(ids)](ReplyBuffer& reply) { reply_ids(reply, ids); });
         });
   };
   if (ctx.defer != nullptr && ctx.defer->reply_later(walk)) return;
-  reply_ids(ctx.reply, store.preheat_folder(prefix, dir, options));
+  reply_ids(ctx.reply, store.preheats().start_folder(prefix, dir, options));
 }
 
 // The PREFIX form (an even argument count) names no key of its own.
@@ -183,7 +183,7 @@ void tier_preheat_command(CommandContext& ctx) {
   r.key = std::string(ctx.arg(1));
   r.source = std::string(ctx.arg(2));
   if (!parse_preheat_options(ctx, 3, r)) return;
-  Result<uint64_t> id = ctx.store.preheat(std::move(r));
+  Result<uint64_t> id = ctx.store.preheats().start(std::move(r));
   if (!id) return ctx.reply.error(id.status());
   ctx.reply.integer(static_cast<int64_t>(*id));
 }
@@ -202,14 +202,14 @@ void tier_job_command(CommandContext& ctx) {
     if (!iequals(ctx.arg(1), "cancel")) return ctx.reply.error(errors::kSyntax);
     std::optional<uint64_t> id = parse_job_id(ctx, ctx.arg(2));
     if (!id) return;
-    Status st = ctx.store.cancel_preheat(*id);
+    Status st = ctx.store.preheats().cancel(*id);
     if (!st.is_ok()) return ctx.reply.error("ERR no such preheat job");
     return ctx.reply.simple("OK");
   }
   if (ctx.argc() != 2) return ctx.reply.error(errors::wrong_arity("tier.job"));
   std::optional<uint64_t> id = parse_job_id(ctx, ctx.arg(1));
   if (!id) return;
-  std::optional<PreheatJobStatus> s = ctx.store.preheat_job(*id);
+  std::optional<PreheatJobStatus> s = ctx.store.preheats().job(*id);
   if (!s) return ctx.reply.error("ERR no such preheat job");
   reply_status(ctx.reply, *s);
 }
@@ -218,7 +218,7 @@ constexpr int64_t kDefaultJobsCount = 100;
 
 void tier_jobs_command(CommandContext& ctx) {
   if (ctx.argc() == 1) {
-    std::vector<PreheatJobStatus> all = ctx.store.preheat_jobs();
+    std::vector<PreheatJobStatus> all = ctx.store.preheats().jobs();
     ctx.reply.array(all.size());
     for (const PreheatJobStatus& s : all) reply_status(ctx.reply, s);
     return;
@@ -236,7 +236,7 @@ void tier_jobs_command(CommandContext& ctx) {
   }
   uint64_t next = 0;
   std::vector<PreheatJobStatus> page =
-      ctx.store.preheat_jobs(static_cast<uint64_t>(*cursor), static_cast<size_t>(count), &next);
+      ctx.store.preheats().jobs(static_cast<uint64_t>(*cursor), static_cast<size_t>(count), &next);
   ctx.reply.array(2);
   ctx.reply.bulk(std::to_string(next));
   ctx.reply.array(page.size());

@@ -154,7 +154,7 @@ bool pin_values(CommandContext& ctx, std::vector<ObjectView>& pins) {
   if (!ctx.store.has_flash()) return true;
   for (std::string_view key : txn_value_keys(ctx.client.txn)) {
     Result<ObjectView> v =
-        ctx.store.get_resident(key, memory::GetOptions{.touch = false, .end_lease = false});
+        ctx.store.get_resident(key, GetOptions{.touch = false, .end_lease = false});
     if (v) {
       pins.push_back(std::move(v).value());
     } else if (ctx.defer != nullptr && ctx.store.needs_flash(key)) {
@@ -166,7 +166,7 @@ bool pin_values(CommandContext& ctx, std::vector<ObjectView>& pins) {
 }
 
 WatchedKey snapshot(Store& store, std::string_view key) {
-  memory::AbsentWatches::Handle absent = store.watch_absent(key);
+  AbsentWatch absent = store.watch_absent(key);
   std::optional<ObjectInfo> info = store.stat(key);
   if (!info) return WatchedKey{std::string(key), 0, 0, std::move(absent)};
   return WatchedKey{std::string(key), info->version, info->expire_at_ms, {}};

@@ -30,7 +30,7 @@ struct WatchedKey {
   int64_t expire_at_ms = 0;
   // Absent when watched: tells whether it was created since (an absent key
   // has no version to compare).
-  memory::AbsentWatches::Handle absent;
+  AbsentWatch absent;
 };
 
 struct TxnState {

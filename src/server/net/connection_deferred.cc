@@ -365,7 +365,7 @@ void Connection::commit_flash_value(const FlashValueSink::Commit& commit) {
   std::shared_ptr<void> token = inflight_token();
   flash_value_->finish(
       commit,
-      [self, token, gen](Result<memory::WriteResult> r) {
+      [self, token, gen](Result<WriteResult> r) {
         Status status = r ? Status::ok() : r.status();
         bool written = r && r->written;
         self->post_back(token, [gen, status = std::move(status), written](Connection& c) {

@@ -40,7 +40,7 @@ LoadingFigures loading_figures(Store& store, int64_t now_ms) {
   LoadingFigures f = loading_progress_figures(p, now_ms);
   if (f.loading) return f;
   if (!store.has_flash()) return f;
-  const flash::RecoveryStats r = store.stats().recovery;
+  const RecoveryStats r = store.stats().recovery;
   f.flash = true;
   f.recovery_duration_us = r.duration_us;
   f.recovery_bytes = p.bytes_done;

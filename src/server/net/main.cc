@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   }
   server.wait();
   exit_if_loading(**store, 0);
-  if ((*store)->preheat_stuck()) {
+  if ((*store)->preheats().stuck()) {
     // Memory is on flash already; the store's destructor would wait for
     // the stuck job's worker.
     spdlog::warn("exiting without waiting for a stuck preheat job");

@@ -153,7 +153,7 @@ void section_flash(Server& s, std::string& out) {
   Store& store = s.context().store();
   const FlashTierStatus& status = store.flash_status();
   StoreStats st = store.stats();
-  const flash::FlashStats& f = st.flash;
+  const FlashStats& f = st.flash;
   out += "# Flash\r\n";
   out += fmt::format("flash_enabled:{}\r\n", store.has_flash() ? 1 : 0);
   if (!status.error.empty()) out += fmt::format("flash_error:{}\r\n", status.error);

@@ -101,7 +101,7 @@ void ReplyBuffer::bulk(std::string_view s) {
   pending_ += out.size() - before;
 }
 
-void ReplyBuffer::bulk(const memory::ObjectView& view) {
+void ReplyBuffer::bulk(const ObjectView& view) {
   if (view.length() < kZeroCopyThreshold) {
     std::string& out = tail_buffer();
     size_t before = out.size();

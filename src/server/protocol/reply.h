@@ -32,20 +32,20 @@ class ReplyBuffer {
 
   void simple(std::string_view s);  // +s
   void ok() { simple("OK"); }
-  void error(std::string_view message);       // -message (message carries its prefix: "ERR ...")
-  void error(const Status& status);           // -PREFIX message, prefix from error_prefix()
-  void integer(int64_t v);                    // :v
-  void bulk(std::string_view s);              // $len s (copied)
-  void bulk(const memory::ObjectView& view);  // $len + segments (zero-copy when large)
-  void null();                                // RESP2 $-1, RESP3 _
-  void null_array();                          // RESP2 *-1, RESP3 _
-  void array(size_t n);                       // *n header; n elements follow
-  void map(size_t pairs);                     // RESP3 %n; RESP2 *2n
-  void set(size_t n);                         // RESP3 ~n; RESP2 *n
-  void dbl(double v);                         // RESP3 ,v; RESP2 bulk string (Redis formatting)
-  void boolean(bool v);                       // RESP3 #t/#f; RESP2 :1/:0
-  void verbatim(std::string_view s);          // RESP3 =len txt:s; RESP2 bulk
-  void raw(std::string_view bytes);           // pre-encoded bytes
+  void error(std::string_view message);  // -message (message carries its prefix: "ERR ...")
+  void error(const Status& status);      // -PREFIX message, prefix from error_prefix()
+  void integer(int64_t v);               // :v
+  void bulk(std::string_view s);         // $len s (copied)
+  void bulk(const ObjectView& view);     // $len + segments (zero-copy when large)
+  void null();                           // RESP2 $-1, RESP3 _
+  void null_array();                     // RESP2 *-1, RESP3 _
+  void array(size_t n);                  // *n header; n elements follow
+  void map(size_t pairs);                // RESP3 %n; RESP2 *2n
+  void set(size_t n);                    // RESP3 ~n; RESP2 *n
+  void dbl(double v);                    // RESP3 ,v; RESP2 bulk string (Redis formatting)
+  void boolean(bool v);                  // RESP3 #t/#f; RESP2 :1/:0
+  void verbatim(std::string_view s);     // RESP3 =len txt:s; RESP2 bulk
+  void raw(std::string_view bytes);      // pre-encoded bytes
   // A bulk reply in parts, for values that arrive over time (flash reads):
   // the header, then the bytes (large pieces are sent from where they are,
   // kept alive by `owner`), then bulk_end().
@@ -80,7 +80,7 @@ class ReplyBuffer {
   enum class Kind : uint8_t { kOwned, kView, kExternal };
   struct Segment {
     std::string owned;                  // kOwned
-    memory::ObjectView view;            // kView: pinned value bytes
+    ObjectView view;                    // kView: pinned value bytes
     size_t view_segment = 0;            // kView: which segment of the view
     std::string_view external;          // kExternal: bytes kept alive by `owner`
     std::shared_ptr<const void> owner;  // kExternal

@@ -331,7 +331,7 @@ RespParser::Event RespParser::finish_command() {
   return Event::kCommand;
 }
 
-void RespParser::stream_into(memory::ValueSink* sink) {
+void RespParser::stream_into(ValueSink* sink) {
   value_mode_ = ValueMode::kStream;
   writer_ = sink;
   value_index_ = args_.size();

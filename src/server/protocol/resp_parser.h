@@ -62,7 +62,7 @@ class RespParser {
   // kLargeValue: which argument, and how many bytes it has.
   size_t large_index() const { return args_.size(); }
   uint64_t large_length() const { return value_remaining_; }
-  void stream_into(memory::ValueSink* sink);
+  void stream_into(ValueSink* sink);
   void discard();
   void buffer();
   // Whether a streamed value was discarded in the current command.
@@ -116,7 +116,7 @@ class RespParser {
   std::vector<std::string> inline_args_;
 
   ValueMode value_mode_ = ValueMode::kNone;
-  memory::ValueSink* writer_ = nullptr;
+  ValueSink* writer_ = nullptr;
   uint64_t value_remaining_ = 0;
   size_t value_index_ = 0;
   std::string error_;

@@ -68,19 +68,19 @@ TEST(PreheatConcurrentTest, ReadersSeeOneVersionWholeWhileJobsCommit) {
   int done = 0, refused = 0;
   for (int round = 0; round < 40 && std::chrono::steady_clock::now() < deadline; ++round) {
     const char tag = round % 2 ? 'A' : 'B';
-    auto id = s.preheat({.key = "k",
-                         .source = "file://" + dir.file(std::string("src/") + tag),
-                         .piece_size = 2 << 16,
-                         .cache = round % 3 != 0,
-                         .sha256 = "",
-                         .ttl_s = 0});
+    auto id = s.preheats().start({.key = "k",
+                                  .source = "file://" + dir.file(std::string("src/") + tag),
+                                  .piece_size = 2 << 16,
+                                  .cache = round % 3 != 0,
+                                  .sha256 = "",
+                                  .ttl_s = 0});
     ASSERT_TRUE(id) << id.status().to_string();
     if (round % 4 == 1) {
       ASSERT_TRUE(s.put("k", value('S')).is_ok());
     }
     if (round % 8 == 3) s.remove("k");
     for (;;) {
-      const PreheatJobStatus j = *s.preheat_job(*id);
+      const PreheatJobStatus j = *s.preheats().job(*id);
       if (j.state == PreheatState::kDone) ++done;
       if (j.state == PreheatState::kFailed) ++refused;
       if (j.state != PreheatState::kQueued && j.state != PreheatState::kRunning) break;

@@ -38,12 +38,12 @@ TEST(PreheatJobsConcurrentTest, StartingPastTheCapForgetsTheOldestEndedJobsOnly)
   Store& s = **opened;
   const std::string url = "file://" + dir.file("src/tiny.bin");
   auto preheat = [&](int i) {
-    return s.preheat({.key = "k" + std::to_string(i % 16),
-                      .source = url,
-                      .piece_size = 0,
-                      .cache = false,
-                      .sha256 = "",
-                      .ttl_s = 0});
+    return s.preheats().start({.key = "k" + std::to_string(i % 16),
+                               .source = url,
+                               .piece_size = 0,
+                               .cache = false,
+                               .sha256 = "",
+                               .ttl_s = 0});
   };
   std::vector<uint64_t> ids;
   for (int i = 0; i < kKept + 200; ++i) {  // later starts trim while jobs end
@@ -53,7 +53,7 @@ TEST(PreheatJobsConcurrentTest, StartingPastTheCapForgetsTheOldestEndedJobsOnly)
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   auto ended = [&](uint64_t id) {
-    std::optional<PreheatJobStatus> j = s.preheat_job(id);
+    std::optional<PreheatJobStatus> j = s.preheats().job(id);
     return j && j->state != PreheatState::kQueued && j->state != PreheatState::kRunning;
   };
   while (!ended(ids.back()) && std::chrono::steady_clock::now() < deadline)
@@ -61,11 +61,11 @@ TEST(PreheatJobsConcurrentTest, StartingPastTheCapForgetsTheOldestEndedJobsOnly)
   ASSERT_TRUE(ended(ids.back()));
   auto last = preheat(0);
   ASSERT_TRUE(last);
-  EXPECT_LE(s.preheat_jobs().size(), static_cast<size_t>(kKept) + 1);
-  EXPECT_FALSE(s.preheat_job(ids.front())) << "the oldest ended job is forgotten";
-  std::optional<PreheatJobStatus> j = s.preheat_job(*last);
+  EXPECT_LE(s.preheats().jobs().size(), static_cast<size_t>(kKept) + 1);
+  EXPECT_FALSE(s.preheats().job(ids.front())) << "the oldest ended job is forgotten";
+  std::optional<PreheatJobStatus> j = s.preheats().job(*last);
   ASSERT_TRUE(j) << "a queued or running job is never forgotten";
-  std::optional<PreheatJobStatus> recent = s.preheat_job(ids.back());
+  std::optional<PreheatJobStatus> recent = s.preheats().job(ids.back());
   ASSERT_TRUE(recent);
   EXPECT_EQ(recent->state, PreheatState::kDone) << recent->error;
 }

@@ -93,7 +93,7 @@ class PreheatTest : public ::testing::Test {
   static PreheatJobStatus wait_job(Store& s, uint64_t id) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (;;) {
-      std::optional<PreheatJobStatus> j = s.preheat_job(id);
+      std::optional<PreheatJobStatus> j = s.preheats().job(id);
       EXPECT_TRUE(j);
       if (!j || (j->state != PreheatState::kQueued && j->state != PreheatState::kRunning) ||
           std::chrono::steady_clock::now() > deadline)
@@ -115,12 +115,12 @@ TEST_F(PreheatTest, FileIsLoadedWholeIntoMemoryAndFlash) {
   auto s = open(config());
   const std::string content = value_for(1, 5 * kChunk + 1234);  // a short last chunk
   const std::string url = source_file("model.bin", content);
-  auto id = s->preheat({.key = "m",
-                        .source = url,
-                        .piece_size = 2 * kChunk,
-                        .cache = true,
-                        .sha256 = sha256_hex(content),
-                        .ttl_s = 0});
+  auto id = s->preheats().start({.key = "m",
+                                 .source = url,
+                                 .piece_size = 2 * kChunk,
+                                 .cache = true,
+                                 .sha256 = sha256_hex(content),
+                                 .ttl_s = 0});
   ASSERT_TRUE(id) << id.status().to_string();
   const PreheatJobStatus j = wait_job(*s, *id);
   ASSERT_EQ(j.state, PreheatState::kDone) << j.error;
@@ -166,7 +166,7 @@ TEST_F(PreheatTest, LargerThanMemoryIsHeldInPartAndReadWholeAcrossRestart) {
   {
     auto s = open(c);
     ASSERT_TRUE(s->put("big", "old value").is_ok());
-    auto id = s->preheat(
+    auto id = s->preheats().start(
         {.key = "big", .source = url, .piece_size = 0, .cache = true, .sha256 = "", .ttl_s = 0});
     ASSERT_TRUE(id);
     const PreheatJobStatus j = wait_job(*s, *id);
@@ -210,7 +210,7 @@ TEST_F(PreheatTest, APartNearHalfOfMemoryIsPromotedWhole) {
   auto s = open(config());
   const std::string content = value_for(3, 6 << 20);  // 6 MiB, memory is 8
   const std::string url = source_file("half.bin", content);
-  auto id = s->preheat(
+  auto id = s->preheats().start(
       {.key = "half", .source = url, .piece_size = 0, .cache = true, .sha256 = "", .ttl_s = 0});
   ASSERT_TRUE(id);
   ASSERT_EQ(wait_job(*s, *id).state, PreheatState::kDone);
@@ -244,7 +244,7 @@ TEST_F(PreheatTest, APromotionOfAnObjectHeldInPartReadsOnlyItsHoles) {
   c.large_value_memory_fraction = 0.25;  // 2 MiB of a 4 MiB object stay
   auto s = open(c);
   const std::string content = value_for(5, 4 << 20);
-  auto id = s->preheat(whole_file("part", source_file("part.bin", content)));
+  auto id = s->preheats().start(whole_file("part", source_file("part.bin", content)));
   ASSERT_TRUE(id);
   ASSERT_EQ(wait_job(*s, *id).state, PreheatState::kDone);
   std::optional<ObjectResidency> r = s->residency("part");
@@ -287,7 +287,8 @@ TEST_F(PreheatTest, AFifoOrASymlinkSourceFailsAtOnce) {
   for (const auto& [name, error] :
        {std::pair{"pipe", "not a regular file"}, std::pair{"link.bin", "symbolic link"},
         std::pair{"linkdir/x.bin", "symbolic link"}}) {
-    auto id = s->preheat(whole_file(name, "file://" + dir_.file(std::string("src/") + name)));
+    auto id =
+        s->preheats().start(whole_file(name, "file://" + dir_.file(std::string("src/") + name)));
     ASSERT_TRUE(id) << id.status().to_string();
     const PreheatJobStatus j = wait_job(*s, *id);
     EXPECT_EQ(j.state, PreheatState::kFailed) << name;
@@ -306,13 +307,13 @@ TEST_F(PreheatTest, AStuckJobDoesNotKeepMemoryFromFlashAtShutdown) {
   auto opened = open_held(c, workers);
   ASSERT_TRUE(opened);
   Store& s = *opened;
-  auto id = s.preheat(whole_file("stuck", source_file("stuck.bin", "bytes")));
+  auto id = s.preheats().start(whole_file("stuck", source_file("stuck.bin", "bytes")));
   ASSERT_TRUE(id);
   ASSERT_TRUE(s.put("dirty", value_for(7, 3 * kChunk)).is_ok());
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(s.close_cleanly().is_ok());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
-  EXPECT_TRUE(s.preheat_stuck());
+  EXPECT_TRUE(s.preheats().stuck());
   std::optional<ObjectResidency> r = s.residency("dirty");
   ASSERT_TRUE(r);
   for (const ChunkResidency& ch : r->chunks) EXPECT_TRUE(ch.on_flash) << ch.index;
@@ -338,8 +339,8 @@ TEST_F(PreheatTest, AQueuedJobIsCheckedAgainWhenItStarts) {
   std::ofstream(dir_.file("outside/f.bin"), std::ios::binary) << "outside";
   std::filesystem::create_directories(dir_.file("src2"));
   std::ofstream(dir_.file("src2/g.bin"), std::ios::binary) << "dropped";
-  auto swapped = s.preheat(whole_file("swapped", "file://" + dir_.file("src/sub/f.bin")));
-  auto dropped = s.preheat(whole_file("dropped", "file://" + dir_.file("src2/g.bin")));
+  auto swapped = s.preheats().start(whole_file("swapped", "file://" + dir_.file("src/sub/f.bin")));
+  auto dropped = s.preheats().start(whole_file("dropped", "file://" + dir_.file("src2/g.bin")));
   ASSERT_TRUE(swapped && dropped);
   std::filesystem::rename(dir_.file("src/sub"), dir_.file("src/sub_old"));
   std::filesystem::create_directory_symlink(dir_.file("outside"), dir_.file("src/sub"));
@@ -365,7 +366,7 @@ TEST_F(PreheatTest, JobsPastTheQueueCapAreRefusedBusy) {
   ASSERT_TRUE(opened);
   Store& s = *opened;
   const std::string url = source_file("q.bin", "queued bytes");
-  auto preheat = [&](const std::string& key) { return s.preheat(whole_file(key, url)); };
+  auto preheat = [&](const std::string& key) { return s.preheats().start(whole_file(key, url)); };
   std::vector<uint64_t> ids;
   for (const char* key : {"run", "q1", "q2"}) {
     auto id = preheat(key);
@@ -393,7 +394,8 @@ TEST_F(PreheatTest, TheTtlRunsFromPublish) {
   auto opened = Store::open(config(), nullptr, OpenMode::kWait, std::move(hooks));
   ASSERT_TRUE(opened) << opened.status().to_string();
   Store& s = **opened;
-  auto id = s.preheat(whole_file("ttl", source_file("ttl.bin", "short-lived"), /*ttl_s=*/2));
+  auto id =
+      s.preheats().start(whole_file("ttl", source_file("ttl.bin", "short-lived"), /*ttl_s=*/2));
   ASSERT_TRUE(id);
   const int64_t started_ms = unix_time_ms();
   ASSERT_EQ(wait_job(s, *id).state, PreheatState::kDone);
@@ -426,8 +428,8 @@ TEST_F(PreheatTest, PieceBuffersStayWithinPreheatBuffer) {
                           .ttl_s = 0,
                           .exclusive = nullptr};
   };
-  auto a = s->preheat(request("plain", plain, false));
-  auto b = s->preheat(request("hashed", hashed, true));
+  auto a = s->preheats().start(request("plain", plain, false));
+  auto b = s->preheats().start(request("hashed", hashed, true));
   ASSERT_TRUE(a && b);
   EXPECT_EQ(wait_job(*s, *a).state, PreheatState::kDone);
   EXPECT_EQ(wait_job(*s, *b).state, PreheatState::kDone);
@@ -437,14 +439,14 @@ TEST_F(PreheatTest, PieceBuffersStayWithinPreheatBuffer) {
 
   PreheatRequest too_big = request("big", plain, false);
   too_big.piece_size = 2 * kChunk;
-  auto refused = s->preheat(too_big);
+  auto refused = s->preheats().start(too_big);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.status().message().find("preheat-buffer"), std::string::npos)
       << refused.status().to_string();
 
   PreheatRequest wrong = request("wrong", hashed, true);
   wrong.sha256 = std::string(64, 'b');
-  auto failed = s->preheat(wrong);
+  auto failed = s->preheats().start(wrong);
   ASSERT_TRUE(failed);
   EXPECT_EQ(wait_job(*s, *failed).state, PreheatState::kFailed);
   EXPECT_EQ(used.value(), 0);
@@ -457,12 +459,12 @@ TEST_F(PreheatTest, AMemoryFractionOfZeroKeepsNothingInMemory) {
   c.large_value_memory_fraction = 0;
   auto s = open(c);
   const std::string content = value_for(4, 3 * kChunk + 5);
-  auto id = s->preheat({.key = "z",
-                        .source = source_file("z.bin", content),
-                        .piece_size = 0,
-                        .cache = true,
-                        .sha256 = "",
-                        .ttl_s = 0});
+  auto id = s->preheats().start({.key = "z",
+                                 .source = source_file("z.bin", content),
+                                 .piece_size = 0,
+                                 .cache = true,
+                                 .sha256 = "",
+                                 .ttl_s = 0});
   ASSERT_TRUE(id);
   ASSERT_EQ(wait_job(*s, *id).state, PreheatState::kDone);
   std::optional<ObjectResidency> r = s->residency("z");
@@ -482,24 +484,24 @@ TEST_F(PreheatTest, FailuresLeaveThePreviousValueAndNothingPartial) {
     auto s = open(c);
     ASSERT_TRUE(s->put("k", "previous").is_ok());
     // A digest that does not match: every piece landed, and still nothing shows.
-    auto bad = s->preheat({.key = "k",
-                           .source = url,
-                           .piece_size = kChunk,
-                           .cache = true,
-                           .sha256 = std::string(64, 'a'),
-                           .ttl_s = 0});
+    auto bad = s->preheats().start({.key = "k",
+                                    .source = url,
+                                    .piece_size = kChunk,
+                                    .cache = true,
+                                    .sha256 = std::string(64, 'a'),
+                                    .ttl_s = 0});
     ASSERT_TRUE(bad);
     PreheatJobStatus j = wait_job(*s, *bad);
     EXPECT_EQ(j.state, PreheatState::kFailed);
     EXPECT_NE(j.error.find("digest mismatch"), std::string::npos) << j.error;
     EXPECT_EQ(value_of(*s, "k"), "previous");
     // A missing file.
-    auto missing = s->preheat({.key = "k",
-                               .source = "file://" + dir_.file("src/none"),
-                               .piece_size = 0,
-                               .cache = true,
-                               .sha256 = "",
-                               .ttl_s = 0});
+    auto missing = s->preheats().start({.key = "k",
+                                        .source = "file://" + dir_.file("src/none"),
+                                        .piece_size = 0,
+                                        .cache = true,
+                                        .sha256 = "",
+                                        .ttl_s = 0});
     ASSERT_TRUE(missing);
     j = wait_job(*s, *missing);
     EXPECT_EQ(j.state, PreheatState::kFailed);
@@ -509,7 +511,7 @@ TEST_F(PreheatTest, FailuresLeaveThePreviousValueAndNothingPartial) {
     for (const std::string& src :
          {"file://" + dir_.file("secret"), "file://" + dir_.file("src/../secret"),
           std::string("file:///etc/passwd")}) {
-      auto refused = s->preheat(
+      auto refused = s->preheats().start(
           {.key = "k", .source = src, .piece_size = 0, .cache = true, .sha256 = "", .ttl_s = 0});
       ASSERT_FALSE(refused) << src;
       EXPECT_NE(refused.status().message().find("not allowed"), std::string::npos);
@@ -530,23 +532,23 @@ TEST_F(PreheatTest, CancelAndAConcurrentWriteWin) {
   const std::string url = source_file("slow.bin", content);
   auto s = open(c);
   ASSERT_TRUE(s->put("k", "previous").is_ok());
-  auto id = s->preheat(
+  auto id = s->preheats().start(
       {.key = "k", .source = url, .piece_size = kChunk, .cache = false, .sha256 = "", .ttl_s = 0});
   ASSERT_TRUE(id);
-  while (s->preheat_job(*id)->bytes_done == 0)
+  while (s->preheats().job(*id)->bytes_done == 0)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
-  ASSERT_TRUE(s->cancel_preheat(*id).is_ok());
+  ASSERT_TRUE(s->preheats().cancel(*id).is_ok());
   PreheatJobStatus j = wait_job(*s, *id);
   EXPECT_EQ(j.state, PreheatState::kCancelled);
   EXPECT_LT(j.pieces_done, j.pieces_total);
   EXPECT_EQ(value_of(*s, "k"), "previous");
-  EXPECT_EQ(s->cancel_preheat(9999).code(), StatusCode::kNotFound);
+  EXPECT_EQ(s->preheats().cancel(9999).code(), StatusCode::kNotFound);
 
   // A SET while the job runs is newer than the job's version: it stays.
-  id = s->preheat(
+  id = s->preheats().start(
       {.key = "k", .source = url, .piece_size = kChunk, .cache = false, .sha256 = "", .ttl_s = 0});
   ASSERT_TRUE(id);
-  while (s->preheat_job(*id)->bytes_done == 0)
+  while (s->preheats().job(*id)->bytes_done == 0)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   ASSERT_TRUE(s->put("k", "written meanwhile").is_ok());
   j = wait_job(*s, *id);
