@@ -234,4 +234,8 @@ uint64_t FlashTier::object_count() const {
   return impl_->index.object_count();
 }
 
+uint64_t FlashTier::compact_object_count() const {
+  return impl_->index.compact_count();
+}
+
 }  // namespace tierkv::flash

@@ -419,6 +419,9 @@ class FlashTier {
   std::vector<std::string> keys_from(uint64_t from_hash, size_t max, uint64_t* next) const;
   std::optional<std::string> random_key() const;
   uint64_t object_count() const;
+  // Of object_count(), those indexed without their key: listing them reads
+  // each key from the device.
+  uint64_t compact_object_count() const;
 
   // Pushes out buffered writes and waits until all accepted so far landed
   // (fdatasync'ed too unless fsync=none).

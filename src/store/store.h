@@ -404,6 +404,13 @@ class Store {
   // between the two is never missed (memory/absent_watches.h).
   AbsentWatch watch_absent(std::string_view key);
   std::optional<ObjectResidency> residency(std::string_view key);
+  // True when a key walk (scan(), random_key()) may read keys from the
+  // device: flash holds objects indexed without their key. Such walks
+  // belong off a network thread (run_key_walk()).
+  bool key_walks_read_flash() const;
+  // Runs `walk` on a store worker (run = true), or at once on this thread
+  // with run = false when the workers are all busy or there are none.
+  void run_key_walk(std::function<void(bool run)> walk);
   ScanPage scan(uint64_t cursor, size_t count);
   std::optional<std::string> random_key();
   // Objects in either tier (an object in both counts once, except that a

@@ -11,6 +11,7 @@
 #include "store/flashio/writeback.h"
 #include "store/promotion/promoter.h"
 #include "store/store.h"
+#include "store/worker_pool.h"
 
 namespace tierkv {
 
@@ -86,6 +87,15 @@ ScanPage Store::scan(uint64_t cursor, size_t count) {
   }
   page.next_cursor = end;
   return page;
+}
+
+bool Store::key_walks_read_flash() const {
+  return !loading() && flash_ && flash_->compact_object_count() > 0;
+}
+
+void Store::run_key_walk(std::function<void(bool run)> walk) {
+  WorkerPool* pool = loading() ? nullptr : pool_.get();
+  if (pool == nullptr || !pool->try_submit(walk)) walk(false);
 }
 
 std::optional<std::string> Store::random_key() {

@@ -55,3 +55,41 @@ def test_scan_and_keys_over_flash_only_keys(flash_servers, make_redis):
     assert set(matched) == {k for k in expected if k.startswith(b"key:1")}
     assert len(c.keys("*")) == KEYS
     assert c.dbsize() == KEYS
+
+
+def test_key_walks_off_the_network_thread_answer_in_order(flash_servers):
+    """Where flash holds keys only on the device (compact index entries),
+    SCAN, KEYS and RANDOMKEY run on a store worker and their replies follow
+    (docs/flash-tier.md). What a client sees does not change: pipelined with
+    other commands, every reply comes in order and holds what the in-place
+    walk (inside MULTI/EXEC) holds."""
+    s = flash_servers(memory="64mb", flash_size="256mb").start()
+    n = 3000
+    load(s.client(), n)
+    s.restart()
+    c = s.client()
+    assert int(s.info("flash")[0]["flash_compact_objects"]) == n
+    expected = {f"key:{i}".encode() for i in range(n)}
+    for _ in range(3):
+        p = c.pipeline(transaction=False)
+        p.keys("*")
+        p.ping()
+        p.scan(0, count=100000)
+        p.set("fresh", b"x")
+        p.randomkey()
+        p.keys("*")
+        p.get("fresh")
+        keys, pong, (cursor, page), ok, random, after, fresh = p.execute()
+        assert set(keys) == expected
+        assert pong is True and ok is True and fresh == b"x"
+        assert cursor == 0 and set(page) == expected
+        assert random in expected | {b"fresh"}
+        assert set(after) == expected | {b"fresh"}, "a walk sees the writes before it"
+        c.delete("fresh")
+    t = c.pipeline(transaction=True)
+    t.keys("*")
+    t.scan(0, count=100000)
+    t.randomkey()
+    keys, (cursor, page), random = t.execute()
+    assert set(keys) == expected and cursor == 0 and set(page) == expected
+    assert random in expected

@@ -15,6 +15,7 @@
 #include "server/cluster/slot_migrator.h"
 #include "server/cluster/slot_purger.h"
 #include "server/commands/command.h"
+#include "server/commands/key_walk.h"
 #include "server/commands/string_common.h"
 #include "server/protocol/number_text.h"
 
@@ -144,10 +145,16 @@ void keys_in_slot_command(CommandContext& ctx, bool get) {
   if (!get && bad_slot) return ctx.reply.error("ERR Invalid slot");
   if (get && (bad_slot || *count < 0)) return ctx.reply.error("ERR Invalid slot or number of keys");
   const auto limit = get ? static_cast<uint64_t>(*count) : UINT64_MAX;
-  std::vector<std::string> keys = keys_in_slot(ctx.store, static_cast<uint16_t>(*slot), limit);
-  if (!get) return ctx.reply.integer(static_cast<int64_t>(keys.size()));
-  ctx.reply.array(keys.size());
-  for (const std::string& k : keys) ctx.reply.bulk(k);
+  run_key_walk(ctx, [&store = ctx.store, slot = static_cast<uint16_t>(*slot), limit, get] {
+    return [keys = keys_in_slot(store, slot, limit), get](ReplyBuffer& reply) {
+      if (!get) {
+        reply.integer(static_cast<int64_t>(keys.size()));
+        return;
+      }
+      reply.array(keys.size());
+      for (const std::string& k : keys) reply.bulk(k);
+    };
+  });
 }
 
 void cluster_command(CommandContext& ctx) {

@@ -5,6 +5,7 @@
 // that has already passed deletes the key at once.
 #include <cerrno>
 #include <cstdlib>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "server/cluster/prefetch_hints.h"
 #include "server/commands/command.h"
 #include "server/commands/glob.h"
+#include "server/commands/key_walk.h"
 
 namespace tierkv::server {
 namespace {
@@ -178,18 +180,21 @@ void persist_command(CommandContext& ctx) {
 constexpr size_t kKeysPageSize = 1024;
 
 void keys_command(CommandContext& ctx) {
-  std::string_view pattern = ctx.arg(1);
-  bool all = glob_matches_all(pattern);
-  std::vector<std::string> matched;
-  uint64_t cursor = 0;
-  do {
-    ScanPage page = ctx.store.scan(cursor, kKeysPageSize);
-    for (std::string& k : page.keys)
-      if (all || glob_match(pattern, k)) matched.push_back(std::move(k));
-    cursor = page.next_cursor;
-  } while (cursor != 0);
-  ctx.reply.array(matched.size());
-  for (const std::string& k : matched) ctx.reply.bulk(k);
+  run_key_walk(ctx, [&store = ctx.store, pattern = std::string(ctx.arg(1))] {
+    const bool all = glob_matches_all(pattern);
+    std::vector<std::string> matched;
+    uint64_t cursor = 0;
+    do {
+      ScanPage page = store.scan(cursor, kKeysPageSize);
+      for (std::string& k : page.keys)
+        if (all || glob_match(pattern, k)) matched.push_back(std::move(k));
+      cursor = page.next_cursor;
+    } while (cursor != 0);
+    return [matched = std::move(matched)](ReplyBuffer& reply) {
+      reply.array(matched.size());
+      for (const std::string& k : matched) reply.bulk(k);
+    };
+  });
 }
 
 // Redis parses cursors with strtoul: no leading space, the whole argument,
@@ -229,25 +234,34 @@ void scan_command(CommandContext& ctx) {
       return ctx.reply.error(errors::kSyntax);
     }
   }
-  ScanPage page = ctx.store.scan(*cursor, static_cast<size_t>(count));
-  // Filters apply after the fetch, as in Redis: a page can come back empty
-  // with a non-zero cursor. Every key holds a string.
-  bool type_ok = !type || iequals(*type, "string");
-  std::erase_if(page.keys, [&](const std::string& k) {
-    return !type_ok || (use_pattern && !glob_match(pattern, k));
+  // Every key holds a string.
+  const bool type_ok = !type || iequals(*type, "string");
+  run_key_walk(ctx, [&store = ctx.store, cursor = *cursor, count = static_cast<size_t>(count),
+                     pattern = std::string(pattern), use_pattern, type_ok] {
+    ScanPage page = store.scan(cursor, count);
+    // Filters apply after the fetch, as in Redis: a page can come back
+    // empty with a non-zero cursor.
+    std::erase_if(page.keys, [&](const std::string& k) {
+      return !type_ok || (use_pattern && !glob_match(pattern, k));
+    });
+    return [page = std::move(page)](ReplyBuffer& reply) {
+      reply.array(2);
+      reply.bulk(std::to_string(page.next_cursor));
+      reply.array(page.keys.size());
+      for (const std::string& k : page.keys) reply.bulk(k);
+    };
   });
-  ctx.reply.array(2);
-  ctx.reply.bulk(std::to_string(page.next_cursor));
-  ctx.reply.array(page.keys.size());
-  for (const std::string& k : page.keys) ctx.reply.bulk(k);
 }
 
 void randomkey_command(CommandContext& ctx) {
-  std::optional<std::string> key = ctx.store.random_key();
-  if (key)
-    ctx.reply.bulk(*key);
-  else
-    ctx.reply.null();
+  run_key_walk(ctx, [&store = ctx.store] {
+    return [key = store.random_key()](ReplyBuffer& reply) {
+      if (key)
+        reply.bulk(*key);
+      else
+        reply.null();
+    };
+  });
 }
 
 }  // namespace
