@@ -51,8 +51,10 @@ Connection::Connection(Server& server, IoThread& thread, Socket socket, std::str
   state_.authenticated = !server_.context().limits().auth_required.load(std::memory_order_relaxed);
   state_.user = server_.context().acl_users().default_user();
   state_.acl_generation = server_.context().acl_users().generation();
-  shared_user_ = state_.user->name();
-  last_active_ms_.store(state_.created_ms, std::memory_order_relaxed);
+  ClientInfo::Identity who;
+  who.user = state_.user->name();
+  info_.publish(std::move(who));
+  info_.set_last_active(state_.created_ms);
   fd_ = socket_.native_handle();
   gather_.reserve(kMaxIov);
   iov_.reserve(kMaxIov);
@@ -157,7 +159,7 @@ void Connection::on_read(const asio::error_code& ec, size_t n, bool direct) {
     parser_.commit(n);
   }
   state_.last_active_ms = now_ms();
-  last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
+  info_.set_last_active(state_.last_active_ms);
   process_input();
   if (query_buffer_over_limit()) return close();
   flush();
@@ -232,17 +234,10 @@ void Connection::process_input() {
 
 void Connection::publish_memory() {
   const uint64_t output = out_.pending_bytes() + writing_.pending_bytes();
-  output_bytes_.store(output, std::memory_order_relaxed);
   const uint64_t query = value_writer_  ? value_writer_->filled()
                          : flash_value_ ? flash_value_->buffered_bytes()
                                         : parser_.query_bytes();
-  memory_bytes_.store(output + query + static_cast<uint64_t>(state_.txn.queued_bytes),
-                      std::memory_order_relaxed);
-}
-
-bool Connection::no_evict() const {
-  MutexLock lock(info_mu_);
-  return shared_no_evict_;
+  info_.set_memory(output, output + query + static_cast<uint64_t>(state_.txn.queued_bytes));
 }
 
 void Connection::on_large_value() {
@@ -405,17 +400,14 @@ void Connection::recheck_pause() {
 }
 
 bool Connection::kill() {
-  if (killed_.exchange(true)) return false;
+  if (!info_.mark_killed()) return false;
   std::shared_ptr<Connection> self = weak_from_this().lock();
   if (self) asio::post(thread_.io, [self] { self->close(); });
   return true;
 }
 
 void Connection::publish_multi() {
-  int multi = state_.txn.in_multi ? static_cast<int>(state_.txn.queue.size()) : -1;
-  // Stored only on a change: most commands run outside MULTI.
-  if (shared_multi_.load(std::memory_order_relaxed) != multi)
-    shared_multi_.store(multi, std::memory_order_relaxed);
+  info_.set_multi(state_.txn.in_multi ? static_cast<int>(state_.txn.queue.size()) : -1);
 }
 
 void Connection::end_command() {
@@ -435,7 +427,7 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
     return;
   }
   state_.last_command.assign(spec.name);
-  last_spec_.store(&spec, std::memory_order_relaxed);
+  info_.set_last_command(&spec);
   Store& store = server_.context().store();
   // With fsync=always, a write's reply waits in held_ until it is durable.
   holding_ = (spec.flags & kWrite) && store.durable_writes();
@@ -502,14 +494,13 @@ uint64_t Connection::account(const CommandSpec& spec, uint64_t start, bool faile
 }
 
 void Connection::publish_identity() {
-  MutexLock lock(info_mu_);
-  shared_name_ = state_.name;
-  shared_lib_name_ = state_.lib_name;
-  shared_lib_ver_ = state_.lib_ver;
-  shared_proto_ = static_cast<int>(state_.proto);
-  shared_no_evict_ = state_.no_evict;
-  shared_no_touch_ = state_.no_touch;
-  shared_user_ = state_.user->name();
+  info_.publish({.name = state_.name,
+                 .lib_name = state_.lib_name,
+                 .lib_ver = state_.lib_ver,
+                 .user = state_.user->name(),
+                 .proto = static_cast<int>(state_.proto),
+                 .no_evict = state_.no_evict,
+                 .no_touch = state_.no_touch});
 }
 
 void Connection::flush() {
@@ -547,7 +538,7 @@ void Connection::on_write(const asio::error_code& ec, size_t n) {
   // large value is not closed by `timeout` while it reads.
   if (n > 0) {
     state_.last_active_ms = now_ms();
-    last_active_ms_.store(state_.last_active_ms, std::memory_order_relaxed);
+    info_.set_last_active(state_.last_active_ms);
   }
   publish_memory();
   flush();
@@ -556,30 +547,20 @@ void Connection::on_write(const asio::error_code& ec, size_t n) {
 }
 
 std::string Connection::describe(int64_t now) const {
-  std::string name, lib_name, lib_ver, user;
-  int proto;
-  int multi = shared_multi_.load(std::memory_order_relaxed);
+  const ClientInfo::Identity who = info_.identity();
+  const int multi = info_.multi();
   // Redis's letters, in its order: x (MULTI), e (NO-EVICT), T (NO-TOUCH).
   std::string flags = multi < 0 ? "" : "x";
-  {
-    MutexLock lock(info_mu_);
-    name = shared_name_;
-    lib_name = shared_lib_name_;
-    lib_ver = shared_lib_ver_;
-    proto = shared_proto_;
-    if (shared_no_evict_) flags += 'e';
-    if (shared_no_touch_) flags += 'T';
-    user = shared_user_;
-  }
+  if (who.no_evict) flags += 'e';
+  if (who.no_touch) flags += 'T';
   if (flags.empty()) flags = "N";
-  const CommandSpec* last = last_spec_.load(std::memory_order_relaxed);
+  const CommandSpec* last = info_.last_command();
   return fmt::format(
       "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 "
       "multi={} omem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
-      state_.id, state_.addr, state_.laddr, fd_, name, (now - state_.created_ms) / 1000,
-      (now - last_active_ms_.load(std::memory_order_relaxed)) / 1000, flags, multi,
-      output_bytes_.load(std::memory_order_relaxed), last ? last->name : "NULL", user, proto,
-      lib_name, lib_ver);
+      state_.id, state_.addr, state_.laddr, fd_, who.name, (now - state_.created_ms) / 1000,
+      (now - info_.last_active_ms()) / 1000, flags, multi, info_.output_bytes(),
+      last ? last->name : "NULL", who.user, who.proto, who.lib_name, who.lib_ver);
 }
 
 }  // namespace tierkv::server

@@ -38,6 +38,7 @@
 
 #include "core/mutex.h"
 #include "server/commands/command.h"
+#include "server/net/client_info.h"
 #include "server/net/transport.h"
 #include "server/protocol/resp_parser.h"
 
@@ -73,10 +74,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   // Fixed at accept: safe from any thread.
   const std::string& addr() const { return state_.addr; }
   // The ACL user it runs as (CLIENT KILL USER); any thread.
-  std::string user_name() const {
-    MutexLock lock(info_mu_);
-    return shared_user_;
-  }
+  std::string user_name() const { return info_.user(); }
   const std::string& laddr() const { return state_.laddr; }
   // CLIENT KILL from any thread: closes the connection on its own thread.
   // False if it was killed already (it is closing).
@@ -88,9 +86,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   std::string describe(int64_t now_ms) const;
   // What the client holds now (query buffer, output and MULTI queue), as
   // of its last batch or write; safe from any thread (maxmemory-clients).
-  uint64_t memory_bytes() const { return memory_bytes_.load(std::memory_order_relaxed); }
+  uint64_t memory_bytes() const { return info_.memory_bytes(); }
   // CLIENT NO-EVICT on: maxmemory-clients never closes it. Any thread.
-  bool no_evict() const;
+  bool no_evict() const { return info_.no_evict(); }
 
  private:
   void start_read();
@@ -285,23 +283,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Repl
   int persists_pending_ = 0;
   Status persist_error_;
 
-  // What other threads read (CLIENT LIST): copied under info_mu_ when a
-  // command that changes it runs.
-  mutable Mutex info_mu_;
-  std::string shared_name_ ABSL_GUARDED_BY(info_mu_);
-  std::string shared_lib_name_ ABSL_GUARDED_BY(info_mu_);
-  std::string shared_lib_ver_ ABSL_GUARDED_BY(info_mu_);
-  std::string shared_user_ ABSL_GUARDED_BY(info_mu_);
-  int shared_proto_ ABSL_GUARDED_BY(info_mu_) = 2;
-  bool shared_no_evict_ ABSL_GUARDED_BY(info_mu_) = false;
-  bool shared_no_touch_ ABSL_GUARDED_BY(info_mu_) = false;
-  std::atomic<int> shared_multi_{-1};  // queued commands in MULTI, else -1
-  std::atomic<int64_t> last_active_ms_{0};
-  std::atomic<bool> killed_{false};
-  std::atomic<const CommandSpec*> last_spec_{nullptr};
-  std::atomic<uint64_t> output_bytes_{0};
-  std::atomic<uint64_t> memory_bytes_{0};
-  // Publishes output_bytes_ and memory_bytes_ (on this thread).
+  // What other threads read (CLIENT LIST, CLIENT KILL, maxmemory-clients):
+  // published from state_ when a command that changes it runs.
+  ClientInfo info_;
+  // Publishes what the client holds to info_ (on this thread).
   void publish_memory();
   int fd_ = -1;
 };
