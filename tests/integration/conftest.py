@@ -95,6 +95,40 @@ def wait_loaded(port, proc, timeout=60.0):
         time.sleep(0.02)
 
 
+# The logs of the servers the running test started: a failed test's report
+# ends with the last lines of each, so that a failure seen once in CI (a
+# hang, a crash) can be read afterwards. Cleared before every test.
+SERVER_LOGS = []
+LOG_LINES_ON_FAILURE = 60
+
+
+def note_server_log(path):
+    """Puts `path` in the failure report of the running test."""
+    if path not in SERVER_LOGS:
+        SERVER_LOGS.append(path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    SERVER_LOGS.clear()  # before this test's fixtures start their servers
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed or rep.when == "teardown":
+        return
+    for path in SERVER_LOGS:  # the workdirs are removed only at teardown
+        try:
+            with open(path, "rb") as f:
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            continue
+        rep.sections.append((f"server log {path} (last {LOG_LINES_ON_FAILURE} lines)",
+                             "\n".join(lines[-LOG_LINES_ON_FAILURE:])))
+
+
 class ServerProcess:
     def __init__(self, argv, port, workdir, loaded=False):
         """Starts argv; returns once it listens on port and, with `loaded`,
@@ -103,6 +137,7 @@ class ServerProcess:
         self.port = port
         self.workdir = workdir
         self.log_path = os.path.join(workdir, "server.log")
+        note_server_log(self.log_path)
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
         wait_for_port(port, self.proc)

@@ -23,7 +23,7 @@ import urllib.request
 import pytest
 import redis
 
-from conftest import TIERKV_SERVER, free_ports, wait_for_port, wait_loaded
+from conftest import TIERKV_SERVER, free_ports, note_server_log, wait_for_port, wait_loaded
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -59,6 +59,7 @@ class FlashServer:
         self.flash_size = flash_size
         self.extra = list(extra)
         self.log_path = os.path.join(workdir, "server.log")
+        note_server_log(self.log_path)
         self.proc = None
         self.port = None
         self.metrics_port = None
