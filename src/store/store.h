@@ -349,7 +349,6 @@ class Store {
   // `options` as for read() (count_access false: a copy that is no access).
   Result<ObjectView> get_range(std::string_view key, uint64_t offset, uint64_t length,
                                const ReadOptions& options = {});
-  std::vector<Result<ObjectView>> get_batch(std::span<const std::string_view> keys);
   // One answer per key, in order. Never blocks on I/O, with or without prefetch.
   std::vector<bool> exist(std::span<const std::string_view> keys, const ExistOptions& options = {});
   bool exists(std::string_view key) { return exist(std::span(&key, 1))[0]; }

@@ -367,13 +367,6 @@ Result<ObjectView> Store::get(std::string_view key) {
   return get_range(key, 0, UINT64_MAX);
 }
 
-std::vector<Result<ObjectView>> Store::get_batch(std::span<const std::string_view> keys) {
-  std::vector<Result<ObjectView>> out;
-  out.reserve(keys.size());
-  for (std::string_view k : keys) out.push_back(get(k));
-  return out;
-}
-
 std::vector<bool> Store::exist(std::span<const std::string_view> keys,
                                const ExistOptions& options) {
   std::vector<bool> out;
