@@ -8,11 +8,17 @@ namespace tierkv::memory {
 static_assert(sizeof(Object) == 56, "the object block of a 16-byte key is 80 bytes");
 
 Object* Object::create(std::string_view key, uint32_t chunk_count) {
-  void* mem = ::operator new(sizeof(Object) + key.size());
+  // The slot array first: if it cannot be had, nothing else is held.
+  Chunk** many = chunk_count > 1 ? new Chunk*[chunk_count]() : nullptr;
+  void* mem = ::operator new(sizeof(Object) + key.size(), std::nothrow);
+  if (mem == nullptr) {
+    delete[] many;
+    throw std::bad_alloc();
+  }
   auto* obj = new (mem) Object();
   obj->key_size = static_cast<uint32_t>(key.size());
   obj->chunk_count_ = chunk_count;
-  if (chunk_count > 1) obj->many_ = new Chunk*[chunk_count]();
+  if (many != nullptr) obj->many_ = many;
   if (!key.empty()) std::memcpy(static_cast<char*>(mem) + sizeof(Object), key.data(), key.size());
   return obj;
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tierkv::server {
@@ -29,11 +30,12 @@ TEST(ClientInfoConcurrentTest, ReadersSeeWholeIdentities) {
   ClientInfo info;
   info.publish(identity_of(0));
   std::atomic<bool> done{false};
-  std::atomic<int> torn{0}, reads{0};
+  std::atomic<int> torn{0}, reads{0}, ready{0};
   std::vector<std::thread> readers;
   for (int r = 0; r < 3; ++r) {
     readers.emplace_back([&] {
-      while (!done.load()) {
+      bool first = true;
+      while (first || !done.load()) {
         const ClientInfo::Identity who = info.identity();
         const int i = std::stoi(who.lib_ver);
         const ClientInfo::Identity want = identity_of(i);
@@ -42,9 +44,13 @@ TEST(ClientInfoConcurrentTest, ReadersSeeWholeIdentities) {
             who.no_touch != want.no_touch)
           torn.fetch_add(1);
         reads.fetch_add(1);
+        if (std::exchange(first, false)) ready.fetch_add(1);
       }
     });
   }
+  // Publishing starts once every reader reads: the readers overlap the
+  // publishes however the threads are scheduled.
+  while (ready.load() < 3) std::this_thread::yield();
   for (int i = 1; i <= 20000; ++i) {
     info.publish(identity_of(i));
     info.set_multi(i % 7 == 0 ? i % 4 : -1);
