@@ -1,14 +1,15 @@
-// FlashTier: region reclaim, and hit-based reinsertion on a thread of its own.
+// FlashTier: what reclaiming a region does to its records, and the
+// RegionEvictor that RegionManager's reclaimer thread drives.
 //
-// Regions are reclaimed oldest first. Without reinsertion a writer that
-// needs a region reclaims the oldest one itself: that only drops index
-// entries. With reinsertion, chunks read since they were written are copied
-// to the head of the log first, which means reading them from the device.
-// No writer (often a network thread evicting to make room) may wait for
-// that, so a reclaimer thread keeps one region free ahead of the writers:
-// it takes the oldest region out of the FIFO, reads its hot chunks without
-// holding write_mu, appends the copies, then frees the region. If writers
-// outrun it, they reclaim without reinsertion.
+// RegionManager picks the victims (oldest first). Without reinsertion a
+// writer that needs a region reclaims the victim itself: that only drops
+// index entries. With reinsertion, the chunks the policy keeps (read since
+// they were written) are copied to the head of the log first, which means
+// reading them from the device. No writer (often a network thread evicting
+// to make room) may wait for that, so the reclaimer thread keeps regions
+// free ahead of the writers: it takes the victim out of the FIFO, reads its
+// kept chunks without holding write_mu, appends the copies, then frees the
+// region. If writers outrun it, they reclaim without reinsertion.
 #include <absl/container/inlined_vector.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -21,18 +22,34 @@
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
+#include "flash/region_reclaimer.h"
+#include "flash/reinsertion_policy.h"
 
 namespace tierkv::flash {
 
-namespace {
+bool FlashTier::Evictor::may_evict() const {
+  tier_.impl_->write_mu.assert_held();
+  return !tier_.impl_->clearing;
+}
 
-// Reinsertion copies at most this share of a region, so a region full of hot
-// chunks cannot fill its successor with nothing but copies. On the real
-// traces (bench/flash-reclaim) a half and a fifth gave the same flash hit
-// ratios within noise; a fifth writes less.
-constexpr double kReinsertMaxFraction = 0.2;
+void FlashTier::Evictor::begin_eviction(uint32_t region) {
+  round_ = ReclaimRound{};
+  tier_.begin_reclaim_round_locked(region, round_);
+}
 
-}  // namespace
+void FlashTier::Evictor::read_kept() {
+  tier_.read_reinsertions(round_);
+}
+
+void FlashTier::Evictor::finish_eviction() {
+  tier_.finish_reclaim_round_locked(round_, to_submit_);
+}
+
+void FlashTier::Evictor::submit() {
+  LogWriter::submit(*tier_.impl_->engine, to_submit_);
+  to_submit_.clear();
+  round_ = ReclaimRound{};
+}
 
 bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits,
                                bool self_pin) {
@@ -95,77 +112,26 @@ void FlashTier::unpin_regions(std::span<const uint32_t> regions) const {
   for (uint32_t r : last_pins) im.regions.unpin_last(r);
 }
 
-// Free regions the reclaimer keeps ahead of the writers (fewer on tiny
-// devices): one region of headroom is often used up within a single write.
-static size_t reclaim_target(size_t regions) {
-  return regions >= 8 ? 2 : 1;
-}
-
-bool FlashTier::reclaim_wanted_locked() const {
-  const Impl& im = *impl_;
-  im.write_mu.assert_held();
-  return im.regions.free_count() < reclaim_target(region_count_) &&
-         im.regions.written().size() > 1 && !im.clearing &&
-         im.regions.state(*im.regions.oldest()).pending_writes == 0;
-}
-
 void FlashTier::start_reclaimer() {
   Impl& im = *impl_;
   if (!options_.reinsertion) return;
-  im.reclaimer = std::thread([this, &im] {
-    MutexLock lock(im.write_mu);
-    while (!im.reclaim_stop) {
-      if (!reclaim_wanted_locked()) {
-        im.reclaim_idle.notify_all();
-        // Also polls: the oldest region's last writes land without a signal.
-        im.reclaim_cv.wait_for(im.write_mu, std::chrono::milliseconds(20));
-        continue;
-      }
-      // Reads the device without write_mu, a round at a time.
-      ReclaimRound round;
-      begin_reclaim_round_locked(round);
-      lock.unlock();
-      read_reinsertions(round);
-      lock.lock();
-      std::vector<IoRequest*> to_submit;
-      finish_reclaim_round_locked(round, to_submit);
-      lock.unlock();
-      LogWriter::submit(*im.engine, to_submit);
-      lock.lock();
-    }
-    im.reclaim_idle.notify_all();
-  });
+  evictor_ = std::make_unique<Evictor>(*this);
+  im.regions.start_reclaimer(im.write_mu, *evictor_,
+                             std::make_unique<HitsReinsertionPolicy>(options_.region_size));
 }
 
 bool FlashTier::wait_for_reclaimer(std::chrono::milliseconds timeout) {
-  Impl& im = *impl_;
-  MutexLock lock(im.write_mu);
-  if (!im.reclaimer.joinable()) return true;
-  im.reclaim_cv.notify_one();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!im.reclaim_stop && reclaim_wanted_locked()) {
-    if (!im.reclaim_idle.wait_until(im.write_mu, deadline))
-      return im.reclaim_stop || !reclaim_wanted_locked();
-  }
-  return true;
+  return impl_->regions.wait_for_reclaimer(timeout);
 }
 
 void FlashTier::stop_reclaimer() {
-  Impl& im = *impl_;
-  if (!im.reclaimer.joinable()) return;
-  {
-    MutexLock lock(im.write_mu);
-    im.reclaim_stop = true;
-  }
-  im.reclaim_cv.notify_all();
-  im.reclaimer.join();
+  impl_->regions.stop_reclaimer();
 }
 
-void FlashTier::begin_reclaim_round_locked(ReclaimRound& round) {
+void FlashTier::begin_reclaim_round_locked(uint32_t region, ReclaimRound& round) {
   Impl& im = *impl_;
   im.write_mu.assert_held();
-  round.region = *im.regions.oldest();
-  im.regions.pop_oldest();
+  round.region = region;
   // Its own pin: the hot chunks are read next, and streams may pin it too.
   reclaim_locked(round.region, &round.hits, /*self_pin=*/true);
   round.generation = im.generation;
@@ -173,7 +139,8 @@ void FlashTier::begin_reclaim_round_locked(ReclaimRound& round) {
 
 void FlashTier::read_reinsertions(ReclaimRound& round) {
   Impl& im = *impl_;
-  auto budget = static_cast<uint64_t>(options_.region_size * kReinsertMaxFraction);
+  ReinsertionPolicy& policy = *im.regions.reinsertion();
+  policy.begin_region();
   for (ReinsertCandidate& h : round.hits) {
     const location::ReadSpan span = location::read_span(h.location, kBlockSize);
     const uint64_t size = location::length_bytes(h.location);
@@ -184,7 +151,7 @@ void FlashTier::read_reinsertions(ReclaimRound& round) {
       return options_.held_elsewhere && options_.held_elsewhere(h.key, h.version);
     };
     // A compact entry's candidate has no key yet: its record tells.
-    if (size <= budget && (h.key.empty() || !held())) {
+    if (policy.admit(h, size) && (h.key.empty() || !held())) {
       r.buffer = AlignedBuffer(span.length);
       Status st = read_exact(im.fd.get(), r.buffer.data(), span.length, offset);
       rec = st.is_ok() ? decode_record(r.buffer.data() + span.skew, span.length - span.skew,
@@ -202,7 +169,7 @@ void FlashTier::read_reinsertions(ReclaimRound& round) {
       im.index.drop_chunk(h.key, h.key_hash, h.chunk_index, h.location);
       continue;
     }
-    budget -= size;
+    policy.copied(size);
     r.chunk.key = std::move(h.key);
     r.chunk.key_hash = h.key_hash;
     r.chunk.chunk_index = h.chunk_index;

@@ -272,24 +272,10 @@ const char* FlashTier::parse_snapshot(SnapshotReader& in) {
       header.format_version > kSnapshotFormat)
     return "another format";
   if (header.region_count != region_count_) return "another region count";
-  struct SeqFill {
-    uint64_t seq, fill;
-  };
-  std::vector<SeqFill> table(region_count_);
-  for (SeqFill& r : table) {
-    uint64_t pair[2];
-    if (!in.get(pair, sizeof(pair))) return "truncated region table";
-    r = {pair[0], pair[1]};
-    if (r.fill > options_.region_size) return "implausible region fill";
-  }
-  std::vector<bool> live(region_count_, false);
-  for (uint32_t i = 0; i < header.fifo_count; ++i) {
-    uint32_t r = 0;
-    if (!in.get(&r, sizeof(r)) || r >= region_count_ || live[r]) return "bad region order";
-    live[r] = true;
-    im.regions.restore_written(r, table[r].seq, table[r].fill);
-    im.super->saw_seq(table[r].seq);
-  }
+  if (const char* why = im.regions.restore([&](void* p, size_t n) { return in.get(p, n); },
+                                           header.fifo_count, options_.region_size))
+    return why;
+  for (uint32_t r : im.regions.written()) im.super->saw_seq(im.regions.state(r).seq);
   std::string key;
   std::vector<uint64_t> locations;
   // Each entry takes at least its header and one key byte.
@@ -333,11 +319,7 @@ Status FlashTier::write_snapshot() {
   header.entries = im.index.object_count() - im.index.compact_count();
   header.max_version = std::max(recovered_max_version_, im.max_version_seen.load());
   bool fits = out.put(&header, sizeof(header));
-  for (uint32_t r = 0; r < region_count_; ++r) {
-    const uint64_t pair[2] = {im.regions.state(r).seq, im.regions.state(r).fill};
-    fits = fits && out.put(pair, sizeof(pair));
-  }
-  for (uint32_t r : im.regions.written()) fits = fits && out.put(&r, sizeof(r));
+  fits = fits && im.regions.persist([&](const void* p, size_t n) { return out.put(p, n); });
   uint64_t entries = 0;
   im.index.for_each_entry([&](const EntryImage& e) {
     EntryHeader eh{static_cast<uint32_t>(e.key.size()), static_cast<uint32_t>(e.locations.size()),

@@ -121,17 +121,16 @@ Status FlashTier::open_region_locked() {
   // region here, without reinsertion, which would read the device. One
   // that reads still pin drains; the next oldest goes too.
   while (!region) {
-    const std::optional<uint32_t> oldest = im.regions.oldest();
-    if (!oldest) return Status::busy("flash: every region is being reclaimed or read");
-    if (im.regions.state(*oldest).pending_writes > 0) {
+    if (im.regions.written().empty())
+      return Status::busy("flash: every region is being reclaimed or read");
+    if (!im.regions.next_victim())
       return Status::busy("flash: oldest region still has writes in flight");
-    }
-    im.regions.pop_oldest();
-    if (reclaim_locked(*oldest, nullptr)) region = oldest;
+    const uint32_t victim = im.regions.take_victim();
+    if (reclaim_locked(victim, nullptr)) region = victim;
   }
   im.log.start_region(*region, *seq);
   update_space_gauges_locked();
-  if (options_.reinsertion && reclaim_wanted_locked()) im.reclaim_cv.notify_one();
+  im.regions.wake_reclaimer();
   return Status::ok();
 }
 

@@ -506,13 +506,14 @@ class FlashTier {
   Status wipe_region_headers();
   Status open_region_locked();
   // Reclaim (flash_reclaim.cc).
-  // Reinsertion reads the device, so it runs on a thread of its own, a
-  // region ahead: writers never wait for it.
+  // Reinsertion reads the device, so RegionManager's reclaimer thread runs
+  // it through an Evictor, a region ahead: writers never wait for it.
+  class Evictor;
   void start_reclaimer();
   void stop_reclaimer();
-  // A round of the reclaimer: takes the oldest region out (write_mu held),
-  // reads its hot chunks (without it), appends the copies (write_mu held).
-  void begin_reclaim_round_locked(ReclaimRound& round);
+  // A round of the reclaimer: the victim leaves the index (write_mu held),
+  // its kept chunks are read (without it), the copies appended (write_mu held).
+  void begin_reclaim_round_locked(uint32_t region, ReclaimRound& round);
   void read_reinsertions(ReclaimRound& round);
   void finish_reclaim_round_locked(ReclaimRound& round, std::vector<IoRequest*>& to_submit);
   // Drops the region's chunks from the index (with `hits`, chunks read since
@@ -523,7 +524,6 @@ class FlashTier {
   void unpin_regions(std::span<const uint32_t> regions) const;
   // Overwrites a draining region's header with a free one (see .cc).
   void retire_region_header_locked(uint32_t region);
-  bool reclaim_wanted_locked() const;
   void on_write_done(WriteBatch* batch, int64_t result);
   void update_space_gauges_locked();
   void update_index_gauges();
@@ -545,6 +545,7 @@ class FlashTier {
   uint64_t recovered_max_version_ = 0;
   std::unique_ptr<MetricsRegistry> owned_metrics_;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Evictor> evictor_;  // with reinsertion; outlives the reclaimer
 };
 
 }  // namespace tierkv::flash

@@ -27,6 +27,7 @@
 #include "flash/log_writer.h"
 #include "flash/record.h"
 #include "flash/region_manager.h"
+#include "flash/region_reclaimer.h"
 #include "flash/superblock_store.h"
 
 namespace tierkv::flash {
@@ -60,12 +61,29 @@ struct Reinsert {
   std::string_view data;  // inside buffer
 };
 
-// One region reclaimed ahead by the reclaimer thread, and its hot chunks.
+// One region reclaimed ahead by the reclaimer thread, and its kept chunks.
 struct ReclaimRound {
   uint32_t region = 0;
   uint64_t generation = 0;  // Impl::generation when it began
   std::vector<ReinsertCandidate> hits;
   std::vector<Reinsert> copies;
+};
+
+// The reclaimer's view of the tier (flash_reclaim.cc): one round at a time,
+// on the reclaimer's thread.
+class FlashTier::Evictor final : public RegionEvictor {
+ public:
+  explicit Evictor(FlashTier& tier) : tier_(tier) {}
+  bool may_evict() const override;
+  void begin_eviction(uint32_t region) override;
+  void read_kept() override;
+  void finish_eviction() override;
+  void submit() override;
+
+ private:
+  FlashTier& tier_;
+  ReclaimRound round_;
+  std::vector<IoRequest*> to_submit_;
 };
 
 struct FlashTier::Impl {
@@ -118,11 +136,6 @@ struct FlashTier::Impl {
   std::atomic<uint64_t> max_version_seen{0};
   // A snapshot is on the device and still valid: the next record drops it.
   bool snapshot_on_device ABSL_GUARDED_BY(write_mu) = false;
-  // The reinsertion reclaimer, woken when the last free region is taken.
-  CondVar reclaim_cv;
-  CondVar reclaim_idle;  // it found nothing to do
-  bool reclaim_stop ABSL_GUARDED_BY(write_mu) = false;
-  std::thread reclaimer;
 
   // The read path below the index; made by start_engine().
   std::unique_ptr<ChunkReader> reader;

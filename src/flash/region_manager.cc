@@ -1,6 +1,25 @@
 #include "flash/region_manager.h"
 
+#include "flash/region_reclaimer.h"
+#include "flash/reinsertion_policy.h"
+
 namespace tierkv::flash {
+
+namespace {
+
+// Free regions the reclaimer keeps ahead of the writers (fewer on tiny
+// devices): one region of headroom is often used up within a single write.
+size_t reclaim_target(size_t regions) {
+  return regions >= 8 ? 2 : 1;
+}
+
+}  // namespace
+
+RegionManager::RegionManager(Gauge& draining) : draining_gauge_(draining) {}
+
+RegionManager::~RegionManager() {
+  stop_reclaimer();
+}
 
 void RegionManager::reset(uint32_t count) {
   states_.assign(count, RegionState{});
@@ -62,9 +81,20 @@ void RegionManager::add_fill(uint32_t r, uint64_t bytes) {
   used_bytes_ += bytes;
 }
 
-std::optional<uint32_t> RegionManager::oldest() const {
-  if (fifo_.empty()) return std::nullopt;
+std::optional<uint32_t> RegionManager::next_victim() const {
+  if (fifo_.empty() || states_[fifo_.front()].pending_writes > 0) return std::nullopt;
   return fifo_.front();
+}
+
+uint32_t RegionManager::take_victim() {
+  const uint32_t r = fifo_.front();
+  fifo_.pop_front();
+  return r;
+}
+
+bool RegionManager::reclaim_wanted() const {
+  return free_.size() < reclaim_target(states_.size()) && fifo_.size() > 1 &&
+         next_victim().has_value();
 }
 
 void RegionManager::empty(uint32_t r) {
@@ -111,6 +141,57 @@ void RegionManager::unpin_last(uint32_t r) {
 uint64_t RegionManager::draining_count() const {
   MutexLock pins(pin_mu_);
   return draining_count_;
+}
+
+void RegionManager::start_reclaimer(Mutex& write_mu, RegionEvictor& evictor,
+                                    std::unique_ptr<ReinsertionPolicy> policy) {
+  stop_reclaimer();
+  reinsertion_ = std::move(policy);
+  reclaimer_ = std::make_unique<RegionReclaimer>(write_mu, *this, evictor);
+  reclaimer_->start();
+}
+
+void RegionManager::stop_reclaimer() {
+  if (reclaimer_) reclaimer_->stop();
+}
+
+void RegionManager::wake_reclaimer() {
+  if (reclaimer_) reclaimer_->wake();
+}
+
+bool RegionManager::wait_for_reclaimer(std::chrono::milliseconds timeout) {
+  return !reclaimer_ || reclaimer_->wait_idle(timeout);
+}
+
+bool RegionManager::persist(absl::FunctionRef<bool(const void*, size_t)> put) const {
+  for (const RegionState& st : states_) {
+    const uint64_t pair[2] = {st.seq, st.fill};
+    if (!put(pair, sizeof(pair))) return false;
+  }
+  for (uint32_t r : fifo_) {
+    if (!put(&r, sizeof(r))) return false;
+  }
+  return true;
+}
+
+const char* RegionManager::restore(absl::FunctionRef<bool(void*, size_t)> get, uint32_t written,
+                                   uint64_t region_size) {
+  std::vector<std::pair<uint64_t, uint64_t>> table(states_.size());
+  for (auto& [seq, fill] : table) {
+    uint64_t pair[2];
+    if (!get(pair, sizeof(pair))) return "truncated region table";
+    seq = pair[0];
+    fill = pair[1];
+    if (fill > region_size) return "implausible region fill";
+  }
+  std::vector<bool> live(states_.size(), false);
+  for (uint32_t i = 0; i < written; ++i) {
+    uint32_t r = 0;
+    if (!get(&r, sizeof(r)) || r >= states_.size() || live[r]) return "bad region order";
+    live[r] = true;
+    restore_written(r, table[r].first, table[r].second);
+  }
+  return nullptr;
 }
 
 }  // namespace tierkv::flash

@@ -1,5 +1,8 @@
 // RegionManager: which of the flash log's regions are free, written or
-// draining, how full each is, and which reads pin them.
+// draining, how full each is, and which reads pin them; which region is
+// reclaimed next, the thread that reclaims ahead of the writers
+// (RegionReclaimer), the reinsertion policy it applies, and the region table
+// as a snapshot keeps it.
 //
 // A region is free (in the free pool), written (it holds records; written
 // regions form a FIFO, and the oldest is reclaimed first), or draining
@@ -14,18 +17,25 @@
 // then the index's shard locks.
 #pragma once
 
+#include <absl/container/inlined_vector.h>
+#include <absl/functional/function_ref.h>
+
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
-
-#include <absl/container/inlined_vector.h>
 
 #include "core/metrics.h"
 #include "core/mutex.h"
 
 namespace tierkv::flash {
+
+class RegionEvictor;
+class RegionReclaimer;
+class ReinsertionPolicy;
 
 struct RegionState {
   uint64_t seq = 0;             // 0: free
@@ -41,7 +51,8 @@ struct RegionState {
 class RegionManager {
  public:
   // `draining` follows the number of draining regions.
-  explicit RegionManager(Gauge& draining) : draining_gauge_(draining) {}
+  explicit RegionManager(Gauge& draining);
+  ~RegionManager();
 
   // Sizes the table for `count` regions, none written or pinned, and the
   // free pool empty: recovery restores what is written, then finish_restore().
@@ -68,8 +79,13 @@ class RegionManager {
   void add_fill(uint32_t r, uint64_t bytes);
   // Oldest first.
   const std::deque<uint32_t>& written() const { return fifo_; }
-  std::optional<uint32_t> oldest() const;
-  void pop_oldest() { fifo_.pop_front(); }
+  // The region reclaimed next: the oldest written one, once its writes
+  // have landed (FIFO: every region lives as long; reinsertion keeps what
+  // is read). take_victim() takes it out of the FIFO.
+  std::optional<uint32_t> next_victim() const;
+  uint32_t take_victim();
+  // Fewer regions are free than the reclaimer keeps ahead, and one can go.
+  bool reclaim_wanted() const;
   // Region `r`, out of the FIFO, no longer counts as holding data.
   void empty(uint32_t r);
   uint64_t used_bytes() const { return used_bytes_; }
@@ -93,6 +109,29 @@ class RegionManager {
   void unpin_last(uint32_t r) ABSL_LOCKS_EXCLUDED(pin_mu_);
   uint64_t draining_count() const;
 
+  // The reclaimer thread, under the owner's write lock `write_mu`, evicting
+  // through `evictor` with `policy`; until stop_reclaimer() (the evictor
+  // must outlive it). Without a reclaimer, writers reclaim for themselves.
+  void start_reclaimer(Mutex& write_mu, RegionEvictor& evictor,
+                       std::unique_ptr<ReinsertionPolicy> policy);
+  void stop_reclaimer();
+  void wake_reclaimer();
+  // Waits until the reclaimer has caught up with the writers (true at once
+  // without one); false after `timeout`.
+  bool wait_for_reclaimer(std::chrono::milliseconds timeout);
+  // The reclaimer's policy; null without a reclaimer. Its thread's only.
+  ReinsertionPolicy* reinsertion() { return reinsertion_.get(); }
+
+  // The table as a snapshot keeps it: (seq, fill) of each region, then the
+  // written regions oldest first (written().size() of them). False if
+  // `put` refused a piece.
+  bool persist(absl::FunctionRef<bool(const void*, size_t)> put) const;
+  // Restores a table persist() wrote with `written` regions in its FIFO
+  // (onto a reset() table); null, or what is wrong with it. finish_restore()
+  // follows, as after recovery.
+  const char* restore(absl::FunctionRef<bool(void*, size_t)> get, uint32_t written,
+                      uint64_t region_size);
+
  private:
   std::vector<RegionState> states_;
   std::deque<uint32_t> free_;
@@ -105,6 +144,9 @@ class RegionManager {
   std::vector<bool> draining_ ABSL_GUARDED_BY(pin_mu_);
   uint64_t draining_count_ ABSL_GUARDED_BY(pin_mu_) = 0;
   Gauge& draining_gauge_;
+
+  std::unique_ptr<ReinsertionPolicy> reinsertion_;
+  std::unique_ptr<RegionReclaimer> reclaimer_;  // last: stopped first
 };
 
 }  // namespace tierkv::flash

@@ -3,9 +3,12 @@
 // against a model over seeded random operations, then case by case.
 #include "flash/region_manager.h"
 
+#include "flash/reinsertion_policy.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -46,7 +49,7 @@ TEST_F(RegionManagerTest, ReclaimOfAPinnedRegionDrainsUntilTheLastUnpin) {
     regions.pin_locked(r);
     regions.pin_locked(r);
   }
-  regions.pop_oldest();
+  ASSERT_EQ(regions.take_victim(), r);
   RegionManager::ReclaimPins reclaimed;
   {
     MutexLock pins(regions.pin_mutex());
@@ -147,8 +150,8 @@ TEST_F(RegionManagerTest, RandomLifeMatchesTheModel) {
       case 2:
         if (!fifo.empty()) {
           const uint32_t r = fifo.front();
-          ASSERT_EQ(regions.oldest(), r);
-          regions.pop_oldest();
+          ASSERT_EQ(regions.next_victim(), r);
+          ASSERT_EQ(regions.take_victim(), r);
           fifo.pop_front();
           RegionManager::ReclaimPins got;
           {
@@ -194,6 +197,81 @@ TEST_F(RegionManagerTest, RandomLifeMatchesTheModel) {
     ASSERT_EQ(regions.draining_count(), draining_model.size());
     ASSERT_EQ(regions.free_count() + fifo.size() + draining_model.size(), kRegions);
   }
+}
+
+TEST_F(RegionManagerTest, TheVictimIsTheOldestOnceItsWritesLanded) {
+  regions.reset(8);
+  regions.finish_restore();
+  for (uint64_t seq = 1; seq <= 3; ++seq) regions.start_written(*regions.take_free(), seq);
+  const uint32_t oldest = regions.written().front();
+  regions.state(oldest).pending_writes = 1;
+  EXPECT_FALSE(regions.next_victim());
+  EXPECT_FALSE(regions.reclaim_wanted());  // five free, but none could go anyway
+  regions.state(oldest).pending_writes = 0;
+  EXPECT_EQ(regions.next_victim(), oldest);
+  while (regions.take_free()) {
+  }
+  EXPECT_TRUE(regions.reclaim_wanted());  // none free, a victim ready
+  EXPECT_EQ(regions.take_victim(), oldest);
+  EXPECT_EQ(regions.written().size(), 2u);
+}
+
+TEST_F(RegionManagerTest, ATablePersistedIsRestoredAsItWas) {
+  regions.reset(6);
+  regions.finish_restore();
+  for (uint64_t seq = 5; seq <= 8; ++seq) {
+    const uint32_t r = *regions.take_free();
+    regions.start_written(r, seq);
+    regions.add_fill(r, seq * 1000);
+  }
+  (void)regions.take_victim();  // a hole in the FIFO's order of regions
+  std::string image;
+  ASSERT_TRUE(regions.persist([&](const void* p, size_t n) {
+    image.append(static_cast<const char*>(p), n);
+    return true;
+  }));
+  auto restore_from = [&](std::string bytes, uint32_t written) {
+    RegionManager other{draining};
+    other.reset(6);
+    size_t at = 0;
+    const char* why = other.restore(
+        [&](void* p, size_t n) {
+          if (bytes.size() - at < n) return false;
+          std::memcpy(p, bytes.data() + at, n);
+          at += n;
+          return true;
+        },
+        written, 1 << 20);
+    if (!why) other.finish_restore();
+    return std::make_pair(why ? std::string(why) : std::string(),
+                          why ? std::deque<uint32_t>{} : other.written());
+  };
+  auto [why, fifo] = restore_from(image, 3);
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(fifo, regions.written());
+  EXPECT_EQ(restore_from(image.substr(0, image.size() - 1), 3).first, "bad region order");
+  EXPECT_EQ(restore_from(image.substr(0, 40), 3).first, "truncated region table");
+  std::string repeated = image;
+  std::memcpy(repeated.data() + repeated.size() - 4, repeated.data() + repeated.size() - 8, 4);
+  EXPECT_EQ(restore_from(repeated, 3).first, "bad region order");
+  std::string overfull = image;
+  const uint64_t too_much = (1 << 20) + 1;
+  std::memcpy(overfull.data() + 8, &too_much, 8);
+  EXPECT_EQ(restore_from(overfull, 3).first, "implausible region fill");
+}
+
+TEST(HitsReinsertionPolicyTest, CopiesUpToItsShareOfEachRegion) {
+  HitsReinsertionPolicy policy(1000, 0.2);
+  ReinsertCandidate c;
+  policy.begin_region();
+  EXPECT_TRUE(policy.admit(c, 150));
+  policy.copied(150);
+  EXPECT_FALSE(policy.admit(c, 51));
+  EXPECT_TRUE(policy.admit(c, 50));
+  policy.copied(50);
+  EXPECT_FALSE(policy.admit(c, 1));
+  policy.begin_region();  // the next region has its own share
+  EXPECT_TRUE(policy.admit(c, 200));
 }
 
 }  // namespace

@@ -105,7 +105,7 @@ TEST_F(TieredStoreTest, ReadDeliversFlashPiecesInOrder) {
   const size_t size = 10 * (64 << 10) + 123;
   fill(*store, 1, size);
   fill(*store, 200, 64 << 10, 1);  // pushes key 0 out to flash
-  settle(*store);  // a read during the offload is served from memory
+  settle(*store);                  // a read during the offload is served from memory
   ASSERT_FALSE(store->get_resident(key_for(0)));
   std::promise<Status> done;
   std::string got;
