@@ -360,81 +360,17 @@ void Server::wait() {
   stop();
 }
 
-// Beside the flash file, unless set; none without flash (nothing outlives
-// the process) or on a raw block device.
-static std::string cluster_state_path(const Config& config) {
-  if (!config.cluster_config_file.empty()) return config.cluster_config_file;
-  std::string path = Store::beside_flash(config, ".cluster-state.json");
-  if (path.empty() && config.flash_size != 0)
-    spdlog::warn(
-        "cluster: flash is a block device and cluster-config-file is not set: after a "
-        "restart this node's slots start empty");
-  return path;
-}
-
 void Server::join_cluster(const Config& config) {
-  const cluster::EtcdSecurity etcd_security{config.cluster_etcd_cacert, config.cluster_etcd_cert,
-                                            config.cluster_etcd_key, config.cluster_etcd_user,
-                                            config.cluster_etcd_password};
-  cluster::MemberOptions o;
-  o.etcd_endpoints = config.cluster_etcd;
-  o.etcd_security = etcd_security;
-  o.cluster_name = config.cluster_name;
-  const std::string host =
-      config.cluster_announce_host.empty() ? config.bind : config.cluster_announce_host;
   // With tls-cluster, clients and peers are sent to the TLS port, as Redis does.
-  const uint16_t own_port = config.tls_cluster ? tls_port() : tcp_port();
-  const auto port = static_cast<uint16_t>(
-      config.cluster_announce_port > 0 ? config.cluster_announce_port : own_port);
-  o.self = {cluster::node_id_for(config.cluster_name, host, port), host, port,
-            static_cast<uint64_t>(config.cluster_weight)};
-  o.lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s);
-  slot_purger_ = std::make_unique<SlotPurger>(
-      store_, SlotPurgerOptions{.cluster_name = config.cluster_name,
-                                .self_id = o.self.id,
-                                .state_path = cluster_state_path(config)});
-  key_fence_ = std::make_shared<KeyFence>();
-  SlotMigratorOptions moves;
-  moves.etcd_endpoints = config.cluster_etcd;
-  moves.etcd_security = etcd_security;
-  moves.cluster_name = config.cluster_name;
-  moves.self_id = o.self.id;
-  moves.batch_keys = static_cast<size_t>(config.cluster_migrate_batch_keys);
-  moves.streams = static_cast<size_t>(config.cluster_migrate_streams);
-  moves.send.batch_bytes = static_cast<uint64_t>(config.cluster_migrate_inline_bytes);
-  moves.send.piece_bytes = std::min<uint64_t>(moves.send.piece_bytes, moves.send.batch_bytes);
-  moves.send.io_timeout = std::chrono::milliseconds(config.cluster_migrate_timeout_ms);
-  moves.credentials = [this] { return peer_login(); };
-  slot_migrator_ = std::make_unique<SlotMigrator>(
-      store_, *key_fence_, context_.cluster_keys_migrated(false), std::move(moves));
-  o.before_publish = [purger = slot_purger_.get(), migrator = slot_migrator_.get()](
-                         const cluster::SlotMap* old, const cluster::SlotMap& next) {
-    purger->mark(old, next);
-    migrator->on_map(next);
-  };
-  if (config.cluster_prefetch_hints) {
-    PrefetchHintsOptions hints;
-    hints.max_pending = static_cast<size_t>(config.cluster_prefetch_hints_pending);
-    hints.dedup_window = std::chrono::milliseconds(config.cluster_prefetch_hints_dedup_ms);
-    hints.credentials = [this] { return peer_login(); };
-    prefetch_hints_ = std::make_unique<PrefetchHints>(std::move(hints), metrics_);
-  }
-  const std::string self_id = o.self.id;
-  cluster_ = std::make_unique<cluster::Member>(std::move(o));
-  if (config.cluster_controller) {
-    controller_ = std::make_unique<cluster::Controller>(
-        cluster::ControllerOptions{.etcd_endpoints = config.cluster_etcd,
-                                   .etcd_security = etcd_security,
-                                   .cluster_name = config.cluster_name,
-                                   .self_id = self_id,
-                                   .lease_ttl = std::chrono::seconds(config.cluster_lease_ttl_s)});
-  }
-  context_.set_cluster({.member = cluster_.get(),
-                        .purger = slot_purger_.get(),
-                        .controller = controller_.get(),
-                        .fence = key_fence_.get(),
-                        .migrator = slot_migrator_.get(),
-                        .hints = prefetch_hints_.get()});
+  cluster_ = std::make_unique<ClusterNode>(config, config.tls_cluster ? tls_port() : tcp_port(),
+                                           store_, metrics_, context_.cluster_keys_migrated(false),
+                                           [this] { return peer_login(); });
+  context_.set_cluster({.member = &cluster_->member(),
+                        .purger = &cluster_->purger(),
+                        .controller = cluster_->controller(),
+                        .fence = &cluster_->fence(),
+                        .migrator = &cluster_->migrator(),
+                        .hints = cluster_->hints()});
 }
 
 MigratorCredentials Server::peer_login() const {
@@ -488,12 +424,7 @@ void Server::stop() {
   }
   // No connection is left to route: leave the cluster (the lease goes now).
   context_.set_cluster({});
-  controller_.reset();
   cluster_.reset();
-  slot_migrator_.reset();
-  prefetch_hints_.reset();
-  key_fence_.reset();
-  slot_purger_.reset();
   bool save;
   {
     MutexLock lock(stop_mu_);

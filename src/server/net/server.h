@@ -1,6 +1,7 @@
 // Server: the I/O threads, and what runs on them besides connections
-// (signals, timers, /metrics, shutdown). It owns the Listener and the
-// ClientRegistry.
+// (signals, timers, /metrics, shutdown). It owns the Listener, the
+// ClientRegistry, and in cluster mode the ClusterNode, which it starts once
+// its ports are known and stops once no connection is left.
 //
 // N I/O threads each run their own asio::io_context. Accepted connections
 // are dealt round-robin to the threads and stay on theirs for life, so a
@@ -19,14 +20,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cluster/controller.h"
-#include "cluster/member.h"
 #include "core/metrics.h"
 #include "core/mutex.h"
-#include "server/cluster/key_fence.h"
-#include "server/cluster/prefetch_hints.h"
-#include "server/cluster/slot_migrator.h"
-#include "server/cluster/slot_purger.h"
+#include "server/cluster/cluster_node.h"
 #include "server/commands/command.h"
 #include "server/net/client_registry.h"
 #include "server/net/listener.h"
@@ -138,14 +134,9 @@ class Server {
   std::unique_ptr<Listener> listener_;
   TlsContextHolder tls_context_;
   Counter* tls_handshake_failures_ = nullptr;
-  // Cluster mode: this node in etcd; made once the port is known.
-  // Before cluster_: Member calls them.
-  std::unique_ptr<SlotPurger> slot_purger_;
-  std::shared_ptr<KeyFence> key_fence_;  // connections' passes share it
-  std::unique_ptr<SlotMigrator> slot_migrator_;
-  std::unique_ptr<PrefetchHints> prefetch_hints_;
-  std::unique_ptr<cluster::Member> cluster_;
-  std::unique_ptr<cluster::Controller> controller_;
+  // Cluster mode: this node's part in the cluster; made once the port is
+  // known, gone once no connection is left.
+  std::unique_ptr<ClusterNode> cluster_;
   void join_cluster(const Config& config);
   // How this node logs in on the others (slot moves, prefetch hints).
   MigratorCredentials peer_login() const;
