@@ -143,6 +143,40 @@ struct ReadOptions {
   // ReadStart::held, with the version's regions pinned and nothing issued,
   // no promotion and no callback until Store::start_held().
   bool hold = false;
+
+  static ReadOptions windowed(ReadWindow window) {
+    ReadOptions o;
+    o.window = window;
+    return o;
+  }
+};
+
+// How read_resident() reads memory's copy.
+struct ResidentRead {
+  uint64_t offset = 0;
+  uint64_t length = UINT64_MAX;  // clipped to the object
+  bool touch = true;             // an access for memory's eviction policy
+  bool end_lease = true;         // the read consumes a prefetch lease
+  // Counts a hit or a miss, and answers Busy for a value only flash has.
+  bool counted = true;
+
+  static ResidentRead whole(bool touch) { return range(0, UINT64_MAX, touch); }
+  static ResidentRead range(uint64_t offset, uint64_t length, bool touch = true) {
+    ResidentRead r;
+    r.offset = offset;
+    r.length = length;
+    r.touch = touch;
+    return r;
+  }
+  // Memory's copy, if it has one, for a caller that only looks (no access,
+  // no lease ended, nothing counted).
+  static ResidentRead look() {
+    ResidentRead r;
+    r.touch = false;
+    r.end_lease = false;
+    r.counted = false;
+    return r;
+  }
 };
 
 // A flash read in progress: the pull side of read(). The read advances as
@@ -309,9 +343,7 @@ class Store {
   // read is no access: the eviction policy does not see it, and a flash hit
   // neither counts toward promotion nor promotes.
   ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
-                 FlashReadCallbacks callbacks, ReadWindow window = {});
-  ReadStart read(std::string_view key, uint64_t offset, uint64_t length,
-                 FlashReadCallbacks callbacks, const ReadOptions& options);
+                 FlashReadCallbacks callbacks, const ReadOptions& options = {});
   // Starts a read that read() held (ReadOptions::hold), as read() would
   // have started it then: the same version, whatever was written since.
   // Once only; null (and on_done(OK) already called) if its length is 0.
@@ -322,15 +354,12 @@ class Store {
   // One consumer's ranged reads, with sequential ones read ahead
   // (readahead.h).
   std::unique_ptr<Readahead> open_readahead();
-  // Memory only: never touches flash. NotFound also when only flash has it.
-  Result<ObjectView> get_resident(std::string_view key, const memory::GetOptions& options = {});
-  // The non-blocking read for commands that need a value in memory: bytes
-  // [offset, offset + length) of memory's copy (a hit), NotFound if no tier
-  // has the key (a miss), or Busy if only flash has it: fetch() it and ask
-  // again.
-  // `touch` as for read().
-  Result<ObjectView> read_resident(std::string_view key, uint64_t offset = 0,
-                                   uint64_t length = UINT64_MAX, bool touch = true);
+  // The non-blocking read for commands that need a value in memory, which
+  // never touches flash: bytes of memory's copy (a hit), NotFound if no
+  // tier has the key (a miss), or Busy if only flash has it: fetch() it and
+  // ask again. ResidentRead::look() asks memory alone (NotFound also when
+  // only flash has it) and counts nothing.
+  Result<ObjectView> read_resident(std::string_view key, const ResidentRead& how = {});
   // True if the key exists and some of it is only on flash.
   bool needs_flash(std::string_view key);
   // Loads the flash-only objects among `keys` into memory (whatever the
@@ -343,12 +372,11 @@ class Store {
   void persist(std::string_view key, uint64_t version, std::function<void(Status)> done);
   bool durable_writes() const { return durable_writes_; }
 
-  // Blocking reads (they wait for flash; not for network threads).
-  Result<ObjectView> get(std::string_view key);
-  // Bytes [offset, offset + length) clipped to the object; NotFound if absent.
+  // The blocking read (it waits for flash; not for network threads): bytes
+  // [offset, offset + length) clipped to the object; NotFound if absent.
   // `options` as for read() (count_access false: a copy that is no access).
-  Result<ObjectView> get_range(std::string_view key, uint64_t offset, uint64_t length,
-                               const ReadOptions& options = {});
+  Result<ObjectView> get(std::string_view key, uint64_t offset = 0, uint64_t length = UINT64_MAX,
+                         const ReadOptions& options = {});
   // One answer per key, in order. Never blocks on I/O, with or without prefetch.
   std::vector<bool> exist(std::span<const std::string_view> keys, const ExistOptions& options = {});
   bool exists(std::string_view key) { return exist(std::span(&key, 1))[0]; }
@@ -464,8 +492,8 @@ class Store {
   void load(const Config& config);
   void open_flash(const Config& config);
   void open_preheater(const Config& config);
-  Result<ObjectView> get_range_once(std::string_view key, uint64_t offset, uint64_t length,
-                                    const ReadOptions& options);
+  Result<ObjectView> get_once(std::string_view key, uint64_t offset, uint64_t length,
+                              const ReadOptions& options);
   void after_write(std::string_view key, uint64_t version);
   bool remove_both_tiers(std::string_view key, std::optional<uint64_t> if_version,
                          DurableCallback durable);

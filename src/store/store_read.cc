@@ -93,12 +93,6 @@ std::optional<ObjectInfo> Store::flash_info(std::string_view key) {
 }
 
 ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
-                      FlashReadCallbacks callbacks, ReadWindow window) {
-  return read(key, offset, length, std::move(callbacks),
-              ReadOptions{.window = window, .use_once = false, .count_access = true});
-}
-
-ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
                       FlashReadCallbacks callbacks, const ReadOptions& options) {
   ReadStart out;
   const bool counted = options.count_access;
@@ -239,14 +233,14 @@ void Store::start_promotion_for_read(std::string_view key, const flash::FlashObj
   on_copied = std::move(c->on_copied);
 }
 
-Result<ObjectView> Store::get_resident(std::string_view key, const memory::GetOptions& options) {
-  return memory_->get(key, options);
-}
-
-Result<ObjectView> Store::read_resident(std::string_view key, uint64_t offset, uint64_t length,
-                                        bool touch) {
-  Result<ObjectView> v = memory_->get(
-      key, GetOptions{.offset = offset, .length = length, .touch = touch, .end_lease = true});
+Result<ObjectView> Store::read_resident(std::string_view key, const ResidentRead& how) {
+  GetOptions get;
+  get.offset = how.offset;
+  get.length = how.length;
+  get.touch = how.touch;
+  get.end_lease = how.end_lease;
+  Result<ObjectView> v = memory_->get(key, get);
+  if (!how.counted) return v;
   if (v) {
     hits_.add();
     return v;
@@ -290,17 +284,17 @@ void Store::fetch(std::span<const std::string_view> keys, std::function<void(Sta
 
 // The blocking read: waits for the flash pieces and gathers them into one
 // buffer outside the memory budget (the caller holds it, not the cache).
-Result<ObjectView> Store::get_range(std::string_view key, uint64_t offset, uint64_t length,
-                                    const ReadOptions& options) {
-  Result<ObjectView> r = get_range_once(key, offset, length, options);
+Result<ObjectView> Store::get(std::string_view key, uint64_t offset, uint64_t length,
+                              const ReadOptions& options) {
+  Result<ObjectView> r = get_once(key, offset, length, options);
   // An object that moved between tiers mid-read is simply read again.
   for (int attempt = 0; attempt < 3 && !r && r.status().code() == StatusCode::kConflict; ++attempt)
-    r = get_range_once(key, offset, length, options);
+    r = get_once(key, offset, length, options);
   return r;
 }
 
-Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, uint64_t length,
-                                         const ReadOptions& options) {
+Result<ObjectView> Store::get_once(std::string_view key, uint64_t offset, uint64_t length,
+                                   const ReadOptions& options) {
   struct Wait {
     Mutex mu;
     CondVar cv;
@@ -361,10 +355,6 @@ Result<ObjectView> Store::get_range_once(std::string_view key, uint64_t offset, 
   // object that starts at the range.
   return ObjectView(start.version, start.object_size, start.expire_at_ms, 0, start.length,
                     std::move(pins), UINT32_MAX);
-}
-
-Result<ObjectView> Store::get(std::string_view key) {
-  return get_range(key, 0, UINT64_MAX);
 }
 
 std::vector<bool> Store::exist(std::span<const std::string_view> keys,

@@ -182,8 +182,11 @@ def test_a_get_during_its_prefetch_takes_its_chunks_instead_of_reading_flash_aga
 def test_a_client_that_closes_while_attached_leaves_the_prefetch_to_finish(flash_servers):
     """A GET attached to its key's prefetch whose client goes away ends
     alone: the prefetch still installs the value, nothing is read twice, and
-    the next GET is served from memory, byte-exact."""
-    s = flash_servers(memory="64mb", extra=FLASH + ("--backing-latency-ns", "500000000")).start()
+    the next GET is served from memory, byte-exact. Each device read takes
+    1 s (the most backing-latency-ns allows), so that the GET reaches the
+    prefetch while it reads on a loaded machine (at 0.5 s it came after the
+    install once in ten runs beside two busy loops)."""
+    s = flash_servers(memory="64mb", extra=FLASH + ("--backing-latency-ns", "1000000000")).start()
     c = spill(s, 1)
     reads = num(s.flash_info(), "flash_reads")
     assert c.execute_command("TIER.EXISTS", "k0", "PREFETCH") == 1
@@ -192,7 +195,8 @@ def test_a_client_that_closes_while_attached_leaves_the_prefetch_to_finish(flash
     assert wait_until(lambda: num(prefetch_info(s), "prefetch_reads_attached") == 1, 10), \
         str((prefetch_info(s), s.flash_info()))
     quitter.close()
-    assert wait_until(lambda: num(prefetch_info(s), "prefetch_promoted") == 1, 20), prefetch_info(s)
+    assert wait_until(lambda: num(prefetch_info(s), "prefetch_promoted") == 1, 30), \
+        str((prefetch_info(s), s.flash_info()))
     assert c.get("k0") == value_of(0)
     assert in_memory(c, "k0")
     assert num(s.flash_info(), "flash_reads") - reads == VALUE // MIB

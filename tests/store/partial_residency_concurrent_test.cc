@@ -96,7 +96,7 @@ TEST(PartialResidencyConcurrentTest, ReadsAreWholeVersionsWhileChunksComeAndGo) 
         const bool whole = rng() % 3 == 0;
         const uint64_t off = whole ? 0 : rng() % kSize;
         const uint64_t len = whole ? kSize : 1 + rng() % (5 * kChunk);
-        auto v = store.get_range(key_name(k), off, len);
+        auto v = store.get(key_name(k), off, len);
         reads.fetch_add(1);
         if (!v) {
           ADD_FAILURE() << "read " << key_name(k) << " " << off << "+" << len << ": "

@@ -91,12 +91,12 @@ TEST(StoreTest, GetRangeAcrossChunks) {
   for (int i = 0; i < 200000; ++i) value += static_cast<char>('a' + i % 26);
   ASSERT_TRUE(s->put("big", value));
   EXPECT_EQ(s->stat("big")->chunks.size(), 4u);  // 3 x 64 KiB + 3392 bytes
-  auto r = s->get_range("big", 65000, 2000);
+  auto r = s->get("big", 65000, 2000);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->segment_count(), 2u);
   EXPECT_EQ(r->to_string(), value.substr(65000, 2000));
-  EXPECT_EQ(s->get_range("big", 199990, 100)->to_string(), value.substr(199990));
-  EXPECT_EQ(s->get_range("none", 0, 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s->get("big", 199990, 100)->to_string(), value.substr(199990));
+  EXPECT_EQ(s->get("none", 0, 1).status().code(), StatusCode::kNotFound);
 }
 
 TEST(StoreTest, StreamingWriteWithBeginPutAndCommit) {

@@ -106,7 +106,7 @@ TEST_F(TieredStoreTest, ReadDeliversFlashPiecesInOrder) {
   fill(*store, 1, size);
   fill(*store, 200, 64 << 10, 1);  // pushes key 0 out to flash
   settle(*store);                  // a read during the offload is served from memory
-  ASSERT_FALSE(store->get_resident(key_for(0)));
+  ASSERT_FALSE(store->read_resident(key_for(0), ResidentRead::look()));
   std::promise<Status> done;
   std::string got;
   ReadStart start = store->read(
@@ -124,8 +124,8 @@ TEST_F(TieredStoreTest, RangeReadsFromFlash) {
   fill(*store, 1, size);
   fill(*store, 200, 64 << 10, 1);
   settle(*store);
-  ASSERT_FALSE(store->get_resident(key_for(0)));
-  auto v = store->get_range(key_for(0), 70000, 100000);
+  ASSERT_FALSE(store->read_resident(key_for(0), ResidentRead::look()));
+  auto v = store->get(key_for(0), 70000, 100000);
   ASSERT_TRUE(v) << v.status().to_string();
   EXPECT_EQ(v->to_string(), value_for(0, size).substr(70000, 100000));
 }
@@ -135,12 +135,12 @@ TEST_F(TieredStoreTest, SecondFlashHitPromotesToMemory) {
   fill(*store, 1, 200 << 10);
   fill(*store, 200, 64 << 10, 1);
   settle(*store);
-  ASSERT_FALSE(store->get_resident(key_for(0)));
+  ASSERT_FALSE(store->read_resident(key_for(0), ResidentRead::look()));
   expect_value(*store, 0, 200 << 10);  // first hit: counted only
-  EXPECT_FALSE(store->get_resident(key_for(0)));
+  EXPECT_FALSE(store->read_resident(key_for(0), ResidentRead::look()));
   expect_value(*store, 0, 200 << 10);  // second hit: copied while read
   // The copy is installed just after the read completes.
-  for (int i = 0; i < 200 && !store->get_resident(key_for(0)); ++i)
+  for (int i = 0; i < 200 && !store->read_resident(key_for(0), ResidentRead::look()); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(store->metrics().counter("tierkv_promotions_failed_total", "").value(), 0u)
       << "memory used " << store->stats().memory.used_bytes << " of "
@@ -159,7 +159,7 @@ TEST_F(TieredStoreTest, OverwriteWhileOldVersionIsOnFlash) {
   fill(*store, 1, 100 << 10);
   fill(*store, 200, 64 << 10, 1);
   settle(*store);
-  ASSERT_FALSE(store->get_resident(key_for(0)));
+  ASSERT_FALSE(store->read_resident(key_for(0), ResidentRead::look()));
   ASSERT_TRUE(store->put(key_for(0), "new"));
   EXPECT_EQ(store->get(key_for(0))->to_string(), "new");
   fill(*store, 200, 64 << 10, 1000);  // the new version goes to flash too
@@ -320,7 +320,7 @@ TEST_F(TieredStoreTest, ExpiryAppliesToFlashCopies) {
   fill(*store, 1, 64 << 10);
   fill(*store, 200, 64 << 10, 1);
   settle(*store);
-  ASSERT_FALSE(store->get_resident(key_for(0)));
+  ASSERT_FALSE(store->read_resident(key_for(0), ResidentRead::look()));
   int64_t soon = unix_time_ms() + 60000;
   EXPECT_TRUE(store->set_expiry(key_for(0), soon));
   EXPECT_EQ(store->stat(key_for(0))->expire_at_ms, soon);
@@ -334,7 +334,7 @@ TEST_F(TieredStoreTest, ConditionalWritesSeeFlashOnlyKeys) {
   fill(*store, 1, 64 << 10);
   fill(*store, 200, 64 << 10, 1);
   settle(*store);
-  ASSERT_FALSE(store->get_resident(key_for(0)));
+  ASSERT_FALSE(store->read_resident(key_for(0), ResidentRead::look()));
   auto nx = store->put(key_for(0), "nx", WriteOptions{.condition = WriteCondition::kIfAbsent});
   ASSERT_TRUE(nx);
   EXPECT_FALSE(nx->written);
@@ -397,7 +397,7 @@ TEST_F(TieredStoreTest, FetchBringsFlashObjectsIntoMemory) {
   store->fetch(keys, [&](Status s) { p.set_value(s); });
   EXPECT_TRUE(p.get_future().get().is_ok());
   EXPECT_FALSE(store->needs_flash(key_for(0)));
-  auto v = store->get_resident(key_for(0));
+  auto v = store->read_resident(key_for(0), ResidentRead::look());
   ASSERT_TRUE(v);
   EXPECT_EQ(v->to_string(), value_for(0, 64 << 10));
 }
@@ -416,6 +416,30 @@ TEST_F(TieredStoreTest, RemoveRacingOffloadNeverResurrects) {
   StoreTiers::flash(*store)->flush();
   for (int round = 0; round < 50; ++round)
     EXPECT_FALSE(store->exists("victim" + std::to_string(round))) << round;
+}
+
+// read_resident(): a counted read answers Busy for a value only flash has
+// (the caller fetches it) and counts hits and misses; a look answers
+// NotFound and counts nothing.
+TEST_F(TieredStoreTest, ResidentReadsCountWhatTheyAreAskedTo) {
+  auto store = open(config());
+  fill(*store, 1, 64 << 10);
+  fill(*store, 200, 64 << 10, 1);
+  settle(*store);
+  const StoreStats before = store->stats();
+  EXPECT_EQ(store->read_resident(key_for(0), ResidentRead::look()).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(store->read_resident("absent", ResidentRead::look()).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(store->stats().hits, before.hits);
+  EXPECT_EQ(store->stats().misses, before.misses);
+  EXPECT_EQ(store->read_resident(key_for(0)).status().code(), StatusCode::kBusy);
+  EXPECT_EQ(store->read_resident("absent").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->stats().misses, before.misses + 1);
+  auto part = store->read_resident(key_for(200), ResidentRead::range(10, 5));
+  ASSERT_TRUE(part) << part.status().to_string();
+  EXPECT_EQ(part->to_string(), value_for(200, 64 << 10).substr(10, 5));
+  EXPECT_EQ(store->stats().hits, before.hits + 1);
 }
 
 }  // namespace

@@ -79,7 +79,7 @@ Status KeySender::send(const std::vector<std::string>& keys, StatusWait& removal
       note(std::move(st));
       continue;
     }
-    Result<ObjectView> view = store_.get_range(key, 0, info->size, kNoAccess);
+    Result<ObjectView> view = store_.get(key, 0, info->size, kNoAccess);
     if (!view.is_ok()) continue;  // gone meanwhile
     sent_.push_back({&key, view->version(), view->length()});
     queue(key, std::move(*view));
@@ -150,7 +150,7 @@ Status KeySender::send_large(const std::string& key, const ObjectInfo& info, Sta
   TIERKV_RETURN_IF_ERROR(client_.send(std::string_view(head)));
   for (uint64_t offset = 0; offset < info.size;) {
     const uint64_t length = std::min(options_.piece_bytes, info.size - offset);
-    Result<ObjectView> piece = store_.get_range(key, offset, length, kNoAccess);
+    Result<ObjectView> piece = store_.get(key, offset, length, kNoAccess);
     // Changed or gone under the fence (expiry, eviction): cut the link, so
     // the target drops what it received.
     if (!piece.is_ok() || piece->version() != info.version || piece->length() != length)

@@ -39,7 +39,7 @@ uint8_t byte_at(const ObjectView& view, uint64_t index) {
 // Reads `key` for a read-only command. False if the handler is done (it
 // replied, or waits for flash); `*value` is empty for a missing key.
 bool read_value(CommandContext& ctx, std::string_view key, std::optional<ObjectView>* value) {
-  Result<ObjectView> v = ctx.store.read_resident(key, 0, UINT64_MAX, touches(ctx));
+  Result<ObjectView> v = ctx.store.read_resident(key, ResidentRead::whole(touches(ctx)));
   if (awaiting_flash(ctx, v)) return false;
   if (v) {
     *value = std::move(*v);

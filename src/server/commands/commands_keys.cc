@@ -34,6 +34,14 @@ void exists_command(CommandContext& ctx) {
   ctx.reply.integer(count_existing(ctx, keys_from(ctx, 1), ctx.store.plain_exists_options()));
 }
 
+// TOUCH's read of memory's copy: the 0-byte range, an access that ends a
+// prefetch lease, counted by TOUCH itself rather than as a hit or miss.
+ResidentRead touch_only() {
+  ResidentRead r = ResidentRead::range(0, 0);
+  r.counted = false;
+  return r;
+}
+
 void touch_command(CommandContext& ctx) {
   // A read counts as an access for the eviction policy, which is TOUCH's
   // point. Reading the 0-byte range of a memory object touches it; a
@@ -41,7 +49,7 @@ void touch_command(CommandContext& ctx) {
   int64_t n = 0;
   for (size_t i = 1; i < ctx.argc(); ++i) {
     std::string_view key = ctx.arg(i);
-    if (ctx.store.get_resident(key, GetOptions{.length = 0})) {
+    if (ctx.store.read_resident(key, touch_only())) {
       ++n;
     } else if (ctx.store.exists(key)) {
       ++n;

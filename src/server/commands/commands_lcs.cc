@@ -128,7 +128,7 @@ void reply_idx(CommandContext& ctx, const std::vector<LcsMatch>& matches, uint32
 
 // Reads a value whole; a missing key is "". False if the handler is done.
 bool read_string(CommandContext& ctx, std::string_view key, std::string* out) {
-  Result<ObjectView> v = ctx.store.read_resident(key, 0, UINT64_MAX, touches(ctx));
+  Result<ObjectView> v = ctx.store.read_resident(key, ResidentRead::whole(touches(ctx)));
   if (awaiting_flash(ctx, v)) return false;
   if (v) {
     *out = v->to_string();

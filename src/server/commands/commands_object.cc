@@ -40,7 +40,7 @@ std::optional<Encoding> encoding_of(CommandContext& ctx, std::string_view key) {
   if (info->size > kMaxIntLength) return Encoding{info->size > kEmbstrLimit ? "raw" : "embstr"};
   // Short enough to be a number: the bytes decide.
   // Redis's OBJECT looks keys up without touching them.
-  Result<ObjectView> v = ctx.store.read_resident(key, 0, UINT64_MAX, /*touch=*/false);
+  Result<ObjectView> v = ctx.store.read_resident(key, ResidentRead::whole(/*touch=*/false));
   if (awaiting_flash(ctx, v)) return std::nullopt;
   if (!v) {
     reply_view_or_null(ctx, v);

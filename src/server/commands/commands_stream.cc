@@ -62,7 +62,8 @@ void tier_read_command(CommandContext& ctx) {
   if (!length) return;
   // Without flash (or a connection to stream into) memory answers at once.
   if (!can_stream(ctx))
-    return reply_view_or_null(ctx, ctx.store.read_resident(ctx.arg(1), *offset, *length));
+    return reply_view_or_null(
+        ctx, ctx.store.read_resident(ctx.arg(1), ResidentRead::range(*offset, *length)));
   reply_range(ctx, ctx.arg(1), *offset, *length, /*absent_is_null=*/true, use_once);
 }
 

@@ -174,8 +174,8 @@ std::optional<int64_t> expire_deadline(CommandContext& ctx, const ExtendedArgs& 
 void get_command(CommandContext& ctx) {
   // Without flash (or without a connection to stream into) nothing waits.
   if (!can_stream(ctx))
-    return reply_view_or_null(ctx,
-                              ctx.store.read_resident(ctx.arg(1), 0, UINT64_MAX, touches(ctx)));
+    return reply_view_or_null(
+        ctx, ctx.store.read_resident(ctx.arg(1), ResidentRead::whole(touches(ctx))));
   reply_range(ctx, ctx.arg(1), 0, UINT64_MAX, /*absent_is_null=*/true);
 }
 
@@ -305,7 +305,7 @@ void mget_command(CommandContext& ctx) {
   std::vector<Result<ObjectView>> values;
   values.reserve(ctx.argc() - 1);
   for (size_t i = 1; i < ctx.argc(); ++i) {
-    values.push_back(ctx.store.read_resident(ctx.arg(i), 0, UINT64_MAX, touches(ctx)));
+    values.push_back(ctx.store.read_resident(ctx.arg(i), ResidentRead::whole(touches(ctx))));
     if (awaiting_flash(ctx, values.back())) return;
   }
   ctx.reply.array(values.size());
@@ -402,7 +402,8 @@ void getrange_command(CommandContext& ctx) {
     uint64_t expect_version = 0;
     int64_t s = *start, e = *end;
     if (s < 0 || e < 0) {
-      Result<ObjectView> probe = ctx.store.read_resident(key, 0, 0, touches(ctx));
+      Result<ObjectView> probe =
+          ctx.store.read_resident(key, ResidentRead::range(0, 0, touches(ctx)));
       if (awaiting_flash(ctx, probe)) return;
       if (!probe) {
         if (probe.status().code() == StatusCode::kNotFound)
@@ -419,8 +420,8 @@ void getrange_command(CommandContext& ctx) {
       return ctx.reply.bulk(std::string_view{});
     }
     uint64_t length = static_cast<uint64_t>(e) - static_cast<uint64_t>(s) + 1;
-    Result<ObjectView> v =
-        ctx.store.read_resident(key, static_cast<uint64_t>(s), length, touches(ctx));
+    Result<ObjectView> v = ctx.store.read_resident(
+        key, ResidentRead::range(static_cast<uint64_t>(s), length, touches(ctx)));
     if (awaiting_flash(ctx, v)) return;
     if (!v) {
       if (v.status().code() == StatusCode::kNotFound) return ctx.reply.bulk(std::string_view{});

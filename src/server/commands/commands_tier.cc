@@ -199,10 +199,11 @@ void tier_get_command(CommandContext& ctx) {
   const std::string_view key = ctx.arg(1);
   if (!call->bounded()) {
     if (!can_stream(ctx))
-      return reply_view_or_null(ctx, ctx.store.read_resident(key, 0, UINT64_MAX, touches(ctx)));
+      return reply_view_or_null(ctx,
+                                ctx.store.read_resident(key, ResidentRead::whole(touches(ctx))));
     return reply_range(ctx, key, 0, UINT64_MAX, /*absent_is_null=*/true);
   }
-  Result<ObjectView> v = ctx.store.read_resident(key, 0, UINT64_MAX, touches(ctx));
+  Result<ObjectView> v = ctx.store.read_resident(key, ResidentRead::whole(touches(ctx)));
   if (v || v.status().code() != StatusCode::kBusy) return reply_view_or_null(ctx, v);
   // Only flash holds it.
   if (call->memory_only) {

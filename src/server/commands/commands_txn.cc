@@ -153,8 +153,7 @@ bool pin_values(CommandContext& ctx, std::vector<ObjectView>& pins) {
   // Without flash a value that memory drops is gone, not elsewhere: a miss.
   if (!ctx.store.has_flash()) return true;
   for (std::string_view key : txn_value_keys(ctx.client.txn)) {
-    Result<ObjectView> v =
-        ctx.store.get_resident(key, GetOptions{.touch = false, .end_lease = false});
+    Result<ObjectView> v = ctx.store.read_resident(key, ResidentRead::look());
     if (v) {
       pins.push_back(std::move(v).value());
     } else if (ctx.defer != nullptr && ctx.store.needs_flash(key)) {

@@ -146,7 +146,7 @@ TEST_F(FlashReadWindowTest, ReaderThatNeverConsumesHoldsOnlyItsWindow) {
   write_flash_values(1, 20);
   Collector col(1);
   ReadStart r = store_->read(key_for(0), 0, UINT64_MAX, col.callbacks(*store_, 0),
-                             ReadWindow{.depth = 3, .parallel = 2});
+                             ReadOptions::windowed(ReadWindow{.depth = 3, .parallel = 2}));
   ASSERT_EQ(r.where, ReadStart::Where::kFlash);
   ASSERT_NE(r.flash_read, nullptr);
   ASSERT_TRUE(col.wait([&] { return col.pieces.size() == 3; }));
@@ -186,7 +186,7 @@ TEST_F(FlashReadWindowTest, AllReadersTogetherStayUnderTheBufferCap) {
   std::vector<ReadStart> reads;
   for (int i = 0; i < kReaders; ++i) {
     reads.push_back(store_->read(key_for(i), 0, UINT64_MAX, col.callbacks(*store_, i),
-                                 ReadWindow{.depth = 4, .parallel = 4}));
+                                 ReadOptions::windowed(ReadWindow{.depth = 4, .parallel = 4})));
     ASSERT_EQ(reads.back().where, ReadStart::Where::kFlash);
   }
   ASSERT_TRUE(col.wait([&] { return col.pieces.size() == 4; }));
@@ -225,7 +225,7 @@ TEST_F(FlashReadWindowTest, DrainedReaderIsNotStarvedByStalledOnes) {
   std::vector<ReadStart> reads;
   for (int i = 0; i < kReaders; ++i)
     reads.push_back(store_->read(key_for(i), 0, UINT64_MAX, col.callbacks(*store_, i),
-                                 ReadWindow{.depth = 2, .parallel = 2}));
+                                 ReadOptions::windowed(ReadWindow{.depth = 2, .parallel = 2})));
   ASSERT_TRUE(col.wait([&] { return col.pieces.size() == 3; }));
   // Only read 0 is consumed; the others never are. It still completes.
   auto take_read0 = [&] {
@@ -263,7 +263,7 @@ TEST_F(FlashReadWindowTest, CancelStopsTheReadAndGivesBuffersBack) {
   write_flash_values(1, 20);
   Collector col(1);
   ReadStart r = store_->read(key_for(0), 0, UINT64_MAX, col.callbacks(*store_, 0),
-                             ReadWindow{.depth = 2, .parallel = 2});
+                             ReadOptions::windowed(ReadWindow{.depth = 2, .parallel = 2}));
   ASSERT_EQ(r.where, ReadStart::Where::kFlash);
   ASSERT_TRUE(col.wait([&] { return col.pieces.size() == 2; }));
   r.flash_read->cancel();
@@ -282,7 +282,7 @@ TEST_F(FlashReadWindowTest, BlockingGetAndRangesStillReadWhole) {
   auto v = store_->get(key_for(1));
   ASSERT_TRUE(v) << v.status().to_string();
   EXPECT_EQ(v->to_string(), value_for(1, value_size(12)));
-  auto part = store_->get_range(key_for(0), kChunk - 10, 3 * kChunk);
+  auto part = store_->get(key_for(0), kChunk - 10, 3 * kChunk);
   ASSERT_TRUE(part) << part.status().to_string();
   EXPECT_EQ(part->to_string(), value_for(0, value_size(12)).substr(kChunk - 10, 3 * kChunk));
   EXPECT_EQ(store_->stats().flash_read_buffer_used, 0);

@@ -151,7 +151,7 @@ void expect_every_range(Store& s, std::string_view key, const std::string& conte
   }
   for (int i = 0; i < 40; ++i) ranges.push_back({rng() % content.size(), rng() % (8 * kChunk)});
   for (auto [off, len] : ranges) {
-    auto got = s.get_range(key, off, len);
+    auto got = s.get(key, off, len);
     ASSERT_TRUE(got) << off << "+" << len << ": " << got.status().to_string();
     std::string bytes;
     got->append_to(bytes);
