@@ -223,10 +223,12 @@ Result<memory::WriteResult> FlashValueSink::Shared::commit_now() {
   });
   if (!ran.is_ok()) return ran;
   if (r || r.status().code() != StatusCode::kConflict) return r;
-  // A write of the key that began after this one's value did won: this SET
-  // took effect first and was replaced, as a SET that a later one overwrites.
+  // A write of the key that began after this one's value did won, or a
+  // removal came while it landed: this SET took effect first and was
+  // replaced, as a SET that a later one overwrites. The winner may still be
+  // in flight itself (the key then reads as absent for a moment).
   std::optional<memory::ObjectInfo> after = store.stat(put->key());
-  if (after && after->version > put->version()) {
+  if (!after || after->version > put->version()) {
     return memory::WriteResult{.written = true, .version = put->version(), .previous = {}};
   }
   return r;
