@@ -39,14 +39,18 @@ class ModelEvictor : public RegionEvictor {
   void read_kept() override {
     EXPECT_EQ(step_, 1);
     step_ = 2;
-    // The write lock is free while the device is read (when no other
-    // thread may hold it).
-    if (!check_unlocked) return;
-    if (mu_.try_lock()) {
-      mu_.unlock();
-    } else {
-      ADD_FAILURE() << "read_kept() under the write lock";
+    // The write lock is free while the device is read: it can be taken
+    // here. Other threads (the test's waits, a writer) hold it only for
+    // moments, so it is tried until a generous deadline.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!mu_.try_lock()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "read_kept() under the write lock";
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    mu_.unlock();
   }
   void finish_eviction() override {
     EXPECT_EQ(step_, 2);
@@ -60,7 +64,6 @@ class ModelEvictor : public RegionEvictor {
   }
 
   std::atomic<bool> allowed{true};
-  std::atomic<bool> check_unlocked{true};
   std::atomic<int> evictions{0};
 
  private:
@@ -156,7 +159,6 @@ TEST_F(RegionReclaimerTest, WaitsWhileTheEvictorRefusesAndStopsWhenAsked) {
 }
 
 TEST_F(RegionReclaimerTest, AWriterTakingRegionsNeverSeesThemLost) {
-  evictor.check_unlocked = false;  // the writer holds it at times
   start();
   std::thread writer([&] {
     for (int i = 0; i < 5000; ++i) {
