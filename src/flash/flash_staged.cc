@@ -126,6 +126,11 @@ bool FlashTier::StagedObject::lost() const {
   return entry_->lost;
 }
 
+bool FlashTier::StagedObject::superseded() const {
+  MutexLock lock(tier_->impl_->landing_mu);
+  return entry_->superseded;
+}
+
 Status FlashTier::land_staged_locked(PendingChunk& chunk) {
   Impl& im = *impl_;
   im.landing_mu.assert_held();
@@ -142,7 +147,7 @@ Status FlashTier::land_staged_locked(PendingChunk& chunk) {
   }
   if (!im.index.install({s.key, s.version, s.object_size, s.expire_at_ms, s.locations},
                         s.key_hash)) {
-    s.lost = true;
+    s.lost = s.superseded = true;
     return Status::conflict("flash: a newer version was written meanwhile");
   }
   return Status::ok();

@@ -205,7 +205,7 @@ void FlashTier::index_landed(WriteBatch& batch, std::vector<Status>& outcomes,
     }
     if (removed) {
       outcomes[i] = Status::conflict("flash: removed while the write was in flight");
-      if (c.staging) c.staging->lost = true;
+      if (c.staging) c.staging->lost = c.staging->superseded = true;
     } else if (c.staging) {
       outcomes[i] = land_staged_locked(c);
       if (outcomes[i].is_ok()) user_bytes += c.data_bytes;

@@ -396,6 +396,9 @@ class FlashTier {
     // A chunk failed or was lost, or the key changed: the last chunk can
     // only be refused.
     bool lost() const;
+    // Lost because a later removal or a newer version of the key replaced
+    // it while it landed: the write took effect, then was overwritten.
+    bool superseded() const;
 
    private:
     friend class FlashTier;

@@ -44,6 +44,9 @@ struct StagingEntry {
   std::vector<uint64_t> locations;  // per chunk; 0: not landed
   uint32_t landed = 0;
   bool lost = false;
+  // Lost because a later operation on the key (a removal, a newer version)
+  // replaced it, not because a chunk failed or its region was reclaimed.
+  bool superseded = false;
 };
 
 // Chunk writes of one key hash accepted but not landed, and the removals

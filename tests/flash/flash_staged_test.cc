@@ -117,6 +117,7 @@ TEST(FlashStagedTest, RemovalSinceTheBeginRefusesTheCommit) {
     t->remove("k", 2);  // a DEL after the job began covers its version
     const Status last = stage_sync(v2, 1, pattern(kChunk, 21));
     EXPECT_EQ(last.code(), StatusCode::kConflict) << last.to_string();
+    EXPECT_TRUE(v2.superseded());  // a later operation replaced it: the write happened
     EXPECT_FALSE(t->lookup("k"));
     t->flush();
   }
@@ -132,6 +133,7 @@ TEST(FlashStagedTest, ANewerVersionIndexedMeanwhileWins) {
   ASSERT_TRUE(stage_sync(v2, 0, pattern(kChunk, 20)).is_ok());
   ASSERT_TRUE(write_sync(*t, {.key = "k", .version = 3, .data = "three"}).is_ok());
   EXPECT_EQ(stage_sync(v2, 1, pattern(kChunk, 21)).code(), StatusCode::kConflict);
+  EXPECT_TRUE(v2.superseded());
   EXPECT_EQ(t->lookup("k")->version, 3u);
   EXPECT_EQ(*read_sync(*t, "k", 0), "three");
 }
@@ -143,6 +145,7 @@ TEST(FlashStagedTest, ClearRefusesTheCommit) {
   ASSERT_TRUE(stage_sync(v2, 0, pattern(kChunk, 20)).is_ok());
   t->clear();
   EXPECT_EQ(stage_sync(v2, 1, pattern(kChunk, 21)).code(), StatusCode::kConflict);
+  EXPECT_FALSE(v2.superseded());
   EXPECT_FALSE(t->lookup("k"));
 }
 
@@ -162,6 +165,8 @@ TEST(FlashStagedTest, AReclaimedChunkRefusesTheCommit) {
   }
   ASSERT_TRUE(v2.lost()) << "the filler never reclaimed the staged chunk's region";
   EXPECT_EQ(v2.write_chunk(1, pattern(kChunk, 21), [](Status) {}).code(), StatusCode::kConflict);
+  // Lost, not replaced: a SET of it must not answer OK.
+  EXPECT_FALSE(v2.superseded());
   EXPECT_FALSE(t->lookup("k"));
 }
 

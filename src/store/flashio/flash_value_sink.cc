@@ -226,9 +226,11 @@ Result<memory::WriteResult> FlashValueSink::Shared::commit_now() {
   // A write of the key that began after this one's value did won, or a
   // removal came while it landed: this SET took effect first and was
   // replaced, as a SET that a later one overwrites. The winner may still be
-  // in flight itself (the key then reads as absent for a moment).
+  // in flight itself (the key then reads as absent for a moment), so the
+  // flash tier's word counts too. A chunk lost to reclaim or a failed write
+  // is neither: that stays an error, never a silent OK.
   std::optional<memory::ObjectInfo> after = store.stat(put->key());
-  if (!after || after->version > put->version()) {
+  if (put->superseded() || (after && after->version > put->version())) {
     return memory::WriteResult{.written = true, .version = put->version(), .previous = {}};
   }
   return r;

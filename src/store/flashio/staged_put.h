@@ -53,6 +53,8 @@ class StagedPut {
   const std::string& key() const { return key_; }
   uint64_t size() const { return size_; }
   uint64_t version() const { return version_; }
+  // A later write or removal of the key replaced this one while it landed.
+  bool superseded() const { return object_.superseded(); }
   uint32_t chunk_size() const { return chunk_size_; }
   // True while a memory copy is being filled.
   bool caching() const { return copy_.has_value(); }
