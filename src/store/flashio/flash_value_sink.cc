@@ -42,7 +42,10 @@ struct FlashValueSink::Shared : std::enable_shared_from_this<Shared> {
   void write(uint64_t offset, char* buffer, size_t length, bool run);
   void run_commit(bool run);
   void submit_commit();
+  // The commit's answer: commit_staged()'s, or OK if a later write or
+  // removal of the key replaced this value while it landed.
   Result<memory::WriteResult> commit_now();
+  Result<memory::WriteResult> commit_staged();
 
   std::unique_ptr<StagedPut> put;
   Store& store;
@@ -198,6 +201,23 @@ void FlashValueSink::Shared::run_commit(bool run) {
 }
 
 Result<memory::WriteResult> FlashValueSink::Shared::commit_now() {
+  Result<memory::WriteResult> r = commit_staged();
+  if (r || r.status().code() != StatusCode::kConflict) return r;
+  // A write of the key that began after this one's value did won, or a
+  // removal came while it landed (a body chunk's landing can be the one to
+  // find out): this SET took effect first and was replaced, as a SET that a
+  // later one overwrites. The winner may still be in flight itself (the key
+  // then reads as absent for a moment), so the flash tier's word counts
+  // too. A chunk lost to reclaim or a failed write is neither: that stays
+  // an error, never a silent OK.
+  std::optional<memory::ObjectInfo> after = store.stat(put->key());
+  if (put->superseded() || (after && after->version > put->version())) {
+    return memory::WriteResult{.written = true, .version = put->version(), .previous = {}};
+  }
+  return r;
+}
+
+Result<memory::WriteResult> FlashValueSink::Shared::commit_staged() {
   {
     MutexLock lock(mu);
     if (!first_error.is_ok()) return first_error;
@@ -222,17 +242,6 @@ Result<memory::WriteResult> FlashValueSink::Shared::commit_now() {
     return false;
   });
   if (!ran.is_ok()) return ran;
-  if (r || r.status().code() != StatusCode::kConflict) return r;
-  // A write of the key that began after this one's value did won, or a
-  // removal came while it landed: this SET took effect first and was
-  // replaced, as a SET that a later one overwrites. The winner may still be
-  // in flight itself (the key then reads as absent for a moment), so the
-  // flash tier's word counts too. A chunk lost to reclaim or a failed write
-  // is neither: that stays an error, never a silent OK.
-  std::optional<memory::ObjectInfo> after = store.stat(put->key());
-  if (put->superseded() || (after && after->version > put->version())) {
-    return memory::WriteResult{.written = true, .version = put->version(), .previous = {}};
-  }
   return r;
 }
 
