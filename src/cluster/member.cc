@@ -137,6 +137,9 @@ void Member::keep(std::stop_token stop) {
         renewed_at_ms_.store(sent);
         spdlog::info("cluster: registered as {} in '{}' (lease {:x})", options_.self.id,
                      options_.cluster_name, lease);
+        // Serving waits for a read of the map after the registration; the
+        // watcher's next read may be a whole round away.
+        (void)read_map(client);
       }
     } else {
       Result<int64_t> ttl = client.keep_alive(lease);
@@ -170,15 +173,12 @@ void Member::watch(std::stop_token stop) {
       watch_round_ = this_round;
     }
     std::stop_callback forward(stop, [&] { this_round.request_stop(); });
-    const int64_t sent = steady_ms();
-    Result<EtcdRange> now = client.get(key);
+    Result<EtcdRange> now = read_map(client);
     tally.publish(client);
     if (!now.is_ok()) {
       if (!pause(stop, std::chrono::milliseconds(200))) break;
       continue;
     }
-    if (!now->kvs.empty()) offer_map(now->kvs[0].value);
-    map_confirmed_at_ms_.store(sent);
     const auto on_events = [&](const std::vector<EtcdEvent>& events) {
       for (const EtcdEvent& e : events)
         if (!e.deleted) offer_map(e.kv.value);
@@ -187,6 +187,18 @@ void Member::watch(std::stop_token stop) {
     (void)client.watch(key, now->revision + 1, this_round.get_token(), on_events, round);
     tally.publish(client);
   }
+}
+
+Result<EtcdRange> Member::read_map(EtcdClient& client) {
+  const int64_t sent = steady_ms();
+  Result<EtcdRange> now = client.get(slot_map_key(options_.cluster_name));
+  if (!now.is_ok()) return now;
+  if (!now->kvs.empty()) offer_map(now->kvs[0].value);
+  // Two threads read it: the later confirmation stands.
+  int64_t seen = map_confirmed_at_ms_.load();
+  while (seen < sent && !map_confirmed_at_ms_.compare_exchange_weak(seen, sent)) {
+  }
+  return now;
 }
 
 void Member::offer_map(std::string_view text) {

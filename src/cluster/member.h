@@ -18,8 +18,11 @@
 //   lease TTL ago (a watch on a connection that drops traffic silently
 //   would otherwise leave the node on an old map for good); the watcher
 //   reads it again every half TTL;
-// * after a lost lease, until a read of the map that began after the new
-//   registration succeeded (the map may have moved on meanwhile).
+// * after a registration (the first, or after a lost lease), until a read
+//   of the map that began after it succeeded (the map may have moved on
+//   meanwhile). The keeper reads the map itself right after registering,
+//   so a node that joins serves once that read is back, not after the
+//   watcher's round.
 #pragma once
 
 #include <atomic>
@@ -94,6 +97,9 @@ class Member {
   void watch(std::stop_token stop);
   // Takes `text` as the map if it parses and is newer than the one held.
   void offer_map(std::string_view text);
+  // Reads the map, offers it, and marks it confirmed as of the read's
+  // start; the read's answer (its revision starts a watch).
+  Result<EtcdRange> read_map(EtcdClient& client);
   // Sleeps `d` or until stop is requested; false if it was.
   bool pause(std::stop_token& stop, std::chrono::milliseconds d);
 

@@ -196,7 +196,10 @@ def send(conn, asking, *args):
 class SlotClient:
     """A minimal cluster client that follows the protocol to the letter:
     a slot table from CLUSTER SLOTS, -MOVED updates it, -ASK sends ASKING
-    and the command once to the node named, -TRYAGAIN waits and retries.
+    and the command once to the node named, -TRYAGAIN waits and retries,
+    and so does -CLUSTERDOWN (as redis-py's cluster client does): a node
+    answers it, and runs nothing, while it cannot confirm its lease or the
+    map within the lease TTL, which a loaded machine's etcd can cause.
     Unlike redis-py 4.x (redis-py#2432), it follows -ASK to a node that owns
     no slot yet: a node that just joined."""
 
@@ -232,6 +235,9 @@ class SlotClient:
                 elif kind == "TRYAGAIN":
                     addr, asking = self.slots[slot], False
                     time.sleep(0.01)
+                elif kind == "CLUSTERDOWN":
+                    addr, asking = self.slots[slot], False
+                    time.sleep(0.05)
                 else:
                     raise
         raise AssertionError(f"{args} kept being redirected")
