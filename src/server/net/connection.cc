@@ -38,8 +38,7 @@ Connection::Connection(Server& server, IoThread& thread, Socket socket, std::str
       thread_(thread),
       socket_(std::move(socket)),
       handshake_timer_(thread.io),
-      retry_timer_(thread.io),
-      pause_timer_(thread.io) {
+      deferred_(*this, server, thread.io, state_, inv_) {
   state_.id = server_.context().next_client_id();
   state_.addr = std::move(addr);
   state_.laddr = std::move(laddr);
@@ -107,13 +106,7 @@ void Connection::close() {
   server_.clients().remove(this);
   value_writer_.reset();
   flash_value_.reset();
-  // Nothing more will be sent: stop a flash read, and give back the chunk
-  // buffers (and pins) queued for the socket.
-  if (stream_read_) stream_read_->cancel();
-  queued_streams_.clear();  // their pins
-  stream_after_.clear();
-  retry_timer_.cancel();
-  pause_timer_.cancel();
+  deferred_.cancel();
   out_.clear();
   writing_.clear();
 }
@@ -133,7 +126,7 @@ RespParser::Limits Connection::parser_limits() const {
 }
 
 void Connection::start_read() {
-  if (reading_ || closed_ || state_.close_after_reply || waiting()) return;
+  if (reading_ || closed_ || state_.close_after_reply || deferred_.waiting()) return;
   if (out_.pending_bytes() + writing_.pending_bytes() > kPauseReadBytes) return;
   if (flash_value_ && flash_value_->paused()) return wait_for_flash_room();
   bool direct = parser_.wants_direct();
@@ -194,7 +187,7 @@ void Connection::process_input() {
   // One clock read per command: each command's latency runs from the end of
   // the previous one (or the read) to its own end, parsing included.
   uint64_t clock = mono_ns();
-  while (!closed_ && !state_.close_after_reply && !waiting()) {
+  while (!closed_ && !state_.close_after_reply && !deferred_.waiting()) {
     // Value bytes already read go into the sink only once it has a buffer
     // for them under flash-write-buffer (and its window has room).
     if (flash_value_ && flash_value_->paused()) return wait_for_flash_room();
@@ -347,20 +340,17 @@ void Connection::dispatch(const std::vector<std::string_view>& argv, uint64_t& c
     if (value_writer_) inv_.value_writer = &*value_writer_;
     inv_.flash_value = flash_value_.get();
     if (value_writer_ || flash_value_) inv_.value_arg = static_cast<size_t>(spec->value_arg);
-    fetch_attempts_ = 0;
-    fetch_deadline_ns_ = 0;
-    fetch_error_ = Status::ok();
-    flash_copy_declined_ = false;
+    deferred_.begin_command();
     run_command(*spec, clock);
   }
   // A command waiting for a fetch or a pause runs later, with its streamed
   // value.
-  if (!waiting_for<FetchWait>() && !waiting_for<PauseWait>()) end_command();
+  if (!deferred_.runs_again()) end_command();
   // A GET streaming from flash reads pinned regions: the value it sends
   // stays whole even if the key moves away now, so it lets the migrator
   // go on (a client that stops reading would otherwise stall the move).
   // Any other wait holds the pass until resume() drops it.
-  if (!waiting() || waiting_for<StreamWait>()) fence_pass_.reset();
+  if (!deferred_.waiting() || deferred_.streaming()) fence_pass_.reset();
   publish_multi();
 }
 
@@ -376,27 +366,17 @@ bool Connection::held_by_pause(const CommandSpec& spec) {
   }
   int64_t until = pause.holds_until(writes);
   if (until == 0) return false;
-  wait_for_unpause(until);
+  deferred_.wait_for_unpause(until);
   return true;
 }
 
-void Connection::wait_for_unpause(int64_t until_ms) {
-  wait_ = PauseWait{};
-  uint64_t gen = ++wait_gen_;
-  pause_timer_.expires_after(std::chrono::milliseconds(until_ms - ClientPause::now_ms()));
-  pause_timer_.async_wait([self = shared_from_this(), gen](const asio::error_code& ec) {
-    if (!ec && gen == self->wait_gen_) self->recheck_pause();
-  });
-}
-
 void Connection::recheck_pause() {
-  if (closed_ || !waiting_for<PauseWait>()) return;
-  wait_ = NoWait{};
-  pause_timer_.cancel();
+  if (closed_ || !deferred_.paused()) return;
+  deferred_.end_pause();
   // The wait is not the command's latency: its clock starts now.
   uint64_t clock = mono_ns();
   dispatch(parser_.argv(), clock);
-  if (!waiting()) resume();
+  if (!deferred_.waiting()) resume();
 }
 
 bool Connection::kill() {
@@ -419,28 +399,14 @@ void Connection::end_command() {
 }
 
 void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
-  // The first run fetches flash-only values; later ones come from
-  // retry_fetch() (with backoff) when a value left memory again.
-  if ((spec.flags & kReadsValue) && fetch_attempts_ == 0 && start_fetch(spec)) {
-    deferred_spec_ = &spec;
-    deferred_clock_ = clock;
-    return;
-  }
+  if ((spec.flags & kReadsValue) && deferred_.fetch_before_run(spec, clock)) return;
   state_.last_command.assign(spec.name);
   info_.set_last_command(&spec);
   Store& store = server_.context().store();
-  // With fsync=always, a write's reply waits in held_ until it is durable.
-  holding_ = (spec.flags & kWrite) && store.durable_writes();
-  if (holding_) {
-    held_.set_proto(state_.proto);
-    persists_pending_ = 0;
-    persist_error_ = Status::ok();
-    ++wait_gen_;
-  }
-  ReplyBuffer& reply = holding_ ? held_ : out_;
-  uint64_t errors_before = reply.error_count();
-  CommandContext ctx{inv_, reply, state_, server_.context(), store, this};
-  fetch_again_ = false;
+  // With fsync=always, a write's reply is held until it is durable.
+  ReplyBuffer& reply = deferred_.begin_run((spec.flags & kWrite) && store.durable_writes());
+  const uint64_t errors_before = reply.error_count();
+  CommandContext ctx{inv_, reply, state_, server_.context(), store, &deferred_};
   {
     std::optional<ExecGate::Guard> held;
     if (!batch_gate_) {
@@ -454,30 +420,78 @@ void Connection::run_command(const CommandSpec& spec, uint64_t& clock) {
     }
     spec.handler(ctx);
   }
-  if (fetch_again_ && retry_fetch(spec, clock)) {
-    holding_ = false;
-    return;
-  }
-  bool failed = reply.error_count() != errors_before;
-  if (holding_) {
-    holding_ = false;
-    if (persists_pending_ > 0) {
-      wait_ = PersistWait{};
-    } else {
-      out_.splice(held_);
-    }
-  }
-  if (!waiting() && !queued_streams_.empty()) next_queued_stream();
+  const DeferredReplies::RunEnd end = deferred_.end_run(spec, clock, reply, errors_before);
+  if (end.retrying) return;
   // EXEC may have run HELLO or CLIENT SETNAME.
   if (server_.is_identity_command(&spec) || (spec.flags & kRunsQueue)) publish_identity();
-  if (waiting()) {
-    // Accounted when the reply is complete.
-    deferred_spec_ = &spec;
-    deferred_clock_ = clock;
-    deferred_failed_ = failed;
+  // A deferred reply is counted when it is complete (finished()).
+  if (!end.waiting) clock = account(spec, clock, end.failed);
+}
+
+void Connection::finished(const CommandSpec& spec, uint64_t clock, bool failed) {
+  account(spec, clock, failed);
+  resume();
+}
+
+void Connection::run_again(const CommandSpec& spec, uint64_t clock) {
+  if (refused_after_wait(spec)) return;
+  run_command(spec, clock);
+  if (deferred_.fetching()) return;  // it needs another fetch
+  end_command();
+  publish_multi();  // an EXEC that waited for its fetch ended its MULTI
+  if (!deferred_.waiting()) resume();
+}
+
+bool Connection::refused_after_wait(const CommandSpec& spec) {
+  // With a pass the key could not move: the migrator waited for it.
+  if (fence_pass_) return false;
+  std::string refusal = cluster_reroute(server_.context(), spec, inv_.argv, state_, fence_pass_);
+  if (refusal.empty()) return false;
+  server_.stats_for(spec).rejected->add();
+  out_.set_proto(state_.proto);
+  refuse_routed(state_.txn, &spec, refusal, out_);
+  end_command();
+  publish_multi();
+  resume();
+  return true;
+}
+
+void Connection::resume() {
+  deferred_.end_wait();
+  fence_pass_.reset();  // the command that waited is done
+  if (closed_) return;
+  process_input();
+  flush();
+  start_read();
+}
+
+void Connection::stream_value_to_flash(std::string_view key, uint64_t length) {
+  Result<std::unique_ptr<FlashValueSink>> sink =
+      server_.context().store().begin_flash_value(key, length);
+  if (!sink) {
+    value_error_ = sink.status();
+    parser_.discard();
     return;
   }
-  clock = account(spec, clock, failed);
+  flash_value_ = std::move(*sink);
+  parser_.stream_into(flash_value_.get());
+}
+
+void Connection::wait_for_flash_room() {
+  if (flash_room_wait_) return;
+  flash_room_wait_ = true;
+  std::shared_ptr<Connection> self = shared_from_this();
+  flash_value_->when_room([self, token = server_.deferred_token()] {
+    asio::post(self->thread_.io, [self, token] {
+      self->flash_room_wait_ = false;
+      if (self->closed_) return;
+      // Bytes read before the pause may be waiting in the parser.
+      self->process_input();
+      if (self->query_buffer_over_limit()) return self->close();
+      self->flush();
+      self->start_read();
+    });
+  });
 }
 
 uint64_t Connection::account(const CommandSpec& spec, uint64_t start, bool failed) {
@@ -542,7 +556,7 @@ void Connection::on_write(const asio::error_code& ec, size_t n) {
   }
   publish_memory();
   flush();
-  if (waiting_for<StreamTurnWait>()) next_queued_stream();
+  deferred_.on_sent();
   start_read();
 }
 

@@ -94,6 +94,11 @@ class Server {
   // stop() waits for all of them to end before it stops the threads.
   void deferred_begin() { deferred_inflight_.fetch_add(1, std::memory_order_relaxed); }
   void deferred_end() { deferred_inflight_.fetch_sub(1, std::memory_order_acq_rel); }
+  // The same bracket as a token: the callback ends when its last copy goes.
+  std::shared_ptr<void> deferred_token() {
+    deferred_begin();
+    return std::shared_ptr<void>(nullptr, [this](void*) { deferred_end(); });
+  }
   // True once stop() began: new connections are closed at once.
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
   // The store's loading figures now, also published to the gauges (INFO and
