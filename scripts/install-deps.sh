@@ -9,7 +9,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev libhiredis-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-redis python3-pytest python3-pytest-xdist python3-matplotlib ccache
-  redis-server redis-tools memcached fio nginx-light etcd-server
+  redis-server redis-tools memcached fio nginx-light etcd-server prometheus
   zstd xz-utils gzip procps libzstd-dev liblzma-dev zlib1g-dev linux-perf valgrind
 )
 

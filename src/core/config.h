@@ -90,6 +90,10 @@ struct Config {
   int64_t lease_ttl_ms = 10000;
   int64_t active_expire_hz = 10;
 
+  // sizing: online miss-ratio curves (store/sizing)
+  double mrc_sample_rate = 1.0;  // share of keys sampled at first; 0: off
+  int64_t mrc_max_bytes = 1 << 20;
+
   // flash tier (flash_size 0: memory only)
   std::string flash_path = "./tierkv-data/";  // a directory: holds flash.dat
   int64_t flash_size = int64_t{8} << 30;

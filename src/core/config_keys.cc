@@ -116,6 +116,12 @@ const std::vector<KeySpec>& specs() {
       int_key(
           {"active-expire-hz", "active expiry cycles per second (0: lazy only)", A::kActiveExpire},
           &C::active_expire_hz, 0, 500),
+      double_key({"mrc-sample-rate",
+                  "share of keys the miss-ratio curves sample at first (0: no curves); lowered "
+                  "as mrc-max-bytes needs"},
+                 &C::mrc_sample_rate, 0, 1),
+      bytes_key({"mrc-max-bytes", "DRAM the miss-ratio curves' models may take"}, &C::mrc_max_bytes,
+                4096, int64_t{1} << 30),
       guarded(string_key({"flash-path", "file or block device of the flash tier"}, &C::flash_path)),
       bytes_key({"flash-size", "bytes of flash to use (0: no flash tier)"}, &C::flash_size, 0,
                 kMaxI),

@@ -115,6 +115,7 @@ Store::Store(const Config& config, MetricsRegistry* metrics)
           "tierkv_prefetch_reads_attached_total",
           "reads served by the key's promotion in flight instead of reading flash again")) {
   progress_ = std::make_unique<flash::RecoveryProgress>();
+  curves_ = std::make_unique<MissRatioCurves>(sizing_options(config));
   preheats_ =
       std::make_unique<PreheatJobs>([this](std::string_view key) { return check_key(key); });
 }
@@ -240,13 +241,37 @@ Result<ObjectWriter> Store::begin_put(std::string_view key, uint64_t size, bool 
 }
 
 Result<WriteResult> Store::commit(ObjectWriter&& writer, const WriteOptions& options) {
-  if (!flash_) return memory_->publish(std::move(writer), options);
   const std::string key = writer.key();
   return commit_as(key, std::move(writer), options);
 }
 
+void Store::count_hit(std::string_view key, uint64_t object_size) {
+  hits_.add();
+  if (curves_->enabled())
+    curves_->read(hash64(key), memory_->charge_for_object(key.size(), object_size));
+}
+
+void Store::count_miss(std::string_view key) {
+  misses_.add();
+  // The size is not known: the client's write after the miss fills it.
+  if (curves_->enabled()) curves_->read(hash64(key), 0);
+}
+
+void Store::count_write(std::string_view key, uint64_t object_size) {
+  if (curves_->enabled())
+    curves_->write(hash64(key), memory_->charge_for_object(key.size(), object_size));
+}
+
 Result<WriteResult> Store::commit_as(std::string_view key, ObjectWriter&& writer,
                                      const WriteOptions& options) {
+  const uint64_t size = writer.size();
+  Result<WriteResult> r = publish(key, std::move(writer), options);
+  if (r && r->written) count_write(key, size);
+  return r;
+}
+
+Result<WriteResult> Store::publish(std::string_view key, ObjectWriter&& writer,
+                                   const WriteOptions& options) {
   if (!flash_) return memory_->publish(std::move(writer), options);
   WriteOptions opts = options;
   // The memory tier judges conditions by memory alone; a key that lives only
@@ -351,6 +376,7 @@ std::vector<Result<WriteResult>> Store::put_batch(
 
 bool Store::remove(std::string_view key, std::optional<uint64_t> if_version,
                    DurableCallback durable) {
+  if (curves_->enabled()) curves_->remove(hash64(key));
   if (!flash_) {
     bool removed = memory_->remove(key, if_version);
     if (durable) durable(Status::ok());

@@ -46,6 +46,7 @@
 #include "store/key_locks.h"
 #include "store/preheat/preheat_jobs.h"
 #include "store/preheat/preheat_types.h"
+#include "store/sizing/miss_ratio_curves.h"
 
 namespace tierkv {
 
@@ -463,6 +464,9 @@ class Store {
   // pinned data) and then nothing changed.
   Status apply_config(ConfigApply hook, const Config& next);
   StoreStats stats() const;
+  // The miss-ratio curves of the reads so far (store/sizing; empty when
+  // mrc-sample-rate is 0).
+  MissRatioCurves::Curves sizing_curves() const { return curves_->curves(); }
   MetricsRegistry& metrics() { return *metrics_; }
   // False when the store runs on memory alone, or is still loading.
   bool has_flash() const { return !loading() && flash_ != nullptr; }
@@ -509,6 +513,10 @@ class Store {
   // copy moves into the index).
   Result<WriteResult> commit_as(std::string_view key, ObjectWriter&& writer,
                                 const WriteOptions& options);
+  // commit_as() before the write is counted: publishes in memory (with
+  // flash, judging conditions by both tiers).
+  Result<WriteResult> publish(std::string_view key, ObjectWriter&& writer,
+                              const WriteOptions& options);
   // Conditional writes must see keys that only flash holds.
   Result<WriteResult> put_with_flash(std::string_view key, std::string_view value,
                                      const WriteOptions& options);
@@ -587,6 +595,11 @@ class Store {
   Counter& misses_;
   Counter& flash_hits_;
   Counter& reads_attached_;  // reads served by a promotion in flight (no read of their own)
+  // Every counted read, write and removal also goes to the curves.
+  std::unique_ptr<MissRatioCurves> curves_;
+  void count_hit(std::string_view key, uint64_t object_size);
+  void count_miss(std::string_view key);
+  void count_write(std::string_view key, uint64_t object_size);
 };
 
 }  // namespace tierkv

@@ -52,6 +52,16 @@ memory::MemoryTierOptions memory_options(const Config& c) {
   return o;
 }
 
+SizingOptions sizing_options(const Config& c) {
+  SizingOptions o;
+  o.sample_rate = c.mrc_sample_rate;
+  o.max_bytes = static_cast<uint64_t>(c.mrc_max_bytes);
+  o.memory_bytes = static_cast<uint64_t>(c.memory);
+  o.flash_bytes = static_cast<uint64_t>(c.flash_size);
+  o.policy = policy_kind(c.eviction_policy);
+  return o;
+}
+
 PrefetchOptions prefetch_options(const Config& c) {
   PrefetchOptions o;
   o.throttle.dedup_ttl_ms = c.prefetch_dedup_ttl_ms;

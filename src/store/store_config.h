@@ -7,6 +7,7 @@
 #include "memory/memory_tier.h"
 #include "store/prefetch/prefetcher.h"
 #include "store/preheat/preheater.h"
+#include "store/sizing/miss_ratio_curves.h"
 
 namespace tierkv {
 
@@ -14,5 +15,6 @@ memory::MemoryTierOptions memory_options(const Config& c);
 flash::FlashOptions flash_options(const Config& c);
 PrefetchOptions prefetch_options(const Config& c);
 PreheatLimits preheat_limits(const Config& c);
+SizingOptions sizing_options(const Config& c);
 
 }  // namespace tierkv

@@ -108,7 +108,7 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
                                                           .end_lease = counted,
                                                           .use_once = options.use_once});
     if (mem) {
-      if (counted) hits_.add();
+      if (counted) count_hit(key, mem->object_size());
       out.where = ReadStart::Where::kMemory;
       out.view = std::move(*mem);
       return out;
@@ -118,7 +118,7 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
     // dropped the flash copy): the new version is then in memory.
     if (!info && flash_ && attempt < 3 && memory_->stat(key)) continue;
     if (!info) {
-      if (counted) misses_.add();
+      if (counted) count_miss(key);
       return out;
     }
     // A range within one chunk needs no region pins (see Pinning::kNone),
@@ -138,7 +138,7 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   out.length = std::min(length, info->object_size - out.offset);
   if (options.hold) {
     if (counted) {
-      hits_.add();
+      count_hit(key, info->object_size);
       flash_hits_.add();
     }
     out.held = std::make_shared<HeldRead>(HeldRead{
@@ -157,13 +157,13 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   if (promoter_ && out.length > 0) {
     out.flash_read = promoter_->attach(key, info->version, out.offset, out.length, callbacks);
     if (out.flash_read) {
-      if (counted) hits_.add();
+      if (counted) count_hit(key, info->object_size);
       reads_attached_.add();
       return out;
     }
   }
   if (counted) {
-    hits_.add();
+    count_hit(key, info->object_size);
     flash_hits_.add();
   }
   std::optional<ObjectWriter> copy;
@@ -204,7 +204,7 @@ std::vector<memory::ChunkPin> Store::resident_part(std::string_view key, uint64_
 }
 
 void Store::count_streamed_read(std::string_view key, bool use_once) {
-  hits_.add();
+  hits_.add();  // a stream's use-once tiles are not what the curves size
   flash_hits_.add();
   if (use_once || !promoter_ || !promoter_->admit(hash64(key))) return;
   promoter_->promote(key, PromotionRequest{}, PromotionDone{});
@@ -242,13 +242,13 @@ Result<ObjectView> Store::read_resident(std::string_view key, const ResidentRead
   Result<ObjectView> v = memory_->get(key, get);
   if (!how.counted) return v;
   if (v) {
-    hits_.add();
+    count_hit(key, v->object_size());
     return v;
   }
   if (v.status().code() != StatusCode::kNotFound) return v;
   if (flash_ && live_flash_object(*flash_, *reader_, key))
     return Status::busy("the value is on flash only; fetch it first");
-  misses_.add();
+  count_miss(key);
   return v;
 }
 

@@ -1,9 +1,14 @@
 """tierkv-server's command line (--version, --help, bad flags) and the files
 in packaging/: the example configuration loads, and a server started from
-it with every line uncommented runs with the defaults."""
+it with every line uncommented runs with the defaults; the Prometheus rules
+pass promtool's check and their unit tests; the Grafana dashboard loads
+and names only series a server exports."""
+import json
 import os
 import re
+import shutil
 import subprocess
+import urllib.request
 
 from conftest import ROOT, TIERKV_SERVER, start_tierkv
 
@@ -59,3 +64,66 @@ def test_server_runs_from_the_uncommented_example(tmp_path):
         assert c.set("k", "v") and c.get("k") == b"v"
     finally:
         s.stop()
+
+
+DASHBOARD = os.path.join(ROOT, "packaging", "grafana", "tierkv.json")
+RULES_DIR = os.path.join(ROOT, "packaging", "prometheus")
+# Series only a cluster node exports (render_cluster in http_metrics.cc).
+CLUSTER_SOURCE = os.path.join(ROOT, "src", "server", "observe", "http_metrics.cc")
+
+
+def series_named(text):
+    """The tierkv_ series a PromQL text names (not recording rules, which
+    have a colon)."""
+    return {m for m in re.findall(r"(?<![:\w])tierkv_[a-z0-9_]+", text)}
+
+
+def exported_series(tmp_path):
+    """What a server with flash exports on /metrics, summaries' parts too."""
+    s = start_tierkv(str(tmp_path))
+    try:
+        port = s.argv[s.argv.index("--metrics-port") + 1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    finally:
+        s.stop()
+    return {line.split("{")[0].split()[0] for line in text.splitlines()
+            if line and not line.startswith("#")}
+
+
+def test_prometheus_rules_load_and_their_unit_tests_pass():
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: Debian's prometheus package (scripts/install-deps.sh)"
+    for args in (("check", "rules", "tierkv-rules.yml"), ("test", "rules", "tierkv-rules.test.yml")):
+        p = subprocess.run([promtool, *args], cwd=RULES_DIR, capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
+
+
+def test_dashboard_loads_and_names_only_series_the_server_exports(tmp_path):
+    with open(DASHBOARD) as f:
+        d = json.load(f)
+    assert d["title"] == "tierkv" and d["uid"] and isinstance(d["schemaVersion"], int)
+    ids, exprs = set(), []
+    for p in d["panels"]:
+        assert p["id"] not in ids, p["id"]
+        ids.add(p["id"])
+        assert p["type"] and p["title"] and p["datasource"]["type"] == "prometheus", p
+        g = p["gridPos"]
+        assert all(isinstance(g[k], int) for k in "xywh") and g["x"] + g["w"] <= 24, p["title"]
+        assert p["targets"], p["title"]
+        for t in p["targets"]:
+            assert t["refId"] and t["expr"], p["title"]
+            exprs.append(t["expr"])
+    titles = " ".join(p["title"].lower() for p in d["panels"])
+    for topic in ("hit ratio", "memory", "flash", "prefetch", "write amplification", "latency",
+                  "cluster", "miss ratio"):
+        assert topic in titles, topic
+    with open(os.path.join(RULES_DIR, "tierkv-rules.yml")) as f:
+        exprs.append(f.read())
+    named = set().union(*(series_named(e) for e in exprs))
+    exported = exported_series(tmp_path)
+    with open(CLUSTER_SOURCE) as f:
+        cluster_only = series_named(f.read())
+    unknown = sorted(n for n in named if n not in exported and n not in cluster_only)
+    assert not unknown, f"the dashboard or rules name series no server exports: {unknown}"

@@ -128,3 +128,27 @@ def test_bad_input_is_one_line_error(args, tmp_path):
     assert proc.returncode != 0
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+# The online miss-ratio curve (docs/sizing.md) against exact replays through
+# the real tier, at the server's defaults (mrc-sample-rate 1, mrc-max-bytes
+# 1 MiB, memory a tenth of the unique objects). The goal is 0.03 at every
+# size on every trace. cloudPhysicsIO misses it: its 8x point lies past a
+# loop of about 39,000 objects, and the ~650 keys the 1 MiB bound lets a
+# model of that size sample cannot place the cliff (issue 41); it is held
+# to the error measured when the curves were built, so that it cannot get
+# worse unseen.
+MRC_TOLERANCE = {"OLTP": 0.03, "orm-busy": 0.03, "multi2": 0.03, "cloudPhysicsIO": 0.08}
+
+
+@needs_traces
+@pytest.mark.parametrize("trace", sorted(MRC_TOLERANCE))
+def test_online_miss_ratio_curve_is_near_the_exact_one(trace):
+    p = subprocess.run([TIERKV_TRACE, "--traces-dir", TRACES_DIR, "--trace", trace, "--mrc",
+                        "--mrc-tolerance", str(MRC_TOLERANCE[trace])],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    m = re.search(r"RESULT name=mrc-accuracy max_error=([0-9.]+)", p.stdout)
+    assert m and float(m.group(1)) <= MRC_TOLERANCE[trace], p.stdout
+    points = re.findall(r"^\s+[0-9.]+x\s+\d+\s+([0-9.]+)\s+([0-9.]+)", p.stdout, re.M)
+    assert len(points) == 11, p.stdout

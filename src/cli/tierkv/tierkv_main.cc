@@ -2,6 +2,7 @@
 //
 //   tierkv preheat SOURCE --key K [--no-cache] [--digest sha256:HEX] [--piece SIZE]
 //                         [--ttl SECONDS] [--server HOST:PORT] [--quiet] [--no-wait]
+//   tierkv size [--target HIT_RATIO] [--server HOST:PORT] [--user U --password P]
 //   tierkv cluster status | drain NODE | rebalance [NODE...]
 //                  [--etcd URL]... [--etcd-cacert F --etcd-cert F --etcd-key F]
 //                  [--etcd-user U --etcd-password P] [--name NAME] [--timeout S]
@@ -11,6 +12,8 @@
 // progress (bytes, rate, ETA) until it ends (preheat.h). SOURCE is an
 // http(s):// or file:// URL, or a local path (made absolute; the server
 // reads it, so it must be on the server's machine). Ctrl-C cancels the job.
+// size shows the server's miss-ratio curves and the sizes that reach a
+// target hit ratio (size.h).
 // cluster shows and steers a cluster through etcd (cluster_admin.h).
 // The exit code is 0 when done, 1 when the work failed, was cancelled or
 // timed out, 2 for a usage or connection error; each failure prints one
@@ -21,6 +24,7 @@
 #include "cli/tierkv/cli_common.h"
 #include "cli/tierkv/cluster_admin.h"
 #include "cli/tierkv/preheat.h"
+#include "cli/tierkv/size.h"
 
 namespace {
 
@@ -38,6 +42,18 @@ void add_preheat(CLI::App& app, tierkv::cli::PreheatArgs& a) {
       ->capture_default_str();
   preheat->add_flag("--quiet", a.quiet, "No progress bar");
   preheat->add_flag("--no-wait", a.no_wait, "Print the job id and return at once");
+}
+
+CLI::App* add_size(CLI::App& app, tierkv::cli::SizeArgs& a) {
+  CLI::App* size = app.add_subcommand(
+      "size", "Hit ratio at other memory and flash sizes (the server's miss-ratio curves)");
+  size->add_option("--target", a.target, "Hit ratio to reach (0-1): say which sizes reach it")
+      ->check(CLI::Range(0.0, 1.0));
+  size->add_option("--server", a.server, "Server address")->capture_default_str();
+  size->add_option("--user", a.user, "ACL user (with --password)");
+  size->add_option("--password", a.password, "Password (or TIERKV_PASSWORD)")
+      ->envname("TIERKV_PASSWORD");
+  return size;
 }
 
 CLI::App* add_cluster(CLI::App& app, tierkv::cli::ClusterArgs& a) {
@@ -79,7 +95,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   cli::PreheatArgs preheat;
   cli::ClusterArgs cluster;
+  cli::SizeArgs size;
   add_preheat(app, preheat);
+  CLI::App* size_app = add_size(app, size);
   CLI::App* cluster_app = add_cluster(app, cluster);
   try {
     app.parse(argc, argv);
@@ -89,6 +107,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::signal(SIGINT, [](int) { cli::interrupted.store(true); });
+  if (size_app->parsed()) return cli::run_size(size);
   if (!cluster_app->parsed()) return cli::run_preheat(preheat);
   if (cluster_app->got_subcommand("status")) return cli::run_cluster_status(cluster);
   if (cluster_app->got_subcommand("drain")) return cli::run_cluster_drain(cluster);

@@ -10,8 +10,15 @@
 
 namespace tierkv::trace {
 
+uint64_t replay_object_charge() {
+  memory::MemoryTierOptions options;
+  options.shards = 1;
+  options.budget_bytes = 1 << 20;
+  return memory::MemoryTier(options).charge_for_object(sizeof(uint64_t), kReplayValueSize);
+}
+
 Result<ReplayResult> replay_through_tier(const DenseTrace& trace, memory::PolicyKind policy,
-                                         size_t capacity) {
+                                         size_t capacity, const ReplayObserver& observe) {
   constexpr size_t kKeySize = sizeof(uint64_t);
   if (capacity == 0) return Status::invalid_argument("capacity must be at least one object");
   memory::MemoryTierOptions options;
@@ -33,7 +40,9 @@ Result<ReplayResult> replay_through_tier(const DenseTrace& trace, memory::Policy
     char key_bytes[kKeySize];
     std::memcpy(key_bytes, &trace.keys[id], kKeySize);
     std::string_view key(key_bytes, kKeySize);
-    if (tier.get(key)) continue;  // the view (and its pins) dies here
+    const bool hit = static_cast<bool>(tier.get(key));  // the view (and its pins) dies here
+    if (observe) observe(key, hit);
+    if (hit) continue;
     ++r.misses;
     Result<memory::WriteResult> put = tier.put(key, value);
     if (!put) return Status::internal(fmt::format("put failed: {}", put.status().to_string()));

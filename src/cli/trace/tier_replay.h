@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string_view>
 
 #include "cli/trace/dense_trace.h"
 #include "core/status.h"
@@ -28,7 +30,12 @@ struct ReplayResult {
 // Fails (kInternal) if the tier ever holds more than `capacity` objects, or
 // never fills to min(capacity, unique ids): then it is not the cache the
 // miss ratio claims to describe.
+// `observe`, if given, hears each request's key (the 8 bytes) and whether
+// it hit, before the miss's put.
+using ReplayObserver = std::function<void(std::string_view key, bool hit)>;
 Result<ReplayResult> replay_through_tier(const DenseTrace& trace, memory::PolicyKind policy,
-                                         size_t capacity);
+                                         size_t capacity, const ReplayObserver& observe = {});
+// What one replayed object costs the tier's budget.
+uint64_t replay_object_charge();
 
 }  // namespace tierkv::trace

@@ -11,7 +11,9 @@
 #include <iostream>
 #include <thread>
 
+#include "cli/trace/mrc_check.h"
 #include "cli/trace/trace_eval.h"
+#include "cli/trace/trace_reader.h"
 
 namespace fs = std::filesystem;
 using tierkv::Result;
@@ -66,6 +68,24 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
+// --mrc: each trace's online curve against exact replays.
+int run_mrc(const std::vector<TraceInput>& inputs, const MrcOptions& options, double tolerance) {
+  double worst = 0;
+  for (const TraceInput& input : inputs) {
+    Result<Trace> t = read_trace(input.path, input.format);
+    if (!t) return fail(t.status().message(), 2);
+    Result<MrcCheck> check = check_mrc(densify(t->ids), options);
+    if (!check) return fail(check.status().message(), 3);
+    std::cout << format_mrc(fs::path(input.path).filename().string(), *check);
+    worst = std::max(worst, check->max_error());
+  }
+  std::cout << fmt::format("RESULT name=mrc-accuracy max_error={:.4f} tolerance={}\n", worst,
+                           tolerance);
+  if (worst > tolerance)
+    return fail(fmt::format("a point is off the exact curve by {:.4f}", worst), 1);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,6 +99,9 @@ int main(int argc, char** argv) {
   std::string format_name_arg;
   bool markdown = false;
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+  bool mrc = false;
+  MrcOptions mrc_options;
+  double mrc_tolerance = 0.03;
   app.add_option("--traces-dir", traces_dir, "Directory holding the trace files")
       ->capture_default_str();
   app.add_option("--trace", trace_args,
@@ -95,6 +118,22 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Also write the results as JSON to this file");
   app.add_flag("--markdown", markdown, "Print the table as Markdown");
   app.add_option("--jobs", jobs, "Simulations to run in parallel")->check(CLI::Range(1u, 256u));
+  app.add_flag("--mrc", mrc,
+               "Check the online miss-ratio curve (mrc-sample-rate) against exact replays "
+               "instead; exit 1 if a point is off by more than --mrc-tolerance");
+  app.add_option("--mrc-base", mrc_options.base_fraction,
+                 "The configured memory, as a fraction of the unique objects")
+      ->check(CLI::Range(0.0001, 1.0))
+      ->capture_default_str();
+  app.add_option("--mrc-sample-rate", mrc_options.sample_rate, "Sampling rate to start at")
+      ->check(CLI::Range(0.000001, 1.0))
+      ->capture_default_str();
+  app.add_option("--mrc-max-bytes", mrc_options.max_bytes, "DRAM bound of the curve's models")
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--mrc-tolerance", mrc_tolerance, "Largest error allowed at any point")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -140,6 +179,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (mrc) {
+    if (!config.policies.empty()) mrc_options.policy = config.policies.front();
+    return run_mrc(inputs, mrc_options, mrc_tolerance);
+  }
   auto start = std::chrono::steady_clock::now();
   Result<std::vector<TraceResult>> results = evaluate(inputs, config);
   if (!results) {

@@ -9,6 +9,7 @@
 #include "server/net/hardening.h"
 #include "server/net/server.h"
 #include "server/observe/info.h"
+#include "server/observe/sizing.h"
 
 namespace tierkv::server {
 namespace {
@@ -226,6 +227,7 @@ std::string HttpMetricsServer::render() const {
         static_cast<int64_t>(server_.client_count()));
   gauge(out, "tierkv_process_resident_memory_bytes", "resident set size", "gauge", m.rss_bytes);
   if (const std::optional<ClusterFigures> c = cluster_figures(server_)) render_cluster(out, *c);
+  render_sizing_metrics(server_.context().store().sizing_curves(), out);
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "server/cluster/slot_purger.h"
 #include "server/net/loading.h"
 #include "server/net/server.h"
+#include "server/observe/sizing.h"
 
 namespace tierkv::server {
 namespace {
@@ -293,6 +294,10 @@ void section_cluster(Server& s, std::string& out) {
   registry_fields(s.context().metrics(), {"tierkv_cluster_prefetch_hints_"}, out);
 }
 
+void section_sizing(Server& s, std::string& out) {
+  render_sizing_info(s.context().store().sizing_curves(), out);
+}
+
 void section_keyspace(Server& s, std::string& out) {
   out += "# Keyspace\r\n";
   Store& store = s.context().store();
@@ -356,6 +361,7 @@ std::string render_info(Server& server, std::string_view section) {
       {"preheat", section_preheat, true},
       {"stream", section_stream, true},
       {"cluster", section_cluster, true},
+      {"sizing", section_sizing, true},
       {"keyspace", section_keyspace, true},
   };
   bool all = iequal(section, "all") || iequal(section, "everything");

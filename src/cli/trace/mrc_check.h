@@ -1,0 +1,42 @@
+// The server's online miss-ratio curve (store/sizing, MissRatioCurves, at
+// its default sampling) against the exact one, on a trace: the curve is fed
+// what a server whose memory holds `base_fraction` of the trace's objects
+// sees (a look-aside replay through the real MemoryTier: hits with the
+// object's charge, misses followed by the fill), and each of its points is
+// compared with a replay through the real tier at that size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/trace/dense_trace.h"
+#include "core/status.h"
+#include "memory/policy/eviction_policy.h"
+
+namespace tierkv::trace {
+
+struct MrcOptions {
+  double base_fraction = 0.1;    // the "configured" memory, of the unique objects
+  double sample_rate = 1.0;      // mrc-sample-rate
+  uint64_t max_bytes = 1 << 20;  // mrc-max-bytes
+  memory::PolicyKind policy = memory::PolicyKind::kS3Fifo;
+};
+
+struct MrcPoint {
+  double scale = 0;
+  uint64_t capacity = 0;  // objects
+  double online = 0;
+  double exact = 0;
+};
+struct MrcCheck {
+  std::vector<MrcPoint> points;
+  double final_rate = 0;
+  double max_error() const;
+};
+
+Result<MrcCheck> check_mrc(const DenseTrace& trace, const MrcOptions& options);
+// One trace's check as table rows (scale, objects, online, exact, error).
+std::string format_mrc(const std::string& trace_name, const MrcCheck& check);
+
+}  // namespace tierkv::trace
