@@ -247,8 +247,11 @@ Result<WriteResult> Store::commit(ObjectWriter&& writer, const WriteOptions& opt
 
 void Store::count_hit(std::string_view key, uint64_t object_size) {
   hits_.add();
-  if (curves_->enabled())
-    curves_->read(hash64(key), memory_->charge_for_object(key.size(), object_size));
+  if (!curves_->enabled()) return;
+  const uint64_t h = hash64(key);
+  // Every read counts toward the curves' total; only a sampled key's
+  // charge is worked out.
+  curves_->read(h, curves_->samples(h) ? memory_->charge_for_object(key.size(), object_size) : 0);
 }
 
 void Store::count_miss(std::string_view key) {
@@ -258,8 +261,9 @@ void Store::count_miss(std::string_view key) {
 }
 
 void Store::count_write(std::string_view key, uint64_t object_size) {
-  if (curves_->enabled())
-    curves_->write(hash64(key), memory_->charge_for_object(key.size(), object_size));
+  if (!curves_->enabled()) return;
+  const uint64_t h = hash64(key);
+  if (curves_->samples(h)) curves_->write(h, memory_->charge_for_object(key.size(), object_size));
 }
 
 Result<WriteResult> Store::commit_as(std::string_view key, ObjectWriter&& writer,

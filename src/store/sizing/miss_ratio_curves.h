@@ -56,6 +56,9 @@ class MissRatioCurves {
   MissRatioCurves& operator=(const MissRatioCurves&) = delete;
 
   bool enabled() const { return enabled_; }
+  // Whether some model samples the key: callers check it before they work
+  // out what the object costs (most keys are in no sample).
+  bool samples(uint64_t key_hash) const { return enabled_ && sampled(mix(key_hash)); }
   // The requests, by the key's 64-bit hash and what the object costs the
   // memory tier. A read is a hit or a miss; a write stores a new version.
   void read(uint64_t key_hash, uint64_t bytes);
