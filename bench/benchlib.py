@@ -8,8 +8,11 @@ Drivers import it with bench/ on sys.path:
     import benchlib
 """
 import base64
+import csv
+import io
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -23,6 +26,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # includes the benchmark's own (up to 2 on 2 cores), so it is recorded, not
 # judged.
 LOADED_ABOVE = 1.5
+
+
+REDIS_BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
+
+
+def redis_benchmark(port, tests, size, clients, pipeline, requests, extra=()):
+    """One redis-benchmark run on loopback: its CSV rows, one per test, each
+    a dict of its columns (test, rps, p50_latency_ms, ...)."""
+    cmd = [REDIS_BENCHMARK, "-h", "127.0.0.1", "-p", str(port), "-t", tests, "-d", str(size),
+           "-c", str(clients), "-P", str(pipeline), "-n", str(requests), "--csv", *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
+    return list(csv.DictReader(io.StringIO(out.stdout)))
 
 
 def resp(*args):

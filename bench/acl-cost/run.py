@@ -13,8 +13,6 @@ name=acl-cost ratio=<worst row: ACL ops/s over default ops/s>`.
   /usr/bin/python3 bench/acl-cost/run.py [--server PATH] [--rounds 3] [--quick]
 """
 import argparse
-import csv
-import io
 import os
 import shutil
 import subprocess
@@ -22,10 +20,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import RunRecord, free_port, plot_bars, resp, wait_for_port, write_json  # noqa: E402
+from benchlib import (RunRecord, free_port, plot_bars, redis_benchmark, resp,  # noqa: E402
+                      wait_for_port, write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
 USERS = 20
 ROWS = [("SET 100B -P16", "set", 100, 50, 16, 1_000_000),
         ("GET 100B -P16", "get", 100, 50, 16, 1_000_000),
@@ -53,11 +51,7 @@ def add_users(port):
 
 
 def benchmark(port, test, size, clients, pipeline, requests, login):
-    cmd = [BENCHMARK, "-h", "127.0.0.1", "-p", str(port), "-t", test, "-d", str(size), "-c",
-           str(clients), "-P", str(pipeline), "-n", str(requests), "-r", "100000", "--csv",
-           *login]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
-    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    rows = redis_benchmark(port, test, size, clients, pipeline, requests, ["-r", "100000", *login])
     return float(rows[0]["rps"])
 
 

@@ -42,8 +42,6 @@ line is `RESULT name=cluster ratio=<worst cost ratio> ...`.
                                           [--moves-only] [--quick]
 """
 import argparse
-import csv
-import io
 import mmap
 import os
 import shutil
@@ -56,12 +54,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchlib import (Etcd, RunRecord, fio_sequential, free_port, parse_args_with_quick,  # noqa: E402
-                      parse_size, plot_bars, read_reply, resp, resp_call, server_info,
+                      parse_size, plot_bars, read_reply, redis_benchmark, resp, resp_call,
+                      server_info,
                       wait_for_port, wait_loaded, write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SERVER = os.path.join(ROOT, "build", "src", "server", "tierkv-server")
-BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
 SLOTS = 16384
 MIB = 1 << 20
 
@@ -102,10 +100,8 @@ class Node:
 
 
 def benchmark(port, size, clients, pipeline, requests):
-    cmd = [BENCHMARK, "-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-d", str(size),
-           "-c", str(clients), "-P", str(pipeline), "-n", str(requests), "--csv"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
-    return {row["test"]: float(row["rps"]) for row in csv.DictReader(io.StringIO(out.stdout))}
+    rows = redis_benchmark(port, "set,get", size, clients, pipeline, requests)
+    return {row["test"]: float(row["rps"]) for row in rows}
 
 
 def cost(args, workdir):

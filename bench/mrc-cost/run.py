@@ -14,8 +14,6 @@ name=mrc-cost ratio=<worst row: ops/s with curves over ops/s without>`.
   /usr/bin/python3 bench/mrc-cost/run.py [--server PATH] [--rounds 3] [--quick]
 """
 import argparse
-import csv
-import io
 import os
 import shutil
 import subprocess
@@ -23,20 +21,18 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import RunRecord, free_port, plot_bars, wait_for_port, write_json  # noqa: E402
+from benchlib import (RunRecord, free_port, plot_bars, redis_benchmark, wait_for_port,  # noqa: E402
+                      write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
 KEYS = 1_000_000
 ROWS = [("SET 100B -P16", "set", 100, 50, 16, 2_000_000),
         ("GET 100B -P16", "get", 100, 50, 16, 2_000_000)]
 
 
 def benchmark(port, test, size, clients, pipeline, requests):
-    cmd = [BENCHMARK, "-h", "127.0.0.1", "-p", str(port), "-t", test, "-d", str(size), "-c",
-           str(clients), "-P", str(pipeline), "-n", str(requests), "-r", str(KEYS), "--csv"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
-    return float(list(csv.DictReader(io.StringIO(out.stdout)))[0]["rps"])
+    rows = redis_benchmark(port, test, size, clients, pipeline, requests, ["-r", str(KEYS)])
+    return float(rows[0]["rps"])
 
 
 def start(server, work, name, extra):

@@ -23,8 +23,6 @@ speed` of the negotiated cipher (AES-256-GCM) on one core, measured in
 the same run; the result is named vs-redis-tls.
 """
 import argparse
-import csv
-import io
 import os
 import shutil
 import subprocess
@@ -35,13 +33,12 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (RunRecord, free_port, pyplot, resp, wait_for_port, wait_loaded,  # noqa: E402
-                      write_json)
+from benchlib import (RunRecord, free_port, pyplot, redis_benchmark, resp, wait_for_port,  # noqa: E402
+                      wait_loaded, write_json)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from tls_util import Certs  # noqa: E402  (the tests' certificates, one copy)
-BENCHMARK = shutil.which("redis-benchmark") or "/usr/bin/redis-benchmark"
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 # name, value bytes, clients, pipeline, requests per test (SET and GET each)
@@ -78,11 +75,9 @@ TLS_ARGS = []  # redis-benchmark's --tls options, with --tls
 
 
 def benchmark(port, size, clients, pipeline, requests):
-    cmd = [BENCHMARK, "-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-d", str(size),
-           "-c", str(clients), "-P", str(pipeline), "-n", str(requests), "--csv", *TLS_ARGS]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
     result = {}
-    for row in csv.DictReader(io.StringIO(out.stdout)):
+    for row in redis_benchmark(port, "set,get", size, clients, pipeline, requests,
+                               TLS_ARGS):
         result[row["test"]] = {
             "ops": float(row["rps"]),
             "p50_ms": float(row["p50_latency_ms"]),

@@ -64,6 +64,7 @@ def test_every_point_is_the_servers_miss_ratio_when_nothing_must_go(tmp_path):
             for scale, p in curve.items():
                 assert abs(p["miss_ratio"] - misses / 3000) < 1e-4, (tier, scale, p, misses)
                 assert p["filled"] == 0
+                assert p["size_error"] == 0  # every key sampled: sizes are exact
         # A DEL: the next read misses in every model too.
         c.delete("k1")
         assert c.get("k1") is None

@@ -16,8 +16,11 @@ namespace {
 // own error (about 0.03) from one run to the next.
 constexpr double kTrustedReads = 10000;
 constexpr int kPlotWidth = 50;
+// A size error above this is worth a word: a cliff within it moves a point
+// by more than the curves' error elsewhere.
+constexpr double kNotedSizeError = 0.02;
 
-// "size=…,miss_ratio=…,filled=…" of one point.
+// "size=…,miss_ratio=…,filled=…,size_error=…" of one point.
 std::optional<CurvePoint> parse_point(double scale, std::string_view fields) {
   CurvePoint p;
   p.scale = scale;
@@ -33,6 +36,7 @@ std::optional<CurvePoint> parse_point(double scale, std::string_view fields) {
     if (name == "size") p.size_bytes = value, size = true;
     if (name == "miss_ratio") p.miss_ratio = value, ratio = true;
     if (name == "filled") p.filled = value != 0;
+    if (name == "size_error") p.size_error = value;
   }
   if (!size || !ratio) return std::nullopt;
   return p;
@@ -53,9 +57,9 @@ std::string plot(const std::vector<CurvePoint>& curve) {
   std::string out;
   for (const CurvePoint& p : curve) {
     const int bar = static_cast<int>((1.0 - p.miss_ratio) * kPlotWidth + 0.5);
-    out += fmt::format("  {:>5}x {:>11} |{:<{}}| {:.3f}\n", p.scale, human_bytes(p.size_bytes),
-                       std::string(std::clamp(bar, 0, kPlotWidth), '#'), kPlotWidth,
-                       1.0 - p.miss_ratio);
+    out += fmt::format("  {:>5}x {:>11} |{:<{}}| {:.3f}  size +-{:.0f}%\n", p.scale,
+                       human_bytes(p.size_bytes), std::string(std::clamp(bar, 0, kPlotWidth), '#'),
+                       kPlotWidth, 1.0 - p.miss_ratio, 100 * p.size_error);
   }
   return out;
 }
@@ -125,6 +129,15 @@ std::string render_sizing(const SizingReport& r, double target) {
         "caution: no model of the largest size has had to evict: the keys seen so far fit, and "
         "its misses are first reads only. A working set still growing looks the same; ask again "
         "later.\n";
+  double size_error = 0;
+  for (const std::vector<CurvePoint>* curve : {&r.memory, &r.tiered})
+    for (const CurvePoint& p : *curve) size_error = std::max(size_error, p.size_error);
+  if (size_error > kNotedSizeError)
+    out += fmt::format(
+        "caution: each point models its size to within +-{:.0f}% (a sample of keys); where the "
+        "curve falls steeply within that span (a loop just larger than the cache) a point may be "
+        "off by the whole fall. A larger mrc-max-bytes narrows it.\n",
+        100 * size_error);
   out +=
       "The curves predict this server's own request stream at other sizes; a change of "
       "workload, value sizes or key count moves them.\n";

@@ -22,6 +22,7 @@ struct CurvePoint {
   double size_bytes = 0;
   double miss_ratio = 1;
   bool filled = false;
+  double size_error = 0;  // the size it models is known to within this share
 };
 struct SizingReport {
   bool enabled = false;

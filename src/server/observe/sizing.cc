@@ -11,8 +11,8 @@ namespace {
 void info_points(std::string_view tier, const std::vector<MissRatioCurves::Point>& points,
                  std::string& out) {
   for (const MissRatioCurves::Point& p : points)
-    out += fmt::format("mrc_{}_{}x:size={},miss_ratio={:.4f},filled={}\r\n", tier, p.scale,
-                       p.size_bytes, p.miss_ratio, p.filled ? 1 : 0);
+    out += fmt::format("mrc_{}_{}x:size={},miss_ratio={:.4f},filled={},size_error={:.4f}\r\n", tier,
+                       p.scale, p.size_bytes, p.miss_ratio, p.filled ? 1 : 0, p.size_error);
 }
 
 void metric_points(std::string_view tier, const std::vector<MissRatioCurves::Point>& points,

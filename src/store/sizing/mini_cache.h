@@ -47,7 +47,13 @@ class MiniCache {
   template <typename Keep>
   void resample(Keep keep, uint64_t memory_bytes, uint64_t flash_bytes);
 
-  size_t entries() const { return memory_.size() + flash_.size(); }
+  // What the model holds, in entries: memory's, and every record of the
+  // flash log, dead ones too (a key copied again and again leaves one per
+  // copy, and each takes DRAM until the log drops it). Each live flash key
+  // has a record, so this also covers the flash keys.
+  size_t entries() const { return memory_.size() + log_.size(); }
+  // The keys it holds now, in memory or live on flash.
+  size_t keys() const { return memory_.size() + flash_.size(); }
   // It has dropped something for room: it is full at its size.
   bool filled() const { return filled_; }
   // DRAM this model takes per entry, about (node, hook, policy metadata).

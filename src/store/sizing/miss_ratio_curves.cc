@@ -11,6 +11,11 @@ uint64_t threshold_for(double rate) {
   return static_cast<uint64_t>(std::ldexp(rate, 64));
 }
 
+double size_error(double rate, size_t keys) {
+  if (rate >= 1.0) return 0;
+  return 2.0 * std::sqrt((1.0 - rate) / static_cast<double>(std::max<size_t>(keys, 1)));
+}
+
 }  // namespace
 
 MissRatioCurves::MissRatioCurves(const SizingOptions& options)
@@ -142,6 +147,7 @@ std::vector<MissRatioCurves::Point> MissRatioCurves::points(
     p.size_bytes = m.memory_bytes + m.flash_bytes;
     p.miss_ratio = reads <= 0 ? 1.0 : std::min(1.0, m.weighted_misses / reads);
     p.filled = m.cache->filled();
+    p.size_error = size_error(m.rate, m.cache->keys());
     out.push_back(p);
   }
   return out;

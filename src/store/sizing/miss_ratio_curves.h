@@ -72,6 +72,13 @@ class MissRatioCurves {
     // The model of this size has evicted: below its size, the curve is
     // not just cold misses (a working set still growing looks flat).
     bool filled = false;
+    // How far, as a share of size_bytes, the size this point really models
+    // may lie from size_bytes (two standard deviations): the model holds a
+    // sample of k keys of the working set of this size, and a sample's
+    // share of a set is off by sqrt((1 - rate) / k) of itself. 0 at rate 1.
+    // A curve that falls steeply within that span (a loop just larger than
+    // the cache) can be off by the whole fall at this point.
+    double size_error = 0;
   };
   struct Curves {
     std::vector<Point> memory;

@@ -1,7 +1,8 @@
 // MissRatioCurves against the exact answer: the same mini cache model fed
 // every request at full size. Contract: at every size from 0.25x to 8x, the
 // sampled curve is within 0.03 of the exact one; the models stay within
-// max_bytes, lowering the rate as they must; a removed key reads as a miss.
+// max_bytes (dead flash log records included), lowering the rate as they
+// must; a removed key reads as a miss.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -125,6 +126,9 @@ TEST(MissRatioCurvesTest, ModelsStayWithinTheirBoundByLoweringTheRate) {
   for (const auto& p : c.memory) {
     EXPECT_GE(p.miss_ratio, 0.0);
     EXPECT_LE(p.miss_ratio, 1.0);
+    // A sample of a few hundred keys places its size within some percent.
+    EXPECT_GT(p.size_error, 0.01) << p.scale;
+    EXPECT_LT(p.size_error, 0.5) << p.scale;
   }
 }
 
@@ -141,6 +145,7 @@ TEST(MissRatioCurvesTest, ARemovedKeyIsAMissAtEverySize) {
   const MissRatioCurves::Curves c = curves.curves();
   EXPECT_EQ(c.sampled_reads, 2u);
   for (const auto& p : c.memory) EXPECT_DOUBLE_EQ(p.miss_ratio, 0.5) << p.scale;
+  for (const auto& p : c.memory) EXPECT_EQ(p.size_error, 0) << p.scale;  // every key sampled
   for (const auto& p : c.tiered) EXPECT_DOUBLE_EQ(p.miss_ratio, 0.5) << p.scale;
   EXPECT_FALSE(c.memory.back().filled);
 }
@@ -171,6 +176,28 @@ TEST(MissRatioCurvesTest, FlashKeepsWhatMemoryEvicted) {
   cache.write(1, kObjectBytes);
   cache.remove(1);
   EXPECT_FALSE(cache.read(1, kObjectBytes));
+}
+
+// Rewriting a few keys through a small memory into a large flash leaves a
+// dead log record per copy: the records count toward the model's entries,
+// and so toward mrc-max-bytes, though only a few keys are live.
+TEST(MissRatioCurvesTest, DeadFlashRecordsCountTowardTheBound) {
+  MiniCache cache(memory::PolicyKind::kLru, kObjectBytes, 100000 * kObjectBytes);
+  for (int round = 0; round < 1000; ++round)
+    for (uint64_t id = 0; id < 3; ++id) cache.write(id, kObjectBytes);
+  EXPECT_GT(cache.entries(), 2900u);  // one record per eviction of a new version
+
+  SizingOptions o;
+  o.sample_rate = 1.0;
+  o.max_bytes = 64 << 10;
+  o.memory_bytes = kObjectBytes;
+  o.flash_bytes = 100000 * kObjectBytes;
+  MissRatioCurves curves(o);
+  for (int round = 0; round < 20000; ++round)
+    for (uint64_t id = 0; id < 3; ++id) curves.write(key_hash(id), kObjectBytes);
+  const MissRatioCurves::Curves c = curves.curves();
+  EXPECT_GT(c.resamples, 0u);
+  EXPECT_LE(c.model_bytes, o.max_bytes);
 }
 
 }  // namespace
