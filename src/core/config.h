@@ -82,6 +82,9 @@ struct Config {
   // memory tier
   int64_t memory = int64_t{1} << 30;
   EvictionPolicyKind eviction_policy = EvictionPolicyKind::kS3Fifo;
+  // The heap on transparent huge pages where the kernel offers them on
+  // request (glibc's malloc.hugetlb tunable, set by one re-exec at start).
+  bool malloc_huge_pages = true;
   int64_t memory_shards = 32;
   double lease_max_fraction = 0.25;
   // With flash: a value larger than this share of the budget is written

@@ -104,6 +104,12 @@ const std::vector<KeySpec>& specs() {
       enum_key({"eviction-policy", "s3fifo, lru, clock or sieve"}, &C::eviction_policy,
                kEvictionNames),
       int_key({"memory-shards", "index shards (power of two)"}, &C::memory_shards, 1, 4096),
+      bool_key({"malloc-huge-pages",
+                "back the heap with transparent huge pages when the kernel gives them on request "
+                "(transparent_hugepage madvise): the server re-executes itself once at start to "
+                "set glibc's malloc.hugetlb tunable. A large flash index loads several times "
+                "faster"},
+               &C::malloc_huge_pages),
       double_key(
           {"lease-max-fraction", "share of memory that leases may protect", A::kLeaseFraction},
           &C::lease_max_fraction, 0, 1),
