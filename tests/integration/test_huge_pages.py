@@ -3,7 +3,8 @@
 Contract checked here: where the kernel gives huge pages on request
 (transparent_hugepage "madvise"), the server re-executes itself once at
 start with glibc's malloc.hugetlb tunable added to GLIBC_TUNABLES, in the
-same process (the pid the test started is the one that serves), and glibc
+same process (the pid the test started is the one that serves, under its
+own name), and glibc
 then asks for huge pages for its heap: a mapping of the process carries
 the kernel's "hg" flag (MADV_HUGEPAGE; nothing else in the server asks for
 it). An operator's other tunables are kept, and an operator's own hugetlb
@@ -53,6 +54,8 @@ def test_the_server_asks_glibc_for_huge_pages(tmp_path, monkeypatch, operator, a
         monkeypatch.setenv("GLIBC_TUNABLES", operator)
     s = serving(tmp_path)
     try:
+        with open(f"/proc/{s.proc.pid}/comm") as f:
+            assert f.read().strip() == "tierkv-server"  # not "exe": ps and pkill find it
         if asks and on_request():
             assert advised_mappings(s) > 0
         else:

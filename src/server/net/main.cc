@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "core/config.h"
 #include "core/metrics.h"
@@ -71,6 +73,12 @@ void exec_with_huge_pages(char** argv) {
     return;
   tunables += tunables.empty() ? "glibc.malloc.hugetlb=1" : ":glibc.malloc.hugetlb=1";
   ::setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
+  // By its path where it still has one, not /proc/self/exe: the kernel
+  // names the process after the file it runs (ps, top and pkill would see
+  // "exe"). A binary replaced on disk runs on as itself.
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) ::execv(self.c_str(), argv);
   ::execv("/proc/self/exe", argv);
   spdlog::warn("could not re-execute with huge pages ({}); running without", std::strerror(errno));
 #endif
