@@ -251,6 +251,23 @@ def plot_bars(path, title, bars, ylabel):
     return path
 
 
+def report_ratio_rows(run, out, meta, rows, base, arm, title, ylabel, extra=None):
+    """The ending of an A/B cost benchmark: `rows` are dicts with "row",
+    "ratio" and the ops/s of both arms under base[0] and arm[0] (base[1],
+    arm[1]: their column headers). Prints the table, writes the JSON (meta
+    and the rows) and a bar chart of the ratios, and prints the RESULT line
+    with the worst row's ratio and `extra` figures."""
+    print(f"{'row':<16} {base[1]:>19} {arm[1]:>19} {'ratio':>7}")
+    for r in rows:
+        print(f"{r['row']:<16} {r[base[0]]:>19,.0f} {r[arm[0]]:>19,.0f} {r['ratio']:>7.3f}")
+    write_json(out, {**meta, "rows": rows}, run)
+    plot_bars(os.path.splitext(out)[0] + ".png", title, {r["row"]: r["ratio"] for r in rows},
+              ylabel)
+    worst = min(rows, key=lambda r: r["ratio"])
+    print(run.result_line({"ratio": f"{worst['ratio']:.3f}", "worst_row": f"\"{worst['row']}\"",
+                           **(extra or {})}))
+
+
 def fio_sequential(directory, size, rw):
     """fio's sequential O_DIRECT `rw` ("read" or "write") of a `size`-byte
     file in `directory` (1 MiB blocks, QD 16, io_uring): GB/s."""

@@ -20,8 +20,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (RunRecord, free_port, plot_bars, redis_benchmark, resp,  # noqa: E402
-                      wait_for_port, write_json)
+from benchlib import (RunRecord, free_port, redis_benchmark, report_ratio_rows,  # noqa: E402
+                      resp, wait_for_port)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 USERS = 20
@@ -94,16 +94,10 @@ def main():
         log.close()
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"{'row':<16} {'default user ops/s':>19} {'20 users, patterns':>19} {'ratio':>7}")
-    for r in results:
-        print(f"{r['row']:<16} {r['default_ops']:>19,.0f} {r['acl_ops']:>19,.0f} "
-              f"{r['ratio']:>7.3f}")
-    write_json(args.out, {"users": USERS, "rows": results}, run)
-    plot_bars(os.path.splitext(args.out)[0] + ".png", "ACL checks: 20 users with key patterns",
-              {r["row"]: r["ratio"] for r in results}, "ops/s with ACL ÷ default user")
-    worst = min(results, key=lambda r: r["ratio"])
-    print(run.result_line({"ratio": f"{worst['ratio']:.3f}", "worst_row": f"\"{worst['row']}\"",
-                           "users": USERS}))
+    report_ratio_rows(run, args.out, {"users": USERS}, results,
+                      ("default_ops", "default user ops/s"), ("acl_ops", "20 users, patterns"),
+                      "ACL checks: 20 users with key patterns", "ops/s with ACL ÷ default user",
+                      {"users": USERS})
     return 0
 
 

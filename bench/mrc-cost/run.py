@@ -21,8 +21,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (RunRecord, free_port, plot_bars, redis_benchmark, wait_for_port,  # noqa: E402
-                      write_json)
+from benchlib import (RunRecord, free_port, redis_benchmark, report_ratio_rows,  # noqa: E402
+                      wait_for_port)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 KEYS = 1_000_000
@@ -83,15 +83,9 @@ def main():
             log.close()
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"{'row':<16} {'no curves ops/s':>16} {'curves ops/s':>14} {'ratio':>7}")
-    for r in results:
-        print(f"{r['row']:<16} {r['none_ops']:>16,.0f} {r['curves_ops']:>14,.0f} "
-              f"{r['ratio']:>7.3f}")
-    write_json(args.out, {"keys": KEYS, "rows": results}, run)
-    plot_bars(os.path.splitext(args.out)[0] + ".png", "Miss-ratio curves: cost per operation",
-              {r["row"]: r["ratio"] for r in results}, "ops/s with curves ÷ without")
-    worst = min(results, key=lambda r: r["ratio"])
-    print(run.result_line({"ratio": f"{worst['ratio']:.3f}", "worst_row": f"\"{worst['row']}\""}))
+    report_ratio_rows(run, args.out, {"keys": KEYS}, results, ("none_ops", "no curves ops/s"),
+                      ("curves_ops", "curves ops/s"), "Miss-ratio curves: cost per operation",
+                      "ops/s with curves ÷ without")
     return 0
 
 
