@@ -108,14 +108,14 @@ Store::Store(const Config& config, MetricsRegistry* metrics)
     : metrics_(pick_registry(owned_metrics_, metrics)),
       max_key_size_(config.max_key_size),
       max_object_size_(config.max_object_size),
-      hits_(metrics_->counter("tierkv_keyspace_hits_total", "reads that found the key")),
-      misses_(metrics_->counter("tierkv_keyspace_misses_total", "reads that missed")),
-      flash_hits_(metrics_->counter("tierkv_flash_hits_total", "reads answered from flash")),
+      reads_(*metrics_, sizing_options(config),
+             [this](size_t key_bytes, uint64_t object_size) {
+               return memory_->charge_for_object(key_bytes, object_size);
+             }),
       reads_attached_(metrics_->counter(
           "tierkv_prefetch_reads_attached_total",
           "reads served by the key's promotion in flight instead of reading flash again")) {
   progress_ = std::make_unique<flash::RecoveryProgress>();
-  curves_ = std::make_unique<MissRatioCurves>(sizing_options(config));
   preheats_ =
       std::make_unique<PreheatJobs>([this](std::string_view key) { return check_key(key); });
 }
@@ -245,32 +245,11 @@ Result<WriteResult> Store::commit(ObjectWriter&& writer, const WriteOptions& opt
   return commit_as(key, std::move(writer), options);
 }
 
-void Store::count_hit(std::string_view key, uint64_t object_size) {
-  hits_.add();
-  if (!curves_->enabled()) return;
-  const uint64_t h = hash64(key);
-  // Every read counts toward the curves' total; only a sampled key's
-  // charge is worked out.
-  curves_->read(h, curves_->samples(h) ? memory_->charge_for_object(key.size(), object_size) : 0);
-}
-
-void Store::count_miss(std::string_view key) {
-  misses_.add();
-  // The size is not known: the client's write after the miss fills it.
-  if (curves_->enabled()) curves_->read(hash64(key), 0);
-}
-
-void Store::count_write(std::string_view key, uint64_t object_size) {
-  if (!curves_->enabled()) return;
-  const uint64_t h = hash64(key);
-  if (curves_->samples(h)) curves_->write(h, memory_->charge_for_object(key.size(), object_size));
-}
-
 Result<WriteResult> Store::commit_as(std::string_view key, ObjectWriter&& writer,
                                      const WriteOptions& options) {
   const uint64_t size = writer.size();
   Result<WriteResult> r = publish(key, std::move(writer), options);
-  if (r && r->written) count_write(key, size);
+  if (r && r->written) reads_.write(key, size);
   return r;
 }
 
@@ -380,7 +359,7 @@ std::vector<Result<WriteResult>> Store::put_batch(
 
 bool Store::remove(std::string_view key, std::optional<uint64_t> if_version,
                    DurableCallback durable) {
-  if (curves_->enabled()) curves_->remove(hash64(key));
+  reads_.remove(key);
   if (!flash_) {
     bool removed = memory_->remove(key, if_version);
     if (durable) durable(Status::ok());

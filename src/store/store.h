@@ -46,7 +46,7 @@
 #include "store/key_locks.h"
 #include "store/preheat/preheat_jobs.h"
 #include "store/preheat/preheat_types.h"
-#include "store/sizing/miss_ratio_curves.h"
+#include "store/read_accounting.h"
 
 namespace tierkv {
 
@@ -466,7 +466,7 @@ class Store {
   StoreStats stats() const;
   // The miss-ratio curves of the reads so far (store/sizing; empty when
   // mrc-sample-rate is 0).
-  MissRatioCurves::Curves sizing_curves() const { return curves_->curves(); }
+  MissRatioCurves::Curves sizing_curves() const { return reads_.curves(); }
   MetricsRegistry& metrics() { return *metrics_; }
   // False when the store runs on memory alone, or is still loading.
   bool has_flash() const { return !loading() && flash_ != nullptr; }
@@ -591,15 +591,8 @@ class Store {
   static constexpr size_t kFlashValueWindow = 4;
   std::atomic<int64_t> max_key_size_;
   std::atomic<int64_t> max_object_size_;
-  Counter& hits_;
-  Counter& misses_;
-  Counter& flash_hits_;
+  ReadAccounting reads_;     // every counted read, write and removal
   Counter& reads_attached_;  // reads served by a promotion in flight (no read of their own)
-  // Every counted read, write and removal also goes to the curves.
-  std::unique_ptr<MissRatioCurves> curves_;
-  void count_hit(std::string_view key, uint64_t object_size);
-  void count_miss(std::string_view key);
-  void count_write(std::string_view key, uint64_t object_size);
 };
 
 }  // namespace tierkv

@@ -121,9 +121,9 @@ HistogramSnapshot Store::flash_read_latency() const {
 StoreStats Store::stats() const {
   StoreStats s;
   s.memory = memory_->stats();
-  s.hits = hits_.value();
-  s.misses = misses_.value();
-  s.flash_hits = flash_hits_.value();
+  s.hits = reads_.hits();
+  s.misses = reads_.misses();
+  s.flash_hits = reads_.flash_hits();
   s.flash_write_buffer_used = write_buffers_->used();
   s.flash_write_buffer_limit = write_buffers_->limit();
   s.flash_write_buffer_waits = write_buffers_->waits();

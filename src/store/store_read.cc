@@ -108,7 +108,7 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
                                                           .end_lease = counted,
                                                           .use_once = options.use_once});
     if (mem) {
-      if (counted) count_hit(key, mem->object_size());
+      if (counted) reads_.hit(key, mem->object_size());
       out.where = ReadStart::Where::kMemory;
       out.view = std::move(*mem);
       return out;
@@ -118,7 +118,7 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
     // dropped the flash copy): the new version is then in memory.
     if (!info && flash_ && attempt < 3 && memory_->stat(key)) continue;
     if (!info) {
-      if (counted) count_miss(key);
+      if (counted) reads_.miss(key);
       return out;
     }
     // A range within one chunk needs no region pins (see Pinning::kNone),
@@ -138,8 +138,8 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   out.length = std::min(length, info->object_size - out.offset);
   if (options.hold) {
     if (counted) {
-      count_hit(key, info->object_size);
-      flash_hits_.add();
+      reads_.hit(key, info->object_size);
+      reads_.from_flash();
     }
     out.held = std::make_shared<HeldRead>(HeldRead{
         .key = std::string(key),
@@ -157,14 +157,14 @@ ReadStart Store::read(std::string_view key, uint64_t offset, uint64_t length,
   if (promoter_ && out.length > 0) {
     out.flash_read = promoter_->attach(key, info->version, out.offset, out.length, callbacks);
     if (out.flash_read) {
-      if (counted) count_hit(key, info->object_size);
+      if (counted) reads_.hit(key, info->object_size);
       reads_attached_.add();
       return out;
     }
   }
   if (counted) {
-    count_hit(key, info->object_size);
-    flash_hits_.add();
+    reads_.hit(key, info->object_size);
+    reads_.from_flash();
   }
   std::optional<ObjectWriter> copy;
   FlashReader::OnCopied on_copied;
@@ -204,8 +204,7 @@ std::vector<memory::ChunkPin> Store::resident_part(std::string_view key, uint64_
 }
 
 void Store::count_streamed_read(std::string_view key, bool use_once) {
-  hits_.add();  // a stream's use-once tiles are not what the curves size
-  flash_hits_.add();
+  reads_.stream_tile();
   if (use_once || !promoter_ || !promoter_->admit(hash64(key))) return;
   promoter_->promote(key, PromotionRequest{}, PromotionDone{});
 }
@@ -242,13 +241,13 @@ Result<ObjectView> Store::read_resident(std::string_view key, const ResidentRead
   Result<ObjectView> v = memory_->get(key, get);
   if (!how.counted) return v;
   if (v) {
-    count_hit(key, v->object_size());
+    reads_.hit(key, v->object_size());
     return v;
   }
   if (v.status().code() != StatusCode::kNotFound) return v;
   if (flash_ && live_flash_object(*flash_, *reader_, key))
     return Status::busy("the value is on flash only; fetch it first");
-  count_miss(key);
+  reads_.miss(key);
   return v;
 }
 
