@@ -124,19 +124,31 @@ class PrefetchTest : public ::testing::Test {
     EXPECT_TRUE(s) << s.status().to_string();
     return s ? std::move(*s) : nullptr;
   }
-  // Keys 0..n-1 of kValue bytes, then enough others that they all leave
-  // memory; returns once every offload has landed.
+  // Keys 0..n-1 of kValue bytes, then others until they have all left
+  // memory (a slow flash writer keeps fillers dirty, and then more are
+  // needed); returns once every offload has landed.
   void fill_to_flash(Store& store, int n) {
-    for (int i = 0; i < n + 64; ++i) ASSERT_TRUE(store.put(key_for(i), value_for(i, kValue)));
-    StoreTiers::flash(store)->flush();
-    for (int i = 0; i < 500 && store.stats().memory.offloads_inflight > 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    for (int i = 0; i < n; ++i) ASSERT_TRUE(store.needs_flash(key_for(i))) << key_for(i);
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(store.put(key_for(i), value_for(i, kValue)));
+    auto all_on_flash = [&] {
+      StoreTiers::flash(store)->flush();
+      for (int i = 0; i < 500 && store.stats().memory.offloads_inflight > 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      for (int i = 0; i < n; ++i)
+        if (!store.needs_flash(key_for(i))) return false;
+      return true;
+    };
+    fillers_ = 0;
+    while (fillers_ < 64 || !all_on_flash()) {
+      ASSERT_LT(fillers_, 1024) << "the first keys never left memory";
+      for (int j = 0; j < 16; ++j, ++fillers_)
+        ASSERT_TRUE(store.put(key_for(n + fillers_), value_for(n + fillers_, kValue)));
+    }
   }
   // Drops every clean object, so memory has free room for prefetches.
   void free_memory(Store& store, int n) {
-    for (int i = n; i < n + 64; ++i) store.remove(key_for(i));
+    for (int i = n; i < n + fillers_; ++i) store.remove(key_for(i));
   }
+  int fillers_ = 0;
   uint64_t counter(Store& store, const std::string& name) {
     return store.metrics().counter(name, "").value();
   }
