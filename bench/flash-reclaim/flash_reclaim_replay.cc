@@ -118,7 +118,8 @@ int run(const Options& o) {
       "{\"requests\":%zu,\"unique\":%zu,\"memory_bytes\":%lld,\"flash_bytes\":%lld,"
       "\"memory_hits\":%llu,\"flash_hits\":%llu,\"misses\":%llu,\"rewrites\":%llu,"
       "\"miss_ratio\":%.5f,\"flash_hit_ratio\":%.5f,\"write_amplification\":%.4f,"
-      "\"reinsertions\":%llu,\"reclaims\":%llu,\"flash_live_share\":%.4f,\"seconds\":%.2f}\n",
+      "\"reinsertions\":%llu,\"reclaims\":%llu,\"flash_live_share\":%.4f,\"seconds\":%.2f,"
+      "\"fresh_read_share\":%.4f,\"copies_read_share\":%.4f,\"copying\":%d}\n",
       trace.requests(), trace.unique(), static_cast<long long>(config.memory),
       static_cast<long long>(config.flash_size), static_cast<unsigned long long>(memory_hits),
       static_cast<unsigned long long>(st.flash_hits),
@@ -127,7 +128,9 @@ int run(const Options& o) {
       static_cast<double>(trace.requests() - hits) / static_cast<double>(trace.requests()),
       reached_flash ? static_cast<double>(st.flash_hits) / static_cast<double>(reached_flash) : 0,
       st.flash.write_amplification, static_cast<unsigned long long>(st.flash.reinsertions),
-      static_cast<unsigned long long>(st.flash.reclaims), live, secs);
+      static_cast<unsigned long long>(st.flash.reclaims), live, secs,
+      st.flash.reinsert_fresh_read_share, st.flash.reinsert_copies_read_share,
+      st.flash.reinsert_copying ? 1 : 0);
   opened->reset();
   std::error_code ec;
   std::filesystem::remove(flash_path, ec);

@@ -104,6 +104,7 @@ struct Config {
   FlashFsync flash_fsync = FlashFsync::kNone;
   int64_t flash_queue_depth = 64;
   bool flash_reinsertion = false;
+  double flash_reinsertion_share = 0.1;   // of each region copied forward, at most
   double flash_snapshot_area = 1.0 / 64;  // share of the region space
   bool flash_preallocate = true;
   bool flash_direct_io = true;                    // no: buffered, e.g. to compare like with like

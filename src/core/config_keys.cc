@@ -142,6 +142,11 @@ const std::vector<KeySpec>& specs() {
       bool_key(
           {"flash-reinsertion", "copy chunks that were hit forward when their region is reclaimed"},
           &C::flash_reinsertion),
+      double_key(
+          {"flash-reinsertion-share",
+           "share of each region reinsertion may copy forward (while copies are read more "
+           "often than fresh chunks; a fiftieth otherwise): more keeps more, and writes more"},
+          &C::flash_reinsertion_share, 0.01, 0.5),
       bool_key({"flash-preallocate", "allocate the whole flash file at start"},
                &C::flash_preallocate),
       bool_key({"flash-direct-io",

@@ -391,6 +391,25 @@ bool FlashIndex::drop_chunk(std::string_view key, uint64_t key_hash, uint32_t ch
   return true;
 }
 
+bool FlashIndex::keep_in_place(std::string_view key, uint64_t key_hash, uint32_t chunk_index,
+                               uint64_t loc) {
+  Shard& s = shard_for(key_hash);
+  MutexLock lock(s.mu);
+  const auto still_marked = [&](uint64_t slot) {
+    return location::relocating(slot) && location::place(slot) == location::place(loc);
+  };
+  if (Entry* e = keyed(s, key, key_hash)) {
+    if (chunk_index >= e->slots || !still_marked(e->locations()[chunk_index])) return false;
+    e->locations()[chunk_index] = location::place(loc);
+    return true;
+  }
+  std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
+  if (!c || chunk_index != 0 || !still_marked(c->location)) return false;
+  c->location = location::place(loc);
+  s.compact.put(key_hash, *c);
+  return true;
+}
+
 std::optional<int64_t> FlashIndex::relocating_expiry(std::string_view key, uint64_t key_hash,
                                                      uint32_t chunk_index, uint64_t version) const {
   Shard& s = shard_for(key_hash);
@@ -415,14 +434,14 @@ bool FlashIndex::relocate(std::string_view key, uint64_t key_hash, uint32_t chun
     if (e->version != version || chunk_index >= e->slots) return false;
     uint64_t& slot = e->locations()[chunk_index];
     if (!location::relocating(slot)) return false;
-    slot = location::place(new_location);
+    slot = location::place(new_location) | location::kCopyBit;
     return true;
   }
   std::optional<CompactTable::Entry> c = s.compact.find(key_hash);
   if (!c || c->version != version || chunk_index != 0 || !location::relocating(c->location)) {
     return false;
   }
-  c->location = location::place(new_location);
+  c->location = location::place(new_location) | location::kCopyBit;
   s.compact.put(key_hash, *c);
   return true;
 }

@@ -55,7 +55,8 @@ namespace tierkv::flash {
 //   bit   39    packed: the record lies inside that one block
 //   packed:     bits 20-27 its offset inside the block, in 16-byte units
 //               bits 28-36 its length (header + key + data), in 16-byte units
-//   otherwise:  bits 20-38 its length, in 512-byte units; it starts the block
+//   otherwise:  bits 20-37 its length, in 512-byte units; it starts the block
+//   bit   38    a copy reinsertion made (not a fresh write of the object)
 //   bits 40-61  region number
 //   bit  62     read since written (for hit-based reinsertion)
 //   bit  63     being relocated by reinsertion: not readable yet
@@ -64,15 +65,17 @@ namespace tierkv::flash {
 // boundary starts the next block instead (see LogWriter), so every record
 // of up to 4 KiB is packed and a read of it covers one block at most. The
 // unpacked form is the layout of index snapshots written before packing
-// (bit 39 was then always 0: no record reaches 256 MiB), so they still load.
+// (bit 39 was then always 0: no record reaches 256 MiB; bit 38 too, since
+// a record is at most a 64 MiB chunk), so they still load.
 namespace location {
 inline constexpr uint64_t kBlock = 4096;
 inline constexpr uint64_t kMaxBlocks = (uint64_t{1} << 20) - 1;
 inline constexpr uint64_t kLengthUnit = 512;
-inline constexpr uint64_t kMaxLengthUnits = (uint64_t{1} << 19) - 1;
-inline constexpr uint64_t kMaxRecordBytes = kMaxLengthUnits * kLengthUnit;  // ~256 MiB
+inline constexpr uint64_t kMaxLengthUnits = (uint64_t{1} << 18) - 1;
+inline constexpr uint64_t kMaxRecordBytes = kMaxLengthUnits * kLengthUnit;  // ~128 MiB
 inline constexpr uint64_t kPackUnit = 16;
 inline constexpr uint64_t kMaxRegion = (uint64_t{1} << 22) - 1;
+inline constexpr uint64_t kCopyBit = uint64_t{1} << 38;
 inline constexpr uint64_t kPackedBit = uint64_t{1} << 39;
 inline constexpr uint64_t kHitBit = uint64_t{1} << 62;
 inline constexpr uint64_t kRelocatingBit = uint64_t{1} << 63;
@@ -127,9 +130,12 @@ inline bool hit(uint64_t loc) {
 inline bool relocating(uint64_t loc) {
   return (loc & kRelocatingBit) != 0;
 }
+inline bool copy(uint64_t loc) {
+  return (loc & kCopyBit) != 0;
+}
 // The location without its flag bits.
 inline uint64_t place(uint64_t loc) {
-  return loc & ~(kHitBit | kRelocatingBit);
+  return loc & ~(kHitBit | kRelocatingBit | kCopyBit);
 }
 }  // namespace location
 
@@ -168,6 +174,24 @@ struct ReinsertCandidate {
   uint64_t object_size = 0;
   uint64_t location = 0;  // where it is now (flag bits cleared)
   int64_t expire_at_ms = 0;
+};
+
+// What the indexed chunks of a reclaimed region did while they were there:
+// how many were fresh writes and how many reinsertion copies, and how many
+// of each were read. The reinsertion policy's evidence of whether copies
+// earn the space they take.
+struct RegionYield {
+  uint64_t fresh = 0;
+  uint64_t fresh_read = 0;
+  uint64_t copies = 0;
+  uint64_t copies_read = 0;
+
+  void count(uint64_t loc) {
+    uint64_t& n = location::copy(loc) ? copies : fresh;
+    uint64_t& read = location::copy(loc) ? copies_read : fresh_read;
+    ++n;
+    if (location::hit(loc)) ++read;
+  }
 };
 
 // One object's index entry as a snapshot holds it.
@@ -232,16 +256,26 @@ class FlashIndex {
   // Drops one chunk if it is still at `location` (e.g. it failed to verify).
   bool drop_chunk(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t location);
 
-  // Drops every chunk stored in `region`. If `hits` is given, chunks read
-  // since they were written stay indexed but marked relocating (unreadable)
-  // and are appended to *hits; relocate() or drop_chunk() settles them.
-  // Returns the number of chunks dropped or marked.
-  size_t drop_region(uint32_t region, std::vector<ReinsertCandidate>* hits);
+  // Drops every chunk stored in `region`, except those being relocated: the
+  // reinsertion that marked them settles them (relocate() or drop_chunk()),
+  // and until then they are not read. Returns the number dropped.
+  size_t drop_region(uint32_t region);
+  // Reinsertion, before `region` is reclaimed: the chunks in it read since
+  // they were placed are marked relocating (unreadable) and appended to
+  // `hits`; relocate() or drop_chunk() settles each. Every chunk in the
+  // region is counted in `yield`. Nothing is dropped. Returns the number
+  // of chunks marked.
+  size_t mark_for_reinsertion(uint32_t region, std::vector<ReinsertCandidate>& hits,
+                              RegionYield& yield);
+  // Ends a relocation that will not copy the chunk: it is readable at `loc`
+  // again, until its region is reclaimed. False if it was settled meanwhile.
+  bool keep_in_place(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t loc);
   // A relocating chunk's expiry now, if it is still indexed and relocating
   // at `version` (not removed, superseded or dropped meanwhile).
   std::optional<int64_t> relocating_expiry(std::string_view key, uint64_t key_hash,
                                            uint32_t chunk_index, uint64_t version) const;
-  // Completes a reinsertion: points a relocating chunk at its new place.
+  // Completes a reinsertion: points a relocating chunk at its new place,
+  // marked as a copy.
   // False if the chunk was removed or superseded meanwhile.
   bool relocate(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t version,
                 uint64_t new_location);

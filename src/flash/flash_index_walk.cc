@@ -211,24 +211,18 @@ std::optional<std::string> FlashIndex::random_key(uint64_t seed) const {
   return std::nullopt;
 }
 
-size_t FlashIndex::drop_region(uint32_t region, std::vector<ReinsertCandidate>* hits) {
-  size_t touched = 0;
+size_t FlashIndex::drop_region(uint32_t region) {
+  size_t dropped = 0;
   for (uint32_t i = 0; i < shard_count_; ++i) {
     Shard& s = *shards_[i];
     MutexLock lock(s.mu);
     for (auto it = s.map.begin(); it != s.map.end();) {
       Entry& e = it->second;
       for (uint32_t c = 0; c < e.slots; ++c) {
-        uint64_t& slot = e.locations()[c];
-        if (slot == 0 || location::region(slot) != region) continue;
-        ++touched;
-        if (hits != nullptr && location::hit(slot) && !location::relocating(slot)) {
-          hits->push_back({std::string(e.key()), it->first, c, e.version, e.object_size,
-                           location::place(slot), e.expire_at_ms});
-          slot = location::place(slot) | location::kRelocatingBit;
-        } else {
-          erase_chunk(s, e, c);
-        }
+        const uint64_t slot = e.locations()[c];
+        if (slot == 0 || location::region(slot) != region || location::relocating(slot)) continue;
+        ++dropped;
+        erase_chunk(s, e, c);
       }
       if (e.resident == 0) {
         erase_entry(s, it++);
@@ -238,20 +232,45 @@ size_t FlashIndex::drop_region(uint32_t region, std::vector<ReinsertCandidate>* 
     }
     s.compact.filter([&](uint64_t ident, CompactTable::Entry& c) {
       s.mu.assert_held();  // the analysis does not follow the lock into lambdas
-      if (location::region(c.location) != region) return true;
-      ++touched;
-      const uint64_t id = ident | i;
-      if (hits != nullptr && location::hit(c.location) && !location::relocating(c.location)) {
-        hits->push_back({std::string(), id, 0, c.version, c.size, location::place(c.location),
-                         compact_expiry(s, id, c)});
-        c.location = location::place(c.location) | location::kRelocatingBit;
-        return true;
-      }
-      if (c.has_expiry) s.compact_expiry.erase(id);
+      if (location::region(c.location) != region || location::relocating(c.location)) return true;
+      ++dropped;
+      if (c.has_expiry) s.compact_expiry.erase(ident | i);
       return false;
     });
   }
-  return touched;
+  return dropped;
+}
+
+size_t FlashIndex::mark_for_reinsertion(uint32_t region, std::vector<ReinsertCandidate>& hits,
+                                        RegionYield& yield) {
+  const size_t before = hits.size();
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    Shard& s = *shards_[i];
+    MutexLock lock(s.mu);
+    for (auto& [key_hash, e] : s.map) {
+      for (uint32_t c = 0; c < e.slots; ++c) {
+        uint64_t& slot = e.locations()[c];
+        if (slot == 0 || location::region(slot) != region || location::relocating(slot)) continue;
+        yield.count(slot);
+        if (!location::hit(slot)) continue;
+        hits.push_back({std::string(e.key()), key_hash, c, e.version, e.object_size,
+                        location::place(slot), e.expire_at_ms});
+        slot = location::place(slot) | location::kRelocatingBit;
+      }
+    }
+    s.compact.filter([&](uint64_t ident, CompactTable::Entry& c) {
+      s.mu.assert_held();
+      if (location::region(c.location) != region || location::relocating(c.location)) return true;
+      yield.count(c.location);
+      if (!location::hit(c.location)) return true;
+      const uint64_t id = ident | i;
+      hits.push_back({std::string(), id, 0, c.version, c.size, location::place(c.location),
+                      compact_expiry(s, id, c)});
+      c.location = location::place(c.location) | location::kRelocatingBit;
+      return true;
+    });
+  }
+  return hits.size() - before;
 }
 
 uint64_t FlashIndex::object_count() const {

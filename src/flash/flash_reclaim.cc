@@ -1,15 +1,16 @@
 // FlashTier: what reclaiming a region does to its records, and the
-// RegionEvictor that RegionManager's reclaimer thread drives.
+// RegionCopier that RegionManager's reclaimer thread drives.
 //
-// RegionManager picks the victims (oldest first). Without reinsertion a
-// writer that needs a region reclaims the victim itself: that only drops
-// index entries. With reinsertion, the chunks the policy keeps (read since
-// they were written) are copied to the head of the log first, which means
-// reading them from the device. No writer (often a network thread evicting
-// to make room) may wait for that, so the reclaimer thread keeps regions
-// free ahead of the writers: it takes the victim out of the FIFO, reads its
-// kept chunks without holding write_mu, appends the copies, then frees the
-// region. If writers outrun it, they reclaim without reinsertion.
+// RegionManager picks the victims (oldest first). A writer that needs a
+// region reclaims the victim itself: that only drops index entries. With
+// reinsertion, the chunks the policy keeps (read since they were written)
+// are copied to the head of the log before, which means reading them from
+// the device. No writer (often a network thread evicting to make room) may
+// wait for that, so the reclaimer thread copies from the oldest regions
+// ahead of the writers: it marks a region's kept chunks relocating, reads
+// them without holding write_mu, and appends the copies; the region stays
+// written until a writer reclaims it. If writers outrun it, they reclaim
+// regions it has not copied from, without reinsertion.
 #include <absl/container/inlined_vector.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -27,32 +28,31 @@
 
 namespace tierkv::flash {
 
-bool FlashTier::Evictor::may_evict() const {
+bool FlashTier::Copier::may_copy() const {
   tier_.impl_->write_mu.assert_held();
   return !tier_.impl_->clearing;
 }
 
-void FlashTier::Evictor::begin_eviction(uint32_t region) {
+void FlashTier::Copier::mark_kept(uint32_t region) {
   round_ = ReclaimRound{};
   tier_.begin_reclaim_round_locked(region, round_);
 }
 
-void FlashTier::Evictor::read_kept() {
+void FlashTier::Copier::read_kept() {
   tier_.read_reinsertions(round_);
 }
 
-void FlashTier::Evictor::finish_eviction() {
+void FlashTier::Copier::append_kept() {
   tier_.finish_reclaim_round_locked(round_, to_submit_);
 }
 
-void FlashTier::Evictor::submit() {
+void FlashTier::Copier::submit() {
   LogWriter::submit(*tier_.impl_->engine, to_submit_);
   to_submit_.clear();
   round_ = ReclaimRound{};
 }
 
-bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits,
-                               bool self_pin) {
+bool FlashTier::reclaim_locked(uint32_t region) {
   Impl& im = *impl_;
   im.write_mu.assert_held();
   {
@@ -65,11 +65,11 @@ bool FlashTier::reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* 
     // Under the pin lock: a read pins the region before this drops its
     // chunks (and is waited for), or finds them gone and does not pin it.
     MutexLock pins(im.regions.pin_mutex());
-    im.index.drop_region(region, hits);
+    im.index.drop_region(region);
     // Readers compare this epoch: a record that changed under a read after
     // a reclaim is a race, not corruption.
     im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
-    pinned = im.regions.reclaim_locked(region, self_pin);
+    pinned = im.regions.reclaim_locked(region, /*self_pin=*/false);
   }
   if (pinned.read_by_others) retire_region_header_locked(region);
   im.regions.empty(region);
@@ -115,9 +115,10 @@ void FlashTier::unpin_regions(std::span<const uint32_t> regions) const {
 void FlashTier::start_reclaimer() {
   Impl& im = *impl_;
   if (!options_.reinsertion) return;
-  evictor_ = std::make_unique<Evictor>(*this);
-  im.regions.start_reclaimer(im.write_mu, *evictor_,
-                             std::make_unique<HitsReinsertionPolicy>(options_.region_size));
+  copier_ = std::make_unique<Copier>(*this);
+  im.regions.start_reclaimer(
+      im.write_mu, *copier_,
+      std::make_unique<HitsReinsertionPolicy>(options_.region_size, options_.reinsertion_share));
 }
 
 bool FlashTier::wait_for_reclaimer(std::chrono::milliseconds timeout) {
@@ -132,37 +133,49 @@ void FlashTier::begin_reclaim_round_locked(uint32_t region, ReclaimRound& round)
   Impl& im = *impl_;
   im.write_mu.assert_held();
   round.region = region;
-  // Its own pin: the hot chunks are read next, and streams may pin it too.
-  reclaim_locked(round.region, &round.hits, /*self_pin=*/true);
+  {
+    // Its chunks are read next: a writer that reclaims the region meanwhile
+    // leaves it draining until the round unpins it.
+    MutexLock pins(im.regions.pin_mutex());
+    im.regions.pin_locked(region);
+  }
+  im.index.mark_for_reinsertion(region, round.hits, round.yield);
   round.generation = im.generation;
 }
 
 void FlashTier::read_reinsertions(ReclaimRound& round) {
   Impl& im = *impl_;
   ReinsertionPolicy& policy = *im.regions.reinsertion();
-  policy.begin_region();
+  policy.begin_region(round.yield);
   for (ReinsertCandidate& h : round.hits) {
     const location::ReadSpan span = location::read_span(h.location, kBlockSize);
     const uint64_t size = location::length_bytes(h.location);
     const uint64_t offset = region_start(round.region) + span.start;
-    Reinsert r;
-    Result<RecordView> rec = Status::corruption("not copied");
     auto held = [&] {
       return options_.held_elsewhere && options_.held_elsewhere(h.key, h.version);
     };
+    // Not copied by choice: it stays readable until its region is reclaimed.
+    auto keep = [&] { im.index.keep_in_place(h.key, h.key_hash, h.chunk_index, h.location); };
     // A compact entry's candidate has no key yet: its record tells.
-    if (policy.admit(h, size) && (h.key.empty() || !held())) {
-      r.buffer = AlignedBuffer(span.length);
-      Status st = read_exact(im.fd.get(), r.buffer.data(), span.length, offset);
-      rec = st.is_ok() ? decode_record(r.buffer.data() + span.skew, span.length - span.skew,
-                                       {salt(), offset + span.skew})
-                       : Result<RecordView>(st);
+    if (!policy.admit(h, size) || (!h.key.empty() && held())) {
+      keep();
+      continue;
     }
+    Reinsert r;
+    r.buffer = AlignedBuffer(span.length);
+    Status read = read_exact(im.fd.get(), r.buffer.data(), span.length, offset);
+    Result<RecordView> rec =
+        read.is_ok() ? decode_record(r.buffer.data() + span.skew, span.length - span.skew,
+                                     {salt(), offset + span.skew})
+                     : Result<RecordView>(read);
     if (rec.is_ok() && h.key.empty() &&
         im.index.same_object(h.key_hash, im.index.key_hash(rec->key))) {
       h.key.assign(rec->key);
       h.key_hash = im.index.key_hash(h.key);
-      if (held()) rec = Status::corruption("held elsewhere");
+      if (held()) {
+        keep();
+        continue;
+      }
     }
     if (!rec.is_ok() || rec->key != h.key || rec->header.chunk_index != h.chunk_index ||
         rec->header.object_version != h.version) {
@@ -191,9 +204,6 @@ void FlashTier::finish_reclaim_round_locked(ReclaimRound& round,
   im.write_mu.assert_held();
   // clear() ran meanwhile: it freed every region, this one included.
   const bool cleared = round.generation != im.generation || im.clearing;
-  // Free first (unless a stream still reads it; clear() freed it already):
-  // the copies may need a region of their own.
-  im.regions.unpin_last(round.region);
   for (Reinsert& r : round.copies) {
     PendingChunk& c = r.chunk;
     Status st = cleared ? Status::busy("flash cleared during reinsertion") : Status::ok();
@@ -212,6 +222,9 @@ void FlashTier::finish_reclaim_round_locked(ReclaimRound& round,
     }
     if (!st.is_ok()) im.index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.old_location);
   }
+  // After the copies: appending them may reclaim this region, which its
+  // pin then keeps readable (draining) until here, as for any read.
+  for (uint32_t r : im.regions.unpin({&round.region, 1})) im.regions.unpin_last(r);
   im.log.kick(to_submit);
 }
 

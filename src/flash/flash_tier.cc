@@ -15,6 +15,7 @@
 #include "core/status_join.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
+#include "flash/reinsertion_policy.h"
 
 namespace tierkv::flash {
 
@@ -117,16 +118,17 @@ Status FlashTier::open_region_locked() {
   Result<uint64_t> seq = impl_->super->take_seq();
   if (!seq.is_ok()) return seq.status();
   std::optional<uint32_t> region = im.regions.take_free();
-  // The background reclaimer (reinsertion) fell behind: reclaim the oldest
-  // region here, without reinsertion, which would read the device. One
-  // that reads still pin drains; the next oldest goes too.
+  // Reclaim the oldest region here. With reinsertion, the reclaimer thread
+  // has copied its read chunks forward already (unless writers outran it:
+  // then they go, since copying would read the device here). One that
+  // reads still pin drains; the next oldest goes too.
   while (!region) {
     if (im.regions.written().empty())
       return Status::busy("flash: every region is being reclaimed or read");
     if (!im.regions.next_victim())
       return Status::busy("flash: oldest region still has writes in flight");
     const uint32_t victim = im.regions.take_victim();
-    if (reclaim_locked(victim, nullptr)) region = victim;
+    if (reclaim_locked(victim)) region = victim;
   }
   im.log.start_region(*region, *seq);
   update_space_gauges_locked();
@@ -280,6 +282,12 @@ FlashStats FlashTier::stats() const {
   s.reclaims = im.metrics.reclaims.value();
   s.regions_draining = im.regions.draining_count();
   s.reinsertions = im.metrics.reinsertions.value();
+  if (const ReinsertionPolicy* policy = im.regions.reinsertion()) {
+    const ReinsertionPolicy::Evidence e = policy->evidence();
+    s.reinsert_fresh_read_share = e.fresh_read_share;
+    s.reinsert_copies_read_share = e.copies_read_share;
+    s.reinsert_copying = e.copying;
+  }
   s.reads = im.metrics.reads.value();
   s.read_bytes = im.metrics.read_bytes.value();
   s.checksum_failures = im.metrics.checksum_failures.value();

@@ -55,6 +55,7 @@
 #include "core/status.h"
 #include "flash/flash_index.h"
 #include "flash/record.h"
+#include "flash/reinsertion_policy.h"
 
 namespace tierkv::flash {
 
@@ -93,6 +94,7 @@ struct FlashOptions {
   FsyncPolicy fsync = FsyncPolicy::kNone;
   uint32_t queue_depth = 64;  // device reads in flight
   bool reinsertion = false;   // hit-based reinsertion on reclaim
+  double reinsertion_share = HitsReinsertionPolicy::kDefaultMaxFraction;  // of each region
   uint64_t backing_latency_ns = 0;
   uint64_t backing_bandwidth = 0;  // bytes/s shared by reads (model); 0: none
   // Tests: the crash scan sleeps this long per record it loads, so that a
@@ -226,6 +228,12 @@ struct FlashStats {
   uint64_t reclaims = 0;
   uint64_t regions_draining = 0;  // reclaimed, waiting for their readers
   uint64_t reinsertions = 0;
+  // The reinsertion policy's evidence (flash-reinsertion on): the share of
+  // fresh chunks and of copies read during their stay on flash, and whether
+  // it copies its full share now (else a probe share).
+  double reinsert_fresh_read_share = 0;
+  double reinsert_copies_read_share = 0;
+  bool reinsert_copying = false;
   uint64_t reads = 0;
   uint64_t read_bytes = 0;
   uint64_t checksum_failures = 0;
@@ -510,20 +518,20 @@ class FlashTier {
   Status open_region_locked();
   // Reclaim (flash_reclaim.cc).
   // Reinsertion reads the device, so RegionManager's reclaimer thread runs
-  // it through an Evictor, a region ahead: writers never wait for it.
-  class Evictor;
+  // it through a Copier, on the oldest regions before writers reclaim
+  // them: writers never wait for it.
+  class Copier;
   void start_reclaimer();
   void stop_reclaimer();
-  // A round of the reclaimer: the victim leaves the index (write_mu held),
-  // its kept chunks are read (without it), the copies appended (write_mu held).
+  // A round of the reclaimer: the region's read chunks are marked (write_mu
+  // held), read (without it), and their copies appended (write_mu held).
   void begin_reclaim_round_locked(uint32_t region, ReclaimRound& round);
   void read_reinsertions(ReclaimRound& round);
   void finish_reclaim_round_locked(ReclaimRound& round, std::vector<IoRequest*>& to_submit);
-  // Drops the region's chunks from the index (with `hits`, chunks read since
-  // written stay, marked relocating, listed) and empties it. True if it may
-  // be written at once; false if reads pin it (it is draining: the last
-  // unpin frees it). With `self_pin`, the caller keeps a pin of its own.
-  bool reclaim_locked(uint32_t region, std::vector<ReinsertCandidate>* hits, bool self_pin = false);
+  // Drops the region's chunks from the index (except those a reinsertion
+  // round is relocating) and empties it. True if it may be written at once;
+  // false if reads pin it (it is draining: the last unpin frees it).
+  bool reclaim_locked(uint32_t region);
   void unpin_regions(std::span<const uint32_t> regions) const;
   // Overwrites a draining region's header with a free one (see .cc).
   void retire_region_header_locked(uint32_t region);
@@ -548,7 +556,7 @@ class FlashTier {
   uint64_t recovered_max_version_ = 0;
   std::unique_ptr<MetricsRegistry> owned_metrics_;
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<Evictor> evictor_;  // with reinsertion; outlives the reclaimer
+  std::unique_ptr<Copier> copier_;  // with reinsertion; outlives the reclaimer
 };
 
 }  // namespace tierkv::flash

@@ -64,23 +64,25 @@ struct Reinsert {
   std::string_view data;  // inside buffer
 };
 
-// One region reclaimed ahead by the reclaimer thread, and its kept chunks.
+// One round of the reclaimer thread: a region it copies from, and the
+// chunks it keeps.
 struct ReclaimRound {
   uint32_t region = 0;
   uint64_t generation = 0;  // Impl::generation when it began
   std::vector<ReinsertCandidate> hits;
+  RegionYield yield;
   std::vector<Reinsert> copies;
 };
 
 // The reclaimer's view of the tier (flash_reclaim.cc): one round at a time,
 // on the reclaimer's thread.
-class FlashTier::Evictor final : public RegionEvictor {
+class FlashTier::Copier final : public RegionCopier {
  public:
-  explicit Evictor(FlashTier& tier) : tier_(tier) {}
-  bool may_evict() const override;
-  void begin_eviction(uint32_t region) override;
+  explicit Copier(FlashTier& tier) : tier_(tier) {}
+  bool may_copy() const override;
+  void mark_kept(uint32_t region) override;
   void read_kept() override;
-  void finish_eviction() override;
+  void append_kept() override;
   void submit() override;
 
  private:

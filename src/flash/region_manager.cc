@@ -7,9 +7,10 @@ namespace tierkv::flash {
 
 namespace {
 
-// Free regions the reclaimer keeps ahead of the writers (fewer on tiny
-// devices): one region of headroom is often used up within a single write.
-size_t reclaim_target(size_t regions) {
+// Written regions, oldest first, the reclaimer copies from before writers
+// need them (fewer on tiny devices): a round's own copies can take the
+// oldest region's turn, and the next round must be ready by then.
+size_t copy_ahead(size_t regions) {
   return regions >= 8 ? 2 : 1;
 }
 
@@ -26,6 +27,7 @@ void RegionManager::reset(uint32_t count) {
   free_.clear();
   fifo_.clear();
   used_bytes_ = 0;
+  copied_seq_ = 0;
   MutexLock pins(pin_mu_);
   readers_.assign(count, 0);
   draining_.assign(count, false);
@@ -92,9 +94,17 @@ uint32_t RegionManager::take_victim() {
   return r;
 }
 
-bool RegionManager::reclaim_wanted() const {
-  return free_.size() < reclaim_target(states_.size()) && fifo_.size() > 1 &&
-         next_victim().has_value();
+std::optional<uint32_t> RegionManager::next_to_copy() const {
+  const size_t ahead = copy_ahead(states_.size());
+  if (free_.size() >= ahead || fifo_.size() < 2) return std::nullopt;
+  const size_t oldest = std::min(ahead, fifo_.size() - 1);
+  for (size_t i = 0; i < oldest; ++i) {
+    const RegionState& st = states_[fifo_[i]];
+    if (st.seq <= copied_seq_) continue;
+    if (st.pending_writes > 0) return std::nullopt;
+    return fifo_[i];
+  }
+  return std::nullopt;
 }
 
 void RegionManager::empty(uint32_t r) {
@@ -143,11 +153,11 @@ uint64_t RegionManager::draining_count() const {
   return draining_count_;
 }
 
-void RegionManager::start_reclaimer(Mutex& write_mu, RegionEvictor& evictor,
+void RegionManager::start_reclaimer(Mutex& write_mu, RegionCopier& copier,
                                     std::unique_ptr<ReinsertionPolicy> policy) {
   stop_reclaimer();
   reinsertion_ = std::move(policy);
-  reclaimer_ = std::make_unique<RegionReclaimer>(write_mu, *this, evictor);
+  reclaimer_ = std::make_unique<RegionReclaimer>(write_mu, *this, copier);
   reclaimer_->start();
 }
 

@@ -1,8 +1,8 @@
 // RegionManager: which of the flash log's regions are free, written or
 // draining, how full each is, and which reads pin them; which region is
-// reclaimed next, the thread that reclaims ahead of the writers
-// (RegionReclaimer), the reinsertion policy it applies, and the region table
-// as a snapshot keeps it.
+// reclaimed next, the thread that copies read chunks forward ahead of the
+// writers (RegionReclaimer), the reinsertion policy it applies, and the
+// region table as a snapshot keeps it.
 //
 // A region is free (in the free pool), written (it holds records; written
 // regions form a FIFO, and the oldest is reclaimed first), or draining
@@ -20,6 +20,7 @@
 #include <absl/container/inlined_vector.h>
 #include <absl/functional/function_ref.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -33,7 +34,7 @@
 
 namespace tierkv::flash {
 
-class RegionEvictor;
+class RegionCopier;
 class RegionReclaimer;
 class ReinsertionPolicy;
 
@@ -84,8 +85,13 @@ class RegionManager {
   // is read). take_victim() takes it out of the FIFO.
   std::optional<uint32_t> next_victim() const;
   uint32_t take_victim();
-  // Fewer regions are free than the reclaimer keeps ahead, and one can go.
-  bool reclaim_wanted() const;
+  // The region whose read chunks the reclaimer copies forward next: once
+  // fewer regions are free than it works ahead, the oldest written region
+  // not yet copied from, among the oldest few, never the newest (the log
+  // fills it), and once its writes have landed. mark_copied() records the
+  // round.
+  std::optional<uint32_t> next_to_copy() const;
+  void mark_copied(uint32_t r) { copied_seq_ = std::max(copied_seq_, states_[r].seq); }
   // Region `r`, out of the FIFO, no longer counts as holding data.
   void empty(uint32_t r);
   uint64_t used_bytes() const { return used_bytes_; }
@@ -109,10 +115,10 @@ class RegionManager {
   void unpin_last(uint32_t r) ABSL_LOCKS_EXCLUDED(pin_mu_);
   uint64_t draining_count() const;
 
-  // The reclaimer thread, under the owner's write lock `write_mu`, evicting
-  // through `evictor` with `policy`; until stop_reclaimer() (the evictor
-  // must outlive it). Without a reclaimer, writers reclaim for themselves.
-  void start_reclaimer(Mutex& write_mu, RegionEvictor& evictor,
+  // The reclaimer thread, under the owner's write lock `write_mu`, copying
+  // through `copier` with `policy`; until stop_reclaimer() (the copier must
+  // outlive it). Writers reclaim regions themselves, with or without it.
+  void start_reclaimer(Mutex& write_mu, RegionCopier& copier,
                        std::unique_ptr<ReinsertionPolicy> policy);
   void stop_reclaimer();
   void wake_reclaimer();
@@ -137,6 +143,7 @@ class RegionManager {
   std::deque<uint32_t> free_;
   std::deque<uint32_t> fifo_;
   uint64_t used_bytes_ = 0;
+  uint64_t copied_seq_ = 0;  // the newest region incarnation copied from
 
   mutable Mutex pin_mu_;
   std::vector<uint32_t> readers_ ABSL_GUARDED_BY(pin_mu_);

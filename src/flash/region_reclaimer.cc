@@ -4,15 +4,15 @@
 
 namespace tierkv::flash {
 
-RegionReclaimer::RegionReclaimer(Mutex& write_mu, RegionManager& regions, RegionEvictor& evictor)
-    : write_mu_(write_mu), regions_(regions), evictor_(evictor) {}
+RegionReclaimer::RegionReclaimer(Mutex& write_mu, RegionManager& regions, RegionCopier& copier)
+    : write_mu_(write_mu), regions_(regions), copier_(copier) {}
 
 void RegionReclaimer::start() {
   thread_ = std::thread([this] { run(); });
 }
 
 bool RegionReclaimer::wanted() const {
-  return !stop_ && regions_.reclaim_wanted() && evictor_.may_evict();
+  return !stop_ && regions_.next_to_copy().has_value() && copier_.may_copy();
 }
 
 void RegionReclaimer::run() {
@@ -24,13 +24,15 @@ void RegionReclaimer::run() {
       wake_.wait_for(write_mu_, std::chrono::milliseconds(20));
       continue;
     }
-    evictor_.begin_eviction(regions_.take_victim());
+    const uint32_t region = *regions_.next_to_copy();
+    regions_.mark_copied(region);
+    copier_.mark_kept(region);
     lock.unlock();
-    evictor_.read_kept();
+    copier_.read_kept();
     lock.lock();
-    evictor_.finish_eviction();
+    copier_.append_kept();
     lock.unlock();
-    evictor_.submit();
+    copier_.submit();
     lock.lock();
   }
   idle_.notify_all();

@@ -1,11 +1,18 @@
-// RegionReclaimer: the thread that keeps free regions ahead of the writers,
-// so that no writer (often a network thread evicting to make room) waits for
-// a reclaim that reads the device. RegionManager owns it and chooses the
-// victims; what reclaiming a region means to the records in it is the
-// RegionEvictor's (FlashTier's) business.
+// RegionReclaimer: the thread that copies forward the read chunks of the
+// oldest written regions before the writers reclaim them (hits-based
+// reinsertion), so that no writer (often a network thread evicting to make
+// room) waits for the device reads a copy needs. RegionManager owns it and
+// says which region is next; what copying a region's chunks means to its
+// records is the RegionCopier's (FlashTier's) business.
+//
+// Why ahead, and not by reclaiming regions itself: a region freed ahead of
+// need holds nothing, and on a small device the two it kept free cost a
+// tenth of the capacity, more hits than the copies won (bench/flash-reclaim).
+// A region whose chunks were copied stays written and readable; the writer
+// that needs it reclaims it as without reinsertion, which reads nothing.
 //
 // Locking: the region table is guarded by the owner's write lock, which this
-// thread holds except while the evictor reads the device (read_kept) and
+// thread holds except while the copier reads the device (read_kept) and
 // submits its writes (submit).
 #pragma once
 
@@ -19,37 +26,38 @@ namespace tierkv::flash {
 
 class RegionManager;
 
-// The owner of a region's records. One eviction runs at a time, in the
-// order: begin_eviction, read_kept, finish_eviction, submit.
-class RegionEvictor {
+// The owner of a region's records. One round runs at a time, in the order:
+// mark_kept, read_kept, append_kept, submit.
+class RegionCopier {
  public:
-  virtual ~RegionEvictor() = default;
-  // Write lock held: whether regions may be reclaimed now (not while the
-  // log is being cleared).
-  virtual bool may_evict() const = 0;
-  // Write lock held: `region`, just taken out of the written FIFO, leaves
-  // the index; the chunks the reinsertion policy keeps are remembered.
-  virtual void begin_eviction(uint32_t region) = 0;
+  virtual ~RegionCopier() = default;
+  // Write lock held: whether chunks may be copied now (not while the log is
+  // being cleared).
+  virtual bool may_copy() const = 0;
+  // Write lock held: the chunks of `region` (written, among the oldest) the
+  // reinsertion policy may keep are marked and remembered; the region stays
+  // written, and pinned until append_kept().
+  virtual void mark_kept(uint32_t region) = 0;
   // No lock: reads the kept chunks from the device.
   virtual void read_kept() = 0;
-  // Write lock held: appends the copies still current, and frees the region.
-  virtual void finish_eviction() = 0;
-  // No lock: submits what finish_eviction() appended.
+  // Write lock held: appends the copies still current, and unpins the region.
+  virtual void append_kept() = 0;
+  // No lock: submits what append_kept() appended.
   virtual void submit() = 0;
 };
 
 class RegionReclaimer {
  public:
-  RegionReclaimer(Mutex& write_mu, RegionManager& regions, RegionEvictor& evictor);
+  RegionReclaimer(Mutex& write_mu, RegionManager& regions, RegionCopier& copier);
   ~RegionReclaimer() { stop(); }
   RegionReclaimer(const RegionReclaimer&) = delete;
   RegionReclaimer& operator=(const RegionReclaimer&) = delete;
 
   void start();
-  // Joins the thread; an eviction in progress finishes first. Idempotent.
+  // Joins the thread; a round in progress finishes first. Idempotent.
   void stop() ABSL_LOCKS_EXCLUDED(write_mu_);
   void wake() { wake_.notify_one(); }
-  // Waits (up to `timeout`) until no reclaim is wanted; false on timeout.
+  // Waits (up to `timeout`) until no round is wanted; false on timeout.
   bool wait_idle(std::chrono::milliseconds timeout) ABSL_LOCKS_EXCLUDED(write_mu_);
 
  private:
@@ -58,8 +66,8 @@ class RegionReclaimer {
 
   Mutex& write_mu_;
   RegionManager& regions_;
-  RegionEvictor& evictor_;
-  CondVar wake_;  // a region was taken: one may be wanted
+  RegionCopier& copier_;
+  CondVar wake_;  // a region was taken: a round may be wanted
   CondVar idle_;  // it found nothing to do
   bool stop_ ABSL_GUARDED_BY(write_mu_) = false;
   std::thread thread_;

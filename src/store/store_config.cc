@@ -89,6 +89,7 @@ flash::FlashOptions flash_options(const Config& c) {
   o.fsync = fsync_policy(c.flash_fsync);
   o.queue_depth = static_cast<uint32_t>(c.flash_queue_depth);
   o.reinsertion = c.flash_reinsertion;
+  o.reinsertion_share = c.flash_reinsertion_share;
   o.snapshot_area = c.flash_snapshot_area;
   o.preallocate = c.flash_preallocate;
   o.direct_io = c.flash_direct_io;

@@ -67,6 +67,10 @@ TEST(ConfigTest, SetParsesEachKind) {
   ASSERT_TRUE(config_set(c, "dirty_max_fraction", "1").is_ok());
   EXPECT_DOUBLE_EQ(c.dirty_max_fraction, 1.0);
   EXPECT_FALSE(config_set(c, "dirty-max-fraction", "1.01").is_ok());
+  ASSERT_TRUE(config_set(c, "flash-reinsertion-share", "0.25").is_ok());
+  EXPECT_DOUBLE_EQ(c.flash_reinsertion_share, 0.25);
+  EXPECT_FALSE(config_set(c, "flash-reinsertion-share", "0.6").is_ok());
+  EXPECT_FALSE(config_set(c, "flash-reinsertion-share", "0").is_ok());
   ASSERT_TRUE(config_set(c, "bind", "0.0.0.0").is_ok());
   EXPECT_EQ(c.bind, "0.0.0.0");
 }

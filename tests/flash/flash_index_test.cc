@@ -146,35 +146,85 @@ TEST(FlashIndexTest, HashCollisionNeverServesTheOtherKey) {
   EXPECT_EQ(index.lookup("b", 77, 0, std::nullopt, false)->location, loc(1, 2));
 }
 
-TEST(FlashIndexTest, DropRegionKeepsHitChunksForRelocation) {
+// Reinsertion marks a region's read chunks before the region is reclaimed:
+// they are unreadable while relocating, the reclaim leaves them to the
+// round, and the round relocates, keeps in place or drops each.
+TEST(FlashIndexTest, MarkedChunksOutliveTheirRegionUntilSettled) {
   FlashIndex index;
   for (int i = 0; i < 10; ++i) {
     const std::string key = "k" + std::to_string(i);
     index.add(key, hash64(key), 0, 1, 0, loc(i % 2, 1 + i));
     index.add(key, hash64(key), 1, 1, 0, loc(2, 1 + i));
   }
-  // Read chunk 0 of k0 and k2 (region 0).
-  index.lookup("k0", hash64("k0"), 0, std::nullopt, true);
-  index.lookup("k2", hash64("k2"), 0, std::nullopt, true);
+  // Read chunk 0 of k0, k2 and k4 (region 0).
+  for (const char* key : {"k0", "k2", "k4"}) index.lookup(key, hash64(key), 0, std::nullopt, true);
   std::vector<ReinsertCandidate> hits;
-  EXPECT_EQ(index.drop_region(0, &hits), 5u);
-  ASSERT_EQ(hits.size(), 2u);
-  EXPECT_EQ(index.chunk_count(), 17u);  // 20 - 3 dropped; 2 relocating
-  // Relocating chunks are not readable until relocated.
+  RegionYield yield;
+  EXPECT_EQ(index.mark_for_reinsertion(0, hits, yield), 3u);
+  ASSERT_EQ(hits.size(), 3u);
+  EXPECT_EQ(index.chunk_count(), 20u);  // nothing dropped
+  EXPECT_TRUE(index.lookup("k6", hash64("k6"), 0, std::nullopt, false));
+  // Relocating chunks are not readable until settled, nor marked twice.
   EXPECT_FALSE(index.lookup("k0", hash64("k0"), 0, std::nullopt, false));
+  EXPECT_EQ(index.mark_for_reinsertion(0, hits, yield), 0u);
+  EXPECT_EQ(index.drop_region(0), 2u);  // k6 and k8; the marked three stay
+  EXPECT_EQ(index.chunk_count(), 18u);
   for (const auto& c : hits) {
     EXPECT_EQ(location::region(c.location), 0u);
-    EXPECT_TRUE(index.relocate(c.key, c.key_hash, c.chunk_index, c.version, loc(5, 1)));
+    if (c.key == "k0") {
+      EXPECT_TRUE(index.relocate(c.key, c.key_hash, c.chunk_index, c.version, loc(5, 1)));
+    } else if (c.key == "k2") {
+      EXPECT_TRUE(index.keep_in_place(c.key, c.key_hash, c.chunk_index, c.location));
+    } else {
+      EXPECT_TRUE(index.drop_chunk(c.key, c.key_hash, c.chunk_index, c.location));
+    }
   }
   EXPECT_EQ(index.lookup("k0", hash64("k0"), 0, std::nullopt, false)->location, loc(5, 1));
+  EXPECT_EQ(index.lookup("k2", hash64("k2"), 0, std::nullopt, false)->location, loc(0, 3));
   EXPECT_FALSE(index.lookup("k4", hash64("k4"), 0, std::nullopt, false));
   EXPECT_TRUE(index.lookup("k4", hash64("k4"), 1, std::nullopt, false));
-  // Relocation of a removed object does nothing.
+  // A relocation of a removed object does nothing.
   index.lookup("k6", hash64("k6"), 1, std::nullopt, true);
   hits.clear();
-  index.drop_region(2, &hits);
+  index.mark_for_reinsertion(2, hits, yield);
   index.remove("k6", hash64("k6"));
   EXPECT_FALSE(index.relocate("k6", hash64("k6"), 1, 1, loc(6, 1)));
+  EXPECT_FALSE(index.keep_in_place("k6", hash64("k6"), 1, loc(2, 7)));
+}
+
+// Reinsertion judges copies by what reclaimed regions report: a relocated
+// chunk counts as a copy until its key is written again, and a chunk read
+// since it was placed counts as read.
+TEST(FlashIndexTest, DropRegionCountsWhatFreshChunksAndCopiesDid) {
+  FlashIndex index;
+  for (int i = 0; i < 6; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    index.add(key, hash64(key), 0, 1, 0, loc(1, 1 + i));
+  }
+  for (const char* key : {"k0", "k1", "k2"}) index.lookup(key, hash64(key), 0, std::nullopt, true);
+  std::vector<ReinsertCandidate> hits;
+  RegionYield first;
+  index.mark_for_reinsertion(1, hits, first);
+  EXPECT_EQ(first.fresh, 6u);
+  EXPECT_EQ(first.fresh_read, 3u);
+  EXPECT_EQ(first.copies, 0u);
+  ASSERT_EQ(hits.size(), 3u);
+  uint64_t block = 10;
+  for (const auto& c : hits) {
+    EXPECT_TRUE(index.relocate(c.key, c.key_hash, c.chunk_index, c.version, loc(2, block++)));
+  }
+  // Copies lose the read mark their original had, and a new write of k2
+  // is fresh again.
+  index.lookup("k1", hash64("k1"), 0, std::nullopt, true);
+  EXPECT_TRUE(index.add("k2", hash64("k2"), 0, 2, 0, loc(2, 90)));
+  index.add("k9", hash64("k9"), 0, 1, 0, loc(2, 91));
+  hits.clear();
+  RegionYield second;
+  index.mark_for_reinsertion(2, hits, second);
+  EXPECT_EQ(second.copies, 2u);
+  EXPECT_EQ(second.copies_read, 1u);
+  EXPECT_EQ(second.fresh, 2u);
+  EXPECT_EQ(second.fresh_read, 0u);
 }
 
 // Every way an entry leaves (remove, remove_up_to, drop_chunk, drop_region)
@@ -193,7 +243,7 @@ TEST(FlashIndexTest, KeySpaceFollowsEveryErasure) {
     live.insert(key);
   }
   EXPECT_EQ(index.compact_count(), 100u);
-  index.drop_region(3, nullptr);  // every fifth key
+  index.drop_region(3);  // every fifth key
   for (int i = 3; i < 200; i += 5) live.erase("k" + std::to_string(i));
   for (int i = 0; i < 200; i += 7) {
     const std::string key = "k" + std::to_string(i);

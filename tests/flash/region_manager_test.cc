@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <random>
 #include <set>
@@ -206,14 +207,36 @@ TEST_F(RegionManagerTest, TheVictimIsTheOldestOnceItsWritesLanded) {
   const uint32_t oldest = regions.written().front();
   regions.state(oldest).pending_writes = 1;
   EXPECT_FALSE(regions.next_victim());
-  EXPECT_FALSE(regions.reclaim_wanted());  // five free, but none could go anyway
   regions.state(oldest).pending_writes = 0;
   EXPECT_EQ(regions.next_victim(), oldest);
-  while (regions.take_free()) {
-  }
-  EXPECT_TRUE(regions.reclaim_wanted());  // none free, a victim ready
   EXPECT_EQ(regions.take_victim(), oldest);
   EXPECT_EQ(regions.written().size(), 2u);
+}
+
+// The reclaimer copies from the two oldest written regions, oldest first and
+// each once, only when fewer than two regions are free, never from one with
+// writes in flight, and never from the newest (the log is filling it).
+TEST_F(RegionManagerTest, CopiesFromTheOldestRegionsOnceEachWhenFewAreFree) {
+  regions.reset(8);
+  regions.finish_restore();
+  for (uint64_t seq = 1; seq <= 6; ++seq) regions.start_written(*regions.take_free(), seq);
+  const std::deque<uint32_t> fifo = regions.written();
+  EXPECT_FALSE(regions.next_to_copy());  // two free
+  regions.take_free();
+  regions.state(fifo[0]).pending_writes = 1;
+  EXPECT_FALSE(regions.next_to_copy());
+  regions.state(fifo[0]).pending_writes = 0;
+  ASSERT_EQ(regions.next_to_copy(), fifo[0]);
+  regions.mark_copied(fifo[0]);
+  ASSERT_EQ(regions.next_to_copy(), fifo[1]);
+  regions.mark_copied(fifo[1]);
+  EXPECT_FALSE(regions.next_to_copy());  // the third oldest waits its turn
+  // A writer reclaims the oldest: the third oldest becomes the second.
+  regions.take_victim();
+  ASSERT_EQ(regions.next_to_copy(), fifo[2]);
+  regions.mark_copied(fifo[2]);
+  while (regions.written().size() > 1) regions.take_victim();
+  EXPECT_FALSE(regions.next_to_copy());  // only the newest is left
 }
 
 TEST_F(RegionManagerTest, ATablePersistedIsRestoredAsItWas) {
@@ -263,15 +286,51 @@ TEST_F(RegionManagerTest, ATablePersistedIsRestoredAsItWas) {
 TEST(HitsReinsertionPolicyTest, CopiesUpToItsShareOfEachRegion) {
   HitsReinsertionPolicy policy(1000, 0.2);
   ReinsertCandidate c;
-  policy.begin_region();
+  policy.begin_region({});
   EXPECT_TRUE(policy.admit(c, 150));
   policy.copied(150);
   EXPECT_FALSE(policy.admit(c, 51));
   EXPECT_TRUE(policy.admit(c, 50));
   policy.copied(50);
   EXPECT_FALSE(policy.admit(c, 1));
-  policy.begin_region();  // the next region has its own share
+  policy.begin_region({});  // the next region has its own share
   EXPECT_TRUE(policy.admit(c, 200));
+  // The first copy of a region fits whatever its size; the next must fit.
+  policy.begin_region({});
+  EXPECT_TRUE(policy.admit(c, 900));
+  policy.copied(900);
+  EXPECT_FALSE(policy.admit(c, 1));
+}
+
+// Copies read less often than fresh chunks get only the probe share, and
+// the full share comes back once copies are read more often again.
+TEST(HitsReinsertionPolicyTest, CopiesItsFullShareOnlyWhileCopiesAreReadMore) {
+  HitsReinsertionPolicy policy(10000, 0.2);
+  ReinsertCandidate c;
+  const RegionYield unread_copies{.fresh = 100, .fresh_read = 30, .copies = 40, .copies_read = 4};
+  policy.begin_region(unread_copies);
+  EXPECT_FALSE(policy.evidence().copying);
+  EXPECT_NEAR(policy.evidence().fresh_read_share, 0.3, 1e-6);
+  EXPECT_NEAR(policy.evidence().copies_read_share, 0.1, 1e-6);
+  EXPECT_TRUE(policy.admit(c, 150));  // the probe share: 2 % of the region
+  policy.copied(150);
+  EXPECT_FALSE(policy.admit(c, 51));
+  for (int i = 0; i < 10; ++i) {
+    policy.begin_region({.fresh = 100, .fresh_read = 10, .copies = 40, .copies_read = 30});
+  }
+  EXPECT_TRUE(policy.evidence().copying);
+  EXPECT_TRUE(policy.admit(c, 1500));
+  policy.copied(1500);
+  EXPECT_FALSE(policy.admit(c, 501));
+}
+
+// Too few copies to judge: the full share, so that evidence comes in.
+TEST(HitsReinsertionPolicyTest, CopiesItsFullShareUntilItHasSeenEnoughCopies) {
+  HitsReinsertionPolicy policy(10000, 0.2);
+  ReinsertCandidate c;
+  policy.begin_region({.fresh = 100, .fresh_read = 50, .copies = 10, .copies_read = 0});
+  EXPECT_TRUE(policy.evidence().copying);
+  EXPECT_TRUE(policy.admit(c, 2000));
 }
 
 }  // namespace

@@ -174,6 +174,9 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_reclaims:{}\r\n", f.reclaims);
   out += fmt::format("flash_regions_draining:{}\r\n", f.regions_draining);
   out += fmt::format("flash_reinsertions:{}\r\n", f.reinsertions);
+  out += fmt::format("flash_reinsert_fresh_read_share:{:.4f}\r\n", f.reinsert_fresh_read_share);
+  out += fmt::format("flash_reinsert_copies_read_share:{:.4f}\r\n", f.reinsert_copies_read_share);
+  out += fmt::format("flash_reinsert_copying:{}\r\n", f.reinsert_copying ? 1 : 0);
   out += fmt::format("flash_reads:{}\r\n", f.reads);
   out += fmt::format("flash_read_bytes:{}\r\n", f.read_bytes);
   out += fmt::format("flash_write_bytes:{}\r\n", f.device_write_bytes);
