@@ -103,7 +103,7 @@ struct Config {
   int64_t region_size = int64_t{64} << 20;
   FlashFsync flash_fsync = FlashFsync::kNone;
   int64_t flash_queue_depth = 64;
-  bool flash_reinsertion = false;
+  bool flash_reinsertion = true;
   double flash_reinsertion_share = 0.1;   // of each region copied forward, at most
   double flash_snapshot_area = 1.0 / 64;  // share of the region space
   bool flash_preallocate = true;

@@ -189,7 +189,7 @@ TEST(ConfigTest, EveryEnumValueRoundTrips) {
 TEST(ConfigTest, TomlBooleansAndEnumsAreTyped) {
   Config c;
   Status s = config_apply_toml_text(c, R"(
-flash-reinsertion = true
+flash-reinsertion = false
 flash-preallocate = false
 protected-mode = false
 flash-fsync = "everysec"
@@ -197,7 +197,7 @@ offload-policy = "write_through"
 log-level = "warn"
 )");
   ASSERT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_TRUE(c.flash_reinsertion);
+  EXPECT_FALSE(c.flash_reinsertion);
   EXPECT_FALSE(c.flash_preallocate);
   EXPECT_FALSE(c.protected_mode);
   EXPECT_EQ(c.flash_fsync, FlashFsync::kEverySec);
