@@ -258,6 +258,61 @@ TEST(FlashTierTest, ReinsertionSkipsObjectsHeldElsewhere) {
   EXPECT_GE(t.stats().reinsertions, 1u);
 }
 
+// Writers never wait for a reinsertion round, so they may reclaim the region
+// a round is copying from while it reads it: the region drains under the
+// round's pin, the chunk being relocated is left to the round, and its copy
+// lands whole and readable, and is found again by a crash scan.
+TEST(FlashTierTest, AWriterReclaimingARegionMidRoundLeavesItsCopyWhole) {
+  TempDir dir;
+  FlashOptions o = reclaim_options(dir.file("f"));
+  o.reinsertion = true;
+  FlashTier* tier_seen = nullptr;
+  bool refilled = false;
+  o.after_reinsert_read = [&] {
+    if (refilled || tier_seen == nullptr) return;
+    refilled = true;
+    // More than the device holds: every region written before the round,
+    // its own included, is reclaimed by these writes.
+    for (int i = 0; i < 24; ++i) {
+      EXPECT_TRUE(write_sync(*tier_seen, {.key = "mid" + std::to_string(i),
+                                          .chunk_index = 0,
+                                          .version = 1,
+                                          .data = pattern(3 * kQuarterRegion, 500 + i)})
+                      .is_ok());
+    }
+  };
+  const std::string hot = pattern(50'000, 77);
+  {
+    auto tier = FlashTier::open(o);
+    ASSERT_TRUE(tier.is_ok());
+    FlashTier& t = **tier;
+    ASSERT_TRUE(write_sync(t, {.key = "hot", .chunk_index = 0, .version = 1, .data = hot}).is_ok());
+    ASSERT_TRUE(read_sync(t, "hot", 0).is_ok());  // read: its region's round copies it
+    tier_seen = &t;
+    for (int i = 0; i < 64 && !refilled; ++i) {
+      ASSERT_TRUE(write_sync(t, {.key = "cold" + std::to_string(i),
+                                 .chunk_index = 0,
+                                 .version = 1,
+                                 .data = pattern(kQuarterRegion, i)})
+                      .is_ok());
+      ASSERT_TRUE(t.wait_for_reclaimer());
+    }
+    ASSERT_TRUE(refilled);
+    ASSERT_TRUE(t.wait_for_reclaimer());
+    t.flush();
+    tier_seen = nullptr;
+    EXPECT_GE(t.stats().reinsertions, 1u);
+    EXPECT_EQ(t.stats().regions_draining, 0u);
+    EXPECT_EQ(t.stats().checksum_failures, 0u);
+    EXPECT_EQ(*read_sync(t, "hot", 0), hot);
+    EXPECT_FALSE(t.contains("cold0", 0));  // its region went while the round read
+  }
+  auto tier = FlashTier::open(o);  // no snapshot: the index comes from a scan
+  ASSERT_TRUE(tier.is_ok());
+  EXPECT_EQ(*read_sync(**tier, "hot", 0), hot);
+  EXPECT_EQ(*read_sync(**tier, "mid23", 0), pattern(3 * kQuarterRegion, 523));
+}
+
 // Reinsertion fills part of the new head region; a record too large for the
 // rest must go to the region after, never past the region's end.
 TEST(FlashTierTest, LargeRecordsAfterReinsertionStayInsideRegions) {
