@@ -4,12 +4,12 @@
 // RegionManager picks the victims (oldest first). A writer that needs a
 // region reclaims the victim itself: that only drops index entries. With
 // reinsertion, the chunks the policy keeps (read since they were written)
-// are copied to the head of the log before, which means reading them from
-// the device. No writer (often a network thread evicting to make room) may
-// wait for that, so the reclaimer thread copies from the oldest regions
-// ahead of the writers: it marks a region's kept chunks relocating, reads
-// them without holding write_mu, and appends the copies; the region stays
-// written until a writer reclaims it. If writers outrun it, they reclaim
+// are copied to the head of the log before the region goes, which means
+// reading them from the device. No writer (often a network thread evicting
+// to make room) may wait for that, so the reclaimer thread copies from the
+// oldest regions ahead of the writers: it marks a region's kept chunks
+// relocating, reads them without holding write_mu, and appends the copies;
+// the region stays written until a writer reclaims it. If writers outrun it, they reclaim
 // regions it has not copied from, without reinsertion.
 #include <absl/container/inlined_vector.h>
 #include <spdlog/spdlog.h>

@@ -6,9 +6,9 @@
 // records is the RegionCopier's (FlashTier's) business.
 //
 // Why ahead, and not by reclaiming regions itself: a region freed ahead of
-// need holds nothing, and on a small device the two it kept free cost a
-// tenth of the capacity, more hits than the copies won (bench/flash-reclaim).
-// A region whose chunks were copied stays written and readable; the writer
+// need holds nothing, and on a small device the two it kept free were an
+// eighth of the capacity, worth more hits than the copies won
+// (bench/flash-reclaim). A region whose chunks were copied stays written and readable; the writer
 // that needs it reclaims it as without reinsertion, which reads nothing.
 //
 // Locking: the region table is guarded by the owner's write lock, which this
