@@ -13,12 +13,14 @@ bool DeviceSync::sync_if_dirty(int fd) {
   return true;
 }
 
-void DeviceSync::start_every_second(int fd) {
-  thread_ = std::thread([this, fd] {
+void DeviceSync::start_every_second(int fd, std::function<void()> before_sync) {
+  thread_ = std::thread([this, fd, before_sync = std::move(before_sync)] {
     MutexLock lock(mu_);
     while (!stop_) {
       cv_.wait_for(mu_, std::chrono::seconds(1));
-      if (!stop_) (void)sync_if_dirty(fd);
+      if (stop_) break;
+      before_sync();
+      (void)sync_if_dirty(fd);
     }
   });
 }

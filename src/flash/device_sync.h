@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "core/metrics.h"
@@ -26,8 +27,9 @@ class DeviceSync {
   // fdatasync of `fd` if anything landed since the last one; false if it
   // was needed and failed.
   bool sync_if_dirty(int fd);
-  // fsync=everysec: sync_if_dirty(fd) once a second until stop().
-  void start_every_second(int fd);
+  // fsync=everysec: once a second until stop(), `before_sync` (which sends
+  // what waits to be written), then sync_if_dirty(fd).
+  void start_every_second(int fd, std::function<void()> before_sync);
   void stop();
 
  private:

@@ -45,10 +45,28 @@ FlashTier::WriteCallback FlashTier::append_meta_locked(PendingChunk chunk,
   // clear() wipes whatever this record would describe: as good as landed.
   // The caller runs the callback once it has let go of write_mu.
   if (im.clearing) return std::move(chunk.done);
+  if (chunk.lazy) {
+    im.lazy_meta_bytes += record_size(chunk.key.size(), 0);
+    im.lazy_meta.push_back(std::move(chunk));
+    if (im.lazy_meta_bytes < kBlockSize) return {};
+    release_lazy_meta_locked();
+    im.log.kick(to_submit);
+    return {};
+  }
   im.deferred_meta.push_back(std::move(chunk));
   append_deferred_meta_locked();
   im.log.kick(to_submit);
   return {};
+}
+
+void FlashTier::release_lazy_meta_locked() {
+  Impl& im = *impl_;
+  im.write_mu.assert_held();
+  // After the records already deferred: meta records keep their order.
+  for (PendingChunk& meta : im.lazy_meta) im.deferred_meta.push_back(std::move(meta));
+  im.lazy_meta.clear();
+  im.lazy_meta_bytes = 0;
+  append_deferred_meta_locked();
 }
 
 void FlashTier::append_deferred_meta_locked() {
@@ -63,7 +81,7 @@ void FlashTier::append_deferred_meta_locked() {
 }
 
 bool FlashTier::write_meta(std::string_view key, uint64_t key_hash, uint64_t version,
-                           uint16_t record_flags, int64_t expire_at_ms, WriteCallback done,
+                           MetaRecord meta, WriteCallback done,
                            absl::FunctionRef<bool()> index_first) {
   Impl& im = *impl_;
   std::vector<IoRequest*> to_submit;
@@ -77,8 +95,9 @@ bool FlashTier::write_meta(std::string_view key, uint64_t key_hash, uint64_t ver
       record.key.assign(key);
       record.key_hash = key_hash;
       record.version = version;
-      record.expire_at_ms = expire_at_ms;
-      record.record_flags = record_flags;
+      record.expire_at_ms = meta.expire_at_ms;
+      record.record_flags = meta.flags;
+      record.lazy = meta.lazy;
       record.done = std::move(done);
       unwritten = append_meta_locked(std::move(record), to_submit);
     } else {
@@ -90,10 +109,23 @@ bool FlashTier::write_meta(std::string_view key, uint64_t key_hash, uint64_t ver
   return indexed;
 }
 
+void FlashTier::release_lazy_records() {
+  Impl& im = *impl_;
+  std::vector<IoRequest*> to_submit;
+  {
+    MutexLock lock(im.write_mu);
+    if (im.clearing || im.lazy_meta.empty()) return;
+    release_lazy_meta_locked();
+    im.log.kick(to_submit);
+  }
+  LogWriter::submit(*im.engine, to_submit);
+}
+
 bool FlashTier::set_expiry(std::string_view key, uint64_t version, int64_t expire_at_ms,
                            std::function<void(Status)> durable) {
   const uint64_t key_hash = impl_->index.key_hash(key);
-  return write_meta(key, key_hash, version, kRecordExpiry, expire_at_ms, std::move(durable),
+  return write_meta(key, key_hash, version, {.flags = kRecordExpiry, .expire_at_ms = expire_at_ms},
+                    std::move(durable),
                     [&] { return impl_->index.set_expiry(key, key_hash, version, expire_at_ms); });
 }
 
@@ -123,7 +155,8 @@ bool FlashTier::remove(std::string_view key, uint64_t up_to_version, RemoveOptio
     if (options.durable) options.durable(Status::ok());
     return false;
   }
-  (void)write_meta(key, key_hash, up_to_version, kRecordTombstone, /*expire_at_ms=*/0,
+  (void)write_meta(key, key_hash, up_to_version,
+                   {.flags = kRecordTombstone, .lazy = options.lazy && !options.durable},
                    std::move(options.durable), [] { return true; });
   return dropped;
 }
@@ -183,6 +216,9 @@ void FlashTier::clear() {
   // What they would have recorded is wiped: as good as landed.
   std::deque<PendingChunk> wiped = std::move(im.deferred_meta);
   im.deferred_meta.clear();
+  for (PendingChunk& meta : im.lazy_meta) wiped.push_back(std::move(meta));
+  im.lazy_meta.clear();
+  im.lazy_meta_bytes = 0;
   im.clearing = false;
   update_space_gauges_locked();
   im.log.notify();

@@ -303,7 +303,9 @@ Status FlashTier::start_engine() {
                region_count_, options_.region_size >> 10, im.engine->name(),
                direct_io_ ? fmt::format("direct (align {})", io_alignment_) : "buffered",
                fsync_policy_name(options_.fsync));
-  if (options_.fsync == FsyncPolicy::kEverySec) im.device_sync.start_every_second(im.fd.get());
+  if (options_.fsync == FsyncPolicy::kEverySec) {
+    im.device_sync.start_every_second(im.fd.get(), [this] { release_lazy_records(); });
+  }
   return Status::ok();
 }
 

@@ -232,7 +232,7 @@ void FlashTier::flush() {
   std::vector<IoRequest*> to_submit;
   {
     MutexLock lock(im.write_mu);
-    if (!im.clearing) append_deferred_meta_locked();
+    if (!im.clearing) release_lazy_meta_locked();
     im.log.seal();
     im.log.kick(to_submit);
   }

@@ -146,6 +146,11 @@ struct RemoveOptions {
   // Write the tombstone even if nothing of the key is indexed or in flight
   // (the caller knows an older copy may be on the device, unindexed).
   bool always_tombstone = false;
+  // The tombstone may wait for the next record that must go promptly, a
+  // flush, or fsync=everysec's next tick, rather than take a block of its
+  // own: an overwrite's, whose loss in a crash fsync none and everysec allow
+  // (the older value may come back). A DEL's is never lazy.
+  bool lazy = false;
   // Runs once the tombstone has landed (fsynced with fsync=always), or at
   // once with OK if none was needed. May run before remove() returns.
   std::function<void(Status)> durable;
@@ -505,13 +510,21 @@ class FlashTier {
   // Returns the record's callback if it was not queued (clear() is wiping
   // what it would describe): the caller runs it after releasing write_mu.
   WriteCallback append_meta_locked(PendingChunk chunk, std::vector<IoRequest*>& to_submit);
-  // Appends the metadata record (an expiry, a tombstone) of `key` and
-  // submits it; `done` runs once it is durable. `index_first` runs before,
-  // under write_mu, so that index order and log order agree: if it returns
-  // false nothing is written, `done` runs at once, and so does this.
-  bool write_meta(std::string_view key, uint64_t key_hash, uint64_t version, uint16_t record_flags,
-                  int64_t expire_at_ms, WriteCallback done, absl::FunctionRef<bool()> index_first);
+  struct MetaRecord {
+    uint16_t flags = 0;  // kRecordTombstone or kRecordExpiry
+    int64_t expire_at_ms = 0;
+    bool lazy = false;  // PendingChunk::lazy
+  };
+  // Appends the metadata record of `key` and submits it; `done` runs once it
+  // is durable. `index_first` runs before, under write_mu, so that index
+  // order and log order agree: if it returns false nothing is written,
+  // `done` runs at once, and so does this.
+  bool write_meta(std::string_view key, uint64_t key_hash, uint64_t version, MetaRecord meta,
+                  WriteCallback done, absl::FunctionRef<bool()> index_first);
+  // fsync=everysec's tick: lazy records go down before the next sync.
+  void release_lazy_records();
   void append_deferred_meta_locked();
+  void release_lazy_meta_locked();
   void index_landed(WriteBatch& batch, std::vector<Status>& outcomes, uint64_t& user_bytes);
   void log_write_error(const WriteBatch& batch, int64_t result);
   Status wipe_region_headers();

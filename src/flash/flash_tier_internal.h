@@ -137,6 +137,11 @@ struct FlashTier::Impl {
   // Tombstones and expiry records that found no room yet (the region to
   // reclaim still had writes in flight); retried in order as writes land.
   std::deque<PendingChunk> deferred_meta ABSL_GUARDED_BY(write_mu);
+  // Lazy tombstones (RemoveOptions::lazy) held back until a block's worth
+  // has gathered, a flush, or fsync=everysec's tick: written one by one
+  // they cost a padded block each (a 4 KiB record never shares its block).
+  std::vector<PendingChunk> lazy_meta ABSL_GUARDED_BY(write_mu);
+  uint64_t lazy_meta_bytes ABSL_GUARDED_BY(write_mu) = 0;
   // The newest version any record names (recovered or written since).
   std::atomic<uint64_t> max_version_seen{0};
   // A snapshot is on the device and still valid: the next record drops it.

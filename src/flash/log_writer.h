@@ -55,6 +55,7 @@ struct PendingChunk {
   uint64_t generation = 0;    // the owner's clear() generation when accepted
   uint16_t record_flags = 0;  // kRecordTombstone, kRecordExpiry: nothing to index
   bool reinsertion = false;
+  bool lazy = false;                      // RemoveOptions::lazy
   std::shared_ptr<StagingEntry> staging;  // a chunk of a staged object
   std::function<void(Status)> done;
 };

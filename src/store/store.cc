@@ -285,7 +285,7 @@ void Store::after_write(std::string_view key, uint64_t version) {
     // and lose the older, acknowledged version.
     flash_->forget(key, version);
   } else {
-    flash_->remove(key, version - 1);
+    flash_->remove(key, version - 1, {.lazy = true, .durable = {}});
   }
   if (!write_through_ || durable_writes_) return;
   if (std::optional<memory::OffloadItem> item = memory_->begin_flush(key, version))

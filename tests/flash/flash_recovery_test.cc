@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <future>
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flash/flash_tier.h"
@@ -156,6 +160,96 @@ TEST(FlashRecoveryTest, RemovedObjectsStayRemovedAfterRestart) {
   EXPECT_FALSE((*tier)->contains("back", 1));
   EXPECT_EQ(*read_sync(**tier, "kept", 2), pattern(20'000, 2));
   EXPECT_EQ((*tier)->recovered_max_version(), 6u);
+}
+
+// The state a kill -9 leaves: the file as it is while the tier runs.
+void copy_file(const std::string& from, const std::string& to) {
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+}
+
+// Lazy tombstones (an overwrite's) gather until a block's worth is there or
+// a flush, and then share blocks. Each is followed by a write that waits
+// for its landing (as evictions follow overwrites in service), which would
+// send a prompt tombstone down alone in a padded block: 64 of them then
+// cost 64 write units, where lazy ones cost a few blocks. Once flushed they
+// hold through a crash scan, and a version written after them survives.
+TEST(FlashRecoveryTest, LazyTombstonesShareBlocksAndHoldOnceFlushed) {
+  TempDir dir;
+  const FlashOptions o = small_options(dir.file("f"));
+  constexpr int kKeys = 64;
+  auto key = [](int i) { return "overwritten-" + std::to_string(i); };
+  // Fillers of one block each, as the eviction of a 4 KiB value: a record
+  // that never shares its block, so any record between two of them pads.
+  std::vector<std::string> filler_keys;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kKeys; ++i) {
+      filler_keys.push_back("filler-" + std::to_string(round) + "-" + std::to_string(i + 100));
+    }
+  }
+  size_t filler_bytes = kBlockSize;
+  while (record_size(filler_keys[0].size(), filler_bytes) > kBlockSize) --filler_bytes;
+  const std::string filler_data = pattern(filler_bytes, 1);
+  auto filler = [&](int round, int i) {
+    return ChunkWrite{.key = filler_keys[round * kKeys + i], .version = 1, .data = filler_data};
+  };
+  {
+    auto tier = FlashTier::open(o);
+    ASSERT_TRUE(tier.is_ok());
+    for (int i = 0; i < kKeys; ++i) {
+      ASSERT_TRUE(
+          write_sync(**tier, {.key = key(i), .version = 1, .data = pattern(100, i)}).is_ok());
+    }
+    (*tier)->flush();
+    auto written = [&] { return (*tier)->stats().device_write_bytes; };
+    const uint64_t start = written();
+    for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(write_sync(**tier, filler(0, i)).is_ok());
+    const uint64_t fillers_alone = written() - start;
+    for (int i = 0; i < kKeys; ++i) {
+      EXPECT_TRUE((*tier)->remove(key(i), 1, {.lazy = true, .durable = {}}));
+      EXPECT_FALSE((*tier)->lookup(key(i)));
+      ASSERT_TRUE(write_sync(**tier, filler(1, i)).is_ok());
+    }
+    (*tier)->flush();
+    const uint64_t with_tombstones = written() - start - fillers_alone;
+    EXPECT_LE(with_tombstones - fillers_alone, 4 * kBlockSize);
+    ASSERT_TRUE(write_sync(**tier, {.key = key(0), .version = 2, .data = "newer"}).is_ok());
+    copy_file(o.path, dir.file("crashed"));
+  }
+  FlashOptions crashed = o;
+  crashed.path = dir.file("crashed");
+  auto tier = FlashTier::open(crashed);  // no snapshot in the copy: a scan
+  ASSERT_TRUE(tier.is_ok());
+  EXPECT_EQ((*tier)->recovery().tombstones, static_cast<uint64_t>(kKeys));
+  EXPECT_EQ(*read_sync(**tier, key(0), 0), "newer");
+  for (int i = 1; i < kKeys; ++i) EXPECT_FALSE((*tier)->lookup(key(i))) << key(i);
+}
+
+// With fsync everysec a lazy tombstone goes down at the next tick without
+// a flush; one with a durability callback (a DEL's) is never lazy.
+TEST(FlashRecoveryTest, LazyTombstonesLandByTheNextEverysecTick) {
+  TempDir dir;
+  FlashOptions o = small_options(dir.file("f"));
+  o.fsync = FsyncPolicy::kEverySec;
+  auto tier = FlashTier::open(o);
+  ASSERT_TRUE(tier.is_ok());
+  ASSERT_TRUE(write_sync(**tier, {.key = "k", .version = 1, .data = "v"}).is_ok());
+  (*tier)->flush();
+  const uint64_t before = (*tier)->stats().device_write_bytes;
+  EXPECT_TRUE((*tier)->remove("k", 1, {.lazy = true, .durable = {}}));
+  // Bounded: the tick comes once a second, however loaded the machine.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((*tier)->stats().device_write_bytes == before &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT((*tier)->stats().device_write_bytes, before);
+
+  ASSERT_TRUE(write_sync(**tier, {.key = "d", .version = 3, .data = "v"}).is_ok());
+  auto landed = std::make_shared<std::promise<Status>>();
+  EXPECT_TRUE((*tier)->remove(
+      "d", 3, {.lazy = true, .durable = [landed](Status st) { landed->set_value(st); }}));
+  // Without a flush or a tick to wait for: lands as writes go down.
+  EXPECT_TRUE(landed->get_future().get().is_ok());
 }
 
 // A hot chunk's reinsertion copy and a DEL, EXPIRE or PERSIST that lands
