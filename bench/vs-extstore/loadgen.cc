@@ -6,6 +6,8 @@
 // a GET (a miss is filled with a SET, as a cache user would) or a SET of a new
 // version. Every GET hit is checked byte for byte. The result is one JSON
 // object on stdout; progress goes to stderr.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -201,6 +203,15 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// User + system CPU of this process, every thread: what the client's own
+// work (syscalls, receive copies, verification) costs the shared machine.
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
+
 // Runs fn(worker index) on one thread per worker and waits for all.
 template <typename Fn>
 void on_every_worker(size_t workers, Fn fn) {
@@ -274,11 +285,13 @@ int run(const Options& opt) {
   std::vector<std::unique_ptr<Latencies>> lat;
   for (size_t i = 0; i < n; ++i) lat.push_back(std::make_unique<Latencies>());
   Clock::time_point measure_start = Clock::now();
+  const double cpu_start = cpu_seconds();
   Budget budget(opt.ops, opt.seconds);
   on_every_worker(n, [&](size_t i) {
     workers[i]->mix(opt, zipf, opt.seed * 2000 + i, budget, measured[i], lat[i].get());
   });
   double seconds = seconds_since(measure_start);
+  const double client_cpu = cpu_seconds() - cpu_start;
 
   PhaseStats l, w, m;
   for (size_t i = 0; i < n; ++i) l.add(load[i]), w.add(warm[i]), m.add(measured[i]);
@@ -298,17 +311,18 @@ int run(const Options& opt) {
       "\"load\": {{\"seconds\": {:.2f}, \"sets\": {}, \"set_errors\": {}}}, "
       "\"warm\": {{\"seconds\": {:.2f}, \"ops\": {}, \"hits\": {}, \"gets\": {}, "
       "\"get_errors\": {}, \"set_errors\": {}, \"verify_errors\": {}}}, "
-      "\"seconds\": {:.3f}, \"ops\": {}, \"ops_per_s\": {:.1f}, \"mb_per_s\": {:.1f}, "
+      "\"seconds\": {:.3f}, \"client_cpu_s\": {:.3f}, \"ops\": {}, \"ops_per_s\": {:.1f}, "
+      "\"mb_per_s\": {:.1f}, "
       "\"gets\": {}, \"hits\": {}, \"hit_ratio\": {:.4f}, \"sets\": {}, \"fills\": {}, "
       "\"get_errors\": {}, \"set_errors\": {}, \"verify_errors\": {}, "
       "\"latency_op\": {}, \"latency_get\": {}, \"latency_set\": {}, \"error\": \"{}\"}}",
       opt.protocol, n, opt.keys, keys.mean_value_size(), opt.zipf_theta, opt.get_fraction, opt.seed,
       load_seconds, l.sets, l.set_errors, warm_seconds, w.ops, w.hits, w.gets, w.get_errors,
-      w.set_errors, w.verify_errors, seconds, m.ops, static_cast<double>(m.ops) / seconds,
-      static_cast<double>(m.bytes) / seconds / 1e6, m.gets, m.hits, hit_ratio, m.sets, m.fills,
-      m.get_errors, m.set_errors, m.verify_errors, latency_json(op),
-      latency_json(merged(lat, &Latencies::get)), latency_json(merged(lat, &Latencies::set)),
-      fatal.message());
+      w.set_errors, w.verify_errors, seconds, client_cpu, m.ops,
+      static_cast<double>(m.ops) / seconds, static_cast<double>(m.bytes) / seconds / 1e6, m.gets,
+      m.hits, hit_ratio, m.sets, m.fills, m.get_errors, m.set_errors, m.verify_errors,
+      latency_json(op), latency_json(merged(lat, &Latencies::get)),
+      latency_json(merged(lat, &Latencies::set)), fatal.message());
   std::printf("%s\n", json.c_str());
   std::string error = fatal.message();
   if (!error.empty()) std::fprintf(stderr, "loadgen: %s\n", error.c_str());
