@@ -138,6 +138,9 @@ def tierkv_argv(args, memory, flash_path=None, flash_size=0):
             # small for the snapshot of a device full of them.
             out += ["--flash-path", flash_path, "--region-size", "16mb",
                     "--flash-snapshot-area", "0.08"]
+            # What an operator of 50 M small objects chooses: the index
+            # loads several times faster on huge pages (off by default).
+            out += ["--malloc-huge-pages", "yes"]
         return out
     return argv
 

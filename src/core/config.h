@@ -84,7 +84,9 @@ struct Config {
   EvictionPolicyKind eviction_policy = EvictionPolicyKind::kS3Fifo;
   // The heap on transparent huge pages where the kernel offers them on
   // request (glibc's malloc.hugetlb tunable, set by one re-exec at start).
-  bool malloc_huge_pages = true;
+  // Off by default: large values churning through a huge-page heap cost
+  // twice the CPU per GET (memory-tier.md).
+  bool malloc_huge_pages = false;
   int64_t memory_shards = 32;
   double lease_max_fraction = 0.25;
   // With flash: a value larger than this share of the budget is written

@@ -107,8 +107,9 @@ const std::vector<KeySpec>& specs() {
       bool_key({"malloc-huge-pages",
                 "back the heap with transparent huge pages when the kernel gives them on request "
                 "(transparent_hugepage madvise): the server re-executes itself once at start to "
-                "set glibc's malloc.hugetlb tunable. A large flash index loads several times "
-                "faster"},
+                "set glibc's malloc.hugetlb tunable. A large flash index of small objects loads "
+                "several times faster; large values churning through the heap cost about twice "
+                "the CPU per operation"},
                &C::malloc_huge_pages),
       double_key(
           {"lease-max-fraction", "share of memory that leases may protect", A::kLeaseFraction},

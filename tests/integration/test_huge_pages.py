@@ -1,6 +1,7 @@
 """The heap on transparent huge pages (malloc-huge-pages, docs/memory-tier.md).
 
-Contract checked here: where the kernel gives huge pages on request
+Contract checked here: the heap is left alone by default. With
+`--malloc-huge-pages yes`, where the kernel gives huge pages on request
 (transparent_hugepage "madvise"), the server re-executes itself once at
 start with glibc's malloc.hugetlb tunable added to GLIBC_TUNABLES, in the
 same process (the pid the test started is the one that serves, under its
@@ -8,8 +9,8 @@ own name), and glibc
 then asks for huge pages for its heap: a mapping of the process carries
 the kernel's "hg" flag (MADV_HUGEPAGE; nothing else in the server asks for
 it). An operator's other tunables are kept, and an operator's own hugetlb
-setting wins. With `--malloc-huge-pages no`, or where the kernel's mode is
-not madvise, no mapping is advised.
+setting wins. By default, with `--malloc-huge-pages no`, or where the
+kernel's mode is not madvise, no mapping is advised.
 
 (/proc/<pid>/environ is no witness: glibc 2.36 rewrites GLIBC_TUNABLES in
 place at start and shows only its first tunable there.)"""
@@ -52,7 +53,7 @@ def test_the_server_asks_glibc_for_huge_pages(tmp_path, monkeypatch, operator, a
         monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     else:
         monkeypatch.setenv("GLIBC_TUNABLES", operator)
-    s = serving(tmp_path)
+    s = serving(tmp_path, ("--malloc-huge-pages", "yes"))
     try:
         with open(f"/proc/{s.proc.pid}/comm") as f:
             assert f.read().strip() == "tierkv-server"  # not "exe": ps and pkill find it
@@ -64,9 +65,10 @@ def test_the_server_asks_glibc_for_huge_pages(tmp_path, monkeypatch, operator, a
         s.stop()
 
 
-def test_malloc_huge_pages_no_leaves_the_heap_alone(tmp_path, monkeypatch):
+@pytest.mark.parametrize("extra", [(), ("--malloc-huge-pages", "no")])
+def test_by_default_or_with_no_the_heap_is_left_alone(tmp_path, monkeypatch, extra):
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
-    s = serving(tmp_path, ("--malloc-huge-pages", "no"))
+    s = serving(tmp_path, extra)
     try:
         assert advised_mappings(s) == 0
         assert s.client().config_get("malloc-huge-pages") == {"malloc-huge-pages": "no"}
