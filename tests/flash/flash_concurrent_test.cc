@@ -121,18 +121,23 @@ void run(IoBackend backend) {
 
 // Writers hand each accepted write to a remover, which removes it at once
 // (mostly still in flight), while others iterate, sample and set expiries.
-// No removed version may be indexed afterwards.
-void run_removals(IoBackend backend) {
+// No removed version may be indexed afterwards. With `lazy`, the removals
+// are an overwrite's lazy tombstones under fsync everysec, whose tick
+// releases them while writers append (the writers run past a tick).
+void run_removals(IoBackend backend, bool lazy = false) {
   TempDir dir;
   FlashOptions o = testing::small_options(dir.file("f"));
   o.io_backend = backend;
+  if (lazy) o.fsync = FsyncPolicy::kEverySec;
   auto opened = FlashTier::open(o);
   ASSERT_TRUE(opened.is_ok());
   FlashTier& tier = **opened;
 
   constexpr int kWriters = 2;
   constexpr int kWritesPerWriter = 300;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::seconds(10);
+  const auto past_a_tick = start + std::chrono::milliseconds(lazy ? 1500 : 0);
   std::mutex mu;
   std::deque<std::pair<std::string, uint64_t>> accepted;
   std::vector<std::string> removed;
@@ -142,7 +147,11 @@ void run_removals(IoBackend backend) {
   std::vector<std::thread> threads;
   for (int w = 0; w < kWriters; ++w) {
     threads.emplace_back([&, w] {
-      for (int i = 0; i < kWritesPerWriter && std::chrono::steady_clock::now() < deadline; ++i) {
+      for (int i = 0; (i < kWritesPerWriter || std::chrono::steady_clock::now() < past_a_tick) &&
+                      i < 100 * kWritesPerWriter && std::chrono::steady_clock::now() < deadline;
+           ++i) {
+        // Paced, so that a tick comes while the writers still append.
+        if (lazy && i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         const std::string key = "w" + std::to_string(w) + "-" + std::to_string(i);
         const uint64_t version = 1 + static_cast<uint64_t>(i);
         Status st = tier.write_chunk({.key = key, .version = version, .data = pattern(500, i)},
@@ -176,7 +185,7 @@ void run_removals(IoBackend backend) {
       }
       take = !take;
       if (take) {
-        tier.remove(next.first, next.second);
+        tier.remove(next.first, next.second, {.lazy = lazy, .durable = {}});
         std::lock_guard lock(mu);
         removed.push_back(next.first);
       } else {
@@ -205,6 +214,10 @@ TEST(FlashConcurrentTest, RemovalsRaceWritesUring) {
 }
 TEST(FlashConcurrentTest, RemovalsRaceWritesThreadPool) {
   run_removals(IoBackend::kThreadPool);
+}
+
+TEST(FlashConcurrentTest, LazyTombstonesRaceWritesAndTheEverysecTick) {
+  run_removals(IoBackend::kUring, /*lazy=*/true);
 }
 
 TEST(FlashConcurrentTest, ReadersAndWritersUring) {
