@@ -56,8 +56,12 @@ Route route(const SlotMap& map, size_t self, const RouteQuery& query) {
   if (owner == SlotMap::kNoNode) return refuse(Route::Kind::kUnserved, *slot);
   const size_t moving_to = map.moving_to(*slot);
   const bool moving_here = self != SlotMap::kNoNode && moving_to == self && query.asking;
-  if (owner != self && !moving_here)
-    return redirect(Route::Kind::kMoved, *slot, map.nodes()[owner]);
+  if (owner != self && !moving_here) {
+    const ClusterNode& node = map.nodes()[owner];
+    // The new owner's map may still name this node: -MOVED would come back.
+    const bool handed = self != SlotMap::kNoNode && query.handed_to && query.handed_to(*slot, node);
+    return redirect(handed ? Route::Kind::kAsk : Route::Kind::kMoved, *slot, node);
+  }
   if (moving_to == SlotMap::kNoNode) return {};
   size_t missing = 0;
   for (std::string_view key : query.keys)

@@ -6,7 +6,8 @@
 //   lease): -CLUSTERDOWN, whatever the keys;
 // * a slot nobody owns: -CLUSTERDOWN Hash slot not served;
 // * a slot another node owns: -MOVED slot host:port, unless the slot is
-//   moving here and the client said ASKING (then it is served here);
+//   moving here and the client said ASKING (then it is served here), or
+//   this node handed it to that owner just now (handoffs.h): -ASK then;
 // * a slot this node owns that is moving away: served here while every key
 //   is still here; a missing key is answered -ASK slot host:port (the new
 //   owner may have it), or -TRYAGAIN for a multi-key command whose keys are
@@ -49,6 +50,9 @@ struct RouteQuery {
   // Whether a key is held here (memory or flash); asked only for a slot
   // that is moving.
   std::function<bool(std::string_view)> exists;
+  // Whether this node has just handed `slot` to `owner` (handoffs.h); asked
+  // only for a slot another node owns. Null: it has not.
+  std::function<bool(uint16_t slot, const ClusterNode& owner)> handed_to;
 };
 
 // `self`: this node's index in `map`, or kNoNode if the map does not have

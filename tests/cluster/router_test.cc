@@ -85,6 +85,28 @@ TEST_F(RouterTest, MovingHereServesOnlyAfterAsking) {
   EXPECT_TRUE(ask({"foo", "{foo}2"}, true).serve());
 }
 
+// A slot this node just handed to its owner is -ASK there: that owner may
+// still have the map that names this node, and would -MOVED the client
+// back. Any other owner, or no handoff, is -MOVED.
+TEST_F(RouterTest, ASlotJustHandedToItsOwnerIsAsked) {
+  std::vector<std::string_view> keys{"foo"};
+  RouteQuery q;
+  q.keys = keys;
+  std::vector<uint16_t> asked;
+  q.handed_to = [&asked](uint16_t slot, const ClusterNode& owner) {
+    asked.push_back(slot);
+    return owner.id == "other";
+  };
+  EXPECT_EQ(route(map, 0, q).error(), "ASK 12182 127.0.0.1:7002");
+  EXPECT_EQ(asked, std::vector<uint16_t>{12182});
+  q.handed_to = [](uint16_t, const ClusterNode&) { return false; };
+  EXPECT_EQ(route(map, 0, q).kind, Route::Kind::kMoved);
+  q.handed_to = [](uint16_t, const ClusterNode&) { return true; };
+  EXPECT_EQ(route(map, SlotMap::kNoNode, q).kind, Route::Kind::kMoved);  // not in the map
+  keys = {"bar"};
+  EXPECT_TRUE(route(map, 0, q).serve());  // its own slot
+}
+
 TEST(CommonSlotTest, OneSlotOrNone) {
   const std::vector<std::string_view> same = {"{a}1", "{a}2"};
   const std::vector<std::string_view> split = {"bar", "foo"};

@@ -6,10 +6,17 @@ map. The checker finds no anomaly: no value that was never written, none a
 write acknowledged before the read had replaced, none older than a value
 already read. Every kind of fault is injected at least once (three times
 in the torture run of ten minutes)."""
+import json
+import time
+
 import pytest
+import redis
+from redis.cluster import ClusterNode, RedisCluster
 
 from cluster_nemesis import FAULTS, Op, check, report, run
-from conftest import by_tier
+from cluster_util import SLOTS, Etcd, key_slot, send, slot_map, wait_until
+from conftest import by_tier, reply_of
+from tcp_proxy import TcpProxy
 
 
 def test_the_checker_finds_each_kind_of_anomaly():
@@ -48,3 +55,70 @@ def test_no_fault_loses_an_acknowledged_write_or_serves_an_older_value():
     assert all(summary["faults"][k] >= least for k in FAULTS), "\n".join(lines)
     ok = summary["outcomes"]
     assert ok[("get", "ok")] > 100 and ok[("set", "ok")] > 100, "\n".join(lines)
+
+
+def test_a_slot_just_handed_on_is_asked_while_its_new_owner_lags(make_tierkv):
+    """Each node adopts a map through its own watch. A moving slot flips
+    while its target B is cut off from etcd: the source A has the new map,
+    B still the old one, where A owns the slot, so B answers -MOVED back to
+    A. A answers -ASK (not -MOVED) for a lease TTL after the flip, which B
+    serves under either map: a cluster client's write lands, on B, and no
+    client bounces between the two. Once that window is over A answers
+    -MOVED as usual."""
+    etcd = Etcd()
+    proxies = [TcpProxy(("127.0.0.1", etcd.client_port)) for _ in range(2)]
+    ttl = 8
+    try:
+        a, b = [make_tierkv("--flash-size", "0", "--cluster-enabled", "yes",
+                            "--cluster-etcd", p.endpoint, "--cluster-name", "h",
+                            "--cluster-lease-ttl", str(ttl), "--cluster-controller", "no")
+                for p in proxies]
+        ids = [n.client().execute_command("CLUSTER", "MYID").decode() for n in (a, b)]
+        members = [(ids[0], "127.0.0.1", a.port), (ids[1], "127.0.0.1", b.port)]
+        slot, owners = key_slot("foo"), [0] * SLOTS
+        moving = json.loads(slot_map(1, members, owners))
+        moving["moving"] = [{"slot": slot, "to": ids[1], "since": 1}]
+        etcd.put("/tierkv/h/slotmap", json.dumps(moving))
+
+        def version(node):
+            info = node.client().info("cluster")
+            return info["cluster_slot_map_version"] if info["cluster_state"] == "ok" else None
+
+        wait_until(lambda: version(a) == 1 and version(b) == 1, what="both on the moving map")
+        assert send(b.client(), True, "SET", "foo", "moved")  # as the migrator sends it
+        assert reply_of(a.client(), "GET", "foo") == ("error", f"ASK {slot} 127.0.0.1:{b.port}")
+
+        proxies[1].drop_all(True)  # B hears nothing more from etcd
+        owners[slot] = 1
+        etcd.put("/tierkv/h/slotmap", slot_map(2, members, owners))
+        wait_until(lambda: version(a) == 2, what="A on the flipped map")
+        flipped_at = time.monotonic()
+        assert reply_of(a.client(), "SET", "foo", "x") == \
+            ("error", f"ASK {slot} 127.0.0.1:{b.port}")
+        assert reply_of(b.client(), "GET", "foo") in (
+            ("error", f"MOVED {slot} 127.0.0.1:{a.port}"),  # the old map
+            ("error", "CLUSTERDOWN The cluster is down"))   # past its lease TTL
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", a.port)],
+                          decode_responses=True)
+        written = False
+        try:
+            written = rc.set("foo", "written") and rc.get("foo") == "written"
+            assert written
+        except redis.exceptions.ClusterDownError:
+            assert time.monotonic() - flipped_at >= ttl - 1, "B down within its lease"
+        finally:
+            rc.close()
+        assert a.client().dbsize() == 0
+
+        wait_until(lambda: reply_of(a.client(), "GET", "foo")
+                   == ("error", f"MOVED {slot} 127.0.0.1:{b.port}"), timeout=ttl + 10,
+                   what="-MOVED once the handoff window is over")
+        assert time.monotonic() - flipped_at >= ttl - 1
+        proxies[1].drop_all(False)
+        wait_until(lambda: version(b) == 2, timeout=30, what="B back on the newest map")
+        assert b.client().get("foo") == (b"written" if written else b"moved")
+        assert a.client().dbsize() == 0
+    finally:
+        for p in proxies:
+            p.close()
+        etcd.close()

@@ -11,7 +11,7 @@ namespace tierkv::cli {
 namespace {
 
 // A cluster sends a key's command on at most this many times (MOVED after a
-// map change, then the owner).
+// map change, ASK to a slot's new owner, then the owner).
 constexpr int kMaxRedirects = 5;
 
 std::string source_url(const std::string& source) {
@@ -50,17 +50,25 @@ std::vector<std::string> preheat_command(const PreheatArgs& a) {
 }
 
 // Starts the job on the key's owner: connects to `server`, and follows
-// -MOVED slot host:port. `client` is left connected to the node running it.
+// -MOVED slot host:port, and -ASK slot host:port with ASKING first (a slot
+// moving, or just moved, there). `client` is left connected to the node
+// running it.
 Result<RespValue> start_job(const PreheatArgs& a, std::optional<RespClient>& client) {
   std::string address = a.server;
+  bool asking = false;
   for (int hop = 0;; ++hop) {
     Result<RespClient> c = RespClient::connect(address);
     if (!c) return c.status();
     client.emplace(std::move(*c));
+    if (asking) {
+      Result<RespValue> ok = client->command({"ASKING"});
+      if (!ok) return ok;
+    }
     Result<RespValue> started = client->command(preheat_command(a));
-    if (!started || started->type != RespValue::Type::kError ||
-        !started->text.starts_with("MOVED ") || hop == kMaxRedirects)
+    if (!started || started->type != RespValue::Type::kError || hop == kMaxRedirects)
       return started;
+    asking = started->text.starts_with("ASK ");
+    if (!asking && !started->text.starts_with("MOVED ")) return started;
     address = started->text.substr(started->text.rfind(' ') + 1);
   }
 }

@@ -1,6 +1,7 @@
 // tierkv preheat: starts a TIER.PREHEAT job and shows its progress until it
 // ends. In a cluster, the job goes to the key's owner: a -MOVED answer is
-// followed (the job runs, and is watched, there).
+// followed, and so is -ASK, after ASKING (the job runs, and is watched,
+// there).
 #pragma once
 
 #include <cstdint>

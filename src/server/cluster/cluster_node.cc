@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
+
 namespace tierkv::server {
 
 namespace {
@@ -67,9 +69,14 @@ ClusterNode::ClusterNode(const Config& config, uint16_t announced_port, Store& s
   SlotMigratorOptions moves = migrator_options(config, security, o.self.id);
   moves.credentials = peer_login;
   migrator_ = std::make_unique<SlotMigrator>(store, *fence_, keys_migrated_out, std::move(moves));
-  o.before_publish = [purger = purger_.get(), migrator = migrator_.get()](
+  // One lease TTL, and a second for the coarse clock and the target's
+  // read in flight (handoffs.h).
+  handoffs_ = std::make_unique<cluster::Handoffs>(o.lease_ttl + std::chrono::seconds(1));
+  o.before_publish = [purger = purger_.get(), migrator = migrator_.get(),
+                      handoffs = handoffs_.get(), self_id = o.self.id](
                          const cluster::SlotMap* old, const cluster::SlotMap& next) {
     purger->mark(old, next);
+    handoffs->note(old, next, self_id, coarse_mono_ms());
     migrator->on_map(next);
   };
   if (config.cluster_prefetch_hints) {

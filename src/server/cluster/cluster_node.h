@@ -3,7 +3,8 @@
 // (cluster::Member, with its lease), the controller it may run, and the
 // parts that act on each new slot map: the SlotPurger (old keys of gained
 // slots go), the SlotMigrator (keys of slots leaving move, fenced by the
-// KeyFence), and PrefetchHints.
+// KeyFence), the Handoffs (slots just handed on are -ASK there, not
+// -MOVED), and PrefetchHints.
 //
 // Made (and so started) by the Server once its ports are known; destroyed
 // once no connection is left to route, which leaves the cluster: the
@@ -15,6 +16,7 @@
 #include <memory>
 
 #include "cluster/controller.h"
+#include "cluster/handoffs.h"
 #include "cluster/member.h"
 #include "core/config.h"
 #include "core/metrics.h"
@@ -42,6 +44,7 @@ class ClusterNode {
   const SlotPurger& purger() const { return *purger_; }
   const cluster::Controller* controller() const { return controller_.get(); }  // null: none here
   KeyFence& fence() { return *fence_; }
+  const cluster::Handoffs& handoffs() const { return *handoffs_; }
   const SlotMigrator& migrator() const { return *migrator_; }
   PrefetchHints* hints() { return hints_.get(); }  // null: cluster-prefetch-hints off
 
@@ -50,6 +53,7 @@ class ClusterNode {
   // go after it.
   std::unique_ptr<SlotPurger> purger_;
   std::shared_ptr<KeyFence> fence_;  // connections' passes share it
+  std::unique_ptr<cluster::Handoffs> handoffs_;
   std::unique_ptr<PrefetchHints> hints_;
   std::unique_ptr<SlotMigrator> migrator_;
   std::unique_ptr<cluster::Member> member_;

@@ -80,6 +80,7 @@ class ServerContext;
 
 namespace tierkv::cluster {
 class Controller;
+class Handoffs;
 class Member;
 }  // namespace tierkv::cluster
 
@@ -462,6 +463,8 @@ class ServerContext {
   // Keys of slots moving away: commands enter it (key_fence.h).
   KeyFence* key_fence() const { return fence_.load(std::memory_order_acquire); }
   const SlotMigrator* slot_migrator() const { return migrator_.load(std::memory_order_acquire); }
+  // Slots this node has just handed on (cluster/handoffs.h).
+  const cluster::Handoffs* handoffs() const { return handoffs_.load(std::memory_order_acquire); }
   // What TIER.PREFETCH counts: the hints this node receives.
   const PrefetchHintsReceived& prefetch_hints_received() const { return hints_received_; }
   // TIER.GET's nulls for values only flash held (FROM memory, or past WITHIN).
@@ -477,6 +480,7 @@ class ServerContext {
     KeyFence* fence = nullptr;
     const SlotMigrator* migrator = nullptr;
     PrefetchHints* hints = nullptr;
+    const cluster::Handoffs* handoffs = nullptr;
   };
   void set_cluster(const ClusterParts& parts) {
     controller_.store(parts.controller, std::memory_order_release);
@@ -484,6 +488,7 @@ class ServerContext {
     fence_.store(parts.fence, std::memory_order_release);
     migrator_.store(parts.migrator, std::memory_order_release);
     hints_.store(parts.hints, std::memory_order_release);
+    handoffs_.store(parts.handoffs, std::memory_order_release);
     cluster_.store(parts.member, std::memory_order_release);
   }
 
@@ -494,6 +499,7 @@ class ServerContext {
   std::atomic<KeyFence*> fence_{nullptr};
   std::atomic<const SlotMigrator*> migrator_{nullptr};
   std::atomic<PrefetchHints*> hints_{nullptr};
+  std::atomic<const cluster::Handoffs*> handoffs_{nullptr};
   std::array<Counter*, 7> cluster_refusals_{};  // by Route::Kind; kServe unused
   Counter* keys_migrated_in_ = nullptr;
   Counter* keys_migrated_out_ = nullptr;

@@ -10,8 +10,10 @@
 // without cluster support does.
 #include <fmt/format.h>
 
+#include "cluster/handoffs.h"
 #include "cluster/member.h"
 #include "cluster/router.h"
+#include "core/clock.h"
 #include "server/cluster/slot_migrator.h"
 #include "server/cluster/slot_purger.h"
 #include "server/commands/command.h"
@@ -275,6 +277,12 @@ std::string route_keys(ServerContext& server, std::span<const std::string_view> 
   // Asked only for a moving slot: the common path builds no callback.
   if (map && query.slot->has_value() && map->moving_to(slot) != cluster::SlotMap::kNoNode)
     query.exists = [&server](std::string_view key) { return server.store().exists(key); };
+  const cluster::Handoffs* handoffs = server.handoffs();
+  const int64_t now_ms = coarse_mono_ms();
+  if (handoffs != nullptr && handoffs->any(now_ms))
+    query.handed_to = [handoffs, now_ms](uint16_t s, const cluster::ClusterNode& owner) {
+      return handoffs->handed_to(s, owner.id, now_ms);
+    };
   const cluster::Route route = cluster::route(map ? *map : kNoMap, self_index, query);
   if (!route.serve()) {
     server.cluster_refusals(route.kind).add();

@@ -370,7 +370,8 @@ void Server::join_cluster(const Config& config) {
                         .controller = cluster_->controller(),
                         .fence = &cluster_->fence(),
                         .migrator = &cluster_->migrator(),
-                        .hints = cluster_->hints()});
+                        .hints = cluster_->hints(),
+                        .handoffs = &cluster_->handoffs()});
 }
 
 MigratorCredentials Server::peer_login() const {
