@@ -109,7 +109,8 @@ struct Config {
   double flash_reinsertion_share = 0.1;   // of each region copied forward, at most
   double flash_snapshot_area = 1.0 / 64;  // share of the region space
   bool flash_preallocate = true;
-  bool flash_direct_io = true;                    // no: buffered, e.g. to compare like with like
+  bool flash_direct_io = true;         // no: buffered, e.g. to compare like with like
+  bool flash_page_cache_reads = true;  // buffered: try the page cache on the caller's thread
   int64_t flash_write_queue = int64_t{64} << 20;  // accepted, unwritten bytes
   int64_t backing_latency_ns = 0;
   int64_t backing_bandwidth = 0;  // bytes per second; 0: no limit

@@ -153,6 +153,10 @@ const std::vector<KeySpec>& specs() {
       bool_key({"flash-direct-io",
                 "O_DIRECT flash I/O where the file system allows it (no: through the page cache)"},
                &C::flash_direct_io),
+      bool_key({"flash-page-cache-reads",
+                "with buffered flash I/O, a read the page cache holds is copied on the thread "
+                "that asked (preadv2 RWF_NOWAIT), without the ring's thread hand-offs"},
+               &C::flash_page_cache_reads),
       bytes_key({"flash-write-queue", "bytes accepted for flash but not yet written"},
                 &C::flash_write_queue, 1 << 20, kMaxI),
       int_key({"backing-latency-ns", "fixed latency added to every flash read (model knob)"},

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -76,13 +78,36 @@ void ChunkReader::submit(std::span<std::unique_ptr<ChunkRead>> reads) {
   {
     MutexLock lock(mu_);
     outstanding_ += reads.size();
+  }
+  size_t cached = 0;
+  for (std::unique_ptr<ChunkRead>& r : reads) {
+    if (!read_from_page_cache(*r)) continue;
+    const auto length = static_cast<int64_t>(r->length);
+    complete(r.release(), length);
+    ++cached;
+  }
+  if (cached == reads.size()) return;
+  {
+    MutexLock lock(mu_);
     for (std::unique_ptr<ChunkRead>& r : reads) {
+      if (!r) continue;
       const bool demand = r->priority == ReadPriority::kDemand;
       (demand ? demand_queue_ : background_queue_).push_back(r.release());
     }
     take_queued_locked(now);
   }
   if (!now.empty()) engine_.submit(now);
+}
+
+bool ChunkReader::read_from_page_cache(ChunkRead& read) {
+  if (options_.page_cache_fd < 0 || read.priority != ReadPriority::kDemand) return false;
+  iovec part{read.buf, read.length};
+  const ssize_t n =
+      preadv2(options_.page_cache_fd, &part, 1, static_cast<off_t>(read.offset), RWF_NOWAIT);
+  // EAGAIN (not all cached) or short: the engine reads it whole.
+  if (n != static_cast<ssize_t>(read.length)) return false;
+  metrics_.page_cache_reads.add();
+  return true;
 }
 
 void ChunkReader::take_queued_locked(std::vector<IoRequest*>& out) {

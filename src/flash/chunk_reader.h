@@ -11,6 +11,11 @@
 //   corruption. Short demand reads are verified on the completion thread;
 //   with io_uring, long reads while others are in flight, and every
 //   background read, go to the verifier threads, demand first.
+// * Page cache (buffered I/O, Options::page_cache_fd): a demand read whose
+//   bytes are all cached is copied, verified and called back on the thread
+//   that submitted it (preadv2 RWF_NOWAIT, which never waits for the
+//   device), before submit() returns: no ring, no io-wq worker, no
+//   verifier, no wake-up. Any other read goes to the engine.
 // * Buffers come from the buffer pool when there is one; a FlashChunk owns
 //   its buffer.
 // Internal to the flash tier.
@@ -66,6 +71,9 @@ class ChunkReader {
     uint64_t region_size = 0;
     uint64_t salt = 0;  // the device's record checksum salt
     BufferPool* buffer_pool = nullptr;
+    // Buffered I/O: demand reads first try the page cache of this fd on the
+    // submitting thread; -1: every read goes to the engine.
+    int page_cache_fd = -1;
   };
   // `reclaim_epoch` is bumped by every reclaim of the tier.
   ChunkReader(const Options& options, IoEngine& engine, FlashIndex& index, FlashMetrics& metrics,
@@ -92,6 +100,8 @@ class ChunkReader {
   // Verifies, runs the callback, frees the read.
   void complete(ChunkRead* read, int64_t result);
   Result<FlashChunk> verify(ChunkRead& read, int64_t result);
+  // Copies a demand read from the page cache if it holds every byte.
+  bool read_from_page_cache(ChunkRead& read);
   void run_verifier();
 
   const Options options_;

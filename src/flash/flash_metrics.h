@@ -20,6 +20,7 @@ struct FlashMetrics {
   Gauge& regions_draining;
   Counter& reinsertions;
   Counter& reads;
+  Counter& page_cache_reads;
   Counter& read_bytes;
   Counter& read_misses;
   Counter& read_races;

@@ -36,6 +36,8 @@ FlashMetrics::FlashMetrics(MetricsRegistry& r)
                                "Reclaimed regions that reads in progress still pin")),
       reinsertions(r.counter("tierkv_flash_reinsertions_total", "Chunks reinserted on reclaim")),
       reads(r.counter("tierkv_flash_reads_total", "Chunk reads from the device")),
+      page_cache_reads(r.counter("tierkv_flash_page_cache_reads_total",
+                                 "Chunk reads copied from the page cache on the asking thread")),
       read_bytes(r.counter("tierkv_flash_read_bytes_total", "Chunk data bytes read")),
       read_misses(r.counter("tierkv_flash_read_misses_total", "Reads of chunks not indexed")),
       read_races(
@@ -285,12 +287,17 @@ Status FlashTier::start_engine() {
   }
   if (!im.engine) im.engine = make_thread_pool_engine(eo);
   if (options_.wrap_engine) im.engine = options_.wrap_engine(std::move(im.engine));
+  // A read model and a wrapped engine must see every read.
+  const bool page_cache = options_.page_cache_reads && !direct_io_ &&
+                          options_.backing_latency_ns == 0 && options_.backing_bandwidth == 0 &&
+                          !options_.wrap_engine;
   im.reader =
       std::make_unique<ChunkReader>(ChunkReader::Options{.queue_depth = options_.queue_depth,
                                                          .io_alignment = io_alignment_,
                                                          .region_size = options_.region_size,
                                                          .salt = salt(),
-                                                         .buffer_pool = options_.buffer_pool},
+                                                         .buffer_pool = options_.buffer_pool,
+                                                         .page_cache_fd = page_cache ? eo.fd : -1},
                                     *im.engine, im.index, im.metrics, im.reclaim_epoch);
   {
     MutexLock lock(im.write_mu);  // nothing runs yet; the analysis wants it

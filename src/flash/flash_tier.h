@@ -102,7 +102,12 @@ struct FlashOptions {
   uint64_t key_load_delay_us = 0;
   IoBackend io_backend = IoBackend::kAuto;  // kAuto: io_uring, else threads
   bool direct_io = true;                    // O_DIRECT when supported
-  bool preallocate = true;                  // fallocate the file at open
+  // Buffered I/O only: a demand read first copies from the page cache on
+  // the caller's thread (preadv2 RWF_NOWAIT) if every byte is there, and
+  // goes to the engine otherwise. Off with a read model (backing_*) or a
+  // wrapped engine, which must see every read.
+  bool page_cache_reads = true;
+  bool preallocate = true;  // fallocate the file at open
   uint64_t write_buffer_size = uint64_t{4} << 20;
   uint32_t max_write_inflight = 4;  // buffer writes in flight
   // Accepted-but-unwritten bytes beyond which writes answer Busy.

@@ -93,6 +93,7 @@ flash::FlashOptions flash_options(const Config& c) {
   o.snapshot_area = c.flash_snapshot_area;
   o.preallocate = c.flash_preallocate;
   o.direct_io = c.flash_direct_io;
+  o.page_cache_reads = c.flash_page_cache_reads;
   o.max_pending_write_bytes = static_cast<uint64_t>(c.flash_write_queue);
   o.backing_latency_ns = static_cast<uint64_t>(c.backing_latency_ns);
   o.backing_bandwidth = static_cast<uint64_t>(c.backing_bandwidth);
