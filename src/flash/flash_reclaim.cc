@@ -145,6 +145,7 @@ void FlashTier::begin_reclaim_round_locked(uint32_t region, ReclaimRound& round)
 
 void FlashTier::read_reinsertions(ReclaimRound& round) {
   Impl& im = *impl_;
+  if (options_.before_reinsert_read) options_.before_reinsert_read();
   ReinsertionPolicy& policy = *im.regions.reinsertion();
   policy.begin_region(round.yield);
   for (ReinsertCandidate& h : round.hits) {
@@ -154,8 +155,18 @@ void FlashTier::read_reinsertions(ReclaimRound& round) {
     auto held = [&] {
       return options_.held_elsewhere && options_.held_elsewhere(h.key, h.version);
     };
-    // Not copied by choice: it stays readable until its region is reclaimed.
-    auto keep = [&] { im.index.keep_in_place(h.key, h.key_hash, h.chunk_index, h.location); };
+    // Not copied by choice: it stays readable until its region is reclaimed;
+    // if a writer reclaimed it since the round began (it drains under the
+    // round's pin), the chunk goes, as drop_region() would have dropped it.
+    // Kept there, it would outlive the region, and read another record once
+    // the region is written again.
+    auto keep = [&] {
+      MutexLock pins(im.regions.pin_mutex());
+      if (im.regions.draining_locked(round.region))
+        im.index.drop_chunk(h.key, h.key_hash, h.chunk_index, h.location);
+      else
+        im.index.keep_in_place(h.key, h.key_hash, h.chunk_index, h.location);
+    };
     // A compact entry's candidate has no key yet: its record tells.
     if (!policy.admit(h, size) || (!h.key.empty() && held())) {
       keep();

@@ -125,6 +125,9 @@ struct FlashOptions {
   // and before it appends their copies (no lock held), so that a DEL or an
   // EXPIRE can land exactly there.
   std::function<void()> after_reinsert_read;
+  // Tests: runs on the reclaimer once it has marked a region's hot chunks
+  // and before it decides which to copy (no lock held).
+  std::function<void()> before_reinsert_read;
   // Reinsertion skips a hot chunk whose object (key, version) this says
   // is held elsewhere, e.g. in the memory tier above: a copy on flash
   // would duplicate it. Called on the reclaimer, no flash lock held.

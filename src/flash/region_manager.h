@@ -100,6 +100,10 @@ class RegionManager {
   // step, against a reclaim that drops the region's entries under it.
   Mutex& pin_mutex() const ABSL_LOCK_RETURNED(pin_mu_) { return pin_mu_; }
   void pin_locked(uint32_t r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pin_mu_) { ++readers_[r]; }
+  // Reclaimed while pinned, and still pinned.
+  bool draining_locked(uint32_t r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(pin_mu_) {
+    return draining_[r];
+  }
   struct ReclaimPins {
     bool read_by_others = false;  // pinned by reads when reclaimed
     bool writable = false;        // no pin at all: reusable at once

@@ -97,6 +97,19 @@ inline Status write_sync(FlashTier& tier, ChunkWrite w) {
   return Status::busy("still busy");
 }
 
+// Writes "cold<i>" records of `size` bytes, waiting for the reclaimer after
+// each, until `until` holds (a hook of a reclaim round set it) or `most`
+// records are written; returns whether it held.
+inline bool write_cold_until(FlashTier& tier, size_t size, const bool& until, int most = 64) {
+  for (int i = 0; i < most && !until; ++i) {
+    const Status st = write_sync(
+        tier, {.key = "cold" + std::to_string(i), .version = 1, .data = pattern(size, i)});
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+    if (!st.is_ok() || !tier.wait_for_reclaimer()) return false;
+  }
+  return until;
+}
+
 inline Result<std::string> read_sync(FlashTier& tier, std::string_view key, uint32_t chunk,
                                      std::optional<uint64_t> version = std::nullopt) {
   auto done = std::make_shared<std::promise<Result<std::string>>>();

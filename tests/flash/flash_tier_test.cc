@@ -289,15 +289,7 @@ TEST(FlashTierTest, AWriterReclaimingARegionMidRoundLeavesItsCopyWhole) {
     ASSERT_TRUE(write_sync(t, {.key = "hot", .chunk_index = 0, .version = 1, .data = hot}).is_ok());
     ASSERT_TRUE(read_sync(t, "hot", 0).is_ok());  // read: its region's round copies it
     tier_seen = &t;
-    for (int i = 0; i < 64 && !refilled; ++i) {
-      ASSERT_TRUE(write_sync(t, {.key = "cold" + std::to_string(i),
-                                 .chunk_index = 0,
-                                 .version = 1,
-                                 .data = pattern(kQuarterRegion, i)})
-                      .is_ok());
-      ASSERT_TRUE(t.wait_for_reclaimer());
-    }
-    ASSERT_TRUE(refilled);
+    ASSERT_TRUE(testing::write_cold_until(t, kQuarterRegion, refilled));
     ASSERT_TRUE(t.wait_for_reclaimer());
     t.flush();
     tier_seen = nullptr;

@@ -190,6 +190,10 @@ def test_a_client_that_closes_while_attached_leaves_the_prefetch_to_finish(flash
     c = spill(s, 1)
     reads = num(s.flash_info(), "flash_reads")
     assert c.execute_command("TIER.EXISTS", "k0", "PREFETCH") == 1
+    # The prefetch is queued to a worker: the GET attaches only once its read
+    # is in flight (holding read buffers), which a loaded machine delays.
+    assert wait_until(lambda: num(s.flash_info(), "flash_read_buffer_used") > 0, 10), \
+        str((prefetch_info(s), s.flash_info()))
     quitter = socket.create_connection(("127.0.0.1", s.port), timeout=30)
     quitter.sendall(encode_command("GET", "k0"))
     assert wait_until(lambda: num(prefetch_info(s), "prefetch_reads_attached") == 1, 10), \
