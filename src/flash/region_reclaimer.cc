@@ -27,6 +27,7 @@ void RegionReclaimer::run() {
     const uint32_t region = *regions_.next_to_copy();
     regions_.mark_copied(region);
     copier_.mark_kept(region);
+    round_in_progress_ = true;
     lock.unlock();
     copier_.read_kept();
     lock.lock();
@@ -34,6 +35,7 @@ void RegionReclaimer::run() {
     lock.unlock();
     copier_.submit();
     lock.lock();
+    round_in_progress_ = false;
   }
   idle_.notify_all();
 }
@@ -42,8 +44,8 @@ bool RegionReclaimer::wait_idle(std::chrono::milliseconds timeout) {
   MutexLock lock(write_mu_);
   wake_.notify_one();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (wanted()) {
-    if (!idle_.wait_until(write_mu_, deadline)) return !wanted();
+  while (busy()) {
+    if (!idle_.wait_until(write_mu_, deadline)) return !busy();
   }
   return true;
 }

@@ -57,12 +57,16 @@ class RegionReclaimer {
   // Joins the thread; a round in progress finishes first. Idempotent.
   void stop() ABSL_LOCKS_EXCLUDED(write_mu_);
   void wake() { wake_.notify_one(); }
-  // Waits (up to `timeout`) until no round is wanted; false on timeout.
+  // Waits (up to `timeout`) until no round is wanted or in progress; false on
+  // timeout.
   bool wait_idle(std::chrono::milliseconds timeout) ABSL_LOCKS_EXCLUDED(write_mu_);
 
  private:
   void run() ABSL_LOCKS_EXCLUDED(write_mu_);
   bool wanted() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  bool busy() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+    return round_in_progress_ || wanted();
+  }
 
   Mutex& write_mu_;
   RegionManager& regions_;
@@ -70,6 +74,9 @@ class RegionReclaimer {
   CondVar wake_;  // a region was taken: a round may be wanted
   CondVar idle_;  // it found nothing to do
   bool stop_ ABSL_GUARDED_BY(write_mu_) = false;
+  // A round has taken its region (so next_to_copy() no longer names it) and
+  // has not yet submitted its copies: a waiter must not see it as idle.
+  bool round_in_progress_ ABSL_GUARDED_BY(write_mu_) = false;
   std::thread thread_;
 };
 
