@@ -64,10 +64,43 @@ def find_binary(explicit, env, relative):
 
 
 def cpu_seconds(pid):
-    """User + system CPU time of a process, from /proc."""
+    """(user, system) CPU time of a process, from /proc."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def run_loadgen(cmd, pid, timeout):
+    """Runs the load generator; returns (exit code, stdout, stderr, server CPU).
+
+    The server's (user, system) CPU is counted over the measured phase only:
+    from the line the load generator prints when its warm-up ends (the load
+    of every key and the warm-up would otherwise be charged to the measured
+    operations) to its exit."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err_lines, marks = [], {}
+
+    def read_stderr():
+        for line in proc.stderr:
+            if line.startswith("loadgen: warm") and "start" not in marks:
+                marks["start"] = cpu_seconds(pid)
+            err_lines.append(line)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    killer = threading.Timer(timeout, proc.kill)
+    killer.start()
+    try:
+        out = proc.stdout.read()
+        proc.wait()
+    finally:
+        killer.cancel()
+    end = cpu_seconds(pid)
+    reader.join()
+    start = marks.get("start", end)
+    cpu = (round(end[0] - start[0], 2), round(end[1] - start[1], 2))
+    return proc.returncode, out, "".join(err_lines), cpu
 
 
 def query(port, request, done):
@@ -230,17 +263,17 @@ def measure(args, make_peer, scratch, keys):
     if peer.buffered_file and not args.keep_page_cache:
         drop_interval = args.drop_interval_ms / 1e3
     with peer, PageCacheDropper(peer.buffered_file, drop_interval):
-        cpu_before = cpu_seconds(peer.proc.pid)
-        out = subprocess.run(cmd, capture_output=True, text=True,
-                             timeout=2 * args.seconds + 600)
+        code, stdout, stderr, (user_s, sys_s) = run_loadgen(cmd, peer.proc.pid,
+                                                             2 * args.seconds + 600)
         if peer.buffered_file:
             result_cached = resident_bytes(peer.buffered_file)
-        sys.stderr.write(out.stderr.replace("loadgen:", f"  {peer.name}:"))
-        if out.returncode != 0 or not out.stdout.strip():
-            raise RuntimeError(f"loadgen against {peer.name} failed (exit {out.returncode}); "
+        sys.stderr.write(stderr.replace("loadgen:", f"  {peer.name}:"))
+        if code != 0 or not stdout.strip():
+            raise RuntimeError(f"loadgen against {peer.name} failed (exit {code}); "
                                f"server log:\n{peer.server_log_tail()}")
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        result["server_cpu_s"] = round(cpu_seconds(peer.proc.pid) - cpu_before, 2)
+        result = json.loads(stdout.strip().splitlines()[-1])
+        result["server_user_s"], result["server_sys_s"] = user_s, sys_s
+        result["server_cpu_s"] = round(user_s + sys_s, 2)
         result["server_stats"] = peer.stats_fn(peer.port)
         result["argv"] = peer.argv
         if peer.buffered_file:
@@ -261,6 +294,8 @@ def summary(runs):
         "get_p99_ms": med(lambda r: r["latency_get"]["p99_us"] / 1e3),
         "mb_per_s": med(lambda r: r["mb_per_s"]),
         "cpu_ms_per_op": med(lambda r: 1e3 * r["server_cpu_s"] / max(r["ops"], 1)),
+        "user_ms_per_op": med(lambda r: 1e3 * r["server_user_s"] / max(r["ops"], 1)),
+        "sys_ms_per_op": med(lambda r: 1e3 * r["server_sys_s"] / max(r["ops"], 1)),
         "client_cpu_ms_per_op": med(lambda r: 1e3 * r["client_cpu_s"] / max(r["ops"], 1)),
         "verify_errors": sum(r["verify_errors"] + r["warm"]["verify_errors"] for r in runs),
         "set_errors": sum(r["set_errors"] + r["load"]["set_errors"] + r["warm"]["set_errors"]
@@ -346,14 +381,16 @@ def main():
     print(f"{files}: " + ("page cache kept (extra DRAM)" if args.keep_page_cache else
                           f"dropped from the page cache every {args.drop_interval_ms:g} ms"))
     header = (f"{'system':<10} {'hit ratio':>9} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-              f"{'GET p99':>8} {'MB/s':>8} {'cpu ms/op':>9} {'verify err':>10} {'set err':>7}")
+              f"{'GET p99':>8} {'MB/s':>8} {'cpu ms/op':>9} {'user':>6} {'sys':>6} "
+              f"{'verify err':>10} {'set err':>7}")
     print(header)
     print("-" * len(header))
     for name in ("tierkv", "memcached"):
         r = rows[name]
         print(f"{name:<10} {r['hit_ratio']:>9.3f} {r['ops_per_s']:>9,.0f} {r['p50_ms']:>8.2f} "
               f"{r['p99_ms']:>8.2f} {r['get_p99_ms']:>8.2f} {r['mb_per_s']:>8,.0f} "
-              f"{r['cpu_ms_per_op']:>9.3f} {r['verify_errors']:>10} {r['set_errors']:>7}")
+              f"{r['cpu_ms_per_op']:>9.3f} {r['user_ms_per_op']:>6.3f} {r['sys_ms_per_op']:>6.3f} "
+              f"{r['verify_errors']:>10} {r['set_errors']:>7}")
     print(f"ratios tierkv/memcached: ops/s {ratio:.3f}, hit ratio {hit_ratio_ratio:.3f}, "
           f"p99 {p99_ratio:.3f} (below 1 is better for p99)")
     # The load generator shares the machine: even a server that cost nothing
@@ -371,6 +408,17 @@ def main():
           f"{theirs['ceiling_ops_per_s']:,.0f} ops/s (client "
           f"{theirs['client_cpu_ms_per_op']:.3f} ms/op); the largest ops/s ratio this machine "
           f"allows tierkv: {ceiling_ratio:.3f}; tierkv reaches {of_ceiling:.3f} of its ceiling")
+    # Both servers make the same copies (socket, page cache) and loopback
+    # wake-ups, in the kernel. A server whose own code cost nothing, and
+    # whose kernel work per op were memcached's, could serve no more than
+    # this: the bound any server doing memcached's system calls meets here.
+    kernel_bound = (1e3 * cores / (ours["client_cpu_ms_per_op"] + theirs["sys_ms_per_op"])
+                    if ours["client_cpu_ms_per_op"] + theirs["sys_ms_per_op"] else 0.0)
+    kernel_bound_ratio = kernel_bound / theirs["ops_per_s"] if theirs["ops_per_s"] else 0.0
+    of_kernel_bound = ours["ops_per_s"] / kernel_bound if kernel_bound else 0.0
+    print(f"kernel bound (tierkv's client CPU plus memcached's system CPU per op, "
+          f"{theirs['sys_ms_per_op']:.3f} ms, no user-space CPU): {kernel_bound:,.0f} ops/s, "
+          f"{kernel_bound_ratio:.3f}x memcached; tierkv reaches {of_kernel_bound:.3f} of it")
 
     seconds = time.time() - started
     write_json(args.out, {
@@ -383,7 +431,8 @@ def main():
             f"dropped every {args.drop_interval_ms:g} ms",
             "summary": rows, "ratio_ops": ratio, "ratio_p99": p99_ratio,
             "ratio_hit": hit_ratio_ratio, "ceiling_ratio": ceiling_ratio,
-            "of_ceiling": of_ceiling, "runs": runs,
+            "of_ceiling": of_ceiling, "kernel_bound_ratio": kernel_bound_ratio,
+            "of_kernel_bound": of_kernel_bound, "runs": runs,
         }, run)
     print(f"wrote {os.path.relpath(args.out, ROOT)}; no plot: python3-matplotlib is not installed"
           if not have_matplotlib() else plot(args.out, runs))
@@ -396,7 +445,11 @@ def main():
         "cpu_ms_per_op": f"{ours['cpu_ms_per_op']:.3f}",
         "memcached_cpu_ms_per_op": f"{theirs['cpu_ms_per_op']:.3f}",
         "cpu_ratio": f"{cpu_ratio:.3f}", "ceiling_ratio": f"{ceiling_ratio:.3f}",
-        "of_ceiling": f"{of_ceiling:.3f}", "hit_ratio_ours": f"{ours['hit_ratio']:.3f}",
+        "of_ceiling": f"{of_ceiling:.3f}", "kernel_bound_ratio": f"{kernel_bound_ratio:.3f}",
+        "of_kernel_bound": f"{of_kernel_bound:.3f}",
+        "user_ratio": f"{ours['user_ms_per_op'] / max(theirs['user_ms_per_op'], 1e-9):.3f}",
+        "sys_ratio": f"{ours['sys_ms_per_op'] / max(theirs['sys_ms_per_op'], 1e-9):.3f}",
+        "hit_ratio_ours": f"{ours['hit_ratio']:.3f}",
         "hit_ratio_theirs": f"{theirs['hit_ratio']:.3f}", "p99_ratio": f"{p99_ratio:.3f}",
         "verify_errors": verify_errors, "seconds": f"{seconds:.0f}"}))
     return 1 if verify_errors else 0
