@@ -194,6 +194,15 @@ struct RegionYield {
   }
 };
 
+// A chunk that lay in a region when the walk before its reclaim found it:
+// enough to find its entry again without walking the whole index.
+struct RegionResident {
+  uint64_t key_hash = 0;  // a keyed entry's hash, or a compact entry's ident
+  uint64_t location = 0;  // flag bits cleared
+  uint32_t chunk_index = 0;
+  bool compact = false;
+};
+
 // One object's index entry as a snapshot holds it.
 struct EntryImage {
   std::string_view key;
@@ -259,14 +268,24 @@ class FlashIndex {
   // Drops every chunk stored in `region`, except those being relocated: the
   // reinsertion that marked them settles them (relocate() or drop_chunk()),
   // and until then they are not read. Returns the number dropped.
+  // Walks the whole index: O(objects indexed), not O(objects in the region).
   size_t drop_region(uint32_t region);
+  // The same, for the chunks `residents` lists (mark_for_reinsertion's
+  // list of the region): each is dropped if its entry still points at the
+  // listed place and is not being relocated. O(residents). Equal to
+  // drop_region() as long as no chunk came to point into the region after
+  // the list was made (the region was written whole by then; a staged
+  // object that lands later must spoil the list: FlashTier's job).
+  size_t drop_listed(uint32_t region, std::span<const RegionResident> residents);
+  // Chunks in `region` not being relocated (a full walk: for checks).
+  size_t count_in_region(uint32_t region) const;
   // Reinsertion, before `region` is reclaimed: the chunks in it read since
   // they were placed are marked relocating (unreadable) and appended to
   // `hits`; relocate() or drop_chunk() settles each. Every chunk in the
-  // region is counted in `yield`. Nothing is dropped. Returns the number
-  // of chunks marked.
+  // region is counted in `yield`, and listed in `residents` if given.
+  // Nothing is dropped. Returns the number of chunks marked.
   size_t mark_for_reinsertion(uint32_t region, std::vector<ReinsertCandidate>& hits,
-                              RegionYield& yield);
+                              RegionYield& yield, std::vector<RegionResident>* residents = nullptr);
   // Ends a relocation that will not copy the chunk: it is readable at `loc`
   // again, until its region is reclaimed. False if it was settled meanwhile.
   bool keep_in_place(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t loc);

@@ -241,8 +241,55 @@ size_t FlashIndex::drop_region(uint32_t region) {
   return dropped;
 }
 
+size_t FlashIndex::drop_listed(uint32_t region, std::span<const RegionResident> residents) {
+  auto in_place = [region](uint64_t slot, uint64_t listed) {
+    return slot != 0 && location::region(slot) == region && !location::relocating(slot) &&
+           location::place(slot) == listed;
+  };
+  size_t dropped = 0;
+  for (const RegionResident& r : residents) {
+    Shard& s = shard_for(r.key_hash);
+    MutexLock lock(s.mu);
+    if (r.compact) {
+      std::optional<CompactTable::Entry> c = s.compact.find(r.key_hash);
+      if (!c || !in_place(c->location, r.location)) continue;
+      erase_compact(s, r.key_hash);
+      ++dropped;
+      continue;
+    }
+    auto it = s.map.find(r.key_hash);
+    if (it == s.map.end() || r.chunk_index >= it->second.slots) continue;
+    Entry& e = it->second;
+    if (!in_place(e.locations()[r.chunk_index], r.location)) continue;
+    erase_chunk(s, e, r.chunk_index);
+    ++dropped;
+    if (e.resident == 0) erase_entry(s, it);
+  }
+  return dropped;
+}
+
+size_t FlashIndex::count_in_region(uint32_t region) const {
+  auto counts = [region](uint64_t slot) {
+    return slot != 0 && location::region(slot) == region && !location::relocating(slot);
+  };
+  size_t n = 0;
+  for (uint32_t i = 0; i < shard_count_; ++i) {
+    Shard& s = *shards_[i];
+    MutexLock lock(s.mu);
+    for (auto& [key_hash, e] : s.map) {
+      for (uint32_t c = 0; c < e.slots; ++c) n += counts(e.locations()[c]) ? 1 : 0;
+    }
+    s.compact.filter([&](uint64_t, CompactTable::Entry& c) {
+      n += counts(c.location) ? 1 : 0;
+      return true;
+    });
+  }
+  return n;
+}
+
 size_t FlashIndex::mark_for_reinsertion(uint32_t region, std::vector<ReinsertCandidate>& hits,
-                                        RegionYield& yield) {
+                                        RegionYield& yield,
+                                        std::vector<RegionResident>* residents) {
   const size_t before = hits.size();
   for (uint32_t i = 0; i < shard_count_; ++i) {
     Shard& s = *shards_[i];
@@ -252,6 +299,7 @@ size_t FlashIndex::mark_for_reinsertion(uint32_t region, std::vector<ReinsertCan
         uint64_t& slot = e.locations()[c];
         if (slot == 0 || location::region(slot) != region || location::relocating(slot)) continue;
         yield.count(slot);
+        if (residents) residents->push_back({key_hash, location::place(slot), c, false});
         if (!location::hit(slot)) continue;
         hits.push_back({std::string(e.key()), key_hash, c, e.version, e.object_size,
                         location::place(slot), e.expire_at_ms});
@@ -262,8 +310,9 @@ size_t FlashIndex::mark_for_reinsertion(uint32_t region, std::vector<ReinsertCan
       s.mu.assert_held();
       if (location::region(c.location) != region || location::relocating(c.location)) return true;
       yield.count(c.location);
-      if (!location::hit(c.location)) return true;
       const uint64_t id = ident | i;
+      if (residents) residents->push_back({id, location::place(c.location), 0, true});
+      if (!location::hit(c.location)) return true;
       hits.push_back({std::string(), id, 0, c.version, c.size, location::place(c.location),
                       compact_expiry(s, id, c)});
       c.location = location::place(c.location) | location::kRelocatingBit;

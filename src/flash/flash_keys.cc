@@ -192,6 +192,7 @@ void FlashTier::clear() {
     MutexLock landing(im.landing_mu);
     ++im.generation;  // what is in flight lands unindexed
     im.index.clear();
+    im.region_lists.clear();
     for (auto& [hash, pending] : im.in_flight) pending.removed.clear();
   }
   // Reads that started before find other records there now: a race, not corruption.

@@ -17,6 +17,7 @@ struct FlashMetrics {
   Gauge& index_bytes;
   Gauge& write_amplification_permille;
   Counter& reclaims;
+  Counter& reclaim_index_walks;
   Gauge& regions_draining;
   Counter& reinsertions;
   Counter& reads;

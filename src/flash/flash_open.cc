@@ -32,6 +32,8 @@ FlashMetrics::FlashMetrics(MetricsRegistry& r)
       write_amplification_permille(r.gauge("tierkv_flash_write_amplification_permille",
                                            "Device bytes written per 1000 user bytes")),
       reclaims(r.counter("tierkv_flash_reclaims_total", "Flash regions reclaimed")),
+      reclaim_index_walks(r.counter("tierkv_flash_reclaim_index_walks_total",
+                                    "Reclaims that walked the whole index (no reclaimer list)")),
       regions_draining(r.gauge("tierkv_flash_regions_draining",
                                "Reclaimed regions that reads in progress still pin")),
       reinsertions(r.counter("tierkv_flash_reinsertions_total", "Chunks reinserted on reclaim")),

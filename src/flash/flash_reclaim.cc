@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "core/hash.h"
 #include "flash/exact_io.h"
@@ -39,6 +41,7 @@ void FlashTier::Copier::mark_kept(uint32_t region) {
 }
 
 void FlashTier::Copier::read_kept() {
+  tier_.list_reclaim_round(round_);
   tier_.read_reinsertions(round_);
 }
 
@@ -55,17 +58,19 @@ void FlashTier::Copier::submit() {
 bool FlashTier::reclaim_locked(uint32_t region) {
   Impl& im = *impl_;
   im.write_mu.assert_held();
+  std::optional<std::vector<RegionResident>> listed;
   {
     // Before the index: an object installed after this has no chunk here.
     MutexLock landing(im.landing_mu);
     lose_staged_in_region_locked(region);
+    listed = take_region_list_locked(region);
   }
   RegionManager::ReclaimPins pinned;
   {
     // Under the pin lock: a read pins the region before this drops its
     // chunks (and is waited for), or finds them gone and does not pin it.
     MutexLock pins(im.regions.pin_mutex());
-    im.index.drop_region(region);
+    drop_region_chunks_locked(region, listed);
     // Readers compare this epoch: a record that changed under a read after
     // a reclaim is a race, not corruption.
     im.reclaim_epoch.fetch_add(1, std::memory_order_acq_rel);
@@ -76,6 +81,42 @@ bool FlashTier::reclaim_locked(uint32_t region) {
   im.metrics.reclaims.add();
   update_space_gauges_locked();
   return pinned.writable;
+}
+
+std::optional<std::vector<RegionResident>> FlashTier::take_region_list_locked(uint32_t region) {
+  Impl& im = *impl_;
+  im.landing_mu.assert_held();
+  auto it = im.region_lists.find(region);
+  if (it == im.region_lists.end()) return std::nullopt;
+  std::optional<std::vector<RegionResident>> listed;
+  if (it->second.complete && !it->second.spoiled) listed = std::move(it->second.residents);
+  im.region_lists.erase(it);
+  return listed;
+}
+
+void FlashTier::spoil_region_list_locked(uint64_t location) {
+  Impl& im = *impl_;
+  im.landing_mu.assert_held();
+  if (im.region_lists.empty() || location == 0) return;
+  auto it = im.region_lists.find(location::region(location));
+  if (it != im.region_lists.end()) it->second.spoiled = true;
+}
+
+void FlashTier::drop_region_chunks_locked(
+    uint32_t region, const std::optional<std::vector<RegionResident>>& listed) {
+  Impl& im = *impl_;
+  if (!listed) {
+    im.metrics.reclaim_index_walks.add();
+    im.index.drop_region(region);
+    return;
+  }
+  im.index.drop_listed(region, *listed);
+  if (!options_.check_region_lists) return;
+  if (const size_t left = im.index.count_in_region(region); left != 0) {
+    spdlog::critical("flash: {} chunks of region {} outlived its list-driven reclaim", left,
+                     region);
+    std::abort();
+  }
 }
 
 // A draining region keeps its records for the reads that pin it, but must
@@ -139,8 +180,30 @@ void FlashTier::begin_reclaim_round_locked(uint32_t region, ReclaimRound& round)
     MutexLock pins(im.regions.pin_mutex());
     im.regions.pin_locked(region);
   }
-  im.index.mark_for_reinsertion(region, round.hits, round.yield);
+  MutexLock landing(im.landing_mu);
+  im.region_lists[region] = Impl::RegionList{};
   round.generation = im.generation;
+}
+
+// Without the write lock: at tens of millions of objects the walk takes a
+// fraction of a second, which writers would wait for. A writer that
+// reclaims the region meanwhile takes the unfinished list (and walks
+// itself), so the list found gone is not kept: it would name another
+// incarnation's chunks. Chunks this marks are the round's to settle
+// whenever that reclaim comes, as they were when the walk held the lock.
+void FlashTier::list_reclaim_round(ReclaimRound& round) {
+  Impl& im = *impl_;
+  {
+    MutexLock landing(im.landing_mu);
+    if (round.generation != im.generation || !im.region_lists.contains(round.region)) return;
+  }
+  std::vector<RegionResident> residents;
+  im.index.mark_for_reinsertion(round.region, round.hits, round.yield, &residents);
+  MutexLock landing(im.landing_mu);
+  auto it = im.region_lists.find(round.region);
+  if (it == im.region_lists.end() || round.generation != im.generation) return;
+  it->second.residents = std::move(residents);
+  it->second.complete = true;
 }
 
 void FlashTier::read_reinsertions(ReclaimRound& round) {

@@ -145,6 +145,7 @@ Status FlashTier::land_staged_locked(PendingChunk& chunk) {
     s.lost = true;
     return Status::conflict("flash: the staged object's last chunk landed before the others");
   }
+  for (uint64_t loc : s.locations) spoil_region_list_locked(loc);
   if (!im.index.install({s.key, s.version, s.object_size, s.expire_at_ms, s.locations},
                         s.key_hash)) {
     s.lost = s.superseded = true;

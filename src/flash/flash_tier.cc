@@ -193,6 +193,7 @@ void FlashTier::index_landed(WriteBatch& batch, std::vector<Status>& outcomes,
       }
       continue;
     }
+    if (ok) spoil_region_list_locked(c.location);
     bool removed = c.generation != im.generation;
     auto pending = im.in_flight.find(c.key_hash);
     if (pending != im.in_flight.end()) {
@@ -280,6 +281,7 @@ FlashStats FlashTier::stats() const {
   s.chunks = im.index.chunk_count();
   s.index_bytes = im.index.memory_bytes();
   s.reclaims = im.metrics.reclaims.value();
+  s.reclaim_index_walks = im.metrics.reclaim_index_walks.value();
   s.regions_draining = im.regions.draining_count();
   s.reinsertions = im.metrics.reinsertions.value();
   if (const ReinsertionPolicy* policy = im.regions.reinsertion()) {

@@ -128,6 +128,9 @@ struct FlashOptions {
   // Tests: runs on the reclaimer once it has marked a region's hot chunks
   // and before it decides which to copy (no lock held).
   std::function<void()> before_reinsert_read;
+  // Tests: after a reclaim that dropped its region's chunks by a reclaimer
+  // round's list, walk the index and abort if any chunk there was missed.
+  bool check_region_lists = false;
   // Reinsertion skips a hot chunk whose object (key, version) this says
   // is held elsewhere, e.g. in the memory tier above: a copy on flash
   // would duplicate it. Called on the reclaimer, no flash lock held.
@@ -239,7 +242,8 @@ struct FlashStats {
   uint64_t chunks = 0;
   uint64_t index_bytes = 0;
   uint64_t reclaims = 0;
-  uint64_t regions_draining = 0;  // reclaimed, waiting for their readers
+  uint64_t reclaim_index_walks = 0;  // of reclaims: no reclaimer list, the whole index walked
+  uint64_t regions_draining = 0;     // reclaimed, waiting for their readers
   uint64_t reinsertions = 0;
   // The reinsertion policy's evidence (flash-reinsertion on): the share of
   // fresh chunks and of copies read during their stay on flash, and whether
@@ -547,6 +551,18 @@ class FlashTier {
   // A round of the reclaimer: the region's read chunks are marked (write_mu
   // held), read (without it), and their copies appended (write_mu held).
   void begin_reclaim_round_locked(uint32_t region, ReclaimRound& round);
+  // Marks the round's chunks for reinsertion and lists all of its region's
+  // (take_region_list_locked). No lock held.
+  void list_reclaim_round(ReclaimRound& round);
+  // The list a reclaimer round made of `region`'s chunks, if complete and
+  // not spoiled; forgets it either way. landing_mu held.
+  std::optional<std::vector<RegionResident>> take_region_list_locked(uint32_t region);
+  // A chunk at `location` is being indexed: a list of its region is no
+  // longer complete. landing_mu held.
+  void spoil_region_list_locked(uint64_t location);
+  // Drops the region's chunks from the index, by `listed` if there is one.
+  void drop_region_chunks_locked(uint32_t region,
+                                 const std::optional<std::vector<RegionResident>>& listed);
   void read_reinsertions(ReclaimRound& round);
   void finish_reclaim_round_locked(ReclaimRound& round, std::vector<IoRequest*>& to_submit);
   // Drops the region's chunks from the index (except those a reinsertion

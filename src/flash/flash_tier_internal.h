@@ -116,6 +116,18 @@ struct FlashTier::Impl {
   absl::flat_hash_map<uint64_t, KeyInFlight> in_flight ABSL_GUARDED_BY(landing_mu);  // by key hash
   // of live StagedObjects
   absl::flat_hash_set<StagingEntry*> staging ABSL_GUARDED_BY(landing_mu);
+  // The chunks a reclaimer round found in its region (FlashIndex::
+  // mark_for_reinsertion), kept for the writer that reclaims the region: it
+  // drops them by the list (drop_listed) instead of walking the whole index,
+  // which at tens of millions of objects took seconds under the write lock.
+  // A staged object whose chunk in a listed region lands after the walk
+  // spoils the list, and the writer walks. Dropped by reclaim and clear().
+  struct RegionList {
+    std::vector<RegionResident> residents;
+    bool complete = false;  // the walk finished
+    bool spoiled = false;
+  };
+  absl::flat_hash_map<uint32_t, RegionList> region_lists ABSL_GUARDED_BY(landing_mu);
   // Bumped by clear() (holding write_mu and landing_mu): chunks accepted
   // under an older generation are not indexed. Not annotated: it is read
   // under either lock, which GUARDED_BY cannot say.

@@ -12,7 +12,7 @@
 // that needs it reclaims it as without reinsertion, which reads nothing.
 //
 // Locking: the region table is guarded by the owner's write lock, which this
-// thread holds except while the copier reads the device (read_kept) and
+// thread holds except while the copier marks and reads (read_kept) and
 // submits its writes (submit).
 #pragma once
 
@@ -34,11 +34,12 @@ class RegionCopier {
   // Write lock held: whether chunks may be copied now (not while the log is
   // being cleared).
   virtual bool may_copy() const = 0;
-  // Write lock held: the chunks of `region` (written, among the oldest) the
-  // reinsertion policy may keep are marked and remembered; the region stays
-  // written, and pinned until append_kept().
+  // Write lock held: the round takes `region` (written, among the oldest);
+  // the region stays written, and pinned until append_kept().
   virtual void mark_kept(uint32_t region) = 0;
-  // No lock: reads the kept chunks from the device.
+  // No lock: marks and remembers the region's chunks the reinsertion policy
+  // may keep (a walk of the index, too long to hold the write lock), and
+  // reads them from the device.
   virtual void read_kept() = 0;
   // Write lock held: appends the copies still current, and unpins the region.
   virtual void append_kept() = 0;

@@ -33,6 +33,7 @@ void run(IoBackend backend) {
   TempDir dir;
   FlashOptions o;
   o.path = dir.file("f");
+  o.check_region_lists = true;
   o.size = 4 << 20;
   o.region_size = 256 << 10;
   o.write_buffer_size = 64 << 10;

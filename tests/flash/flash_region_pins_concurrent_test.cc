@@ -36,6 +36,7 @@ TEST(FlashRegionPinsConcurrentTest, PinnedReadsAreWholeWhileTheLogWraps) {
   TempDir dir;
   FlashOptions o;
   o.path = dir.file("f");
+  o.check_region_lists = true;
   o.size = 4 << 20;
   o.region_size = 256 << 10;
   o.write_buffer_size = 64 << 10;

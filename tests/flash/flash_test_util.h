@@ -45,6 +45,7 @@ inline FlashOptions small_options(const std::string& path) {
   o.region_size = 4 << 20;
   o.write_buffer_size = 1 << 20;
   o.queue_depth = 16;
+  o.check_region_lists = true;
   return o;
 }
 
