@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace tierkv::flash {
@@ -78,6 +79,11 @@ class CompactTable {
   // and may change the entry it keeps. Returns the number erased.
   template <typename Fn>
   size_t filter(Fn&& fn);
+  // The same, for the buckets first..end-1 only: a caller may walk the
+  // table a slice at a time, releasing its lock between slices (entries
+  // never move between buckets).
+  template <typename Fn>
+  size_t filter_buckets(uint64_t first, uint64_t end, Fn&& fn);
 
   // Entries whose ident is at least ident(from), in ident order, `max` of
   // them at most (they are appended to *out). Returns the ident to go on
@@ -137,8 +143,13 @@ class CompactTable {
 
 template <typename Fn>
 size_t CompactTable::filter(Fn&& fn) {
+  return filter_buckets(0, buckets_.size(), std::forward<Fn>(fn));
+}
+
+template <typename Fn>
+size_t CompactTable::filter_buckets(uint64_t first, uint64_t end, Fn&& fn) {
   size_t erased = 0;
-  for (uint64_t bi = 0; bi < buckets_.size(); ++bi) {
+  for (uint64_t bi = first; bi < std::min<uint64_t>(end, buckets_.size()); ++bi) {
     Bucket& b = buckets_[bi];
     uint32_t kept = 0;
     for (uint32_t i = 0; i < b.count; ++i) {

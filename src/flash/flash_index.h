@@ -409,6 +409,13 @@ class FlashIndex {
   void set_compact_expiry(Shard& s, uint64_t key_hash, CompactTable::Entry& c, int64_t expire_at_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   void erase_compact(Shard& s, uint64_t key_hash) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // mark_for_reinsertion's step for one compact entry (`id`: ident | shard).
+  void mark_compact(Shard& s, uint64_t id, CompactTable::Entry& c, uint32_t region,
+                    std::vector<ReinsertCandidate>& hits, RegionYield& yield,
+                    std::vector<RegionResident>* residents) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Compact buckets a reinsertion walk visits per hold of a shard's lock.
+  static constexpr uint64_t kWalkSliceBuckets = 1024;
   // Reads the keys at `locations` (no lock held); a key that cannot be read
   // is looked up again by its ident once, in case it moved.
   std::vector<std::string> read_keys(const std::vector<std::pair<uint64_t, uint64_t>>& named) const;

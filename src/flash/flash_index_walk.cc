@@ -306,20 +306,35 @@ size_t FlashIndex::mark_for_reinsertion(uint32_t region, std::vector<ReinsertCan
         slot = location::place(slot) | location::kRelocatingBit;
       }
     }
-    s.compact.filter([&](uint64_t ident, CompactTable::Entry& c) {
-      s.mu.assert_held();
-      if (location::region(c.location) != region || location::relocating(c.location)) return true;
-      yield.count(c.location);
-      const uint64_t id = ident | i;
-      if (residents) residents->push_back({id, location::place(c.location), 0, true});
-      if (!location::hit(c.location)) return true;
-      hits.push_back({std::string(), id, 0, c.version, c.size, location::place(c.location),
-                      compact_expiry(s, id, c)});
-      c.location = location::place(c.location) | location::kRelocatingBit;
-      return true;
-    });
+    lock.unlock();
+    // The compact table a slice of buckets at a time: a whole shard of tens
+    // of millions of objects held its lock for tens of milliseconds, which
+    // every lookup in the shard waited for. Entries never change buckets,
+    // and none can come to point into a region once it is written.
+    for (uint64_t first = 0;; first += kWalkSliceBuckets) {
+      MutexLock slice(s.mu);
+      if (first >= s.compact.bucket_count()) break;
+      s.compact.filter_buckets(first, first + kWalkSliceBuckets,
+                               [&](uint64_t ident, CompactTable::Entry& c) {
+                                 s.mu.assert_held();
+                                 mark_compact(s, ident | i, c, region, hits, yield, residents);
+                                 return true;
+                               });
+    }
   }
   return hits.size() - before;
+}
+
+void FlashIndex::mark_compact(Shard& s, uint64_t id, CompactTable::Entry& c, uint32_t region,
+                              std::vector<ReinsertCandidate>& hits, RegionYield& yield,
+                              std::vector<RegionResident>* residents) const {
+  if (location::region(c.location) != region || location::relocating(c.location)) return;
+  yield.count(c.location);
+  if (residents) residents->push_back({id, location::place(c.location), 0, true});
+  if (!location::hit(c.location)) return;
+  hits.push_back({std::string(), id, 0, c.version, c.size, location::place(c.location),
+                  compact_expiry(s, id, c)});
+  c.location = location::place(c.location) | location::kRelocatingBit;
 }
 
 uint64_t FlashIndex::object_count() const {

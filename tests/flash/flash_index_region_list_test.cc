@@ -154,5 +154,33 @@ TEST(RegionListTest, LeavesAChunkThatMovedSinceTheList) {
   EXPECT_EQ(index.lookup("k", h, 0, std::nullopt, false)->version, 2u);
 }
 
+// A table sized for millions of objects is walked a slice of buckets per
+// hold of a shard's lock: the walk still finds every chunk of the region,
+// and marks every read one, in every slice.
+TEST(RegionListTest, ASlicedWalkFindsEveryChunkOfItsRegion) {
+  FlashIndex index(4, uint64_t{1} << 22);  // 16 K buckets a shard: 16 slices
+  int read_in_region = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string key = key_of(i);
+    const auto region = static_cast<uint32_t>(i % 4);
+    const uint64_t l = location::pack(region, (1 + i / 4) * location::kBlock, 200);
+    ASSERT_TRUE(index.add(key, index.key_hash(key), 0, 1, 200, l, 1));
+    if (i % 3 != 0) continue;
+    index.lookup(key, index.key_hash(key), 0, std::nullopt, true);
+    read_in_region += region == kListed ? 1 : 0;
+  }
+  ASSERT_EQ(index.compact_count(), 20000u);
+  std::vector<ReinsertCandidate> hits;
+  std::vector<RegionResident> residents;
+  RegionYield yield;
+  EXPECT_EQ(index.mark_for_reinsertion(kListed, hits, yield, &residents),
+            static_cast<size_t>(read_in_region));
+  EXPECT_EQ(yield.fresh, 5000u);
+  EXPECT_EQ(residents.size(), 5000u);
+  EXPECT_EQ(index.count_in_region(kListed), 5000u - read_in_region);  // marked: relocating
+  EXPECT_EQ(index.drop_listed(kListed, residents), 5000u - read_in_region);
+  EXPECT_EQ(index.count_in_region(kListed), 0u);
+}
+
 }  // namespace
 }  // namespace tierkv::flash
