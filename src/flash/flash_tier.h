@@ -548,8 +548,10 @@ class FlashTier {
   class Copier;
   void start_reclaimer();
   void stop_reclaimer();
-  // A round of the reclaimer: the region's read chunks are marked (write_mu
-  // held), read (without it), and their copies appended (write_mu held).
+  // A round of the reclaimer: the region is taken and pinned (write_mu
+  // held); its read chunks are marked and read (without it,
+  // list_reclaim_round and read_reinsertions); their copies are appended
+  // (write_mu held).
   void begin_reclaim_round_locked(uint32_t region, ReclaimRound& round);
   // Marks the round's chunks for reinsertion and lists all of its region's
   // (take_region_list_locked). No lock held.

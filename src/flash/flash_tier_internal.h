@@ -119,7 +119,8 @@ struct FlashTier::Impl {
   // The chunks a reclaimer round found in its region (FlashIndex::
   // mark_for_reinsertion), kept for the writer that reclaims the region: it
   // drops them by the list (drop_listed) instead of walking the whole index,
-  // which at tens of millions of objects took seconds under the write lock.
+  // which took 131 ms a reclaim at 8 M objects, under the write lock, and
+  // grows with the index.
   // A staged object whose chunk in a listed region lands after the walk
   // spoils the list, and the writer walks. Dropped by reclaim and clear().
   struct RegionList {
