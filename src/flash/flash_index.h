@@ -286,6 +286,9 @@ class FlashIndex {
   // Nothing is dropped. Returns the number of chunks marked.
   size_t mark_for_reinsertion(uint32_t region, std::vector<ReinsertCandidate>& hits,
                               RegionYield& yield, std::vector<RegionResident>* residents = nullptr);
+  // The same walk without reinsertion: lists every chunk in `region` not
+  // being relocated, and marks nothing.
+  void list_region(uint32_t region, std::vector<RegionResident>& residents);
   // Ends a relocation that will not copy the chunk: it is readable at `loc`
   // again, until its region is reclaimed. False if it was settled meanwhile.
   bool keep_in_place(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t loc);
@@ -409,9 +412,13 @@ class FlashIndex {
   void set_compact_expiry(Shard& s, uint64_t key_hash, CompactTable::Entry& c, int64_t expire_at_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   void erase_compact(Shard& s, uint64_t key_hash) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
-  // mark_for_reinsertion's step for one compact entry (`id`: ident | shard).
+  // Both walks of a region: with `hits`, marks the chunks read since placed
+  // (mark_for_reinsertion); each output is optional.
+  void walk_region(uint32_t region, std::vector<ReinsertCandidate>* hits, RegionYield* yield,
+                   std::vector<RegionResident>* residents);
+  // walk_region's step for one compact entry (`id`: ident | shard).
   void mark_compact(Shard& s, uint64_t id, CompactTable::Entry& c, uint32_t region,
-                    std::vector<ReinsertCandidate>& hits, RegionYield& yield,
+                    std::vector<ReinsertCandidate>* hits, RegionYield* yield,
                     std::vector<RegionResident>* residents) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Compact buckets a reinsertion walk visits per hold of a shard's lock.

@@ -291,6 +291,16 @@ size_t FlashIndex::mark_for_reinsertion(uint32_t region, std::vector<ReinsertCan
                                         RegionYield& yield,
                                         std::vector<RegionResident>* residents) {
   const size_t before = hits.size();
+  walk_region(region, &hits, &yield, residents);
+  return hits.size() - before;
+}
+
+void FlashIndex::list_region(uint32_t region, std::vector<RegionResident>& residents) {
+  walk_region(region, nullptr, nullptr, &residents);
+}
+
+void FlashIndex::walk_region(uint32_t region, std::vector<ReinsertCandidate>* hits,
+                             RegionYield* yield, std::vector<RegionResident>* residents) {
   for (uint32_t i = 0; i < shard_count_; ++i) {
     Shard& s = *shards_[i];
     MutexLock lock(s.mu);
@@ -298,11 +308,11 @@ size_t FlashIndex::mark_for_reinsertion(uint32_t region, std::vector<ReinsertCan
       for (uint32_t c = 0; c < e.slots; ++c) {
         uint64_t& slot = e.locations()[c];
         if (slot == 0 || location::region(slot) != region || location::relocating(slot)) continue;
-        yield.count(slot);
+        if (yield) yield->count(slot);
         if (residents) residents->push_back({key_hash, location::place(slot), c, false});
-        if (!location::hit(slot)) continue;
-        hits.push_back({std::string(e.key()), key_hash, c, e.version, e.object_size,
-                        location::place(slot), e.expire_at_ms});
+        if (!hits || !location::hit(slot)) continue;
+        hits->push_back({std::string(e.key()), key_hash, c, e.version, e.object_size,
+                         location::place(slot), e.expire_at_ms});
         slot = location::place(slot) | location::kRelocatingBit;
       }
     }
@@ -322,18 +332,17 @@ size_t FlashIndex::mark_for_reinsertion(uint32_t region, std::vector<ReinsertCan
                                });
     }
   }
-  return hits.size() - before;
 }
 
 void FlashIndex::mark_compact(Shard& s, uint64_t id, CompactTable::Entry& c, uint32_t region,
-                              std::vector<ReinsertCandidate>& hits, RegionYield& yield,
+                              std::vector<ReinsertCandidate>* hits, RegionYield* yield,
                               std::vector<RegionResident>* residents) const {
   if (location::region(c.location) != region || location::relocating(c.location)) return;
-  yield.count(c.location);
+  if (yield) yield->count(c.location);
   if (residents) residents->push_back({id, location::place(c.location), 0, true});
-  if (!location::hit(c.location)) return;
-  hits.push_back({std::string(), id, 0, c.version, c.size, location::place(c.location),
-                  compact_expiry(s, id, c)});
+  if (!hits || !location::hit(c.location)) return;
+  hits->push_back({std::string(), id, 0, c.version, c.size, location::place(c.location),
+                   compact_expiry(s, id, c)});
   c.location = location::place(c.location) | location::kRelocatingBit;
 }
 

@@ -153,13 +153,17 @@ void FlashTier::unpin_regions(std::span<const uint32_t> regions) const {
   for (uint32_t r : last_pins) im.regions.unpin_last(r);
 }
 
+// Also without reinsertion: its rounds then only list the oldest regions'
+// chunks, so that the writer that reclaims one drops them by the list and
+// does not walk the whole index under the write lock.
 void FlashTier::start_reclaimer() {
   Impl& im = *impl_;
-  if (!options_.reinsertion) return;
   copier_ = std::make_unique<Copier>(*this);
-  im.regions.start_reclaimer(
-      im.write_mu, *copier_,
-      std::make_unique<HitsReinsertionPolicy>(options_.region_size, options_.reinsertion_share));
+  std::unique_ptr<ReinsertionPolicy> policy;
+  if (options_.reinsertion)
+    policy =
+        std::make_unique<HitsReinsertionPolicy>(options_.region_size, options_.reinsertion_share);
+  im.regions.start_reclaimer(im.write_mu, *copier_, std::move(policy));
 }
 
 bool FlashTier::wait_for_reclaimer(std::chrono::milliseconds timeout) {
@@ -198,7 +202,10 @@ void FlashTier::list_reclaim_round(ReclaimRound& round) {
     if (round.generation != im.generation || !im.region_lists.contains(round.region)) return;
   }
   std::vector<RegionResident> residents;
-  im.index.mark_for_reinsertion(round.region, round.hits, round.yield, &residents);
+  if (im.regions.reinsertion())
+    im.index.mark_for_reinsertion(round.region, round.hits, round.yield, &residents);
+  else
+    im.index.list_region(round.region, residents);
   MutexLock landing(im.landing_mu);
   auto it = im.region_lists.find(round.region);
   if (it == im.region_lists.end() || round.generation != im.generation) return;
@@ -208,6 +215,7 @@ void FlashTier::list_reclaim_round(ReclaimRound& round) {
 
 void FlashTier::read_reinsertions(ReclaimRound& round) {
   Impl& im = *impl_;
+  if (im.regions.reinsertion() == nullptr) return;  // a round that only lists
   if (options_.before_reinsert_read) options_.before_reinsert_read();
   ReinsertionPolicy& policy = *im.regions.reinsertion();
   policy.begin_region(round.yield);

@@ -459,9 +459,10 @@ class FlashTier {
   // tier, once nothing starts reads any more: callbacks that read through
   // the owner have then finished.
   void wait_reads_idle();
-  // With reinsertion: waits (up to `timeout`) until the reclaimer has caught
-  // up with the writers; false on timeout. For tests and tools that want
-  // reinsertion to happen deterministically (writers never wait for it).
+  // Waits (up to `timeout`) until the reclaimer has caught up with the
+  // writers; false on timeout. For tests and tools that want reinsertion
+  // (or the lists writers reclaim by) to happen deterministically (writers
+  // never wait for it).
   bool wait_for_reclaimer(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // Clean shutdown: writes the index and region state to the device, so the
   // next open loads them instead of scanning (flash_snapshot.cc). Stops
@@ -544,7 +545,8 @@ class FlashTier {
   // Reclaim (flash_reclaim.cc).
   // Reinsertion reads the device, so RegionManager's reclaimer thread runs
   // it through a Copier, on the oldest regions before writers reclaim
-  // them: writers never wait for it.
+  // them: writers never wait for it. Without reinsertion its rounds only
+  // list those regions' chunks, for the writers' reclaims.
   class Copier;
   void start_reclaimer();
   void stop_reclaimer();
@@ -553,8 +555,8 @@ class FlashTier {
   // list_reclaim_round and read_reinsertions); their copies are appended
   // (write_mu held).
   void begin_reclaim_round_locked(uint32_t region, ReclaimRound& round);
-  // Marks the round's chunks for reinsertion and lists all of its region's
-  // (take_region_list_locked). No lock held.
+  // Marks the round's chunks for reinsertion (if on) and lists all of its
+  // region's (take_region_list_locked). No lock held.
   void list_reclaim_round(ReclaimRound& round);
   // The list a reclaimer round made of `region`'s chunks, if complete and
   // not spoiled; forgets it either way. landing_mu held.
@@ -595,7 +597,7 @@ class FlashTier {
   uint64_t recovered_max_version_ = 0;
   std::unique_ptr<MetricsRegistry> owned_metrics_;
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<Copier> copier_;  // with reinsertion; outlives the reclaimer
+  std::unique_ptr<Copier> copier_;  // outlives the reclaimer
 };
 
 }  // namespace tierkv::flash

@@ -120,8 +120,9 @@ class RegionManager {
   uint64_t draining_count() const;
 
   // The reclaimer thread, under the owner's write lock `write_mu`, copying
-  // through `copier` with `policy`; until stop_reclaimer() (the copier must
-  // outlive it). Writers reclaim regions themselves, with or without it.
+  // through `copier` with `policy` (null: no reinsertion); until
+  // stop_reclaimer() (the copier must outlive it). Writers reclaim regions
+  // themselves, with or without it.
   void start_reclaimer(Mutex& write_mu, RegionCopier& copier,
                        std::unique_ptr<ReinsertionPolicy> policy);
   void stop_reclaimer();
@@ -129,7 +130,8 @@ class RegionManager {
   // Waits until the reclaimer has caught up with the writers (true at once
   // without one); false after `timeout`.
   bool wait_for_reclaimer(std::chrono::milliseconds timeout);
-  // The reclaimer's policy; null without a reclaimer. Its thread's only.
+  // The reclaimer's policy; null without a reclaimer or reinsertion. Its
+  // thread's only.
   ReinsertionPolicy* reinsertion() { return reinsertion_.get(); }
 
   // The table as a snapshot keeps it: (seq, fill) of each region, then the

@@ -3,13 +3,14 @@
 // reinsertion), so that no writer (often a network thread evicting to make
 // room) waits for the device reads a copy needs. RegionManager owns it and
 // says which region is next; what copying a region's chunks means to its
-// records is the RegionCopier's (FlashTier's) business.
+// records is the RegionCopier's (FlashTier's) business (without
+// reinsertion, a round copies nothing and only lists the region's chunks).
 //
 // Why ahead, and not by reclaiming regions itself: a region freed ahead of
 // need holds nothing, and on a small device the two it kept free were an
 // eighth of the capacity, worth more hits than the copies won
-// (bench/flash-reclaim). A region whose chunks were copied stays written and readable; the writer
-// that needs it reclaims it as without reinsertion, which reads nothing.
+// (bench/flash-reclaim). A region whose chunks were copied stays written
+// and readable; the writer that needs it reclaims it, which reads nothing.
 //
 // Locking: the region table is guarded by the owner's write lock, which this
 // thread holds except while the copier marks and reads (read_kept) and

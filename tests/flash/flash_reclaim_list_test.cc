@@ -23,18 +23,22 @@ using testing::TempDir;
 using testing::write_sync;
 
 // 16 regions of 256 KiB: records of 2-6 KiB, a few dozen a region.
-FlashOptions list_options(const std::string& path) {
+FlashOptions list_options(const std::string& path, bool reinsertion) {
   FlashOptions o = small_options(path);
   o.region_size = 256 << 10;
   o.size = layout_size(16, o.region_size);
   o.write_buffer_size = 64 << 10;
-  o.reinsertion = true;
+  o.reinsertion = reinsertion;
   return o;
 }
 
-TEST(FlashReclaimListTest, WritersReclaimByTheReclaimersListsAndKeepWhatIsLive) {
+// With and without reinsertion: without, the reclaimer's rounds only list.
+class FlashReclaimListTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FlashReclaimListTest, WritersReclaimByTheReclaimersListsAndKeepWhatIsLive) {
+  const bool reinsertion = GetParam();
   TempDir dir;
-  auto tier = testing::open_or_die(list_options(dir.file("f")));
+  auto tier = testing::open_or_die(list_options(dir.file("f"), reinsertion));
   ASSERT_TRUE(tier);
   FlashTier& t = *tier;
   std::map<std::string, uint64_t> versions;  // key -> the last version written
@@ -67,6 +71,9 @@ TEST(FlashReclaimListTest, WritersReclaimByTheReclaimersListsAndKeepWhatIsLive) 
   const FlashStats s = t.stats();
   EXPECT_GT(s.reclaims, 20u);
   EXPECT_EQ(s.reclaim_index_walks, 0u);
+  if (!reinsertion) {
+    EXPECT_EQ(s.reinsertions, 0u);
+  }
   // Whatever reclaim left is the last version written of a live key, and
   // no removed key is back.
   int present = 0;
@@ -79,6 +86,9 @@ TEST(FlashReclaimListTest, WritersReclaimByTheReclaimersListsAndKeepWhatIsLive) 
   }
   EXPECT_GT(present, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Reinsertion, FlashReclaimListTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "On" : "Off"; });
 
 }  // namespace
 }  // namespace tierkv::flash
