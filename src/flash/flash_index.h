@@ -47,6 +47,7 @@
 
 #include "core/mutex.h"
 #include "flash/compact_table.h"
+#include "flash/region_parse.h"
 
 namespace tierkv::flash {
 
@@ -289,6 +290,15 @@ class FlashIndex {
   // The same walk without reinsertion: lists every chunk in `region` not
   // being relocated, and marks nothing.
   void list_region(uint32_t region, std::vector<RegionResident>& residents);
+  // Either of the two (with `hits`: mark_for_reinsertion) by the records a
+  // parse of the region found, not by a walk: O(records), one lookup each.
+  // A chunk is the region's if its entry points at its record's place. The
+  // same as the walk as long as `records` holds every chunk record of the
+  // region's incarnation (a parse that dropped none). Returns the number
+  // of chunks marked.
+  size_t mark_records(uint32_t region, std::span<const ParsedRecord> records,
+                      std::vector<ReinsertCandidate>* hits, RegionYield* yield,
+                      std::vector<RegionResident>& residents);
   // Ends a relocation that will not copy the chunk: it is readable at `loc`
   // again, until its region is reclaimed. False if it was settled meanwhile.
   bool keep_in_place(std::string_view key, uint64_t key_hash, uint32_t chunk_index, uint64_t loc);
@@ -416,6 +426,11 @@ class FlashIndex {
   // (mark_for_reinsertion); each output is optional.
   void walk_region(uint32_t region, std::vector<ReinsertCandidate>* hits, RegionYield* yield,
                    std::vector<RegionResident>* residents);
+  // walk_region's step for slot `c` of a keyed entry, in the region and
+  // not relocating.
+  static void mark_slot(uint64_t key_hash, Entry& e, uint32_t c,
+                        std::vector<ReinsertCandidate>* hits, RegionYield* yield,
+                        std::vector<RegionResident>* residents);
   // walk_region's step for one compact entry (`id`: ident | shard).
   void mark_compact(Shard& s, uint64_t id, CompactTable::Entry& c, uint32_t region,
                     std::vector<ReinsertCandidate>* hits, RegionYield* yield,

@@ -306,14 +306,9 @@ void FlashIndex::walk_region(uint32_t region, std::vector<ReinsertCandidate>* hi
     MutexLock lock(s.mu);
     for (auto& [key_hash, e] : s.map) {
       for (uint32_t c = 0; c < e.slots; ++c) {
-        uint64_t& slot = e.locations()[c];
+        const uint64_t slot = e.locations()[c];
         if (slot == 0 || location::region(slot) != region || location::relocating(slot)) continue;
-        if (yield) yield->count(slot);
-        if (residents) residents->push_back({key_hash, location::place(slot), c, false});
-        if (!hits || !location::hit(slot)) continue;
-        hits->push_back({std::string(e.key()), key_hash, c, e.version, e.object_size,
-                         location::place(slot), e.expire_at_ms});
-        slot = location::place(slot) | location::kRelocatingBit;
+        mark_slot(key_hash, e, c, hits, yield, residents);
       }
     }
     lock.unlock();
@@ -332,6 +327,45 @@ void FlashIndex::walk_region(uint32_t region, std::vector<ReinsertCandidate>* hi
                                });
     }
   }
+}
+
+size_t FlashIndex::mark_records(uint32_t region, std::span<const ParsedRecord> records,
+                                std::vector<ReinsertCandidate>* hits, RegionYield* yield,
+                                std::vector<RegionResident>& residents) {
+  const size_t before = hits ? hits->size() : 0;
+  for (const ParsedRecord& rec : records) {
+    if (rec.header.flags & (kRecordTombstone | kRecordExpiry)) continue;
+    const uint64_t hash = key_hash(rec.key);
+    const uint64_t place = location::place(rec.location);
+    const uint32_t chunk = rec.header.chunk_index;
+    Shard& s = shard_for(hash);
+    MutexLock lock(s.mu);
+    if (Entry* e = keyed(s, rec.key, hash)) {
+      if (chunk >= e->slots) continue;
+      const uint64_t slot = e->locations()[chunk];
+      if (location::place(slot) == place && !location::relocating(slot))
+        mark_slot(hash, *e, chunk, hits, yield, &residents);
+      continue;
+    }
+    std::optional<CompactTable::Entry> c = s.compact.find(hash);
+    if (chunk != 0 || !c || location::place(c->location) != place) continue;
+    const uint64_t marked = c->location;
+    mark_compact(s, compact_ident(hash), *c, region, hits, yield, &residents);
+    if (c->location != marked) s.compact.put(hash, *c);
+  }
+  return hits ? hits->size() - before : 0;
+}
+
+void FlashIndex::mark_slot(uint64_t key_hash, Entry& e, uint32_t c,
+                           std::vector<ReinsertCandidate>* hits, RegionYield* yield,
+                           std::vector<RegionResident>* residents) {
+  uint64_t& slot = e.locations()[c];
+  if (yield) yield->count(slot);
+  if (residents) residents->push_back({key_hash, location::place(slot), c, false});
+  if (!hits || !location::hit(slot)) return;
+  hits->push_back({std::string(e.key()), key_hash, c, e.version, e.object_size,
+                   location::place(slot), e.expire_at_ms});
+  slot = location::place(slot) | location::kRelocatingBit;
 }
 
 void FlashIndex::mark_compact(Shard& s, uint64_t id, CompactTable::Entry& c, uint32_t region,

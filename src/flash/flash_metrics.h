@@ -18,6 +18,7 @@ struct FlashMetrics {
   Gauge& write_amplification_permille;
   Counter& reclaims;
   Counter& reclaim_index_walks;
+  Counter& reclaim_region_reads;
   Gauge& regions_draining;
   Counter& reinsertions;
   Counter& reads;

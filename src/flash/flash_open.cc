@@ -34,6 +34,10 @@ FlashMetrics::FlashMetrics(MetricsRegistry& r)
       reclaims(r.counter("tierkv_flash_reclaims_total", "Flash regions reclaimed")),
       reclaim_index_walks(r.counter("tierkv_flash_reclaim_index_walks_total",
                                     "Reclaims that walked the whole index (no reclaimer list)")),
+      reclaim_region_reads(
+          r.counter("tierkv_flash_reclaim_region_reads_total",
+                    "Reclaimer rounds that read their region to find its chunks, not walking "
+                    "the index")),
       regions_draining(r.gauge("tierkv_flash_regions_draining",
                                "Reclaimed regions that reads in progress still pin")),
       reinsertions(r.counter("tierkv_flash_reinsertions_total", "Chunks reinserted on reclaim")),

@@ -15,6 +15,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +28,7 @@
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
+#include "flash/region_parse.h"
 #include "flash/region_reclaimer.h"
 #include "flash/reinsertion_policy.h"
 
@@ -41,7 +45,7 @@ void FlashTier::Copier::mark_kept(uint32_t region) {
 }
 
 void FlashTier::Copier::read_kept() {
-  tier_.list_reclaim_round(round_);
+  tier_.list_reclaim_round(round_, region_buffer_);
   tier_.read_reinsertions(round_);
 }
 
@@ -184,6 +188,8 @@ void FlashTier::begin_reclaim_round_locked(uint32_t region, ReclaimRound& round)
     MutexLock pins(im.regions.pin_mutex());
     im.regions.pin_locked(region);
   }
+  round.seq = im.regions.state(region).seq;
+  round.fill = im.regions.state(region).fill;
   MutexLock landing(im.landing_mu);
   im.region_lists[region] = Impl::RegionList{};
   round.generation = im.generation;
@@ -195,22 +201,53 @@ void FlashTier::begin_reclaim_round_locked(uint32_t region, ReclaimRound& round)
 // itself), so the list found gone is not kept: it would name another
 // incarnation's chunks. Chunks this marks are the round's to settle
 // whenever that reclaim comes, as they were when the walk held the lock.
-void FlashTier::list_reclaim_round(ReclaimRound& round) {
+void FlashTier::list_reclaim_round(ReclaimRound& round, AlignedBuffer& region_buffer) {
   Impl& im = *impl_;
   {
     MutexLock landing(im.landing_mu);
     if (round.generation != im.generation || !im.region_lists.contains(round.region)) return;
   }
   std::vector<RegionResident> residents;
-  if (im.regions.reinsertion())
+  if (mark_round_by_records(round, region_buffer, residents)) {
+    im.metrics.reclaim_region_reads.add();
+  } else if (im.regions.reinsertion()) {
     im.index.mark_for_reinsertion(round.region, round.hits, round.yield, &residents);
-  else
+  } else {
     im.index.list_region(round.region, residents);
+  }
   MutexLock landing(im.landing_mu);
   auto it = im.region_lists.find(round.region);
   if (it == im.region_lists.end() || round.generation != im.generation) return;
   it->second.residents = std::move(residents);
   it->second.complete = true;
+}
+
+// A parse that dropped a record, or left damage at its end, may have
+// missed a chunk the index holds there: the walk finds every one.
+bool FlashTier::mark_round_by_records(ReclaimRound& round, AlignedBuffer& region_buffer,
+                                      std::vector<RegionResident>& residents) {
+  Impl& im = *impl_;
+  const uint64_t min_chunks = options_.round_read_min_chunks.value_or(options_.region_size / 16);
+  if (im.index.chunk_count() < min_chunks) return false;
+  const uint64_t length = std::min<uint64_t>(align_up(round.fill), options_.region_size);
+  if (region_buffer.size() < length)
+    region_buffer = AlignedBuffer(options_.region_size, AlignedBuffer::Uninitialized{});
+  const uint64_t start = region_start(round.region);
+  if (!read_exact(im.fd.get(), region_buffer.data(), length, start).is_ok()) return false;
+  RegionScan scan;
+  parse_region(region_buffer.data(), length, start, round.region, round.seq, salt(), scan);
+  // Buffered I/O: the region is about to be reclaimed, and its pages would
+  // push others out of the page cache. Its read chunks are copied from here.
+  if (!direct_io_)
+    (void)::posix_fadvise(im.fd.get(), static_cast<off_t>(start), static_cast<off_t>(length),
+                          POSIX_FADV_DONTNEED);
+  if (scan.dropped != 0 || scan.tail_gap) return false;
+  const bool reinsertion = im.regions.reinsertion() != nullptr;
+  im.index.mark_records(round.region, scan.records, reinsertion ? &round.hits : nullptr,
+                        reinsertion ? &round.yield : nullptr, residents);
+  round.region_bytes = region_buffer.data();
+  round.parsed = length;
+  return true;
 }
 
 void FlashTier::read_reinsertions(ReclaimRound& round) {
@@ -245,7 +282,11 @@ void FlashTier::read_reinsertions(ReclaimRound& round) {
     }
     Reinsert r;
     r.buffer = AlignedBuffer(span.length);
-    Status read = read_exact(im.fd.get(), r.buffer.data(), span.length, offset);
+    Status read = Status::ok();
+    if (span.start + span.length <= round.parsed)
+      std::memcpy(r.buffer.data(), round.region_bytes + span.start, span.length);
+    else
+      read = read_exact(im.fd.get(), r.buffer.data(), span.length, offset);
     Result<RecordView> rec =
         read.is_ok() ? decode_record(r.buffer.data() + span.skew, span.length - span.skew,
                                      {salt(), offset + span.skew})

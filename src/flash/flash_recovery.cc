@@ -25,17 +25,11 @@
 #include "flash/flash_tier.h"
 #include "flash/flash_tier_internal.h"
 #include "flash/record.h"
+#include "flash/region_parse.h"
 
 namespace tierkv::flash {
 
 namespace {
-
-// What recovery keeps of a record: no data (the read path verifies it).
-struct ParsedRecord {
-  RecordHeader header;
-  std::string key;
-  uint64_t location = 0;
-};
 
 // Feeds records, in log order, into the index (see the file comment).
 class RecoveryScan {
@@ -150,69 +144,6 @@ class RecoveryScan {
   absl::flat_hash_map<std::string, Partial> partial_;
   uint64_t max_seen_ = 0;
 };
-
-struct RegionScan {
-  std::vector<ParsedRecord> records;
-  uint64_t fill = 0;
-  uint64_t dropped = 0;
-  Status status;
-  bool done = false;
-};
-
-bool all_zero(const char* p, uint64_t n) {
-  return std::all_of(p, p + n, [](char c) { return c == 0; });
-}
-bool zeros_to_block_end(const char* p, uint64_t offset) {
-  return all_zero(p, align_up(offset + 1) - offset);
-}
-
-// Finds every valid record of one region incarnation, in log order. The
-// walk follows the record chain; over padding, and after a torn or corrupt
-// record, it steps kRecordAlign bytes at a time until a record verifies:
-// with a salted checksum bound to its offset, only a record we wrote there
-// can.
-void parse_region(const char* data, uint64_t region_size, uint64_t region_start, uint32_t region,
-                  uint64_t seq, uint64_t salt, RegionScan& out) {
-  uint64_t offset = kBlockSize;
-  uint64_t end = kBlockSize;
-  bool gap = false;          // unreadable bytes since the last good record
-  bool gap_counted = false;  // ... already counted as a dropped record
-  // ... starting with something where a record was due (a stray byte in
-  // padding starts with zeros, and hides no record)
-  bool gap_at_record = false;
-  while (offset + sizeof(RecordHeader) <= region_size) {
-    const char* p = data + offset;
-    const uint64_t left = region_size - offset;
-    if (!is_record_start(p, left, seq)) {
-      // Zeros to the block's end are padding (no record starts inside
-      // them), not a lost record.
-      if (zeros_to_block_end(p, offset)) {
-        offset = align_up(offset + 1);
-        continue;
-      }
-      if (!gap) gap_at_record = !all_zero(p, kRecordAlign);
-      gap = true;
-      offset += kRecordAlign;
-      continue;
-    }
-    Result<RecordView> rec = decode_record(p, left, {salt, region_start + offset});
-    if (!rec.is_ok()) {
-      ++out.dropped;
-      gap = gap_counted = true;
-      offset += kRecordAlign;
-      continue;
-    }
-    // A damaged header hides its record; the good record after it shows it.
-    if (gap && !gap_counted && gap_at_record) ++out.dropped;
-    gap = gap_counted = false;
-    out.records.push_back(
-        {rec->header, std::string(rec->key),
-         location::pack(region, offset, record_length(rec->key.size(), rec->data.size()))});
-    offset += record_size(rec->key.size(), rec->data.size());
-    end = offset;
-  }
-  out.fill = end;
-}
 
 // Reads and parses regions on a few threads, a bounded window ahead (one
 // region buffer each), while the caller applies them strictly in log order.

@@ -282,6 +282,7 @@ FlashStats FlashTier::stats() const {
   s.index_bytes = im.index.memory_bytes();
   s.reclaims = im.metrics.reclaims.value();
   s.reclaim_index_walks = im.metrics.reclaim_index_walks.value();
+  s.reclaim_region_reads = im.metrics.reclaim_region_reads.value();
   s.regions_draining = im.regions.draining_count();
   s.reinsertions = im.metrics.reinsertions.value();
   if (const ReinsertionPolicy* policy = im.regions.reinsertion()) {

@@ -69,6 +69,12 @@ struct Reinsert {
 struct ReclaimRound {
   uint32_t region = 0;
   uint64_t generation = 0;  // Impl::generation when it began
+  uint64_t seq = 0;         // the region's incarnation
+  uint64_t fill = 0;        // its bytes written, header included
+  // The region's first `parsed` bytes, if the round read and parsed them
+  // (FlashTier::mark_round_by_records): the copies are taken from them.
+  const char* region_bytes = nullptr;
+  uint64_t parsed = 0;
   std::vector<ReinsertCandidate> hits;
   RegionYield yield;
   std::vector<Reinsert> copies;
@@ -88,6 +94,8 @@ class FlashTier::Copier final : public RegionCopier {
  private:
   FlashTier& tier_;
   ReclaimRound round_;
+  // A region's bytes, read by a round; kept across rounds (one region each).
+  AlignedBuffer region_buffer_;
   std::vector<IoRequest*> to_submit_;
 };
 

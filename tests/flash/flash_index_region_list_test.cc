@@ -5,8 +5,10 @@
 // keyed and compact entries alike, with hashes forced to collide or not.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "flash/flash_index.h"
@@ -29,15 +31,21 @@ class Script {
 
   // Objects of 1 chunk (compact) or 3 chunks (keyed), chunks spread over
   // the regions at distinct blocks; a third of the chunks read.
-  void populate(FlashIndex& a, FlashIndex& b) {
+  // With `history`, a quarter of the keys first had a version whose
+  // records newer ones superseded (left in their regions, indexed nowhere).
+  void populate(FlashIndex& a, FlashIndex& b, bool history = false) {
     for (int i = 0; i < keys_; ++i) {
       const bool multi = pick(3) == 0;
       const uint32_t chunks = multi ? 3 : 1;
       const uint64_t size = multi ? 3 << 20 : 200;
-      for (uint32_t c = 0; c < chunks; ++c) {
-        const uint64_t l = next_location(static_cast<uint32_t>(pick(kRegions)));
-        for (FlashIndex* x : {&a, &b})
-          x->add(key_of(i), x->key_hash(key_of(i)), c, 1, size, l, chunks);
+      const uint64_t first = history && pick(4) == 0 ? 1 : 2;
+      for (uint64_t version = first; version <= 2; ++version) {
+        for (uint32_t c = 0; c < chunks; ++c) {
+          const uint64_t l = next_location(static_cast<uint32_t>(pick(kRegions)));
+          for (FlashIndex* x : {&a, &b})
+            x->add(key_of(i), x->key_hash(key_of(i)), c, version, size, l, chunks);
+          note_record(key_of(i), c, l, 0);
+        }
       }
       for (uint32_t c = 0; c < chunks; ++c) {
         if (pick(3) != 0) continue;
@@ -67,13 +75,27 @@ class Script {
       for (FlashIndex* x : {&a, &b}) {
         const uint64_t hash = x->key_hash(key);
         if (what == 0) x->remove(key, hash);
-        if (what == 1) x->add(key, hash, 0, 2, 200, to, 1);
-        if (what == 2) x->set_expiry(key, hash, 1, 1'000'000 + n);
+        if (what == 1) x->add(key, hash, 0, 3, 200, to, 1);
+        if (what == 2) x->set_expiry(key, hash, 2, 1'000'000 + n);
       }
     }
   }
 
+  // Every record written to region kListed, in log order, with a tombstone
+  // record among them now and then: what a parse of the region finds.
+  const std::vector<ParsedRecord>& listed_records() const { return listed_records_; }
+
  private:
+  void note_record(const std::string& key, uint32_t chunk, uint64_t location, uint16_t flags) {
+    if (location::region(location) != kListed) return;
+    ParsedRecord rec;
+    rec.header.chunk_index = chunk;
+    rec.header.flags = flags;
+    rec.key = key;
+    rec.location = location;
+    listed_records_.push_back(rec);
+    if (flags == 0 && pick(8) == 0) note_record(key, 0, next_location(kListed), kRecordTombstone);
+  }
   int pick(int n) { return static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
   uint64_t next_location(uint32_t region) {
     return location::pack(region, (1 + next_block_[region]++) * location::kBlock, 200);
@@ -82,6 +104,7 @@ class Script {
   std::mt19937_64 rng_;
   const int keys_;
   uint64_t next_block_[kCopies + 1] = {};
+  std::vector<ParsedRecord> listed_records_;
 };
 
 void expect_same(const FlashIndex& a, const FlashIndex& b, int keys) {
@@ -135,6 +158,64 @@ TEST_P(RegionListTest, DropsByTheListWhatTheFullWalkDrops) {
 // and compact idents, and replace each other.
 INSTANTIATE_TEST_SUITE_P(Hashes, RegionListTest,
                          ::testing::Values(~uint64_t{0}, uint64_t{0x3ff} << 54 | 0x3));
+
+bool resident_less(const RegionResident& x, const RegionResident& y) {
+  return std::tie(x.key_hash, x.chunk_index, x.location, x.compact) <
+         std::tie(y.key_hash, y.chunk_index, y.location, y.compact);
+}
+bool hit_less(const ReinsertCandidate& x, const ReinsertCandidate& y) {
+  return std::tie(x.key_hash, x.chunk_index, x.location) <
+         std::tie(y.key_hash, y.chunk_index, y.location);
+}
+
+// mark_records, given every record of the region (superseded ones and
+// tombstones among them), marks, counts and lists what the walk does, so
+// that a reclaim by its list leaves the index as the walk's would.
+TEST_P(RegionListTest, MarksByTheRegionsRecordsWhatTheWalkMarks) {
+  const uint64_t mask = GetParam();
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    constexpr int kKeys = 400;
+    FlashIndex by_records(4, 0, mask);
+    FlashIndex walked(4, 0, mask);
+    Script script(seed, kKeys);
+    script.populate(by_records, walked, /*history=*/true);
+
+    std::vector<ReinsertCandidate> hits, walked_hits;
+    std::vector<RegionResident> residents, walked_residents;
+    RegionYield yield, walked_yield;
+    const size_t marked =
+        by_records.mark_records(kListed, script.listed_records(), &hits, &yield, residents);
+    EXPECT_EQ(marked,
+              walked.mark_for_reinsertion(kListed, walked_hits, walked_yield, &walked_residents));
+    EXPECT_GT(marked, 0u);
+    EXPECT_EQ(yield.fresh, walked_yield.fresh);
+    EXPECT_EQ(yield.fresh_read, walked_yield.fresh_read);
+    std::sort(residents.begin(), residents.end(), resident_less);
+    std::sort(walked_residents.begin(), walked_residents.end(), resident_less);
+    ASSERT_EQ(residents.size(), walked_residents.size());
+    for (size_t i = 0; i < residents.size(); ++i) {
+      EXPECT_FALSE(resident_less(residents[i], walked_residents[i]) ||
+                   resident_less(walked_residents[i], residents[i]));
+    }
+    std::sort(hits.begin(), hits.end(), hit_less);
+    std::sort(walked_hits.begin(), walked_hits.end(), hit_less);
+    ASSERT_EQ(hits.size(), walked_hits.size());
+    for (size_t i = 0; i < hits.size(); ++i) {
+      EXPECT_EQ(hits[i].key, walked_hits[i].key);
+      EXPECT_EQ(hits[i].key_hash, walked_hits[i].key_hash);
+      EXPECT_EQ(hits[i].location, walked_hits[i].location);
+      EXPECT_EQ(hits[i].version, walked_hits[i].version);
+      EXPECT_EQ(hits[i].expire_at_ms, walked_hits[i].expire_at_ms);
+    }
+    script.churn(by_records, walked, hits);
+    EXPECT_EQ(by_records.drop_listed(kListed, residents),
+              walked.drop_listed(kListed, walked_residents));
+    EXPECT_EQ(by_records.count_in_region(kListed), 0u);
+    EXPECT_EQ(walked.count_in_region(kListed), 0u);
+    expect_same(by_records, walked, kKeys);
+  }
+}
 
 // A list names each chunk by its key and place: a key whose entry points
 // elsewhere now (a newer version, written after the walk) keeps it.

@@ -6,8 +6,10 @@
 // a model here.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "flash/flash_tier.h"
 #include "flash/record.h"
@@ -23,8 +25,10 @@ using testing::TempDir;
 using testing::write_sync;
 
 // 16 regions of 256 KiB: records of 2-6 KiB, a few dozen a region.
-FlashOptions list_options(const std::string& path, bool reinsertion) {
+FlashOptions list_options(const std::string& path, bool reinsertion, bool read_regions) {
   FlashOptions o = small_options(path);
+  // A round finds its region's chunks by reading the region, or by a walk.
+  o.round_read_min_chunks = read_regions ? 0 : UINT64_MAX;
   o.region_size = 256 << 10;
   o.size = layout_size(16, o.region_size);
   o.write_buffer_size = 64 << 10;
@@ -32,13 +36,14 @@ FlashOptions list_options(const std::string& path, bool reinsertion) {
   return o;
 }
 
-// With and without reinsertion: without, the reclaimer's rounds only list.
-class FlashReclaimListTest : public ::testing::TestWithParam<bool> {};
+// With and without reinsertion (without, the reclaimer's rounds only
+// list), and rounds that read their region or walk the index.
+class FlashReclaimListTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(FlashReclaimListTest, WritersReclaimByTheReclaimersListsAndKeepWhatIsLive) {
-  const bool reinsertion = GetParam();
+  const auto [reinsertion, read_regions] = GetParam();
   TempDir dir;
-  auto tier = testing::open_or_die(list_options(dir.file("f"), reinsertion));
+  auto tier = testing::open_or_die(list_options(dir.file("f"), reinsertion, read_regions));
   ASSERT_TRUE(tier);
   FlashTier& t = *tier;
   std::map<std::string, uint64_t> versions;  // key -> the last version written
@@ -74,6 +79,11 @@ TEST_P(FlashReclaimListTest, WritersReclaimByTheReclaimersListsAndKeepWhatIsLive
   if (!reinsertion) {
     EXPECT_EQ(s.reinsertions, 0u);
   }
+  if (read_regions) {
+    EXPECT_GT(s.reclaim_region_reads, 20u);
+  } else {
+    EXPECT_EQ(s.reclaim_region_reads, 0u);
+  }
   // Whatever reclaim left is the last version written of a live key, and
   // no removed key is back.
   int present = 0;
@@ -87,8 +97,12 @@ TEST_P(FlashReclaimListTest, WritersReclaimByTheReclaimersListsAndKeepWhatIsLive
   EXPECT_GT(present, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Reinsertion, FlashReclaimListTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "On" : "Off"; });
+INSTANTIATE_TEST_SUITE_P(Rounds, FlashReclaimListTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "Reinsert" : "List") +
+                                  (std::get<1>(info.param) ? "ByRegionRead" : "ByIndexWalk");
+                         });
 
 }  // namespace
 }  // namespace tierkv::flash

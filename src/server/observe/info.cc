@@ -173,6 +173,7 @@ void section_flash(Server& s, std::string& out) {
   out += fmt::format("flash_index_bytes:{}\r\n", f.index_bytes);
   out += fmt::format("flash_reclaims:{}\r\n", f.reclaims);
   out += fmt::format("flash_reclaim_index_walks:{}\r\n", f.reclaim_index_walks);
+  out += fmt::format("flash_reclaim_region_reads:{}\r\n", f.reclaim_region_reads);
   out += fmt::format("flash_regions_draining:{}\r\n", f.regions_draining);
   out += fmt::format("flash_reinsertions:{}\r\n", f.reinsertions);
   out += fmt::format("flash_reinsert_fresh_read_share:{:.4f}\r\n", f.reinsert_fresh_read_share);
