@@ -1,8 +1,38 @@
 #include "memory/chunk.h"
 
+#include <array>
 #include <new>
+#include <stdexcept>
+
+#include "core/mutex.h"
 
 namespace tierkv::memory {
+
+namespace {
+// Slot 0 stays empty: id 0 means no counter.
+std::array<std::atomic<std::atomic<int64_t>*>, 256> g_budget_counters{};
+Mutex g_budget_mu;
+}  // namespace
+
+BudgetSlot::BudgetSlot(std::atomic<int64_t>* counter) : id_(0) {
+  MutexLock lock(g_budget_mu);
+  for (size_t i = 1; i < g_budget_counters.size(); ++i) {
+    if (g_budget_counters[i].load() != nullptr) continue;
+    g_budget_counters[i].store(counter);
+    id_ = static_cast<uint8_t>(i);
+    return;
+  }
+  throw std::length_error("more than 255 memory tiers in one process");
+}
+
+BudgetSlot::~BudgetSlot() {
+  MutexLock lock(g_budget_mu);
+  g_budget_counters[id_].store(nullptr);
+}
+
+std::atomic<int64_t>* BudgetSlot::counter(uint8_t id) {
+  return g_budget_counters[id].load(std::memory_order_acquire);
+}
 
 size_t heap_block_charge(size_t bytes) {
   constexpr size_t kMallocHeader = 16;
@@ -13,29 +43,29 @@ size_t heap_block_charge(size_t bytes) {
 }
 
 size_t Chunk::charge_for(uint32_t size) {
-  return heap_block_charge(sizeof(Chunk) + size);
+  return heap_block_charge(sizeof(SeparateChunk) + size);
 }
 
 size_t Chunk::charge_in_buffer(size_t buffer_size) {
   return heap_block_charge(sizeof(BufferedChunk)) + buffer_size;
 }
 
-Chunk* Chunk::allocate(uint32_t size, uint32_t charge, std::atomic<int64_t>* used) {
-  void* mem = ::operator new(sizeof(Chunk) + size);
-  Chunk* c = new (mem) Chunk();
+Chunk* Chunk::allocate(uint32_t size, uint32_t charge, uint8_t budget_id) {
+  void* mem = ::operator new(sizeof(SeparateChunk) + size);
+  auto* c = new (mem) SeparateChunk();
+  c->set_budget_id(budget_id);
   c->size = size;
   c->hook.bytes = charge;
-  c->used = used;
   return c;
 }
 
 Chunk* Chunk::allocate_in(AlignedBuffer buffer, uint32_t offset, uint32_t size, uint32_t charge,
-                          std::atomic<int64_t>* used) {
+                          uint8_t budget_id) {
   auto* c = new BufferedChunk();
+  c->set_budget_id(budget_id);
   c->size = size;
   c->hook.bytes = charge;
-  c->used = used;
-  c->in_buffer = true;
+  c->in_buffer = 1;
   c->buffer = std::move(buffer);
   c->bytes = c->buffer.data() + offset;
   return c;
@@ -50,19 +80,6 @@ bool Chunk::adopt(AlignedBuffer& from, uint32_t offset) {
   from.reset();  // the old bytes, now in `from`
   self->bytes = self->buffer.data() + offset;
   return true;
-}
-
-void Chunk::release() {
-  if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  // Credited before the bytes go: a pooled buffer is kept only while the
-  // budget has room for it.
-  used->fetch_sub(charge(), std::memory_order_relaxed);
-  if (in_buffer) {
-    delete static_cast<BufferedChunk*>(this);
-    return;
-  }
-  this->~Chunk();
-  ::operator delete(static_cast<void*>(this));
 }
 
 }  // namespace tierkv::memory

@@ -1,10 +1,14 @@
-// Chunks: the unit of residency, eviction and I/O. A chunk is this header
-// followed by its bytes in one allocation, or the header and an aligned
-// buffer: a buffer from the BufferPool (chunks of 128 KiB or more), or the
-// buffer a flash read filled (adopted by a promotion, so its bytes are never
-// copied). It is reference counted: the index holds one reference, and
-// every ChunkPin one more. The bytes are freed, and their
-// charge returned to the budget, when the last reference goes.
+// Chunks: the unit of residency, eviction and I/O. A chunk is reference
+// counted: the index holds one reference, and every ChunkPin one more. Its
+// bytes are freed, and their charge returned to the budget, when the last
+// reference goes. Three kinds, fixed at allocation:
+// * fused: the one chunk of a small object, in the object's own block
+//   ([Chunk][Object][key][value], object.h). Freeing it frees the object.
+// * separate (SeparateChunk): header and bytes in one block of their own;
+//   the chunks of larger objects.
+// * buffered (BufferedChunk): header and an aligned buffer: a buffer from
+//   the BufferPool (chunks of 128 KiB or more), or the buffer a flash read
+//   filled (adopted by a promotion, so its bytes are never copied).
 #pragma once
 
 #include <absl/container/inlined_vector.h>
@@ -22,37 +26,66 @@ namespace tierkv::memory {
 
 struct Object;
 
+// The budget counters chunks credit on free, by a one-byte id: a chunk has
+// no room for a pointer to its tier's counter. A MemoryTier holds one slot
+// for its life; id 0 means no counter (chunks made outside a tier).
+class BudgetSlot {
+ public:
+  explicit BudgetSlot(std::atomic<int64_t>* counter);
+  ~BudgetSlot();
+  BudgetSlot(const BudgetSlot&) = delete;
+  BudgetSlot& operator=(const BudgetSlot&) = delete;
+  uint8_t id() const { return id_; }
+  // The counter of `id` (nullptr for 0).
+  static std::atomic<int64_t>* counter(uint8_t id);
+
+ private:
+  uint8_t id_;
+};
+
 struct Chunk {
+  // Chunk flags, in hook.owner_flags; changed under the shard lock.
   static constexpr uint8_t kUseOnce = 1;     // streaming: dropped first
   static constexpr uint8_t kLeased = 2;      // protected until its LeaseTable entry ends
   static constexpr uint8_t kPrefetched = 4;  // the lease is a prefetch's (counts accuracy)
+  static constexpr uint8_t kDetached = 8;    // a fused chunk not (or no longer) indexed
 
   // First member: policies hand back PolicyHook*. hook.bytes is what this
   // chunk costs the budget, credited back on free.
   PolicyHook hook;
-  std::atomic<uint32_t> refs{1};
-  uint32_t size = 0;
-  uint32_t index = 0;
-  uint8_t flags = 0;  // changed under the shard lock
-  // A BufferedChunk: its bytes are in its buffer. Set at allocation and
-  // never changed, so readers holding a pin read it without the lock (not
-  // in `flags`, which the shard lock guards).
-  bool in_buffer = false;
-  Object* owner = nullptr;               // null once detached from the index
-  std::atomic<int64_t>* used = nullptr;  // budget counter to credit on free
 
-  inline char* data();
-  inline const char* data() const;
+  // The reference count in the low 24 bits, the budget id (BudgetSlot) in
+  // the top 8: one atomic word, so the id costs no room of its own.
+  std::atomic<uint32_t> refs_word{1};
+  // Set at allocation and never changed, so readers holding a pin read
+  // them without the lock.
+  uint32_t size : 30 = 0;
+  uint32_t in_buffer : 1 = 0;
+  uint32_t fused : 1 = 0;
+
+  uint8_t& flags() { return hook.owner_flags; }
+  uint8_t flags() const { return hook.owner_flags; }
+  char* data();
+  const char* data() const { return const_cast<Chunk*>(this)->data(); }
   uint32_t charge() const { return hook.bytes; }
-  bool pinned() const { return refs.load(std::memory_order_acquire) > 1; }
+  uint32_t refs() const { return refs_word.load(std::memory_order_acquire) & kCountMask; }
+  bool pinned() const { return refs() > 1; }
+  // Position in the object (0 for a fused chunk).
+  uint32_t index() const;
+  // The object that indexes this chunk; null once detached (or before it
+  // is published). Needs the shard lock.
+  Object* owner() const;
+  void set_owner(Object* obj);
+  void detach();
 
   static Chunk* from_hook(PolicyHook* h) { return reinterpret_cast<Chunk*>(h); }
-  // Allocates header + bytes. The caller has already reserved `charge` in
-  // *used (MemoryTier::reserve); the last release() credits it back.
-  static Chunk* allocate(uint32_t size, uint32_t charge, std::atomic<int64_t>* used);
+  // A separate chunk: header + bytes. The caller has already reserved
+  // `charge` in the budget of `budget_id` (MemoryTier::reserve); the last
+  // release() credits it back.
+  static Chunk* allocate(uint32_t size, uint32_t charge, uint8_t budget_id);
   // The same, with the bytes at `offset` in `buffer` (which holds them).
   static Chunk* allocate_in(AlignedBuffer buffer, uint32_t offset, uint32_t size, uint32_t charge,
-                            std::atomic<int64_t>* used);
+                            uint8_t budget_id);
   // Takes `from` (bytes at `offset`, this chunk's size of them) as the bytes
   // of a chunk nobody else sees yet (held by an unpublished writer), if it
   // costs no more than the chunk is charged; the old bytes are freed.
@@ -61,36 +94,38 @@ struct Chunk {
   // adapts upward) with their own pages; below it, from the heap in 16-byte
   // steps. Charging 64 KiB values in whole pages wasted ~6% of the budget.
   static constexpr size_t kLargeAllocation = 128 * 1024;
-  // Bytes this chunk costs the budget, allocator rounding included.
+  // The most bytes one chunk holds (its size field's width).
+  static constexpr uint32_t kMaxSize = (1u << 30) - 1;
+  // Bytes a separate chunk costs the budget, allocator rounding included.
   static size_t charge_for(uint32_t size);
   // The same for a chunk whose bytes are in a buffer of `buffer_size`.
   static size_t charge_in_buffer(size_t buffer_size);
-  void add_ref() { refs.fetch_add(1, std::memory_order_relaxed); }
+  void add_ref() { refs_word.fetch_add(1, std::memory_order_relaxed); }
   void release();
+
+  static constexpr uint32_t kCountMask = (1u << 24) - 1;
+  void set_budget_id(uint8_t id) { refs_word.store(1 | (uint32_t{id} << 24)); }
 };
 
-// A chunk whose bytes live in an aligned buffer (pooled, or filled by a
-// flash read) rather than after its header. Only these pay for the buffer's
-// fields: a small value's chunk is the 64-byte header and its bytes.
-struct BufferedChunk : Chunk {
+// A chunk in a block of its own, apart from its object.
+struct SeparateChunk : Chunk {
+  Object* owner = nullptr;  // null once detached from the index
+  uint32_t index = 0;
+};
+
+// A separate chunk whose bytes live in an aligned buffer (pooled, or filled
+// by a flash read) rather than after its header.
+struct BufferedChunk : SeparateChunk {
   char* bytes = nullptr;
   AlignedBuffer buffer;
 };
 
-char* Chunk::data() {
-  return in_buffer ? static_cast<BufferedChunk*>(this)->bytes : reinterpret_cast<char*>(this + 1);
-}
-const char* Chunk::data() const {
-  return in_buffer ? static_cast<const BufferedChunk*>(this)->bytes
-                   : reinterpret_cast<const char*>(this + 1);
-}
-
 static_assert(offsetof(Chunk, hook) == 0);
+static_assert(sizeof(Chunk) == 40, "the header a fused small value pays for its chunk");
 
 // What a heap block of `bytes` costs: glibc's header and 16-byte steps below
 // Chunk::kLargeAllocation, whole pages from there.
 size_t heap_block_charge(size_t bytes);
-static_assert(sizeof(Chunk) == 64, "the header every small value pays");
 
 // Keeps one chunk alive (and unevictable) while its bytes are read or sent.
 class ChunkPin {
@@ -116,7 +151,7 @@ class ChunkPin {
 
   bool empty() const { return chunk_ == nullptr; }
   std::string_view bytes() const { return {chunk_->data(), chunk_->size}; }
-  uint32_t index() const { return chunk_->index; }
+  uint32_t index() const { return chunk_->index(); }
 
  private:
   Chunk* chunk_ = nullptr;

@@ -120,7 +120,7 @@ Chunk* Evictor::pick_victim_locked(MemoryShard& s, int64_t now_ms) {
   s.mu.assert_held();
   auto can_evict = [&](const PolicyHook* h) {
     Chunk* c = Chunk::from_hook(const_cast<PolicyHook*>(h));
-    if (tls_clean_only && !tier_.clean_below(c->owner)) return false;
+    if (tls_clean_only && !tier_.clean_below(c->owner())) return false;
     return tier_.evictable(c, now_ms);
   };
   PolicyHook* victim = nullptr;
@@ -139,7 +139,7 @@ void Evictor::begin_offload_locked(MemoryShard& s, Object* obj, OffloadItem& ite
   // Still indexed, so readers find it until it lands below.
   tier_.leave_when_copied_locked(s, obj);
   offloads_inflight_.fetch_add(1);
-  item = tier_.make_item_locked(obj, true);
+  item = tier_.make_item_locked(s, obj, true);
 }
 
 Evictor::EvictResult Evictor::evict_one(size_t first_shard) {
@@ -153,10 +153,9 @@ Evictor::EvictResult Evictor::evict_one(size_t first_shard) {
     MutexLock lock(s.mu);
     Chunk* victim = pick_victim_locked(s, now);
     if (!victim) continue;
-    Object* obj = victim->owner;
+    Object* obj = victim->owner();
     if (t.lower_ && obj->flash_state == FlashState::kClean &&
-        !t.lower_->holds(obj->key(), obj->hash, obj->version,
-                         static_cast<uint32_t>(obj->chunks().size()))) {
+        !t.lower_->holds(obj->key(), obj->hash(), obj->version(), obj->chunk_count())) {
       // Its copy below was reclaimed. What memory holds of it is all there
       // is: a whole object is written down again; a partial one is lost with
       // its copy (as a flash-only object would be), so it goes now.
@@ -178,7 +177,7 @@ Evictor::EvictResult Evictor::evict_one(size_t first_shard) {
       // likely the shard's coldest too, and round-robin over shards would
       // otherwise take one chunk of it per round, keeping a large cold
       // object many times longer than a small one as cold.
-      if (obj->resident > 1) cursor_.store((first_shard + i) % t.shard_count_);
+      if (obj->resident() > 1) cursor_.store((first_shard + i) % t.shard_count_);
       evict_chunk_locked(s, victim, to_release);
     } else {
       evict_whole_locked(s, obj, to_release);
@@ -209,20 +208,20 @@ Evictor::EvictResult Evictor::evict_one(size_t first_shard) {
 
 void Evictor::evict_whole_locked(MemoryShard& s, Object* obj, ChunkList& to_release) {
   s.mu.assert_held();
-  count_evicted(1, obj->resident);
+  count_evicted(1, obj->resident());
   tier_.detach_locked(s, obj, to_release);
 }
 
 // The policy (or the use-once lane) has already let go of c's hook.
 void Evictor::evict_chunk_locked(MemoryShard& s, Chunk* c, ChunkList& to_release) {
   s.mu.assert_held();
-  Object* obj = c->owner;
-  if (obj->resident == 1) return evict_whole_locked(s, obj, to_release);
-  if (c->flags & Chunk::kLeased) tier_.end_lease_locked(c, false);
-  obj->chunks()[c->index] = nullptr;
-  --obj->resident;
+  Object* obj = c->owner();
+  if (obj->resident() == 1) return evict_whole_locked(s, obj, to_release);
+  if (c->flags() & Chunk::kLeased) tier_.end_lease_locked(c, false);
+  obj->set_chunk(c->index(), nullptr);
+  obj->set_resident(obj->resident() - 1);
   --s.chunks;
-  c->owner = nullptr;
+  c->detach();
   to_release.push_back(c);
   count_evicted(0, 1);
 }
@@ -233,7 +232,7 @@ void Evictor::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
   {
     MutexLock lock(s.mu);
     auto it = s.index.find(KeyRef{item.key, item.hash});
-    if (it != s.index.end() && (*it)->version == item.version &&
+    if (it != s.index.end() && (*it)->version() == item.version &&
         (*it)->flash_state == FlashState::kOffloading) {
       Object* obj = *it;
       if (answer == OffloadAnswer::kBusy) {
@@ -241,7 +240,7 @@ void Evictor::abort_offload(const OffloadItem& item, OffloadAnswer answer) {
         tier_.relink_victim_locked(s, obj, MemoryTier::Relink::kColdest);
       } else {
         count_offload_dropped();
-        count_evicted(1, obj->chunks().size());
+        count_evicted(1, obj->chunk_count());
         tier_.detach_locked(s, obj, to_release);
       }
     }

@@ -55,6 +55,8 @@ size_t MemoryTier::policy_overhead() const {
 size_t MemoryTier::charge_for_object(size_t key_size, uint64_t value_size) const {
   size_t chunks = value_size == 0 ? 1 : (value_size + chunk_size_ - 1) / chunk_size_;
   size_t overhead = policy_overhead();
+  if (Object::fits_fused(key_size, value_size, chunk_size_))
+    return Object::fused_charge(key_size, value_size) + overhead;
   size_t total = static_cast<size_t>(Object::metadata_charge(key_size, chunks));
   for (size_t i = 0; i < chunks; ++i) {
     uint64_t left = value_size - std::min<uint64_t>(value_size, i * uint64_t{chunk_size_});
@@ -63,38 +65,44 @@ size_t MemoryTier::charge_for_object(size_t key_size, uint64_t value_size) const
   return total;
 }
 
-bool MemoryTier::expired(const Object* obj, int64_t now_ms) const {
-  return obj->expire_at_ms != 0 && obj->expire_at_ms <= now_ms;
+int64_t MemoryTier::expire_at_locked(const Shard& s, const Object* obj) {
+  s.mu.assert_held();
+  return obj->has_ttl ? s.ttl.until(obj) : 0;
+}
+
+bool MemoryTier::expired(const Shard& s, const Object* obj, int64_t now_ms) const {
+  if (!obj->has_ttl) return false;
+  return expire_at_locked(s, obj) <= now_ms;
 }
 
 void MemoryTier::set_lease_locked(Shard& s, Chunk* c, int64_t until_ms) {
   s.mu.assert_held();
-  c->flags |= Chunk::kLeased;
+  c->flags() |= Chunk::kLeased;
   s.leases.set(c, until_ms);
 }
 
 int64_t MemoryTier::lease_end_locked(const Chunk* c) {
-  Shard& s = shard_for(c->owner->hash);
+  Shard& s = shard_for(c->owner()->hash());
   s.mu.assert_held();
   return s.leases.until(c);
 }
 
 void MemoryTier::end_lease_locked(Chunk* c, bool read) {
-  Shard& s = shard_for(c->owner->hash);
+  Shard& s = shard_for(c->owner()->hash());
   s.mu.assert_held();
   s.leases.remove(c);
   leased_.fetch_sub(c->size, std::memory_order_relaxed);
   if (!read) lease_expired_unread_.fetch_add(1, std::memory_order_relaxed);
   // An object's prefetch is judged by its first chunk: the one every whole
   // read and every read from the start takes.
-  if ((c->flags & Chunk::kPrefetched) && c->index == 0)
+  if ((c->flags() & Chunk::kPrefetched) && c->index() == 0)
     (read ? prefetch_reads_ : prefetch_wasted_).fetch_add(1, std::memory_order_relaxed);
-  c->flags &= static_cast<uint8_t>(~(Chunk::kLeased | Chunk::kPrefetched));
+  c->flags() &= static_cast<uint8_t>(~(Chunk::kLeased | Chunk::kPrefetched));
 }
 
 bool MemoryTier::chunk_evictable(Chunk* c, uint32_t refs, int64_t now_ms) {
-  if (c->refs.load(std::memory_order_acquire) > refs) return false;
-  if (c->flags & Chunk::kLeased) {
+  if (c->refs() > refs) return false;
+  if (c->flags() & Chunk::kLeased) {
     if (lease_end_locked(c) > now_ms) return false;
     end_lease_locked(c, false);
   }
@@ -104,10 +112,11 @@ bool MemoryTier::chunk_evictable(Chunk* c, uint32_t refs, int64_t now_ms) {
 bool MemoryTier::evictable(Chunk* c, int64_t now_ms) {
   // A copy under way (kFlushing) holds one pin of its own: that object can
   // still be chosen, and leaves once the copy lands (evict_one).
-  const uint32_t refs = c->owner->flash_state == FlashState::kFlushing ? 2 : 1;
+  Object* obj = c->owner();
+  const uint32_t refs = obj->flash_state == FlashState::kFlushing ? 2 : 1;
   // A clean object leaves chunk by chunk: only this one must be free.
-  if (lower_ && evicts_by_chunk(c->owner)) return chunk_evictable(c, refs, now_ms);
-  for (Chunk* ch : c->owner->chunks()) {
+  if (lower_ && evicts_by_chunk(obj)) return chunk_evictable(c, refs, now_ms);
+  for (Chunk* ch : obj->chunks()) {
     if (ch && !chunk_evictable(ch, refs, now_ms)) return false;
   }
   return true;
@@ -118,16 +127,16 @@ void MemoryTier::detach_locked(Shard& s, Object* obj, ChunkList& to_release) {
   for (Chunk* c : obj->chunks()) {
     if (!c) continue;
     if (c->hook.linked) {
-      if (c->flags & Chunk::kUseOnce)
+      if (c->flags() & Chunk::kUseOnce)
         s.use_once.unlink(&c->hook);
       else
         s.policy->remove(&c->hook);
     }
-    if (c->flags & Chunk::kLeased) end_lease_locked(c, false);
-    c->owner = nullptr;
+    if (c->flags() & Chunk::kLeased) end_lease_locked(c, false);
+    c->detach();
     to_release.push_back(c);
   }
-  s.chunks -= obj->resident;
+  s.chunks -= obj->resident();
   count_flash_state(obj, obj->flash_state, -1);  // it leaves the index
   set_expiry_locked(s, obj, 0);
   s.index.erase(obj);
@@ -146,9 +155,7 @@ int64_t MemoryTier::index_growth_locked(Shard& s, bool adds_ttl) {
   size_t cap = s.index.capacity();
   if (s.index.size() + 1 > cap - cap / 8)
     growth += index_table_bytes(cap * 2 + 1) - index_table_bytes(cap);
-  // A new expiry may double the TTL list (from 0 to 1 slot at least).
-  if (adds_ttl && s.with_ttl.size() == s.with_ttl.capacity())
-    growth += static_cast<int64_t>(std::max<size_t>(s.with_ttl.capacity(), 1) * sizeof(Object*));
+  if (adds_ttl) growth += s.ttl.growth_on_insert();
   return growth;
 }
 
@@ -178,8 +185,7 @@ Status MemoryTier::lock_with_index_room(Shard& s, uint64_t hash, bool adds_ttl,
 // trim_to_budget() once the lock is released.
 void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
   s.mu.assert_held();
-  int64_t now = index_table_bytes(s.index.capacity()) +
-                static_cast<int64_t>(s.with_ttl.capacity() * sizeof(Object*));
+  int64_t now = index_table_bytes(s.index.capacity()) + s.ttl.bytes();
   int64_t delta = now - s.index_charge;
   s.index_charge = now;
   if (delta > reserved)
@@ -193,7 +199,14 @@ size_t MemoryTier::chunk_charge(uint32_t len) const {
                             : Chunk::charge_for(len);
 }
 
-Chunk* MemoryTier::new_chunk(uint32_t len, uint32_t charge) {
+Chunk* MemoryTier::new_chunk(uint32_t len, uint32_t charge, uint64_t hash, uint32_t index) {
+  Chunk* c = new_chunk_bytes(len, charge);
+  static_cast<SeparateChunk*>(c)->index = index;
+  c->hook.id = chunk_hash(hash, index);
+  return c;
+}
+
+Chunk* MemoryTier::new_chunk_bytes(uint32_t len, uint32_t charge) {
   // A full chunk is charged what a pooled buffer holds. A short large one
   // gets a pooled buffer one block longer than its bytes: the size a flash
   // read of it (record header and bytes) takes, so that written and
@@ -201,14 +214,35 @@ Chunk* MemoryTier::new_chunk(uint32_t len, uint32_t charge) {
   // the read's buffer (Chunk::adopt). A small one is inline.
   if (len == chunk_size_)
     return Chunk::allocate_in(buffer_pool_.take(buffer_pool_.buffer_size()), 0, len, charge,
-                              &used_);
+                              budget_slot_.id());
   if (len >= Chunk::kLargeAllocation)
-    return Chunk::allocate_in(buffer_pool_.take(align_up(len + 1)), 0, len, charge, &used_);
-  return Chunk::allocate(len, charge, &used_);
+    return Chunk::allocate_in(buffer_pool_.take(align_up(len + 1)), 0, len, charge,
+                              budget_slot_.id());
+  return Chunk::allocate(len, charge, budget_slot_.id());
+}
+
+Chunk* MemoryTier::new_fused_chunk(std::string_view key, uint64_t hash, uint32_t len,
+                                   uint32_t charge) {
+  return Object::create_fused(key, hash, len, charge, budget_slot_.id());
+}
+
+Result<ObjectWriter> MemoryTier::prepare_fused(std::string_view key, uint64_t hash, uint64_t size,
+                                               int64_t max_bytes) {
+  auto charge = static_cast<int64_t>(charge_for_object(key.size(), size));
+  if (charge > max_bytes)
+    return Status::out_of_memory("no room in memory for any chunk of the object");
+  TIERKV_RETURN_IF_ERROR(reserve(charge, hash));
+  ChunkList chunks{
+      new_fused_chunk(key, hash, static_cast<uint32_t>(size), static_cast<uint32_t>(charge))};
+  // The block is not from the pool: the idle buffers may now pass the room.
+  buffer_pool_.trim();
+  return ObjectWriter(this, std::string(key), hash, size, std::move(chunks), 0);
 }
 
 Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
   uint64_t hash = hash64(key);
+  if (Object::fits_fused(key.size(), size, chunk_size_))
+    return prepare_fused(key, hash, size, INT64_MAX);
   size_t count = size == 0 ? 1 : (size + chunk_size_ - 1) / chunk_size_;
   int64_t meta = Object::metadata_charge(key.size(), count);
   int64_t total = static_cast<int64_t>(charge_for_object(key.size(), size));
@@ -219,10 +253,8 @@ Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
   for (size_t i = 0; i < count; ++i) {
     uint64_t left = size - std::min<uint64_t>(size, i * uint64_t{chunk_size_});
     uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(left, chunk_size_));
-    Chunk* c = new_chunk(len, static_cast<uint32_t>(chunk_charge(len) + overhead));
-    c->index = static_cast<uint32_t>(i);
-    c->hook.id = chunk_hash(hash, c->index);
-    chunks.push_back(c);
+    chunks.push_back(new_chunk(len, static_cast<uint32_t>(chunk_charge(len) + overhead), hash,
+                               static_cast<uint32_t>(i)));
   }
   // The bytes not taken from the pool (metadata, a short last chunk) may
   // leave less room than the idle buffers hold.
@@ -233,6 +265,8 @@ Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
 Result<ObjectWriter> MemoryTier::prepare_partial(std::string_view key, uint64_t size,
                                                  int64_t max_bytes) {
   uint64_t hash = hash64(key);
+  if (Object::fits_fused(key.size(), size, chunk_size_))
+    return prepare_fused(key, hash, size, max_bytes);
   size_t count = size == 0 ? 1 : (size + chunk_size_ - 1) / chunk_size_;
   int64_t meta = Object::metadata_charge(key.size(), count);
   TIERKV_RETURN_IF_ERROR(reserve(meta, hash));
@@ -247,10 +281,7 @@ Result<ObjectWriter> MemoryTier::prepare_partial(std::string_view key, uint64_t 
     auto charge = static_cast<uint32_t>(chunk_charge(len) + overhead);
     if (taken + charge > max_bytes || !reserve(charge, hash).is_ok()) break;
     taken += charge;
-    Chunk* c = new_chunk(len, charge);
-    c->index = static_cast<uint32_t>(i);
-    c->hook.id = chunk_hash(hash, c->index);
-    chunks[i] = c;
+    chunks[i] = new_chunk(len, charge, hash, static_cast<uint32_t>(i));
   }
   if (chunks[0] == nullptr) {
     unreserve(meta);
@@ -306,37 +337,39 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
     s.mu.assert_held();  // lock_with_index_room() returned holding it
     AdoptedLock lock(s.mu);
     Object* old = find_live_locked(s, writer.key_, writer.hash_, now, to_release);
-    if (old && opts.return_previous && range_resident(old, 0, old->size))
-      result.previous = view_locked(old, GetOptions{.touch = false}, now);
+    if (old && opts.return_previous && range_resident(old, 0, old->size()))
+      result.previous = view_locked(s, old, GetOptions{.touch = false}, now);
     bool ok = true;
     switch (opts.condition) {
       case WriteCondition::kAlways:
         break;
       case WriteCondition::kIfAbsent:
         // A partial copy of the version being installed is filled in.
-        ok = old == nullptr ||
-             (old->partial() && opts.install_version != 0 && old->version == opts.install_version);
+        ok = old == nullptr || (old->partial() && opts.install_version != 0 &&
+                                old->version() == opts.install_version);
         break;
       case WriteCondition::kIfPresent:
         ok = old != nullptr;
         break;
       case WriteCondition::kIfVersion:
-        ok = (old ? old->version : 0) == opts.expected_version;
+        ok = (old ? old->version() : 0) == opts.expected_version;
         break;
     }
     if (ok) {
-      Object* obj = Object::create(writer.key_, static_cast<uint32_t>(writer.chunks_.size()));
-      obj->hash = writer.hash_;
-      obj->size = writer.size_;
+      Chunk* first = writer.chunks_[0];
+      Object* obj = first != nullptr && first->fused
+                        ? Object::of_fused(first)
+                        : Object::create(writer.key_, writer.hash_, writer.size_,
+                                         static_cast<uint32_t>(writer.chunks_.size()));
       if (opts.install_version != 0) {
-        obj->version = opts.install_version;
+        obj->set_version(opts.install_version);
         obj->flash_state = FlashState::kClean;
       } else {
-        obj->version = next_version_.fetch_add(1, std::memory_order_relaxed);
+        obj->set_version(next_version_.fetch_add(1, std::memory_order_relaxed));
       }
       writer.meta_charge_ = 0;  // obj->charge() now
       obj->raw_encoding = opts.raw_encoding;
-      int64_t expire_at = opts.keep_ttl && old ? old->expire_at_ms : opts.expire_at_ms;
+      int64_t expire_at = opts.keep_ttl && old ? expire_at_locked(s, old) : opts.expire_at_ms;
       if (old) {
         detach_locked(s, old, to_release);
       } else {
@@ -344,24 +377,24 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
       }
       for (size_t i = 0; i < writer.chunks_.size(); ++i) {
         Chunk* c = writer.chunks_[i];
-        obj->chunks()[i] = c;
+        if (!obj->fused()) obj->set_chunk(i, c);
         if (!c) continue;
-        c->owner = obj;
+        c->set_owner(obj);
         if (opts.use_once) {
-          c->flags |= Chunk::kUseOnce;
+          c->flags() |= Chunk::kUseOnce;
           s.use_once.push_front(&c->hook);
         } else {
           s.policy->insert(&c->hook);
         }
       }
-      obj->resident = resident;
+      if (!obj->fused()) obj->set_resident(resident);
       s.chunks += resident;
       count_flash_state(obj, obj->flash_state, +1);  // it enters the index
       writer.chunks_.clear();
       s.index.insert(obj);
       set_expiry_locked(s, obj, expire_at);
       result.written = true;
-      result.version = obj->version;
+      result.version = obj->version();
     }
     settle_index_charge(s, index_reserve);
   }
@@ -374,18 +407,18 @@ Result<WriteResult> MemoryTier::publish(ObjectWriter&& writer, const WriteOption
 void MemoryTier::note_read_locked(Chunk* c, const GetOptions& o, int64_t& now_ms) {
   // An offloading object's chunks have left the policy (hook unlinked).
   if (o.touch && c->hook.linked) {
-    Shard& s = shard_for(c->owner->hash);
+    Shard& s = shard_for(c->owner()->hash());
     s.mu.assert_held();
-    if (!(c->flags & Chunk::kUseOnce)) {
+    if (!(c->flags() & Chunk::kUseOnce)) {
       s.policy->touch(&c->hook);
     } else if (!o.use_once) {
       // Read by someone who is not streaming past: it is worth keeping.
       s.use_once.unlink(&c->hook);
-      c->flags &= static_cast<uint8_t>(~Chunk::kUseOnce);
+      c->flags() &= static_cast<uint8_t>(~Chunk::kUseOnce);
       s.policy->insert(&c->hook);
     }
   }
-  if (o.end_lease && (c->flags & Chunk::kLeased)) {
+  if (o.end_lease && (c->flags() & Chunk::kLeased)) {
     if (now_ms == 0) now_ms = unix_time_ms();
     end_lease_locked(c, lease_end_locked(c) > now_ms);
   }
@@ -393,29 +426,30 @@ void MemoryTier::note_read_locked(Chunk* c, const GetOptions& o, int64_t& now_ms
 
 bool MemoryTier::range_resident(const Object* obj, uint64_t offset, uint64_t length) const {
   if (!obj->partial()) return true;
-  offset = std::min(offset, obj->size);
-  length = std::min(length, obj->size - offset);
+  offset = std::min(offset, obj->size());
+  length = std::min(length, obj->size() - offset);
   if (length == 0) return true;
   for (size_t i = offset / chunk_size_; i <= (offset + length - 1) / chunk_size_; ++i)
-    if (!obj->chunks()[i]) return false;
+    if (!obj->chunk(i)) return false;
   return true;
 }
 
-ObjectView MemoryTier::view_locked(Object* obj, const GetOptions& o, int64_t now_ms) {
-  uint64_t offset = std::min(o.offset, obj->size);
-  uint64_t length = std::min(o.length, obj->size - offset);
+ObjectView MemoryTier::view_locked(const Shard& s, Object* obj, const GetOptions& o,
+                                   int64_t now_ms) {
+  uint64_t offset = std::min(o.offset, obj->size());
+  uint64_t length = std::min(o.length, obj->size() - offset);
   absl::InlinedVector<ChunkPin, 2> pins;
   if (length > 0) {
     size_t first = offset / chunk_size_;
     size_t last = (offset + length - 1) / chunk_size_;
     for (size_t i = first; i <= last; ++i) {
-      Chunk* c = obj->chunks()[i];
+      Chunk* c = obj->chunk(i);
       pins.emplace_back(c);
       note_read_locked(c, o, now_ms);
     }
   }
-  return ObjectView(obj->version, obj->size, obj->expire_at_ms, offset, length, std::move(pins),
-                    chunk_size_);
+  return ObjectView(obj->version(), obj->size(), expire_at_locked(s, obj), offset, length,
+                    std::move(pins), chunk_size_);
 }
 
 Result<ObjectView> MemoryTier::get(std::string_view key, const GetOptions& options) {
@@ -429,7 +463,7 @@ Result<ObjectView> MemoryTier::get(std::string_view key, const GetOptions& optio
     Object* obj = find_live_locked(s, key, hash, now, to_release);
     // A range that crosses a hole is not memory's to answer (resident_chunks).
     if (obj && range_resident(obj, options.offset, options.length)) {
-      out = view_locked(obj, options, now);
+      out = view_locked(s, obj, options, now);
       if (options.use_once) drop_use_once_locked(s, obj, to_release);
     }
   }
@@ -448,10 +482,10 @@ std::vector<ChunkPin> MemoryTier::resident_chunks(std::string_view key, uint64_t
   {
     MutexLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, now, to_release);
-    if (obj && obj->version == version && last < obj->chunks().size()) {
+    if (obj && obj->version() == version && last < obj->chunk_count()) {
       pins.resize(last - first + 1);
       for (uint32_t i = first; i <= last; ++i) {
-        Chunk* c = obj->chunks()[i];
+        Chunk* c = obj->chunk(i);
         if (!c) continue;
         pins[i - first] = ChunkPin(c);
         note_read_locked(c, options, now);

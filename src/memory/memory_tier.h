@@ -365,7 +365,7 @@ class MemoryTier {
   void drop_use_once_locked(Shard& s, Object* obj, ChunkList& to_release);
   // True if the object is clean and the lower tier still holds its version.
   bool clean_below(const Object* obj) const;
-  OffloadItem make_item_locked(Object* obj, bool evicted);
+  OffloadItem make_item_locked(const Shard& s, Object* obj, bool evicted);
   bool evictable(Chunk* c, int64_t now_ms);
   // A clean object of several chunks leaves memory one chunk at a time
   // (the lower tier holds them all): the chunk is the unit of residency.
@@ -378,7 +378,9 @@ class MemoryTier {
   void note_read_locked(Chunk* c, const GetOptions& o, int64_t& now_ms);
   void detach_locked(Shard& s, Object* obj, ChunkList& to_release);
   void release_all(ChunkList& chunks);
-  bool expired(const Object* obj, int64_t now_ms) const;
+  bool expired(const Shard& s, const Object* obj, int64_t now_ms) const;
+  // The object's expiry (unix ms), 0 for none: the shard's TTL table.
+  static int64_t expire_at_locked(const Shard& s, const Object* obj);
   // Drops an expired object; a copy below it is told (reconcile_expiry).
   void expire_locked(Shard& s, Object* obj, ChunkList& to_release);
   static int64_t chunk_charge(const Object* obj);
@@ -395,7 +397,7 @@ class MemoryTier {
   void settle_index_charge(Shard& s, int64_t reserved);
   bool trim_to_budget() { return evictor_.trim_to_budget(); }
   // now_ms == 0: read the clock if a lease needs it.
-  ObjectView view_locked(Object* obj, const GetOptions& options, int64_t now_ms);
+  ObjectView view_locked(const Shard& s, Object* obj, const GetOptions& options, int64_t now_ms);
   // Leases c until until_ms (a new lease, or a leased chunk's new end).
   void set_lease_locked(Shard& s, Chunk* c, int64_t until_ms);
   // c must still be attached (c->owner set): its shard's lock is held.
@@ -409,12 +411,22 @@ class MemoryTier {
   // of it (run by the active expiry thread).
   void return_free_memory();
 
+  // First member, so that it outlives every chunk: they credit used_
+  // through it.
+  BudgetSlot budget_slot_{&used_};
   const uint32_t chunk_size_;
   std::atomic<int64_t> buffer_pool_headroom_{0};
   // Before shards_, so that it outlives every chunk the index holds.
   BufferPool buffer_pool_;
-  // A chunk of `len` bytes (full ones in a pooled buffer), charge reserved.
-  Chunk* new_chunk(uint32_t len, uint32_t charge);
+  // Chunk `index` of a separate object: `len` bytes (full ones in a pooled
+  // buffer), charge reserved.
+  Chunk* new_chunk(uint32_t len, uint32_t charge, uint64_t hash, uint32_t index);
+  Chunk* new_chunk_bytes(uint32_t len, uint32_t charge);
+  // prepare() of a fused object (Object::fits_fused), within max_bytes.
+  Result<ObjectWriter> prepare_fused(std::string_view key, uint64_t hash, uint64_t size,
+                                     int64_t max_bytes);
+  // The one chunk of a fused object (Object::fits_fused), charge reserved.
+  Chunk* new_fused_chunk(std::string_view key, uint64_t hash, uint32_t len, uint32_t charge);
   // What a chunk of `len` bytes costs the budget (policy overhead aside).
   size_t chunk_charge(uint32_t len) const;
   const uint32_t shard_bits_;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "memory/deadline_table.h"
 #include "memory/hook_list.h"
-#include "memory/lease_table.h"
 #include "memory/memory_tier.h"
 #include "memory/object.h"
 #include "memory/policy/eviction_policy.h"
@@ -24,7 +24,7 @@ struct KeyRef {
 
 struct ObjectHash {
   using is_transparent = void;
-  size_t operator()(const Object* o) const { return o->hash; }
+  size_t operator()(const Object* o) const { return o->hash(); }
   size_t operator()(const KeyRef& k) const { return k.hash; }
 };
 
@@ -32,7 +32,7 @@ struct ObjectEq {
   using is_transparent = void;
   bool operator()(const Object* a, const Object* b) const { return a == b; }
   bool operator()(const Object* a, const KeyRef& k) const {
-    return a->hash == k.hash && a->key() == k.key;
+    return a->hash() == k.hash && a->key() == k.key;
   }
   bool operator()(const KeyRef& k, const Object* a) const { return (*this)(a, k); }
 };
@@ -46,7 +46,8 @@ struct alignas(64) MemoryShard {
   ObjectIndex index ABSL_GUARDED_BY(mu);
   std::unique_ptr<EvictionPolicy> policy ABSL_GUARDED_BY(mu);
   HookList use_once ABSL_GUARDED_BY(mu);
-  std::vector<Object*> with_ttl ABSL_GUARDED_BY(mu);  // sampled by active expiry
+  // The expiry of each object with one, sampled by active expiry.
+  TtlTable ttl ABSL_GUARDED_BY(mu);
   // Leased chunks, sampled by active expiry so that leases that ran out
   // unread stop counting against the lease cap without waiting for eviction.
   LeaseTable leases ABSL_GUARDED_BY(mu);
@@ -66,11 +67,9 @@ class ABSL_SCOPED_LOCKABLE AdoptedLock {
   Mutex& mu_;
 };
 
-// Bytes a flat_hash_set of pointers with this capacity occupies: one slot
-// and one control byte per bucket, plus a group of cloned control bytes.
+// Bytes a shard's index of this capacity occupies.
 inline int64_t index_table_bytes(size_t capacity) {
-  if (capacity == 0) return 0;
-  return static_cast<int64_t>(capacity * (sizeof(Object*) + 1) + 16);
+  return flat_table_bytes(capacity, sizeof(Object*));
 }
 
 }  // namespace tierkv::memory

@@ -25,9 +25,9 @@ Object* MemoryTier::find_live_locked(Shard& s, std::string_view key, uint64_t ha
     evictor_.evict_whole_locked(s, obj, to_release);
     return nullptr;
   }
-  if (obj->expire_at_ms == 0) return obj;
+  if (!obj->has_ttl) return obj;
   if (now == 0) now = unix_time_ms();  // read the clock only when it matters
-  if (!expired(obj, now)) return obj;
+  if (!expired(s, obj, now)) return obj;
   expired_objects_.fetch_add(1, std::memory_order_relaxed);
   expire_locked(s, obj, to_release);
   return nullptr;
@@ -38,7 +38,7 @@ void MemoryTier::expire_locked(Shard& s, Object* obj, ChunkList& to_release) {
   // A clean object's copy below may carry another expiry (or be landing
   // with one); dirty ones have no copy.
   if (lower_ && obj->flash_state != FlashState::kDirty)
-    lower_->reconcile_expiry(obj->key(), obj->version, obj->expire_at_ms);
+    lower_->reconcile_expiry(obj->key(), obj->version(), expire_at_locked(s, obj));
   detach_locked(s, obj, to_release);
 }
 
@@ -61,7 +61,7 @@ bool MemoryTier::holds_version(std::string_view key, uint64_t version) {
   Shard& s = shard_for(hash);
   MutexLock lock(s.mu);
   auto it = s.index.find(KeyRef{key, hash});
-  return it != s.index.end() && (*it)->version == version;
+  return it != s.index.end() && (*it)->version() == version;
 }
 
 std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
@@ -74,16 +74,16 @@ std::optional<ObjectInfo> MemoryTier::stat(std::string_view key) {
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
     if (obj) {
       info.emplace();
-      info->version = obj->version;
-      info->size = obj->size;
-      info->expire_at_ms = obj->expire_at_ms;
+      info->version = obj->version();
+      info->size = obj->size();
+      info->expire_at_ms = expire_at_locked(s, obj);
       info->flash_state = obj->flash_state;
       info->raw_encoding = obj->raw_encoding;
       for (const Chunk* c : obj->chunks()) {
         if (!c) continue;  // a hole: on flash only
-        info->chunks.push_back({c->index, c->size, c->refs.load() - 1,
-                                (c->flags & Chunk::kLeased) != 0,
-                                (c->flags & Chunk::kUseOnce) != 0});
+        info->chunks.push_back({c->index(), c->size, c->refs() - 1,
+                                (c->flags() & Chunk::kLeased) != 0,
+                                (c->flags() & Chunk::kUseOnce) != 0});
       }
     }
   }
@@ -100,8 +100,8 @@ bool MemoryTier::remove(std::string_view key, std::optional<uint64_t> if_version
   {
     MutexLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, unix_time_ms(), to_release);
-    if (obj && (!if_version || obj->version == *if_version)) {
-      if (removed_version) *removed_version = obj->version;
+    if (obj && (!if_version || obj->version() == *if_version)) {
+      if (removed_version) *removed_version = obj->version();
       detach_locked(s, obj, to_release);
       removed = true;
     }
@@ -112,19 +112,12 @@ bool MemoryTier::remove(std::string_view key, std::optional<uint64_t> if_version
 
 void MemoryTier::set_expiry_locked(Shard& s, Object* obj, int64_t expire_at_ms) {
   s.mu.assert_held();
-  obj->expire_at_ms = expire_at_ms;
-  if (expire_at_ms == 0 && obj->ttl_slot != Object::kNoTtlSlot) {
-    Object* last = s.with_ttl.back();
-    s.with_ttl[obj->ttl_slot] = last;
-    last->ttl_slot = obj->ttl_slot;
-    s.with_ttl.pop_back();
-    obj->ttl_slot = Object::kNoTtlSlot;
-  } else if (expire_at_ms != 0 && obj->ttl_slot == Object::kNoTtlSlot &&
-             s.with_ttl.size() < Object::kNoTtlSlot) {
-    // Past the slot bits an object's TTL still ends on access, not by sampling.
-    obj->ttl_slot = static_cast<uint32_t>(s.with_ttl.size()) & Object::kNoTtlSlot;
-    s.with_ttl.push_back(obj);
+  if (expire_at_ms == 0) {
+    if (obj->has_ttl) s.ttl.remove(obj);
+  } else {
+    s.ttl.set(obj, expire_at_ms);
   }
+  obj->has_ttl = expire_at_ms != 0;
 }
 
 bool MemoryTier::set_expiry(std::string_view key, int64_t expire_at_ms) {
@@ -167,13 +160,13 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefet
   {
     MutexLock lock(s.mu);
     Object* obj = find_live_locked(s, key, hash, now, to_release);
-    if (!obj || (version && obj->version != *version)) {
+    if (!obj || (version && obj->version() != *version)) {
       st = Status::not_found();
     } else {
       // All or nothing: a half-leased object would still be evicted whole.
       int64_t needed = 0;
       for (const Chunk* c : obj->chunks()) {
-        if (c && !(c->flags & Chunk::kLeased)) needed += c->size;
+        if (c && !(c->flags() & Chunk::kLeased)) needed += c->size;
       }
       int64_t cur = leased_.load(std::memory_order_relaxed);
       // At the cap, first retire leases of this shard that ran out unread.
@@ -190,7 +183,7 @@ Status MemoryTier::grant_lease(std::string_view key, int64_t ttl_ms, bool prefet
         for (Chunk* c : obj->chunks()) {
           if (!c) continue;
           set_lease_locked(s, c, now + ttl_ms);
-          if (prefetch) c->flags |= Chunk::kPrefetched;
+          if (prefetch) c->flags() |= Chunk::kPrefetched;
         }
       }
     }
@@ -209,16 +202,16 @@ ScanPage MemoryTier::scan(uint64_t cursor, size_t count) {
     MutexLock lock(s.mu);
     std::vector<const Object*> candidates;
     for (const Object* o : s.index) {
-      if (o->hash >= cursor && !expired(o, now)) candidates.push_back(o);
+      if (o->hash() >= cursor && !expired(s, o, now)) candidates.push_back(o);
     }
     size_t want = count - page.keys.size();
-    auto by_hash = [](const Object* a, const Object* b) { return a->hash < b->hash; };
+    auto by_hash = [](const Object* a, const Object* b) { return a->hash() < b->hash(); };
     if (candidates.size() > want) {
       std::nth_element(candidates.begin(), candidates.begin() + want, candidates.end(), by_hash);
       candidates.resize(want);
       std::sort(candidates.begin(), candidates.end(), by_hash);
       for (const Object* o : candidates) page.keys.emplace_back(o->key());
-      uint64_t last = candidates.back()->hash;
+      uint64_t last = candidates.back()->hash();
       page.next_cursor = last == UINT64_MAX ? 0 : last + 1;
       return page;
     }
@@ -245,7 +238,7 @@ std::optional<std::string> MemoryTier::random_key() {
     for (const Object* o : s.index) {
       if (skip > 0) {
         --skip;
-      } else if (!expired(o, now)) {
+      } else if (!expired(s, o, now)) {
         return std::string(o->key());
       }
     }
@@ -263,7 +256,7 @@ void MemoryTier::clear() {
       for (Object* o : all) detach_locked(s, o, to_release);
       ObjectIndex fresh;
       s.index.swap(fresh);
-      std::vector<Object*>().swap(s.with_ttl);
+      s.ttl.clear();
       s.leases.clear();
       unreserve(s.index_charge);
       s.index_charge = 0;
@@ -277,9 +270,9 @@ size_t MemoryTier::sweep_leases_locked(Shard& s, int64_t now_ms, size_t samples)
   thread_local std::mt19937_64 rng{std::random_device{}()};
   size_t ended = 0;
   for (size_t i = 0; i < samples && !s.leases.empty(); ++i) {
-    const LeaseTable::Lease& lease = s.leases.at(rng() % s.leases.size());
+    const LeaseTable::Entry& lease = s.leases.at(rng() % s.leases.size());
     if (lease.until_ms > now_ms) continue;
-    end_lease_locked(lease.chunk, false);
+    end_lease_locked(lease.item, false);
     ++ended;
   }
   return ended;
@@ -297,10 +290,10 @@ size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
     {
       MutexLock lock(s.mu);
       if (round == 0) sweep_leases_locked(s, now_ms, kSample);
-      for (; sampled < kSample && !s.with_ttl.empty(); ++sampled) {
-        Object* o = s.with_ttl[rng() % s.with_ttl.size()];
-        if (!expired(o, now_ms)) continue;
-        expire_locked(s, o, to_release);
+      for (; sampled < kSample && !s.ttl.empty(); ++sampled) {
+        const TtlTable::Entry& entry = s.ttl.at(rng() % s.ttl.size());
+        if (entry.until_ms > now_ms) continue;
+        expire_locked(s, entry.item, to_release);
         ++hits;
       }
     }

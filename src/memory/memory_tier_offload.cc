@@ -63,25 +63,24 @@ void MemoryTier::note_freed(int64_t bytes) {
 
 bool MemoryTier::clean_below(const Object* obj) const {
   return lower_ && obj->flash_state == FlashState::kClean &&
-         lower_->holds(obj->key(), obj->hash, obj->version,
-                       static_cast<uint32_t>(obj->chunks().size()));
+         lower_->holds(obj->key(), obj->hash(), obj->version(), obj->chunk_count());
 }
 
-OffloadItem MemoryTier::make_item_locked(Object* obj, bool evicted) {
+OffloadItem MemoryTier::make_item_locked(const Shard& s, Object* obj, bool evicted) {
   OffloadItem item;
   item.key = std::string(obj->key());
-  item.hash = obj->hash;
-  item.version = obj->version;
-  item.size = obj->size;
-  item.expire_at_ms = obj->expire_at_ms;
+  item.hash = obj->hash();
+  item.version = obj->version();
+  item.size = obj->size();
+  item.expire_at_ms = expire_at_locked(s, obj);
   item.evicted = evicted;
-  item.chunks.reserve(obj->chunks().size());
+  item.chunks.reserve(obj->chunk_count());
   for (Chunk* c : obj->chunks()) item.chunks.emplace_back(c);
   return item;
 }
 
 bool MemoryTier::evicts_by_chunk(const Object* obj) {
-  return obj->flash_state == FlashState::kClean && obj->chunks().size() > 1;
+  return obj->flash_state == FlashState::kClean && obj->chunk_count() > 1;
 }
 
 void MemoryTier::relink_victim_locked(Shard& s, Object* obj, Relink where) {
@@ -89,7 +88,7 @@ void MemoryTier::relink_victim_locked(Shard& s, Object* obj, Relink where) {
   bool coldest = where == Relink::kColdest;
   for (Chunk* c : obj->chunks()) {
     if (!c || c->hook.linked) continue;
-    if (c->flags & Chunk::kUseOnce)
+    if (c->flags() & Chunk::kUseOnce)
       coldest ? s.use_once.push_back(&c->hook) : s.use_once.push_front(&c->hook);
     else
       coldest ? s.policy->reinstate(&c->hook) : s.policy->insert(&c->hook);
@@ -104,16 +103,17 @@ void MemoryTier::finish_flash_write(std::string_view key, uint64_t version, bool
   {
     MutexLock lock(s.mu);
     auto it = s.index.find(KeyRef{key, hash});
-    Object* obj = it != s.index.end() && (*it)->version == version ? *it : nullptr;
+    Object* obj = it != s.index.end() && (*it)->version() == version ? *it : nullptr;
     // An EXPIRE/PERSIST while the copy was being written: the copy has the
     // old expiry. Told under this lock, so a later set_expiry comes after.
-    if (obj && ok && lower_ && obj->expire_at_ms != written_expire_at_ms)
-      lower_->reconcile_expiry(obj->key(), version, obj->expire_at_ms);
+    const int64_t expire_at = obj ? expire_at_locked(s, obj) : 0;
+    if (obj && ok && lower_ && expire_at != written_expire_at_ms)
+      lower_->reconcile_expiry(obj->key(), version, expire_at);
     if (obj && obj->flash_state == FlashState::kOffloading && !ok && !offload) {
       keep_after_failed_copy_locked(s, obj);
     } else if (obj && obj->flash_state == FlashState::kOffloading) {
       if (!ok) evictor_.count_offload_dropped();
-      evictor_.count_evicted(1, obj->chunks().size());
+      evictor_.count_evicted(1, obj->chunk_count());
       detach_locked(s, obj, to_release);
     } else if (obj && obj->flash_state == FlashState::kFlushing) {
       set_flash_state(obj, ok ? FlashState::kClean : FlashState::kDirty);
@@ -129,14 +129,14 @@ std::optional<OffloadItem> MemoryTier::begin_flush(std::string_view key, uint64_
   Shard& s = shard_for(hash);
   MutexLock lock(s.mu);
   auto it = s.index.find(KeyRef{key, hash});
-  if (it == s.index.end() || (*it)->version != version) return std::nullopt;
+  if (it == s.index.end() || (*it)->version() != version) return std::nullopt;
   Object* obj = *it;
   if (obj->flash_state == FlashState::kDirty) {
     set_flash_state(obj, FlashState::kFlushing);
   } else if (obj->flash_state == FlashState::kClean || !in_flight_too) {
     return std::nullopt;
   }
-  return make_item_locked(obj, false);
+  return make_item_locked(s, obj, false);
 }
 
 void MemoryTier::flush_all_dirty(const std::function<void(OffloadItem&&)>& fn) {
@@ -148,7 +148,7 @@ void MemoryTier::flush_all_dirty(const std::function<void(OffloadItem&&)>& fn) {
       for (Object* obj : s.index) {
         if (obj->flash_state != FlashState::kDirty) continue;
         set_flash_state(obj, FlashState::kFlushing);
-        items.push_back(make_item_locked(obj, false));
+        items.push_back(make_item_locked(s, obj, false));
       }
     }
     for (OffloadItem& item : items) fn(std::move(item));
@@ -180,12 +180,12 @@ void MemoryTier::drop_use_once_locked(Shard& s, Object* obj, ChunkList& to_relea
   s.mu.assert_held();
   if (obj->partial()) return;
   for (const Chunk* c : obj->chunks()) {
-    if (!(c->flags & Chunk::kUseOnce) || !c->hook.linked) return;
+    if (!(c->flags() & Chunk::kUseOnce) || !c->hook.linked) return;
     // The index's reference and the reader's pin: anyone else keeps it.
-    if (c->refs.load(std::memory_order_acquire) > 2 || (c->flags & Chunk::kLeased)) return;
+    if (c->refs() > 2 || (c->flags() & Chunk::kLeased)) return;
   }
   if (!clean_below(obj)) return;  // dropping it would lose the only copy
-  use_once_dropped_.fetch_add(obj->chunks().size(), std::memory_order_relaxed);
+  use_once_dropped_.fetch_add(obj->chunk_count(), std::memory_order_relaxed);
   detach_locked(s, obj, to_release);
 }
 

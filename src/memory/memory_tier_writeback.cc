@@ -33,13 +33,13 @@ void MemoryTier::take_cold_dirty_locked(Shard& s, int64_t max_bytes, size_t max_
   for (size_t step = 0; step < max_steps && here < max_bytes; ++step) {
     PolicyHook* h = s.policy->next_cold();
     if (h == nullptr) break;  // walked the whole shard; the next walk restarts
-    Object* obj = Chunk::from_hook(h)->owner;
+    Object* obj = Chunk::from_hook(h)->owner();
     // One visit per object: its other chunks find it kFlushing. An expired
     // object is not worth a write.
-    if (obj->flash_state != FlashState::kDirty || expired(obj, now_ms)) continue;
+    if (obj->flash_state != FlashState::kDirty || expired(s, obj, now_ms)) continue;
     here += chunk_charge(obj);
     set_flash_state(obj, FlashState::kFlushing);
-    out.push_back(make_item_locked(obj, false));
+    out.push_back(make_item_locked(s, obj, false));
   }
   taken += here;
 }
@@ -51,7 +51,7 @@ void MemoryTier::leave_when_copied_locked(Shard& s, Object* obj) {
   // no new write; an offload (Evictor) starts one.
   for (Chunk* c : obj->chunks()) {
     if (!c || !c->hook.linked) continue;
-    if (c->flags & Chunk::kUseOnce)
+    if (c->flags() & Chunk::kUseOnce)
       s.use_once.unlink(&c->hook);
     else
       s.policy->remove(&c->hook);

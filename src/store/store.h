@@ -573,6 +573,7 @@ class Store {
   std::vector<PendingPersist> persist_retry_ ABSL_GUARDED_BY(persist_mu_);
   std::atomic<bool> persist_retry_waiting_{false};
   std::atomic<int64_t> scratch_bytes_{0};  // buffers of blocking flash reads
+  memory::BudgetSlot scratch_slot_{&scratch_bytes_};
   FlashTierStatus flash_status_;
   std::unique_ptr<flash::RecoveryProgress> progress_;
   std::atomic<bool> loaded_{false};

@@ -328,9 +328,10 @@ Result<ObjectView> Store::get_once(std::string_view key, uint64_t offset, uint64
   if (probe) {
     uint64_t off = std::min(offset, probe->object_size);
     uint64_t len = std::min(length, probe->object_size - off);
-    if (len > UINT32_MAX) return Status::too_large("range too large for one blocking read");
+    if (len > memory::Chunk::kMaxSize)
+      return Status::too_large("range too large for one blocking read");
     wait->buffer = memory::Chunk::allocate(static_cast<uint32_t>(len), static_cast<uint32_t>(len),
-                                           &scratch_bytes_);
+                                           scratch_slot_.id());
     scratch_bytes_.fetch_add(static_cast<int64_t>(len));
   }
   memory::ChunkPin pin;

@@ -31,7 +31,12 @@ struct PolicyHook {
   uint8_t freq = 0;     // policy-defined: access count or reference bit
   uint8_t queue = 0;    // policy-defined: which queue holds the entry
   bool linked = false;  // in some policy list
+  // Not the policy's: the hook's owner keeps its own flags here (a chunk's
+  // use-once, lease and detached bits), guarded by the lock that guards the
+  // hook. It fills the hook's last byte, which would otherwise be padding.
+  uint8_t owner_flags = 0;
 };
+static_assert(sizeof(PolicyHook) == 32);
 
 enum class PolicyKind : uint8_t { kS3Fifo, kLru, kClock, kSieve };
 

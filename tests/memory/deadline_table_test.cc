@@ -1,7 +1,7 @@
-// LeaseTable against a std::map model: seeded random sets, ends and
+// DeadlineTable (as LeaseTable) against a std::map model: seeded random sets, ends and
 // removals; every lease the model holds is found with its end, sampling by
 // position sees each lease once, and removal of an absent chunk is a no-op.
-#include "memory/lease_table.h"
+#include "memory/deadline_table.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 namespace tierkv::memory {
 namespace {
 
-TEST(LeaseTableTest, MatchesAModelUnderRandomOperations) {
+TEST(DeadlineTableTest, MatchesAModelUnderRandomOperations) {
   std::vector<Chunk> chunks(64);
   LeaseTable table;
   std::map<const Chunk*, int64_t> model;
@@ -34,9 +34,9 @@ TEST(LeaseTableTest, MatchesAModelUnderRandomOperations) {
     if (step % 97 == 0) {
       std::set<const Chunk*> seen;
       for (size_t i = 0; i < table.size(); ++i) {
-        const LeaseTable::Lease& lease = table.at(i);
-        ASSERT_TRUE(seen.insert(lease.chunk).second);
-        ASSERT_EQ(model.at(lease.chunk), lease.until_ms);
+        const LeaseTable::Entry& lease = table.at(i);
+        ASSERT_TRUE(seen.insert(lease.item).second);
+        ASSERT_EQ(model.at(lease.item), lease.until_ms);
       }
       for (const auto& [chunk, until] : model) ASSERT_EQ(table.until(chunk), until);
     }
