@@ -191,6 +191,9 @@ def flash_arm(args, workdir):
                      "flash_used_bytes": int(f["flash_used_bytes"]),
                      "flash_index_bytes": int(f["flash_index_bytes"]),
                      "load_keys_s": (target - (points[-1]["keys_loaded"] if points else 0)) / seconds}
+            if point["flash_objects"] == 0:
+                sys.exit(f"flash-index: no object is on flash after {target:,} keys "
+                         "(64 MiB of memory holds them all): use larger --flash-objects")
             point["flash_bytes_per_object"] = point["flash_used_bytes"] / point["flash_objects"]
             point["index_bytes_per_object"] = point["flash_index_bytes"] / point["flash_objects"]
             points.append(point)
