@@ -70,6 +70,10 @@ class BufferPool {
   // since the last call.
   void release_idle();
   BufferPoolStats stats() const;
+  // take() from `pool` if there is one, else a plain uninitialised buffer.
+  static AlignedBuffer take_from(BufferPool* pool, size_t size) {
+    return pool != nullptr ? pool->take(size) : AlignedBuffer(size, AlignedBuffer::Uninitialized{});
+  }
 
  private:
   struct SizeClass {

@@ -62,9 +62,7 @@ std::unique_ptr<ChunkRead> ChunkReader::prepare(std::string_view key, uint64_t k
   read->expire_at_ms = found.expire_at_ms;
   read->start_ns = mono_ns();
   const location::ReadSpan span = location::read_span(found.location, options_.io_alignment);
-  read->buffer = options_.buffer_pool != nullptr
-                     ? options_.buffer_pool->take(span.length)
-                     : AlignedBuffer(span.length, AlignedBuffer::Uninitialized{});
+  read->buffer = BufferPool::take_from(options_.buffer_pool, span.length);
   read->op = IoRequest::Op::kRead;
   read->buf = read->buffer.data();
   read->length = span.length;

@@ -281,7 +281,8 @@ void FlashTier::read_reinsertions(ReclaimRound& round) {
       continue;
     }
     Reinsert r;
-    r.buffer = AlignedBuffer(span.length);
+    // Filled whole by the copy or the read below (a failed read is not used).
+    r.buffer = BufferPool::take_from(options_.buffer_pool, span.length);
     Status read = Status::ok();
     if (span.start + span.length <= round.parsed)
       std::memcpy(r.buffer.data(), round.region_bytes + span.start, span.length);

@@ -57,7 +57,7 @@ void LogWriter::append(PendingChunk chunk, std::string_view data) {
   const uint64_t size = record_size(chunk.key.size(), data.size());
   const auto region = static_cast<uint32_t>(active_region_);
   const uint64_t start = record_start(active_offset_, size);
-  if (!active_ || active_->used + (start - active_offset_) + size > active_->buffer.size()) {
+  if (!active_ || active_->used + (start - active_offset_) + size > active_->capacity) {
     seal();
     active_ = new_batch(region, active_offset_,
                         record_start(active_offset_, size) - active_offset_ + size);
@@ -84,13 +84,17 @@ std::unique_ptr<WriteBatch> LogWriter::new_batch(uint32_t region, uint64_t offse
   batch->region = region;
   batch->region_offset = offset;
   const uint64_t room = options_.region_size - offset;
-  const uint64_t capacity = std::min(std::max(options_.write_buffer_size, bytes), room);
-  if (capacity == options_.write_buffer_size && !spare_buffers_.empty()) {
+  batch->capacity = std::min(std::max(options_.write_buffer_size, bytes), room);
+  // A batch that fits a standard buffer gets one, even at a region's tail
+  // where it may fill less of it: a spare buffer's pages are already
+  // mapped, and a fresh one faults every page in as it fills.
+  if (batch->capacity <= options_.write_buffer_size && !spare_buffers_.empty()) {
     batch->buffer = std::move(spare_buffers_.back());
     spare_buffers_.pop_back();
   } else {
     // Only the filled part is written, and records zero their own padding.
-    batch->buffer = AlignedBuffer(capacity, AlignedBuffer::Uninitialized{});
+    batch->buffer = AlignedBuffer(std::max(batch->capacity, options_.write_buffer_size),
+                                  AlignedBuffer::Uninitialized{});
   }
   ++regions_.state(region).pending_writes;
   return batch;
@@ -175,8 +179,11 @@ void LogWriter::release_landed(WriteBatch& batch, bool ok) {
     if (!ok && active_region_ == static_cast<int64_t>(batch.region)) active_region_ = -1;
   }
   pending_bytes_ -= batch.used;
+  // Spares for a burst (a reclaim round's copies on top of the writers'
+  // batches), not only for the batches in flight: a buffer freed here is
+  // mapped again, page by page, by the next batch past the spares.
   if (batch.buffer.size() == options_.write_buffer_size &&
-      spare_buffers_.size() < options_.max_write_inflight) {
+      spare_buffers_.size() < 2 * size_t{options_.max_write_inflight}) {
     spare_buffers_.push_back(std::move(batch.buffer));
   }
 }

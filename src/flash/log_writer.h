@@ -68,6 +68,9 @@ struct WriteBatch final : IoRequest {
 
   LogWriter* writer = nullptr;
   AlignedBuffer buffer;
+  // Bytes the batch may fill: at most the region's room after
+  // region_offset, so a buffer larger than that is only partly used.
+  uint64_t capacity = 0;
   uint64_t used = 0;  // bytes filled (a whole number of blocks once sealed)
   uint32_t region = 0;
   uint64_t region_offset = 0;  // where buffer[0] lands inside the region

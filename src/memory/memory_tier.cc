@@ -13,13 +13,15 @@ namespace tierkv::memory {
 
 MemoryTier::MemoryTier(const MemoryTierOptions& o)
     : chunk_size_(o.chunk_size),
-      buffer_pool_(o.chunk_size + kBlockSize,
-                   [this] {
-                     int64_t unused = budget_.load(std::memory_order_relaxed) -
-                                      used_.load(std::memory_order_relaxed);
-                     return std::max<int64_t>(unused, 0) +
-                            buffer_pool_headroom_.load(std::memory_order_relaxed);
-                   }),
+      buffer_pool_(
+          o.chunk_size + kBlockSize,
+          [this] {
+            int64_t unused =
+                budget_.load(std::memory_order_relaxed) - used_.load(std::memory_order_relaxed);
+            return std::max<int64_t>(unused, 0) +
+                   buffer_pool_headroom_.load(std::memory_order_relaxed);
+          },
+          kPooledReadMin),
       shard_bits_(static_cast<uint32_t>(std::countr_zero(std::bit_ceil(std::max(o.shards, 1u))))),
       lease_max_fraction_(o.lease_max_fraction),
       shards_(new Shard[size_t{1} << shard_bits_]),
