@@ -6,7 +6,9 @@ Two arms, each on servers it starts on loopback:
   memory  tierkv-server (no flash) and redis-server side by side, each
           loaded with --memory-keys keys of 16 bytes and 100-byte values;
           RSS per key of each (RSS after the load minus RSS before, over the
-          keys), and tierkv's as a ratio to redis's (the goal: <= 1.0).
+          keys), and tierkv's as a ratio to redis's (the goal: <= 1.0); then
+          the same on fresh servers with SET ... EX 3600 (expiries cost
+          both a table beside the keys).
   flash   tierkv-server with 64 MiB of memory and a flash file large enough,
           loaded with 16-byte keys and 200-byte values up to each of
           --flash-objects (10M and 50M by default), so that nearly all of
@@ -59,12 +61,15 @@ def key_of(i):
     return b"key-%012d" % i  # 16 bytes
 
 
-def load(port, first, last, value, batch=2000):
-    """SETs key_of(i) for i in [first, last), pipelined on one connection: a
-    sender thread keeps the pipe full while this thread counts the replies."""
+def load(port, first, last, value, batch=2000, ttl_s=0):
+    """SETs key_of(i) for i in [first, last) (with EX ttl_s if given),
+    pipelined on one connection: a sender thread keeps the pipe full while
+    this thread counts the replies."""
     reply = b"+OK\r\n"
-    head = b"*3\r\n$3\r\nSET\r\n$%d\r\n" % KEY_BYTES
+    head = b"*%d\r\n$3\r\nSET\r\n$%d\r\n" % (5 if ttl_s else 3, KEY_BYTES)
     tail = b"\r\n$%d\r\n%s\r\n" % (len(value), value)
+    if ttl_s:
+        tail += b"$2\r\nEX\r\n$%d\r\n%d\r\n" % (len(str(ttl_s)), ttl_s)
     with socket.create_connection(("127.0.0.1", port), timeout=300) as s:
         failure = []
 
@@ -146,27 +151,34 @@ def tierkv_argv(args, memory, flash_path=None, flash_size=0):
 
 
 def memory_arm(args, workdir):
+    """Each system loaded twice, on a fresh server each time: plain SETs (the
+    goal's figure), then SETs with EX 3600, whose expiries both keep in a
+    table beside the keys. Rows "tierkv", "redis", "tierkv_ttl", "redis_ttl"."""
     value = b"v" * 100
     rows = {}
     peers = {
-        "tierkv": Peer(tierkv_argv(args, "8gb"), workdir, "tierkv-memory"),
-        "redis": Peer(lambda port: [args.redis, "--port", str(port), "--bind", "127.0.0.1",
-                                    "--save", "", "--appendonly", "no"], workdir, "redis"),
+        "tierkv": lambda: Peer(tierkv_argv(args, "8gb"), workdir, "tierkv-memory"),
+        "redis": lambda: Peer(lambda port: [args.redis, "--port", str(port), "--bind",
+                                            "127.0.0.1", "--save", "", "--appendonly", "no"],
+                              workdir, "redis"),
     }
-    for name, peer in peers.items():
-        peer.start(60)
-        try:
-            load(peer.port, 0, 1000, value)  # connections and first allocations
-            before = rss_bytes(peer.proc.pid)
-            t0 = time.monotonic()
-            load(peer.port, 1000, 1000 + args.memory_keys, value)
-            seconds = time.monotonic() - t0
-            after = rss_bytes(peer.proc.pid)
-            rows[name] = {"keys": args.memory_keys, "rss_before": before, "rss_after": after,
-                          "rss_per_key": (after - before) / args.memory_keys,
-                          "load_keys_s": args.memory_keys / seconds}
-        finally:
-            peer.stop()
+    for ttl_s, suffix in ((0, ""), (3600, "_ttl")):
+        for name, make_peer in peers.items():
+            peer = make_peer()
+            peer.start(60)
+            try:
+                load(peer.port, 0, 1000, value, ttl_s=ttl_s)  # connections, first allocations
+                before = rss_bytes(peer.proc.pid)
+                t0 = time.monotonic()
+                load(peer.port, 1000, 1000 + args.memory_keys, value, ttl_s=ttl_s)
+                seconds = time.monotonic() - t0
+                after = rss_bytes(peer.proc.pid)
+                rows[name + suffix] = {"keys": args.memory_keys, "ttl_s": ttl_s,
+                                       "rss_before": before, "rss_after": after,
+                                       "rss_per_key": (after - before) / args.memory_keys,
+                                       "load_keys_s": args.memory_keys / seconds}
+            finally:
+                peer.stop()
     return rows
 
 
@@ -234,7 +246,8 @@ def plot(path, memory, flash):
     if plt is None:
         return None
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
-    a.bar(["tierkv", "redis"], [memory["tierkv"]["rss_per_key"], memory["redis"]["rss_per_key"]])
+    names = ["tierkv", "redis", "tierkv_ttl", "redis_ttl"]
+    a.bar([n.replace("_ttl", "\nEX") for n in names], [memory[n]["rss_per_key"] for n in names])
     a.set_ylabel("RSS bytes per key (16 B key, 100 B value)")
     a.set_title("small keys in memory")
     xs = [p["flash_objects"] / 1e6 for p in flash["points"]]
@@ -274,6 +287,8 @@ def main():
     t, r = memory["tierkv"], memory["redis"]
     print(f"\n{'memory arm':<34}{'tierkv':>12}{'redis':>12}")
     print(f"{'RSS per key (B)':<34}{t['rss_per_key']:>12.1f}{r['rss_per_key']:>12.1f}")
+    tt, rt = memory["tierkv_ttl"], memory["redis_ttl"]
+    print(f"{'RSS per key with EX (B)':<34}{tt['rss_per_key']:>12.1f}{rt['rss_per_key']:>12.1f}")
     print(f"{'load (keys/s)':<34}{t['load_keys_s']:>12.0f}{r['load_keys_s']:>12.0f}")
     print(f"\n{'flash arm':<20}{'keys':>12}{'on flash':>12}{'RSS MiB':>10}{'flash B/obj':>12}"
           f"{'index B/obj':>12}")
@@ -297,6 +312,8 @@ def main():
         "ratio": round(ratio, 3),
         "mem_rss_per_key": round(t["rss_per_key"], 1),
         "redis_rss_per_key": round(r["rss_per_key"], 1),
+        "mem_rss_per_key_ttl": round(tt["rss_per_key"], 1),
+        "redis_rss_per_key_ttl": round(rt["rss_per_key"], 1),
         "dram_per_flash_object": round(flash["dram_per_object"], 1),
         "index_bytes_per_object": round(flash["points"][-1]["index_bytes_per_object"], 1),
         "flash_bytes_per_object": round(flash["points"][-1]["flash_bytes_per_object"], 1),

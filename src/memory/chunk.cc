@@ -1,5 +1,6 @@
 #include "memory/chunk.h"
 
+#include <algorithm>
 #include <array>
 #include <new>
 #include <stdexcept>
@@ -35,11 +36,14 @@ std::atomic<int64_t>* BudgetSlot::counter(uint8_t id) {
 }
 
 size_t heap_block_charge(size_t bytes) {
-  constexpr size_t kMallocHeader = 16;
-  constexpr size_t kPage = 4096;
-  const size_t n = bytes + kMallocHeader;
-  const size_t step = n < Chunk::kLargeAllocation ? 16 : kPage;
-  return (n + step - 1) / step * step;
+  // glibc: a heap chunk is the request and its 8-byte size field in 16-byte
+  // steps, 32 bytes at least; a mapped one has a 16-byte header and whole
+  // pages. (A 16-byte header on heap chunks overcharged a small key's block
+  // by 16 bytes in two cases of three.)
+  constexpr size_t kSizeField = 8, kMinChunk = 32, kMappedHeader = 16, kPage = 4096;
+  if (bytes + kMappedHeader >= Chunk::kLargeAllocation)
+    return (bytes + kMappedHeader + kPage - 1) / kPage * kPage;
+  return std::max(kMinChunk, (bytes + kSizeField + 15) / 16 * 16);
 }
 
 size_t Chunk::charge_for(uint32_t size) {

@@ -123,8 +123,8 @@ struct BufferedChunk : SeparateChunk {
 static_assert(offsetof(Chunk, hook) == 0);
 static_assert(sizeof(Chunk) == 40, "the header a fused small value pays for its chunk");
 
-// What a heap block of `bytes` costs: glibc's header and 16-byte steps below
-// Chunk::kLargeAllocation, whole pages from there.
+// What a heap block of `bytes` costs in glibc: its 8-byte size field in
+// 16-byte steps below Chunk::kLargeAllocation, whole pages from there.
 size_t heap_block_charge(size_t bytes);
 
 // Keeps one chunk alive (and unevictable) while its bytes are read or sent.

@@ -3,18 +3,19 @@
 // the objects with a TTL (TtlTable, Redis's expires dict). Kept beside the
 // items rather than in them: two fields in every chunk or object header
 // cost each small key 16 bytes. An entry is found by its item, and entries
-// can be sampled at random by position (active expiry, lease sweeps).
+// are sampled in turn by a cursor (active expiry, lease sweeps).
 // Not thread safe: the shard's lock guards it.
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 
 #include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
-#include <vector>
 
 namespace tierkv::memory {
 
@@ -32,16 +33,10 @@ class DeadlineTable {
     T* item;
     int64_t until_ms;
   };
+  using Sample = absl::InlinedVector<Entry, 20>;
 
   // Starts item's entry, or moves its end if it has one.
-  void set(T* item, int64_t until_ms) {
-    auto [it, added] = slot_.try_emplace(item, static_cast<uint32_t>(entries_.size()));
-    if (added) {
-      entries_.push_back({item, until_ms});
-    } else {
-      entries_[it->second].until_ms = until_ms;
-    }
-  }
+  void set(T* item, int64_t until_ms) { until_[item] = until_ms; }
   // When item's entry ends; it must have one.
   int64_t until(const T* item) const {
     std::optional<int64_t> end = find(item);
@@ -49,50 +44,62 @@ class DeadlineTable {
     return end.value_or(0);
   }
   std::optional<int64_t> find(const T* item) const {
-    auto it = slot_.find(item);
-    if (it == slot_.end()) return std::nullopt;
-    return entries_[it->second].until_ms;
+    auto it = until_.find(item);
+    if (it == until_.end()) return std::nullopt;
+    return it->second;
   }
   // Ends item's entry, if it has one.
   void remove(const T* item) {
-    auto it = slot_.find(item);
-    if (it == slot_.end()) return;
-    const uint32_t slot = it->second;
-    slot_.erase(it);
-    if (slot + 1 != entries_.size()) {
-      entries_[slot] = entries_.back();
-      slot_[entries_[slot].item] = slot;
+    auto it = until_.find(item);
+    if (it == until_.end()) return;
+    // The cursor moves on rather than start the next sample over.
+    if (cursor_ == item) {
+      auto next = std::next(it);
+      cursor_ = next == until_.end() ? nullptr : next->first;
     }
-    entries_.pop_back();
+    until_.erase(it);
   }
   void clear() {
-    std::vector<Entry>().swap(entries_);
-    absl::flat_hash_map<const T*, uint32_t>().swap(slot_);
+    absl::flat_hash_map<const T*, int64_t>().swap(until_);
+    cursor_ = nullptr;
   }
-  bool empty() const { return entries_.empty(); }
-  size_t size() const { return entries_.size(); }
-  // The i-th entry in no particular order (i < size()): for sampling.
-  const Entry& at(size_t i) const { return entries_[i]; }
+  bool empty() const { return until_.empty(); }
+  size_t size() const { return until_.size(); }
+  // Up to n entries (fewer only if the table holds fewer), each once,
+  // taken in table order from where the last sample stopped: over repeated
+  // samples every entry comes up in turn, as Redis's expiry cursor does.
+  // Callers may remove what they were given.
+  Sample sample(size_t n) {
+    Sample out;
+    n = std::min(n, until_.size());
+    auto it = cursor_ != nullptr ? until_.find(cursor_) : until_.end();
+    if (it == until_.end()) it = until_.begin();
+    while (out.size() < n) {
+      out.push_back({const_cast<T*>(it->first), it->second});
+      if (++it == until_.end()) it = until_.begin();
+    }
+    cursor_ = it == until_.end() ? nullptr : it->first;
+    return out;
+  }
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    for (const auto& [item, until_ms] : until_) fn(item, until_ms);
+  }
 
   // Heap bytes held now, and the most one more entry may add.
-  int64_t bytes() const {
-    return static_cast<int64_t>(entries_.capacity() * sizeof(Entry)) +
-           flat_table_bytes(slot_.capacity(), kSlotSize);
-  }
+  int64_t bytes() const { return flat_table_bytes(until_.capacity(), kSlotSize); }
   int64_t growth_on_insert() const {
-    int64_t growth = 0;
-    if (entries_.size() == entries_.capacity())
-      growth += static_cast<int64_t>(std::max<size_t>(entries_.capacity(), 1) * sizeof(Entry));
-    const size_t cap = slot_.capacity();
-    if (slot_.size() + 1 > cap - cap / 8)
-      growth += flat_table_bytes(cap * 2 + 1, kSlotSize) - flat_table_bytes(cap, kSlotSize);
-    return growth;
+    const size_t cap = until_.capacity();
+    if (until_.size() + 1 <= cap - cap / 8) return 0;
+    return flat_table_bytes(cap * 2 + 1, kSlotSize) - flat_table_bytes(cap, kSlotSize);
   }
 
  private:
-  static constexpr size_t kSlotSize = sizeof(std::pair<const T*, uint32_t>);
-  std::vector<Entry> entries_;
-  absl::flat_hash_map<const T*, uint32_t> slot_;  // position in entries_
+  static constexpr size_t kSlotSize = sizeof(std::pair<const T*, int64_t>);
+  // One table, no list beside it: 16 bytes a slot. A list for random
+  // sampling cost each entry another 16 and a slot index.
+  absl::flat_hash_map<const T*, int64_t> until_;
+  const T* cursor_ = nullptr;  // the next sample starts here
 };
 
 struct Chunk;

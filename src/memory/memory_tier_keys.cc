@@ -267,10 +267,8 @@ void MemoryTier::clear() {
 
 size_t MemoryTier::sweep_leases_locked(Shard& s, int64_t now_ms, size_t samples) {
   s.mu.assert_held();
-  thread_local std::mt19937_64 rng{std::random_device{}()};
   size_t ended = 0;
-  for (size_t i = 0; i < samples && !s.leases.empty(); ++i) {
-    const LeaseTable::Entry& lease = s.leases.at(rng() % s.leases.size());
+  for (const LeaseTable::Entry& lease : s.leases.sample(samples)) {
     if (lease.until_ms > now_ms) continue;
     end_lease_locked(lease.item, false);
     ++ended;
@@ -279,10 +277,10 @@ size_t MemoryTier::sweep_leases_locked(Shard& s, int64_t now_ms, size_t samples)
 }
 
 size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
-  // Redis's active expiry: sample 20 keys with a TTL, delete the expired
-  // ones, and go again while more than a quarter of the sample had expired.
+  // Redis's active expiry: sample 20 keys with a TTL (the next ones at the
+  // table's cursor), delete the expired ones, and go again while more than
+  // a quarter of the sample had expired.
   constexpr size_t kSample = 20;
-  thread_local std::mt19937_64 rng{std::random_device{}()};
   size_t total = 0;
   for (int round = 0; round < 16; ++round) {
     ChunkList to_release;
@@ -290,8 +288,8 @@ size_t MemoryTier::expire_shard(Shard& s, int64_t now_ms) {
     {
       MutexLock lock(s.mu);
       if (round == 0) sweep_leases_locked(s, now_ms, kSample);
-      for (; sampled < kSample && !s.ttl.empty(); ++sampled) {
-        const TtlTable::Entry& entry = s.ttl.at(rng() % s.ttl.size());
+      for (const TtlTable::Entry& entry : s.ttl.sample(kSample)) {
+        ++sampled;
         if (entry.until_ms > now_ms) continue;
         expire_locked(s, entry.item, to_release);
         ++hits;

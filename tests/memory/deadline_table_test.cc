@@ -32,17 +32,50 @@ TEST(DeadlineTableTest, MatchesAModelUnderRandomOperations) {
     }
     ASSERT_EQ(table.size(), model.size()) << "step " << step;
     if (step % 97 == 0) {
-      std::set<const Chunk*> seen;
-      for (size_t i = 0; i < table.size(); ++i) {
-        const LeaseTable::Entry& lease = table.at(i);
-        ASSERT_TRUE(seen.insert(lease.item).second);
-        ASSERT_EQ(model.at(lease.item), lease.until_ms);
-      }
+      size_t seen = 0;
+      table.for_each([&](const Chunk* c, int64_t until) {
+        ASSERT_EQ(model.at(c), until);
+        ++seen;
+      });
+      ASSERT_EQ(seen, model.size());
       for (const auto& [chunk, until] : model) ASSERT_EQ(table.until(chunk), until);
     }
   }
   table.clear();
   EXPECT_TRUE(table.empty());
+}
+
+// Sampling: each sample holds distinct entries with their ends, and
+// samples taken in turn reach every entry within size() / n + 1 samples,
+// also while entries (the cursor's among them) are removed between them.
+TEST(DeadlineTableTest, SamplesInTurnReachEveryEntry) {
+  std::vector<Chunk> chunks(200);
+  LeaseTable table;
+  std::mt19937_64 rng(20261207);
+  for (size_t i = 0; i < chunks.size(); ++i) table.set(&chunks[i], static_cast<int64_t>(i));
+  EXPECT_TRUE(LeaseTable().sample(20).empty());
+  std::set<const Chunk*> reached;
+  for (int round = 0; round < 12; ++round) {
+    LeaseTable::Sample s = table.sample(20);
+    ASSERT_EQ(s.size(), std::min<size_t>(20, table.size()));
+    std::set<const Chunk*> distinct;
+    for (const LeaseTable::Entry& e : s) {
+      ASSERT_TRUE(distinct.insert(e.item).second);
+      ASSERT_EQ(e.until_ms, e.item - chunks.data());
+      reached.insert(e.item);
+    }
+    // Remove a few, the last one sampled (the cursor's neighbour) among them.
+    table.remove(s.back().item);
+    reached.insert(s.back().item);
+    for (int k = 0; k < 3; ++k) {
+      const Chunk* c = &chunks[rng() % chunks.size()];
+      if (!reached.count(c) && table.find(c)) {
+        table.remove(c);
+        reached.insert(c);
+      }
+    }
+  }
+  EXPECT_EQ(reached.size(), chunks.size()) << "every entry is sampled or removed within 12 rounds";
 }
 
 }  // namespace

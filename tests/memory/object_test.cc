@@ -8,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -72,6 +75,22 @@ TEST(ObjectTest, FusedOnlyForOneInlineChunkAndAKeyUnder64KiB) {
   // 52 bytes of header: a 16-byte key and a 100-byte value ask glibc for
   // 168 bytes, one 176-byte block.
   EXPECT_EQ(Object::fused_charge(16, 100), heap_block_charge(168));
+  EXPECT_EQ(heap_block_charge(168), 176u);
+}
+
+// The charge is what glibc's allocator really gives: the usable size of a
+// block is its charge less the 8-byte size field.
+TEST(ObjectTest, HeapBlockChargeIsGlibcsBlockSize) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's allocator replaces glibc's, whose sizes this checks";
+#else
+  for (size_t n = 1; n < 8192; n += 7) {
+    void* p = std::malloc(n);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(malloc_usable_size(p) + 8, heap_block_charge(n)) << n << " bytes";
+    std::free(p);
+  }
+#endif
 }
 
 TEST(ObjectTest, ASeparateObjectHoldsLongKeysManyChunksAndHoles) {
