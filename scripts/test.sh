@@ -9,7 +9,8 @@
 #              GUARDED_BY holds its mutex (core/mutex.h).
 #     release  server, tools and benchmarks; packaging/tierkv.toml checked
 #              against the key table; the unit tests that measure time
-#              (ctest label "timing"); the over-the-wire tests (pytest, side
+#              (ctest label "timing") and the allocator check ("allocator");
+#              the over-the-wire tests (pytest, side
 #              by side with redis-server) at CI sizes: the "timing" ones
 #              alone, the rest on 2 workers.
 #     asan     AddressSanitizer + UndefinedBehaviorSanitizer: every unit test
@@ -114,13 +115,14 @@ if has locks; then
 fi
 
 if has release; then
-  # The unit tests are built and run under the sanitizers; here only the one
-  # binary whose timing test needs an unsanitized build.
-  release_build src/server/all src/cli/all bench/all flash_tier_test
+  # The unit tests are built and run under the sanitizers; here only the
+  # binaries whose tests need an unsanitized build: a timing test, and a
+  # check of glibc's allocator (label "allocator").
+  release_build src/server/all src/cli/all bench/all flash_tier_test object_test
   stage "packaging: example config in sync with the key table, systemd unit"
   ./scripts/check-packaging.sh build/src/server/tierkv-server
-  stage "unit tests that measure time (release)"
-  ctest --test-dir build --output-on-failure -L timing
+  stage "unit tests that measure time or check the allocator (release)"
+  ctest --test-dir build --output-on-failure -L 'timing|allocator'
   integration all
 fi
 
@@ -144,7 +146,7 @@ if has asan; then
   # Tests that measure time (label "timing") ran in the release stage:
   # sanitizers stretch microseconds.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j2 -L unit -LE timing
+    ctest --test-dir build-asan --output-on-failure -j2 -L unit -LE 'timing|allocator'
 fi
 
 if has tsan; then
