@@ -21,7 +21,7 @@ MemoryTier::MemoryTier(const MemoryTierOptions& o)
             return std::max<int64_t>(unused, 0) +
                    buffer_pool_headroom_.load(std::memory_order_relaxed);
           },
-          Chunk::kPooledMin),
+          kPooledReadMin),
       shard_bits_(static_cast<uint32_t>(std::countr_zero(std::bit_ceil(std::max(o.shards, 1u))))),
       lease_max_fraction_(o.lease_max_fraction),
       shards_(new Shard[size_t{1} << shard_bits_]),
@@ -197,10 +197,8 @@ void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
 }
 
 size_t MemoryTier::chunk_charge(uint32_t len) const {
-  if (len == chunk_size_) return Chunk::charge_in_buffer(buffer_pool_.buffer_size());
-  if (len >= Chunk::kPooledMin && len < Chunk::kLargeAllocation)
-    return Chunk::charge_in_buffer(align_up(len));
-  return Chunk::charge_for(len);
+  return len == chunk_size_ ? Chunk::charge_in_buffer(buffer_pool_.buffer_size())
+                            : Chunk::charge_for(len);
 }
 
 Chunk* MemoryTier::new_chunk(uint32_t len, uint32_t charge, uint64_t hash, uint32_t index) {
@@ -215,17 +213,13 @@ Chunk* MemoryTier::new_chunk_bytes(uint32_t len, uint32_t charge) {
   // gets a pooled buffer one block longer than its bytes: the size a flash
   // read of it (record header and bytes) takes, so that written and
   // promoted chunks of one size share buffers, and a promotion can swap in
-  // the read's buffer (Chunk::adopt). A middling one (Chunk::kPooledMin up)
-  // gets a pooled buffer of its whole blocks: one block more would cost a
-  // 16 KiB value a quarter of its size, where copying a promotion's bytes
-  // into a pooled buffer is cheap. A small one is inline.
+  // the read's buffer (Chunk::adopt). A small one is inline.
   if (len == chunk_size_)
     return Chunk::allocate_in(buffer_pool_.take(buffer_pool_.buffer_size()), 0, len, charge,
                               budget_slot_.id());
-  if (len >= Chunk::kPooledMin) {
-    const size_t buffer = len >= Chunk::kLargeAllocation ? align_up(len + 1) : align_up(len);
-    return Chunk::allocate_in(buffer_pool_.take(buffer), 0, len, charge, budget_slot_.id());
-  }
+  if (len >= Chunk::kLargeAllocation)
+    return Chunk::allocate_in(buffer_pool_.take(align_up(len + 1)), 0, len, charge,
+                              budget_slot_.id());
   return Chunk::allocate(len, charge, budget_slot_.id());
 }
 

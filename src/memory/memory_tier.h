@@ -415,6 +415,10 @@ class MemoryTier {
   // through it.
   BudgetSlot budget_slot_{&used_};
   const uint32_t chunk_size_;
+  // Flash reads from this size up take pooled buffers. Below glibc's mmap
+  // threshold too: the heap would keep freed pages mapped, but the trims
+  // (return_free_memory) hand them back, and the next read faulted them in.
+  static constexpr size_t kPooledReadMin = 16 << 10;
   std::atomic<int64_t> buffer_pool_headroom_{0};
   // Before shards_, so that it outlives every chunk the index holds.
   BufferPool buffer_pool_;
