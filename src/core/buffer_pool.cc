@@ -16,9 +16,10 @@ void AlignedBuffer::reset() {
     std::free(data);
 }
 
-BufferPool::BufferPool(size_t buffer_size, IdleRoom idle_room, size_t min_size)
+BufferPool::BufferPool(size_t buffer_size, IdleRoom idle_room, size_t min_size, size_t alignment)
     : buffer_size_(align_up(buffer_size)),
       min_size_(std::min(align_up(min_size), align_up(buffer_size))),
+      alignment_(alignment),
       idle_room_(std::move(idle_room)) {}
 
 BufferPool::~BufferPool() {
@@ -47,7 +48,7 @@ AlignedBuffer BufferPool::take(size_t size) {
   if (data != nullptr) {
     reused_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    data = static_cast<char*>(std::aligned_alloc(kBlockSize, rounded));
+    data = static_cast<char*>(std::aligned_alloc(alignment_, rounded));
     if (data == nullptr) throw std::bad_alloc();
     // Fresh pages are faulted in by one call rather than one fault per
     // page when the buffer is first filled (best effort: Linux 5.14+).

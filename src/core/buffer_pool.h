@@ -41,6 +41,13 @@ struct BufferPoolStats {
   uint64_t reused = 0;     // takes served by a kept buffer
   uint64_t fresh = 0;      // takes that allocated a new one
   uint64_t returned = 0;   // buffers freed to the allocator
+  BufferPoolStats& operator+=(const BufferPoolStats& o) {
+    idle_bytes += o.idle_bytes;
+    reused += o.reused;
+    fresh += o.fresh;
+    returned += o.returned;
+    return *this;
+  }
 };
 
 class BufferPool {
@@ -50,9 +57,12 @@ class BufferPool {
 
   static constexpr size_t kDefaultMinSize = 128 << 10;  // glibc's mmap threshold
 
-  // min_size is at most buffer_size: a full buffer is always pooled.
-
-  BufferPool(size_t buffer_size, IdleRoom idle_room, size_t min_size = kDefaultMinSize);
+  // min_size is at most buffer_size: a full buffer is always pooled. Every
+  // buffer is aligned to `alignment`: kBlockSize where it may take direct
+  // I/O; less where it never does, because glibc's aligned_alloc at 4 KiB
+  // leaves a free fragment of up to 4 KiB beside each block.
+  BufferPool(size_t buffer_size, IdleRoom idle_room, size_t min_size = kDefaultMinSize,
+             size_t alignment = kBlockSize);
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
@@ -70,6 +80,7 @@ class BufferPool {
   // since the last call.
   void release_idle();
   BufferPoolStats stats() const;
+  int64_t idle_bytes() const { return idle_bytes_.load(std::memory_order_relaxed); }
   // take() from `pool` if there is one, else a plain uninitialised buffer.
   static AlignedBuffer take_from(BufferPool* pool, size_t size) {
     return pool != nullptr ? pool->take(size) : AlignedBuffer(size, AlignedBuffer::Uninitialized{});
@@ -87,6 +98,7 @@ class BufferPool {
 
   const size_t buffer_size_;
   const size_t min_size_;
+  const size_t alignment_;
   const IdleRoom idle_room_;
   mutable Mutex mu_;
   std::map<size_t, SizeClass> classes_ ABSL_GUARDED_BY(mu_);  // by buffer size

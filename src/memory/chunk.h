@@ -7,7 +7,7 @@
 // * separate (SeparateChunk): header and bytes in one block of their own;
 //   the chunks of larger objects.
 // * buffered (BufferedChunk): header and an aligned buffer: a buffer from
-//   the BufferPool (chunks of 128 KiB or more), or the buffer a flash read
+//   the BufferPool (chunks of 16 KiB or more), or the buffer a flash read
 //   filled (adopted by a promotion, so its bytes are never copied).
 #pragma once
 
@@ -94,6 +94,12 @@ struct Chunk {
   // adapts upward) with their own pages; below it, from the heap in 16-byte
   // steps. Charging 64 KiB values in whole pages wasted ~6% of the budget.
   static constexpr size_t kLargeAllocation = 128 * 1024;
+  // Chunks from 16 KiB up keep their bytes in BufferPool buffers, and so do
+  // flash reads that size. From the heap, a value that size was copied into
+  // pages a trim (return_free_memory) had handed back and faulted them in
+  // again: under churn of 16-128 KiB values, the trims' TLB shootdowns and
+  // the faults cost ~5 % of a busy server's CPU.
+  static constexpr size_t kPooledMin = 16 * 1024;
   // The most bytes one chunk holds (its size field's width).
   static constexpr uint32_t kMaxSize = (1u << 30) - 1;
   // Bytes a separate chunk costs the budget, allocator rounding included.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 
 #include "core/clock.h"
 #include "core/hash.h"
@@ -14,14 +15,11 @@ namespace tierkv::memory {
 MemoryTier::MemoryTier(const MemoryTierOptions& o)
     : chunk_size_(o.chunk_size),
       buffer_pool_(
-          o.chunk_size + kBlockSize,
-          [this] {
-            int64_t unused =
-                budget_.load(std::memory_order_relaxed) - used_.load(std::memory_order_relaxed);
-            return std::max<int64_t>(unused, 0) +
-                   buffer_pool_headroom_.load(std::memory_order_relaxed);
-          },
-          kPooledReadMin),
+          o.chunk_size + kBlockSize, [this] { return idle_room() - middling_pool_.idle_bytes(); },
+          Chunk::kPooledMin),
+      middling_pool_(
+          Chunk::kLargeAllocation, [this] { return idle_room() - buffer_pool_.idle_bytes(); },
+          Chunk::kPooledMin, alignof(std::max_align_t)),
       shard_bits_(static_cast<uint32_t>(std::countr_zero(std::bit_ceil(std::max(o.shards, 1u))))),
       lease_max_fraction_(o.lease_max_fraction),
       shards_(new Shard[size_t{1} << shard_bits_]),
@@ -197,8 +195,26 @@ void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
 }
 
 size_t MemoryTier::chunk_charge(uint32_t len) const {
-  return len == chunk_size_ ? Chunk::charge_in_buffer(buffer_pool_.buffer_size())
-                            : Chunk::charge_for(len);
+  if (len == chunk_size_) return Chunk::charge_in_buffer(buffer_pool_.buffer_size());
+  if (len >= Chunk::kPooledMin && len < Chunk::kLargeAllocation)
+    return Chunk::charge_in_buffer(align_up(len));
+  return Chunk::charge_for(len);
+}
+
+int64_t MemoryTier::idle_room() const {
+  int64_t unused = budget_.load(std::memory_order_relaxed) - used_.load(std::memory_order_relaxed);
+  return std::max<int64_t>(unused, 0) + buffer_pool_headroom_.load(std::memory_order_relaxed);
+}
+
+void MemoryTier::trim_pools() {
+  buffer_pool_.trim();
+  middling_pool_.trim();
+}
+
+BufferPoolStats MemoryTier::pool_stats() const {
+  BufferPoolStats st = buffer_pool_.stats();
+  st += middling_pool_.stats();
+  return st;
 }
 
 Chunk* MemoryTier::new_chunk(uint32_t len, uint32_t charge, uint64_t hash, uint32_t index) {
@@ -213,13 +229,18 @@ Chunk* MemoryTier::new_chunk_bytes(uint32_t len, uint32_t charge) {
   // gets a pooled buffer one block longer than its bytes: the size a flash
   // read of it (record header and bytes) takes, so that written and
   // promoted chunks of one size share buffers, and a promotion can swap in
-  // the read's buffer (Chunk::adopt). A small one is inline.
+  // the read's buffer (Chunk::adopt). A middling one (Chunk::kPooledMin up)
+  // gets a buffer of its whole blocks from the middling pool: one block
+  // more would cost a 16 KiB value a quarter of its size, where copying a
+  // promotion's bytes into a pooled buffer is cheap. A small one is inline.
   if (len == chunk_size_)
     return Chunk::allocate_in(buffer_pool_.take(buffer_pool_.buffer_size()), 0, len, charge,
                               budget_slot_.id());
-  if (len >= Chunk::kLargeAllocation)
-    return Chunk::allocate_in(buffer_pool_.take(align_up(len + 1)), 0, len, charge,
-                              budget_slot_.id());
+  if (len >= Chunk::kPooledMin) {
+    BufferPool& pool = len >= Chunk::kLargeAllocation ? buffer_pool_ : middling_pool_;
+    const size_t buffer = len >= Chunk::kLargeAllocation ? align_up(len + 1) : align_up(len);
+    return Chunk::allocate_in(pool.take(buffer), 0, len, charge, budget_slot_.id());
+  }
   return Chunk::allocate(len, charge, budget_slot_.id());
 }
 
@@ -237,7 +258,7 @@ Result<ObjectWriter> MemoryTier::prepare_fused(std::string_view key, uint64_t ha
   ChunkList chunks{
       new_fused_chunk(key, hash, static_cast<uint32_t>(size), static_cast<uint32_t>(charge))};
   // The block is not from the pool: the idle buffers may now pass the room.
-  buffer_pool_.trim();
+  trim_pools();
   return ObjectWriter(this, std::string(key), hash, size, std::move(chunks), 0);
 }
 
@@ -260,7 +281,7 @@ Result<ObjectWriter> MemoryTier::prepare(std::string_view key, uint64_t size) {
   }
   // The bytes not taken from the pool (metadata, a short last chunk) may
   // leave less room than the idle buffers hold.
-  buffer_pool_.trim();
+  trim_pools();
   return ObjectWriter(this, std::string(key), hash, size, std::move(chunks), meta);
 }
 
@@ -289,7 +310,7 @@ Result<ObjectWriter> MemoryTier::prepare_partial(std::string_view key, uint64_t 
     unreserve(meta);
     return Status::out_of_memory("no room in memory for any chunk of the object");
   }
-  buffer_pool_.trim();
+  trim_pools();
   return ObjectWriter(this, std::string(key), hash, size, std::move(chunks), meta);
 }
 

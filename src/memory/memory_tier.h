@@ -415,13 +415,19 @@ class MemoryTier {
   // through it.
   BudgetSlot budget_slot_{&used_};
   const uint32_t chunk_size_;
-  // Flash reads from this size up take pooled buffers. Below glibc's mmap
-  // threshold too: the heap would keep freed pages mapped, but the trims
-  // (return_free_memory) hand them back, and the next read faulted them in.
-  static constexpr size_t kPooledReadMin = 16 << 10;
   std::atomic<int64_t> buffer_pool_headroom_{0};
-  // Before shards_, so that it outlives every chunk the index holds.
+  // Before shards_, so that they outlive every chunk the index holds.
+  // buffer_pool_: full chunks, chunks from Chunk::kLargeAllocation up and
+  // flash reads, aligned for direct I/O. middling_pool_: chunks of
+  // Chunk::kPooledMin to kLargeAllocation, which only take copies, so
+  // aligned as malloc aligns (no fragment beside each buffer). Together
+  // their idle buffers stay within idle_room().
   BufferPool buffer_pool_;
+  BufferPool middling_pool_;
+  // What idle pooled buffers may hold: the unused budget plus the headroom.
+  int64_t idle_room() const;
+  void trim_pools();
+  BufferPoolStats pool_stats() const;
   // Chunk `index` of a separate object: `len` bytes (full ones in a pooled
   // buffer), charge reserved.
   Chunk* new_chunk(uint32_t len, uint32_t charge, uint64_t hash, uint32_t index);
@@ -484,7 +490,11 @@ class MemoryTier {
   ActiveExpiry expiry_{
       ActiveExpiry::Work{.expire_cycle = [this](int64_t now_ms) { expire_cycle(now_ms); },
                          .return_free_memory = [this] { return_free_memory(); },
-                         .release_idle_buffers = [this] { buffer_pool_.release_idle(); }}};
+                         .release_idle_buffers =
+                             [this] {
+                               buffer_pool_.release_idle();
+                               middling_pool_.release_idle();
+                             }}};
 };
 
 }  // namespace tierkv::memory

@@ -320,7 +320,7 @@ void MemoryTier::return_free_memory() {
   // writer threads, 256 MiB budget, RSS 300-360 MiB). Hand them back to the
   // kernel once they pass 1/16 of the budget; mallinfo2() is cheap next to
   // that and the trim runs only when it is needed.
-  buffer_pool_.trim();
+  trim_pools();
   struct mallinfo2 info = mallinfo2();
   size_t threshold = static_cast<size_t>(budget_bytes()) / 16 + (size_t{16} << 20);
   if (info.fordblks > threshold) malloc_trim(0);
@@ -332,7 +332,7 @@ void MemoryTier::stop_active_expiry() {
 
 Status MemoryTier::set_budget(int64_t bytes) {
   budget_.store(bytes, std::memory_order_relaxed);
-  buffer_pool_.trim();
+  trim_pools();
   if (!trim_to_budget()) return Status::out_of_memory("cannot shrink below pinned and leased data");
   return Status::ok();
 }
@@ -361,7 +361,7 @@ MemoryTierStats MemoryTier::stats() const {
   st.expired_objects = expired_objects_.load();
   st.lease_refused = lease_refused_.load();
   st.lease_expired_unread = lease_expired_unread_.load();
-  st.buffer_pool = buffer_pool_.stats();
+  st.buffer_pool = pool_stats();
   st.prefetch_reads = prefetch_reads_.load();
   st.prefetch_wasted = prefetch_wasted_.load();
   st.offloading_bytes = offloading_bytes_.load();

@@ -35,8 +35,7 @@ int64_t Object::charge() const {
 }
 
 bool Object::fits_fused(size_t key_size, uint64_t value_size, uint32_t chunk_size) {
-  return key_size <= kMaxFusedKey && value_size < chunk_size &&
-         value_size < Chunk::kLargeAllocation;
+  return key_size <= kMaxFusedKey && value_size < chunk_size && value_size < Chunk::kPooledMin;
 }
 
 size_t Object::fused_charge(size_t key_size, uint64_t value_size) {

@@ -1,6 +1,6 @@
 // Object: the index entry for one version of one key. Internal to memory/.
 // Two layouts behind one interface:
-// * fused: a value that fits one inline chunk (under Chunk::kLargeAllocation
+// * fused: a value that fits one inline chunk (under Chunk::kPooledMin
 //   and chunk_size) with a key under 64 KiB. One heap block holds
 //   [Chunk][Object][key][value]: 52 bytes of header, so a 16-byte key with a
 //   100-byte value is one 176-byte glibc block (two blocks of 80 and 176

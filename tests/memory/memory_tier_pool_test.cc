@@ -95,6 +95,40 @@ TEST(MemoryTierPoolTest, AWriterAdoptsAReadBufferInsteadOfCopying) {
   EXPECT_EQ(kept.bytes(), std::string_view(value).substr(kChunk));
 }
 
+// A value from Chunk::kPooledMin to kLargeAllocation keeps its bytes in a
+// pooled buffer of its whole blocks (a 16 KiB value costs 16 KiB and its
+// headers, no block more), which the next value of its size reuses; a
+// smaller one stays on the heap.
+TEST(MemoryTierPoolTest, AMiddlingValueTakesAPooledBufferOfItsWholeBlocks) {
+  MemoryTierOptions o = small_tier(8 << 20);
+  o.chunk_size = 1 << 20;
+  MemoryTier t(o);
+  constexpr int64_t kHeaders = 512;  // object, chunk header, policy entry
+  auto used = [&] { return t.stats().used_bytes; };
+  struct Case {
+    const char* key;
+    size_t size;
+    int64_t buffer;
+  };
+  for (const Case& c : {Case{"a", 16 << 10, 16 << 10}, Case{"b", 20000, 20480},
+                        Case{"c", (128 << 10) - 1, 128 << 10}}) {
+    const int64_t before = used();
+    ASSERT_TRUE(t.put(c.key, make_value(c.key, 1, c.size)));
+    EXPECT_GE(used() - before, c.buffer) << c.key;
+    EXPECT_LT(used() - before, c.buffer + kHeaders) << c.key;
+  }
+  const BufferPoolStats after_puts = t.stats().buffer_pool;
+  EXPECT_EQ(after_puts.fresh, 3u);
+  t.remove("a");
+  ASSERT_TRUE(t.put("d", make_value("d", 2, 16 << 10)));
+  EXPECT_EQ(t.stats().buffer_pool.reused, after_puts.reused + 1) << "a's buffer is d's";
+  ASSERT_TRUE(t.put("small", make_value("small", 3, (16 << 10) - 1)));
+  EXPECT_EQ(t.stats().buffer_pool.fresh, 3u) << "under kPooledMin: a heap block";
+  EXPECT_EQ(t.get("b")->to_string(), make_value("b", 1, 20000));
+  EXPECT_EQ(t.get("d")->to_string(), make_value("d", 2, 16 << 10));
+  EXPECT_EQ(t.get("small")->to_string(), make_value("small", 3, (16 << 10) - 1));
+}
+
 // A value shorter than a chunk but of at least kLargeAllocation bytes (a
 // 256 KiB KV-cache block in 1 MiB chunks) has a buffer of its own, so a
 // promotion keeps the read's buffer for it too; a small one is inline and

@@ -68,8 +68,8 @@ TEST(ObjectTest, FusedOnlyForOneInlineChunkAndAKeyUnder64KiB) {
   EXPECT_TRUE(Object::fits_fused(16, 0, chunk));
   EXPECT_TRUE(Object::fits_fused(65535, 100, chunk));
   EXPECT_FALSE(Object::fits_fused(65536, 100, chunk));
-  EXPECT_TRUE(Object::fits_fused(16, Chunk::kLargeAllocation - 1, chunk));
-  EXPECT_FALSE(Object::fits_fused(16, Chunk::kLargeAllocation, chunk)) << "a pooled buffer";
+  EXPECT_TRUE(Object::fits_fused(16, Chunk::kPooledMin - 1, chunk));
+  EXPECT_FALSE(Object::fits_fused(16, Chunk::kPooledMin, chunk)) << "a pooled buffer";
   EXPECT_TRUE(Object::fits_fused(16, 4095, 4096));
   EXPECT_FALSE(Object::fits_fused(16, 4096, 4096)) << "a full chunk";
   // 52 bytes of header: a 16-byte key and a 100-byte value ask glibc for
