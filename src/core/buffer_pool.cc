@@ -52,7 +52,9 @@ AlignedBuffer BufferPool::take(size_t size) {
     if (data == nullptr) throw std::bad_alloc();
     // Fresh pages are faulted in by one call rather than one fault per
     // page when the buffer is first filled (best effort: Linux 5.14+).
-    (void)::madvise(data, rounded, MADV_POPULATE_WRITE);
+    // madvise wants a page-aligned start: a malloc-aligned buffer is
+    // faulted in by its first fill instead of failing a system call.
+    if (alignment_ % kBlockSize == 0) (void)::madvise(data, rounded, MADV_POPULATE_WRITE);
     fresh_.fetch_add(1, std::memory_order_relaxed);
   }
   return AlignedBuffer(data, rounded, this);
