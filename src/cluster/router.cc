@@ -34,7 +34,8 @@ std::string Route::error() const {
     case Kind::kUnserved:
       return "CLUSTERDOWN Hash slot not served";
     case Kind::kTryAgain:
-      return "TRYAGAIN Multiple keys request during rehashing of slot";
+      return fmt::format("TRYAGAIN {}",
+                         reason ? reason : "Multiple keys request during rehashing of slot");
   }
   return {};
 }
@@ -57,6 +58,11 @@ Route route(const SlotMap& map, size_t self, const RouteQuery& query) {
   const size_t moving_to = map.moving_to(*slot);
   const bool moving_here = self != SlotMap::kNoNode && moving_to == self && query.asking;
   if (owner != self && !moving_here) {
+    if (query.asking && query.ask_retries) {
+      Route wait = refuse(Route::Kind::kTryAgain, *slot);
+      wait.reason = "The slot is not being imported here yet";
+      return wait;
+    }
     const ClusterNode& node = map.nodes()[owner];
     // The new owner's map may still name this node: -MOVED would come back.
     const bool handed = self != SlotMap::kNoNode && query.handed_to && query.handed_to(*slot, node);

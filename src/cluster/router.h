@@ -8,6 +8,13 @@
 // * a slot another node owns: -MOVED slot host:port, unless the slot is
 //   moving here and the client said ASKING (then it is served here), or
 //   this node handed it to that owner just now (handoffs.h): -ASK then;
+// * ASKING for a slot that is not moving here by this node's map: -TRYAGAIN,
+//   where Redis answers -MOVED. Nodes adopt each map through their own
+//   watch, so the source may ask clients here before this node has the map
+//   that starts the move: -MOVED back to the source would bounce a client
+//   between the two with no pause until its redirection limit. -TRYAGAIN
+//   makes it wait and start again at the slot's owner, which settles once
+//   this node's map catches up (or answers -CLUSTERDOWN past its lease);
 // * a slot this node owns that is moving away: served here while every key
 //   is still here; a missing key is answered -ASK slot host:port (the new
 //   owner may have it), or -TRYAGAIN for a multi-key command whose keys are
@@ -34,6 +41,8 @@ struct Route {
   Kind kind = Kind::kServe;
   uint16_t slot = 0;
   std::string address;  // host:port, for kMoved and kAsk
+  // For kTryAgain: why, after "TRYAGAIN " (Redis's multi-key text if null).
+  const char* reason = nullptr;
 
   bool serve() const { return kind == Kind::kServe; }
   // The error line (without '-' and CRLF) for anything but kServe.
@@ -46,6 +55,10 @@ struct RouteQuery {
   // otherwise).
   std::optional<std::optional<uint16_t>> slot;
   bool asking = false;  // the client sent ASKING just before
+  // Whether a slot that is not moving here, asked with ASKING, gets
+  // -TRYAGAIN (a client that followed another node's -ASK) or the answer it
+  // would get without ASKING (a write made here outside any command).
+  bool ask_retries = true;
   bool cluster_up = true;
   // Whether a key is held here (memory or flash); asked only for a slot
   // that is moving.

@@ -51,16 +51,19 @@ TEST_F(RouterTest, DownAndUnservedSlots) {
   EXPECT_EQ(ask({"bar"}).error(), "CLUSTERDOWN Hash slot not served");
 }
 
-// A node the map does not name yet (it just joined) serves nothing, not
-// even with ASKING, and sends every key to its owner.
+// A node the map does not name yet (it just joined) serves nothing, and
+// sends every key to its owner; with ASKING (the owner's newer map already
+// moves the slot here) it answers -TRYAGAIN until its own map names it.
 TEST_F(RouterTest, ANodeNotInTheMapRedirects) {
   RouteQuery q;
   std::vector<std::string_view> keys{"bar"};
   q.keys = keys;
-  q.asking = true;
   EXPECT_EQ(route(map, SlotMap::kNoNode, q).error(), "MOVED 5061 127.0.0.1:7001");
   map.set_moving(5061, 1);
   EXPECT_EQ(route(map, SlotMap::kNoNode, q).kind, Route::Kind::kMoved);
+  q.asking = true;
+  EXPECT_EQ(route(map, SlotMap::kNoNode, q).error(),
+            "TRYAGAIN The slot is not being imported here yet");
   map.set_owner(5061, SlotMap::kNoNode);
   EXPECT_EQ(route(map, SlotMap::kNoNode, q).kind, Route::Kind::kUnserved);
 }
@@ -74,6 +77,24 @@ TEST_F(RouterTest, MovingAwayAsksForMissingKeys) {
   EXPECT_EQ(ask({"bar", "{bar}x"}).error(),
             "TRYAGAIN Multiple keys request during rehashing of slot");
   EXPECT_EQ(ask({"{bar}y", "{bar}x"}).kind, Route::Kind::kAsk);  // all gone: ask
+}
+
+// ASKING for a slot this node's map does not move here: the client followed
+// an -ASK from a node whose map is newer than this one's. -MOVED would send
+// it straight back there; -TRYAGAIN makes it wait and start again. A write
+// made outside any command (ask_retries off) gets the usual -MOVED.
+TEST_F(RouterTest, AskingForASlotNotMovingHereIsTryAgain) {
+  EXPECT_EQ(ask({"foo"}, /*asking=*/true).error(),
+            "TRYAGAIN The slot is not being imported here yet");
+  map.set_moving(12182, 1);  // moving, but to another node (here: its owner)
+  EXPECT_EQ(ask({"foo"}, true).kind, Route::Kind::kTryAgain);
+  RouteQuery q;
+  std::vector<std::string_view> keys{"foo"};
+  q.keys = keys;
+  q.asking = true;
+  q.ask_retries = false;
+  EXPECT_EQ(route(map, 0, q).error(), "MOVED 12182 127.0.0.1:7002");
+  EXPECT_TRUE(ask({"bar"}, true).serve());  // its own slot: ASKING changes nothing
 }
 
 TEST_F(RouterTest, MovingHereServesOnlyAfterAsking) {

@@ -201,11 +201,16 @@ class SlotClient:
     answers it, and runs nothing, while it cannot confirm its lease or the
     map within the lease TTL, which a loaded machine's etcd can cause.
     Unlike redis-py 4.x (redis-py#2432), it follows -ASK to a node that owns
-    no slot yet: a node that just joined."""
+    no slot yet: a node that just joined. A call that gets no answer within
+    `deadline_s` fails the test."""
 
-    def __init__(self, port):
+    def __init__(self, port, deadline_s=30.0):
         self.conns = {}
         self.slots = [None] * SLOTS
+        self.deadline_s = deadline_s
+        # The most -MOVED/-ASK a call followed in a row without being told
+        # to wait: two nodes that send a client to each other drive it up.
+        self.max_hops = 0
         self.refresh(("127.0.0.1", port))
 
     def conn(self, addr):
@@ -222,25 +227,26 @@ class SlotClient:
     def call(self, key, *args):
         slot = key_slot(key)
         addr, asking = self.slots[slot], False
-        for _ in range(200):
+        deadline, hops = time.monotonic() + self.deadline_s, 0
+        while time.monotonic() < deadline:
             try:
                 return send(self.conn(addr), asking, *args)
             except redis.exceptions.ResponseError as e:
                 kind, *rest = str(e).split(" ")
                 if kind in ("MOVED", "ASK"):
+                    hops += 1
+                    self.max_hops = max(self.max_hops, hops)
                     host, port = rest[1].rsplit(":", 1)
                     addr, asking = (host, int(port)), kind == "ASK"
                     if kind == "MOVED":
                         self.refresh(addr)
-                elif kind == "TRYAGAIN":
+                elif kind in ("TRYAGAIN", "CLUSTERDOWN"):
+                    hops = 0
                     addr, asking = self.slots[slot], False
-                    time.sleep(0.01)
-                elif kind == "CLUSTERDOWN":
-                    addr, asking = self.slots[slot], False
-                    time.sleep(0.05)
+                    time.sleep(0.01 if kind == "TRYAGAIN" else 0.05)
                 else:
                     raise
-        raise AssertionError(f"{args} kept being redirected")
+        raise AssertionError(f"{args} kept being redirected for {self.deadline_s} s")
 
     def close(self):
         for c in self.conns.values():

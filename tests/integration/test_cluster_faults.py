@@ -7,6 +7,7 @@ write acknowledged before the read had replaced, none older than a value
 already read. Every kind of fault is injected at least once (three times
 in the torture run of ten minutes)."""
 import json
+import threading
 import time
 
 import pytest
@@ -14,7 +15,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from cluster_nemesis import FAULTS, Op, check, report, run
-from cluster_util import SLOTS, Etcd, key_slot, send, slot_map, wait_until
+from cluster_util import SLOTS, Etcd, SlotClient, key_slot, send, slot_map, wait_until
 from conftest import by_tier, reply_of
 from tcp_proxy import TcpProxy
 
@@ -119,6 +120,64 @@ def test_a_slot_just_handed_on_is_asked_while_its_new_owner_lags(make_tierkv):
         proxies[1].drop_all(False)
         wait_until(lambda: version(b) == 2, timeout=30, what="B back on the newest map")
         assert b.client().get("foo") == (b"written" if written else b"moved")
+        assert a.client().dbsize() == 0
+    finally:
+        for p in proxies:
+            p.close()
+        etcd.close()
+
+
+def test_a_slot_starting_to_move_waits_for_a_target_that_lags(make_tierkv):
+    """The start of a move, mirrored: A takes the map that moves a slot to B
+    while B, cut off from etcd, still has the one where A owns it alone. A
+    answers -ASK to B for a key it does not hold; B, whose map does not
+    import the slot, answers that client -TRYAGAIN, not -MOVED back to A.
+    The client waits and starts again at A instead of bouncing between the
+    two, and its write lands on B once B has the map (redis-server answers
+    -MOVED here: its importing state is set before the source's)."""
+    etcd = Etcd()
+    proxies = [TcpProxy(("127.0.0.1", etcd.client_port)) for _ in range(2)]
+    try:
+        a, b = [make_tierkv("--flash-size", "0", "--cluster-enabled", "yes",
+                            "--cluster-etcd", p.endpoint, "--cluster-name", "s",
+                            "--cluster-lease-ttl", "8", "--cluster-controller", "no")
+                for p in proxies]
+        ids = [n.client().execute_command("CLUSTER", "MYID").decode() for n in (a, b)]
+        members = [(ids[0], "127.0.0.1", a.port), (ids[1], "127.0.0.1", b.port)]
+        slot, owners = key_slot("foo"), [0] * SLOTS
+        etcd.put("/tierkv/s/slotmap", slot_map(1, members, owners))
+
+        def version(node):
+            info = node.client().info("cluster")
+            return info["cluster_slot_map_version"] if info["cluster_state"] == "ok" else None
+
+        wait_until(lambda: version(a) == 1 and version(b) == 1, what="both on the first map")
+        proxies[1].drop_all(True)  # B hears nothing more from etcd
+        moving = json.loads(slot_map(2, members, owners))
+        moving["moving"] = [{"slot": slot, "to": ids[1], "since": 2}]
+        etcd.put("/tierkv/s/slotmap", json.dumps(moving))
+        wait_until(lambda: version(a) == 2, what="A on the moving map")
+        assert reply_of(a.client(), "SET", "foo", "x") == \
+            ("error", f"ASK {slot} 127.0.0.1:{b.port}")
+        with pytest.raises(redis.exceptions.ResponseError) as refused:
+            send(b.client(), True, "SET", "foo", "x")
+        assert str(refused.value) in ("TRYAGAIN The slot is not being imported here yet",
+                                      "CLUSTERDOWN The cluster is down")  # past its lease
+        assert version(b) in (1, None)
+
+        rc, outcome = SlotClient(a.port), {}
+        writer = threading.Thread(target=lambda: outcome.update(
+            reply=rc.call("foo", "SET", "foo", "written")))
+        writer.start()
+        time.sleep(1.0)  # the writer meets B's old map for a while
+        assert writer.is_alive() and rc.max_hops <= 1, rc.max_hops
+        proxies[1].drop_all(False)
+        writer.join(timeout=60)
+        assert outcome.get("reply") is True
+        assert rc.max_hops <= 1, rc.max_hops  # A's -ASK, and no -MOVED back
+        rc.close()
+        assert version(b) == 2
+        assert send(b.client(), True, "GET", "foo") == b"written"  # still moving: ASKING
         assert a.client().dbsize() == 0
     finally:
         for p in proxies:

@@ -244,7 +244,7 @@ CommandKeys keys_of(const CommandSpec& spec, std::span<const std::string_view> a
 
 // Routes `keys` for a command here; "" to run it.
 std::string route_keys(ServerContext& server, std::span<const std::string_view> keys, bool asking,
-                       std::optional<KeyFence::Pass>& pass) {
+                       std::optional<KeyFence::Pass>& pass, bool ask_retries = true) {
   cluster::Member* member = server.cluster();
   if (member == nullptr || keys.empty()) return {};
   // Before any map, or while the lease is stale, route() answers from the
@@ -256,6 +256,7 @@ std::string route_keys(ServerContext& server, std::span<const std::string_view> 
   cluster::RouteQuery query;
   query.keys = keys;
   query.asking = asking;
+  query.ask_retries = ask_retries;
   // A node its map does not name yet (it just joined, and the map that adds
   // it is on its way) redirects by that map, as Redis does, rather than
   // answering that the cluster is down.
@@ -337,7 +338,7 @@ std::string cluster_reroute(ServerContext& server, const CommandSpec& spec,
 
 std::string cluster_write_refusal(ServerContext& server, std::string_view key,
                                   std::optional<KeyFence::Pass>& pass) {
-  return route_keys(server, std::span(&key, 1), /*asking=*/true, pass);
+  return route_keys(server, std::span(&key, 1), /*asking=*/true, pass, /*ask_retries=*/false);
 }
 
 void register_cluster_commands(CommandTable& table) {
