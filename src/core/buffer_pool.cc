@@ -16,10 +16,11 @@ void AlignedBuffer::reset() {
     std::free(data);
 }
 
-BufferPool::BufferPool(size_t buffer_size, IdleRoom idle_room, size_t min_size, size_t alignment)
-    : buffer_size_(align_up(buffer_size)),
-      min_size_(std::min(align_up(min_size), align_up(buffer_size))),
-      alignment_(alignment),
+BufferPool::BufferPool(const BufferPoolOptions& o, IdleRoom idle_room)
+    : granule_(o.granule),
+      buffer_size_(rounded(o.buffer_size)),
+      min_size_(std::min(rounded(o.min_size), buffer_size_)),
+      alignment_(o.alignment),
       idle_room_(std::move(idle_room)) {}
 
 BufferPool::~BufferPool() {
@@ -30,34 +31,34 @@ BufferPool::~BufferPool() {
 }
 
 AlignedBuffer BufferPool::take(size_t size) {
-  const size_t rounded = align_up(size);
-  if (rounded > buffer_size_ || rounded < min_size_)
+  const size_t bytes = rounded(size);
+  if (bytes > buffer_size_ || bytes < min_size_)
     return AlignedBuffer(size, AlignedBuffer::Uninitialized{});
   char* data = nullptr;
   {
     MutexLock lock(mu_);
-    auto it = classes_.find(rounded);
+    auto it = classes_.find(bytes);
     if (it != classes_.end() && !it->second.idle.empty()) {
       SizeClass& c = it->second;
       data = c.idle.back();
       c.idle.pop_back();
       c.low_water = std::min(c.low_water, c.idle.size());
-      idle_bytes_.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
+      idle_bytes_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
     }
   }
   if (data != nullptr) {
     reused_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    data = static_cast<char*>(std::aligned_alloc(alignment_, rounded));
+    data = static_cast<char*>(std::aligned_alloc(alignment_, bytes));
     if (data == nullptr) throw std::bad_alloc();
     // Fresh pages are faulted in by one call rather than one fault per
     // page when the buffer is first filled (best effort: Linux 5.14+).
     // madvise wants a page-aligned start: a malloc-aligned buffer is
     // faulted in by its first fill instead of failing a system call.
-    if (alignment_ % kBlockSize == 0) (void)::madvise(data, rounded, MADV_POPULATE_WRITE);
+    if (alignment_ % kBlockSize == 0) (void)::madvise(data, bytes, MADV_POPULATE_WRITE);
     fresh_.fetch_add(1, std::memory_order_relaxed);
   }
-  return AlignedBuffer(data, rounded, this);
+  return AlignedBuffer(data, bytes, this);
 }
 
 void BufferPool::give_back(char* data, size_t size) {

@@ -14,12 +14,13 @@ namespace tierkv::memory {
 
 MemoryTier::MemoryTier(const MemoryTierOptions& o)
     : chunk_size_(o.chunk_size),
-      buffer_pool_(
-          o.chunk_size + kBlockSize, [this] { return idle_room() - middling_pool_.idle_bytes(); },
-          Chunk::kPooledMin),
-      middling_pool_(
-          Chunk::kLargeAllocation, [this] { return idle_room() - buffer_pool_.idle_bytes(); },
-          Chunk::kPooledMin, alignof(std::max_align_t)),
+      buffer_pool_({.buffer_size = o.chunk_size + kBlockSize, .min_size = Chunk::kPooledMin},
+                   [this] { return idle_room() - middling_pool_.idle_bytes(); }),
+      middling_pool_({.buffer_size = Chunk::kLargeAllocation,
+                      .min_size = Chunk::kPooledMin,
+                      .granule = kMiddlingGranule,
+                      .alignment = alignof(std::max_align_t)},
+                     [this] { return idle_room() - buffer_pool_.idle_bytes(); }),
       shard_bits_(static_cast<uint32_t>(std::countr_zero(std::bit_ceil(std::max(o.shards, 1u))))),
       lease_max_fraction_(o.lease_max_fraction),
       shards_(new Shard[size_t{1} << shard_bits_]),
@@ -197,7 +198,7 @@ void MemoryTier::settle_index_charge(Shard& s, int64_t reserved) {
 size_t MemoryTier::chunk_charge(uint32_t len) const {
   if (len == chunk_size_) return Chunk::charge_in_buffer(buffer_pool_.buffer_size());
   if (len >= Chunk::kPooledMin && len < Chunk::kLargeAllocation)
-    return Chunk::charge_in_buffer(align_up(len));
+    return Chunk::charge_in_buffer(middling_pool_.rounded(len));
   return Chunk::charge_for(len);
 }
 
@@ -230,7 +231,7 @@ Chunk* MemoryTier::new_chunk_bytes(uint32_t len, uint32_t charge) {
   // read of it (record header and bytes) takes, so that written and
   // promoted chunks of one size share buffers, and a promotion can swap in
   // the read's buffer (Chunk::adopt). A middling one (Chunk::kPooledMin up)
-  // gets a buffer of its whole blocks from the middling pool: one block
+  // gets a buffer of its whole granules from the middling pool: one block
   // more would cost a 16 KiB value a quarter of its size, where copying a
   // promotion's bytes into a pooled buffer is cheap. A small one is inline.
   if (len == chunk_size_)
@@ -238,7 +239,7 @@ Chunk* MemoryTier::new_chunk_bytes(uint32_t len, uint32_t charge) {
                               budget_slot_.id());
   if (len >= Chunk::kPooledMin) {
     BufferPool& pool = len >= Chunk::kLargeAllocation ? buffer_pool_ : middling_pool_;
-    const size_t buffer = len >= Chunk::kLargeAllocation ? align_up(len + 1) : align_up(len);
+    const size_t buffer = len >= Chunk::kLargeAllocation ? align_up(len + 1) : len;
     return Chunk::allocate_in(pool.take(buffer), 0, len, charge, budget_slot_.id());
   }
   return Chunk::allocate(len, charge, budget_slot_.id());

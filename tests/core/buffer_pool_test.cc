@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
 #include <vector>
 
 namespace tierkv {
@@ -13,8 +14,7 @@ namespace {
 constexpr size_t kBuffer = 64 << 10;
 
 TEST(BufferPoolTest, ABufferGivenBackIsTheNextOneTaken) {
-  BufferPool pool(
-      kBuffer, [] { return int64_t{1} << 30; }, kBuffer);
+  BufferPool pool({.buffer_size = kBuffer, .min_size = kBuffer}, [] { return int64_t{1} << 30; });
   char* first = nullptr;
   {
     AlignedBuffer b = pool.take(kBuffer);
@@ -33,8 +33,8 @@ TEST(BufferPoolTest, ABufferGivenBackIsTheNextOneTaken) {
 }
 
 TEST(BufferPoolTest, BuffersUnderTheMinimumOrOverTheSizeAreNotPooled) {
-  BufferPool pool(
-      kBuffer, [] { return int64_t{1} << 30; }, kBuffer / 4);
+  BufferPool pool({.buffer_size = kBuffer, .min_size = kBuffer / 4},
+                  [] { return int64_t{1} << 30; });
   AlignedBuffer small = pool.take(kBuffer / 4 - kBlockSize);
   AlignedBuffer big = pool.take(kBuffer + 1);
   EXPECT_FALSE(small.pooled());
@@ -45,17 +45,47 @@ TEST(BufferPoolTest, BuffersUnderTheMinimumOrOverTheSizeAreNotPooled) {
   big.reset();
   EXPECT_EQ(pool.stats().fresh, 1u);  // only the pooled one
   // A minimum above the buffer size still pools full buffers.
-  BufferPool full_only(
-      kBuffer, [] { return int64_t{1} << 30; }, 4 * kBuffer);
+  BufferPool full_only({.buffer_size = kBuffer, .min_size = 4 * kBuffer},
+                       [] { return int64_t{1} << 30; });
   EXPECT_TRUE(full_only.take(kBuffer).pooled());
   EXPECT_FALSE(full_only.take(kBuffer / 2).pooled());
+}
+
+// A pool with a finer granule (one whose buffers only take copies) rounds
+// to whole granules, not blocks, and keeps a free list per granule count.
+TEST(BufferPoolTest, AFinerGranuleRoundsToItsOwnMultiple) {
+  BufferPool pool({.buffer_size = kBuffer,
+                   .min_size = kBuffer / 4,
+                   .granule = 1024,
+                   .alignment = alignof(std::max_align_t)},
+                  [] { return int64_t{1} << 30; });
+  EXPECT_EQ(pool.rounded(50000), 50176u);  // 49 granules, where blocks take 53,248
+  char* first = nullptr;
+  {
+    AlignedBuffer b = pool.take(50000);
+    ASSERT_TRUE(b.pooled());
+    EXPECT_EQ(b.size(), 50176u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % alignof(std::max_align_t), 0u);
+    first = b.data();
+    b.data()[b.size() - 1] = 'x';
+  }
+  EXPECT_EQ(pool.stats().idle_bytes, 50176);
+  AlignedBuffer other = pool.take(49000);  // 48 granules: a class of its own
+  EXPECT_NE(other.data(), first);
+  EXPECT_EQ(other.size(), 49152u);
+  AlignedBuffer again = pool.take(49153);  // 49 granules
+  EXPECT_EQ(again.data(), first);
+  EXPECT_EQ(pool.stats().fresh, 2u);
+  EXPECT_EQ(pool.stats().reused, 1u);
+  EXPECT_FALSE(pool.take(kBuffer / 4 - 1025).pooled());  // a granule under the minimum
+  EXPECT_TRUE(pool.take(kBuffer / 4 - 1).pooled());      // rounds up to it
 }
 
 // Buffers are kept by size: a size given back is reused only by takes that
 // round to it, and idle bytes count every size.
 TEST(BufferPoolTest, EachSizeHasItsOwnFreeList) {
-  BufferPool pool(
-      kBuffer, [] { return int64_t{1} << 30; }, kBlockSize);
+  BufferPool pool({.buffer_size = kBuffer, .min_size = kBlockSize},
+                  [] { return int64_t{1} << 30; });
   char* quarter = nullptr;
   char* half = nullptr;
   {
@@ -78,8 +108,7 @@ TEST(BufferPoolTest, EachSizeHasItsOwnFreeList) {
 
 TEST(BufferPoolTest, IdleBuffersStayWithinTheRoomAndTrimFollowsItDown) {
   std::atomic<int64_t> room{3 * static_cast<int64_t>(kBuffer)};
-  BufferPool pool(
-      kBuffer, [&] { return room.load(); }, kBuffer);
+  BufferPool pool({.buffer_size = kBuffer, .min_size = kBuffer}, [&] { return room.load(); });
   std::vector<AlignedBuffer> held;
   for (int i = 0; i < 5; ++i) held.push_back(pool.take(kBuffer));
   held.clear();  // 5 come back, 3 fit
@@ -96,8 +125,7 @@ TEST(BufferPoolTest, IdleBuffersStayWithinTheRoomAndTrimFollowsItDown) {
 }
 
 TEST(BufferPoolTest, ReleaseIdleDrainsWhatNoTakeNeeded) {
-  BufferPool pool(
-      kBuffer, [] { return int64_t{1} << 30; }, kBuffer);
+  BufferPool pool({.buffer_size = kBuffer, .min_size = kBuffer}, [] { return int64_t{1} << 30; });
   {
     std::vector<AlignedBuffer> held;
     for (int i = 0; i < 8; ++i) held.push_back(pool.take(kBuffer));
@@ -129,8 +157,7 @@ TEST(BufferPoolTest, ReleaseIdleDrainsWhatNoTakeNeeded) {
 // within the room again.
 TEST(BufferPoolTest, TrimFreesTheLargestSizesFirst) {
   std::atomic<int64_t> room{int64_t{1} << 30};
-  BufferPool pool(
-      kBuffer, [&] { return room.load(); }, kBlockSize);
+  BufferPool pool({.buffer_size = kBuffer, .min_size = kBlockSize}, [&] { return room.load(); });
   {
     std::vector<AlignedBuffer> held;
     held.push_back(pool.take(kBuffer));

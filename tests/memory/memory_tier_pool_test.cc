@@ -96,10 +96,10 @@ TEST(MemoryTierPoolTest, AWriterAdoptsAReadBufferInsteadOfCopying) {
 }
 
 // A value from Chunk::kPooledMin to kLargeAllocation keeps its bytes in a
-// pooled buffer of its whole blocks (a 16 KiB value costs 16 KiB and its
-// headers, no block more), which the next value of its size reuses; a
-// smaller one stays on the heap.
-TEST(MemoryTierPoolTest, AMiddlingValueTakesAPooledBufferOfItsWholeBlocks) {
+// pooled buffer of its whole 1 KiB granules (a 16 KiB value costs 16 KiB
+// and its headers, no granule more), which the next value of its size
+// reuses; a smaller one stays on the heap.
+TEST(MemoryTierPoolTest, AMiddlingValueTakesAPooledBufferOfItsWholeGranules) {
   MemoryTierOptions o = small_tier(8 << 20);
   o.chunk_size = 1 << 20;
   MemoryTier t(o);
@@ -110,7 +110,7 @@ TEST(MemoryTierPoolTest, AMiddlingValueTakesAPooledBufferOfItsWholeBlocks) {
     size_t size;
     int64_t buffer;
   };
-  for (const Case& c : {Case{"a", 16 << 10, 16 << 10}, Case{"b", 20000, 20480},
+  for (const Case& c : {Case{"a", 16 << 10, 16 << 10}, Case{"b", 50000, 50176},
                         Case{"c", (128 << 10) - 1, 128 << 10}}) {
     const int64_t before = used();
     ASSERT_TRUE(t.put(c.key, make_value(c.key, 1, c.size)));
@@ -124,7 +124,7 @@ TEST(MemoryTierPoolTest, AMiddlingValueTakesAPooledBufferOfItsWholeBlocks) {
   EXPECT_EQ(t.stats().buffer_pool.reused, after_puts.reused + 1) << "a's buffer is d's";
   ASSERT_TRUE(t.put("small", make_value("small", 3, (16 << 10) - 1)));
   EXPECT_EQ(t.stats().buffer_pool.fresh, 3u) << "under kPooledMin: a heap block";
-  EXPECT_EQ(t.get("b")->to_string(), make_value("b", 1, 20000));
+  EXPECT_EQ(t.get("b")->to_string(), make_value("b", 1, 50000));
   EXPECT_EQ(t.get("d")->to_string(), make_value("d", 2, 16 << 10));
   EXPECT_EQ(t.get("small")->to_string(), make_value("small", 3, (16 << 10) - 1));
 }
