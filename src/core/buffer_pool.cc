@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cassert>
 
 namespace tierkv {
 
@@ -21,7 +22,10 @@ BufferPool::BufferPool(const BufferPoolOptions& o, IdleRoom idle_room)
       buffer_size_(rounded(o.buffer_size)),
       min_size_(std::min(rounded(o.min_size), buffer_size_)),
       alignment_(o.alignment),
-      idle_room_(std::move(idle_room)) {}
+      idle_room_(std::move(idle_room)) {
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  assert(granule_ % alignment_ == 0);
+}
 
 BufferPool::~BufferPool() {
   std::vector<char*> all;
